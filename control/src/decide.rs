@@ -1,0 +1,689 @@
+//! Guarded transitions. [`decide`] reads the state and a command and returns
+//! the events that record its effect, or a typed error; it never mutates,
+//! never reads a clock and never does IO. New ids come in with the command,
+//! so the same inputs always give the same events.
+
+use protocol::limits::{ITEM_MAX, LIST_MAX, NAME_MAX, TEXT_MAX, TITLE_MAX, WORKERS_PER_RUN_MAX};
+use protocol::{
+    Assignment, EventBody, MessageId, MessageKind, RunId, RunState, WorkerId, WorkerState,
+};
+
+use crate::error::Error;
+use crate::model::{Run, State, Worker};
+
+/// A request to change the control plane, already authenticated: `actor` is
+/// the worker whose capability the caller presented.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Create a run and its root worker.
+    CreateRun {
+        /// The new run.
+        run_id: RunId,
+        /// Its root worker.
+        root_id: WorkerId,
+        /// Human title.
+        title: String,
+    },
+    /// Root creates a worker and asks for its conversation to be launched.
+    Spawn {
+        /// Must be root.
+        actor: WorkerId,
+        /// The new worker.
+        worker_id: WorkerId,
+        /// Last path segment, `[a-z0-9_-]`.
+        name: String,
+        /// Its task.
+        assignment: Assignment,
+    },
+    /// A worker's conversation attached with its attach identity.
+    Attach {
+        /// The worker.
+        worker_id: WorkerId,
+    },
+    /// A worker reports progress.
+    Progress {
+        /// The reporting worker.
+        actor: WorkerId,
+        /// What happened.
+        summary: String,
+        /// 0–100.
+        percent: Option<u8>,
+    },
+    /// A worker sends a message.
+    Send {
+        /// Sender.
+        actor: WorkerId,
+        /// The new message.
+        message_id: MessageId,
+        /// Recipient.
+        to: WorkerId,
+        /// Kind.
+        kind: MessageKind,
+        /// Body.
+        body: String,
+        /// A message addressed to the sender that this one answers.
+        in_reply_to: Option<MessageId>,
+    },
+    /// Root sends one message to every unfinished worker.
+    Broadcast {
+        /// Must be root.
+        actor: WorkerId,
+        /// One fresh id per recipient, used in order.
+        message_ids: Vec<MessageId>,
+        /// Kind.
+        kind: MessageKind,
+        /// Body.
+        body: String,
+    },
+    /// A worker reports completion. Root completing completes the run.
+    Complete {
+        /// The worker.
+        actor: WorkerId,
+        /// What was delivered.
+        summary: String,
+        /// Artifact references.
+        artifacts: Vec<String>,
+    },
+    /// A worker reports failure. Root failing fails the run.
+    Fail {
+        /// The worker.
+        actor: WorkerId,
+        /// Why.
+        reason: String,
+    },
+    /// Root stops a worker's work.
+    Interrupt {
+        /// Must be root.
+        actor: WorkerId,
+        /// The worker to stop.
+        target: WorkerId,
+        /// Why.
+        reason: String,
+    },
+    /// Root gives a worker further work, reopening it.
+    Followup {
+        /// Must be root.
+        actor: WorkerId,
+        /// The worker.
+        target: WorkerId,
+        /// What to do next.
+        instructions: String,
+    },
+    /// Root cancels the run and every unfinished worker.
+    CancelRun {
+        /// Must be root.
+        actor: WorkerId,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The events that record `command`'s effect on `state`, or why it is refused.
+pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error> {
+    match command {
+        Command::CreateRun {
+            run_id,
+            root_id,
+            title,
+        } => {
+            check_text("title", title, TITLE_MAX)?;
+            if state.runs.contains_key(run_id) || state.workers.contains_key(root_id) {
+                return Err(Error::InvalidArgument(
+                    "run or root id already exists".into(),
+                ));
+            }
+            Ok(vec![
+                EventBody::RunCreated {
+                    title: title.clone(),
+                    root_worker_id: root_id.clone(),
+                },
+                EventBody::WorkerCreated {
+                    worker_id: root_id.clone(),
+                    path: "/root".into(),
+                    parent_id: None,
+                    assignment: None,
+                },
+                state_change(root_id, WorkerState::Created, WorkerState::Running, None),
+            ])
+        }
+        Command::Spawn {
+            actor,
+            worker_id,
+            name,
+            assignment,
+        } => {
+            let (run, root) = root_actor(state, actor)?;
+            require_active(run)?;
+            check_name(name)?;
+            check_assignment(assignment)?;
+            let path = format!("{}/{name}", root.path);
+            if run.paths.contains(&path) {
+                return Err(Error::InvalidArgument(format!(
+                    "a worker named {path} already exists in this run"
+                )));
+            }
+            if run.workers.len() >= WORKERS_PER_RUN_MAX {
+                return Err(Error::LimitReached(format!(
+                    "a run holds at most {WORKERS_PER_RUN_MAX} workers"
+                )));
+            }
+            if state.workers.contains_key(worker_id) {
+                return Err(Error::InvalidArgument("worker id already exists".into()));
+            }
+            Ok(vec![
+                EventBody::WorkerCreated {
+                    worker_id: worker_id.clone(),
+                    path,
+                    parent_id: Some(actor.clone()),
+                    assignment: Some(assignment.clone()),
+                },
+                state_change(
+                    worker_id,
+                    WorkerState::Created,
+                    WorkerState::LaunchRequested,
+                    None,
+                ),
+            ])
+        }
+        Command::Attach { worker_id } => {
+            let (run, worker) = acting(state, worker_id)?;
+            if worker.is_root() {
+                return Err(Error::Forbidden(
+                    "root does not attach; it uses the capability from run_create".into(),
+                ));
+            }
+            if worker.state == WorkerState::Cancelled
+                || worker.state == WorkerState::LaunchFailed
+                || run.state.is_terminal()
+            {
+                return Err(Error::InvalidTransition(format!(
+                    "worker is {:?}; it can no longer attach",
+                    worker.state
+                )));
+            }
+            let mut events = vec![EventBody::WorkerAttached {
+                worker_id: worker_id.clone(),
+                attach_count: worker.attach_count + 1,
+            }];
+            match worker.state {
+                WorkerState::Created | WorkerState::LaunchRequested | WorkerState::Launching => {
+                    events.push(state_change(
+                        worker_id,
+                        worker.state,
+                        WorkerState::Running,
+                        Some("attached"),
+                    ));
+                }
+                WorkerState::Running
+                | WorkerState::Waiting
+                | WorkerState::Completed
+                | WorkerState::Failed
+                | WorkerState::Cancelled
+                | WorkerState::LaunchFailed => {}
+            }
+            Ok(events)
+        }
+        Command::Progress {
+            actor,
+            summary,
+            percent,
+        } => {
+            let (run, worker) = acting(state, actor)?;
+            require_open(run)?;
+            require_working(worker)?;
+            check_text("summary", summary, TEXT_MAX)?;
+            if percent.is_some_and(|p| p > 100) {
+                return Err(Error::InvalidArgument(
+                    "percent must be between 0 and 100".into(),
+                ));
+            }
+            let mut events = vec![EventBody::WorkerProgress {
+                worker_id: actor.clone(),
+                summary: summary.clone(),
+                percent: *percent,
+            }];
+            if worker.state == WorkerState::Waiting {
+                events.push(state_change(
+                    actor,
+                    WorkerState::Waiting,
+                    WorkerState::Running,
+                    Some("progress"),
+                ));
+            }
+            Ok(events)
+        }
+        Command::Send {
+            actor,
+            message_id,
+            to,
+            kind,
+            body,
+            in_reply_to,
+        } => {
+            let (run, sender) = acting(state, actor)?;
+            require_open(run)?;
+            require_working(sender)?;
+            check_text("body", body, TEXT_MAX)?;
+            let recipient = state
+                .worker(to)
+                .filter(|w| w.run_id == run.id)
+                .ok_or_else(|| Error::NotFound(format!("worker {to} in this run")))?;
+            if recipient.id == sender.id {
+                return Err(Error::InvalidArgument(
+                    "a worker cannot message itself".into(),
+                ));
+            }
+            if !sender.is_root()
+                && !recipient.is_root()
+                && Some(&recipient.id) != sender.parent.as_ref()
+            {
+                return Err(Error::Forbidden(
+                    "workers may message root or their parent only".into(),
+                ));
+            }
+            if let Some(reply_to) = in_reply_to {
+                match run.messages.get(reply_to) {
+                    Some(addressee) if addressee == actor => {}
+                    Some(_) => {
+                        return Err(Error::Forbidden(
+                            "in_reply_to names a message addressed to another worker".into(),
+                        ));
+                    }
+                    None => return Err(Error::NotFound(format!("message {reply_to} in this run"))),
+                }
+            }
+            if state
+                .runs
+                .values()
+                .any(|r| r.messages.contains_key(message_id))
+            {
+                return Err(Error::InvalidArgument("message id already exists".into()));
+            }
+            let mut events = vec![EventBody::WorkerMessage {
+                message_id: message_id.clone(),
+                from: actor.clone(),
+                to: to.clone(),
+                kind: *kind,
+                body: body.clone(),
+                in_reply_to: in_reply_to.clone(),
+            }];
+            events.extend(message_state_changes(sender, recipient, *kind));
+            Ok(events)
+        }
+        Command::Broadcast {
+            actor,
+            message_ids,
+            kind,
+            body,
+        } => {
+            let (run, root) = root_actor(state, actor)?;
+            require_open(run)?;
+            check_text("body", body, TEXT_MAX)?;
+            let recipients: Vec<&Worker> = run
+                .workers
+                .iter()
+                .filter_map(|id| state.worker(id))
+                .filter(|w| !w.is_root() && !w.state.is_terminal())
+                .collect();
+            if message_ids.len() < recipients.len() {
+                return Err(Error::InvalidArgument(
+                    "not enough message ids for the recipients".into(),
+                ));
+            }
+            let mut events = Vec::new();
+            for (recipient, message_id) in recipients.into_iter().zip(message_ids) {
+                events.push(EventBody::WorkerMessage {
+                    message_id: message_id.clone(),
+                    from: actor.clone(),
+                    to: recipient.id.clone(),
+                    kind: *kind,
+                    body: body.clone(),
+                    in_reply_to: None,
+                });
+                events.extend(message_state_changes(root, recipient, *kind));
+            }
+            Ok(events)
+        }
+        Command::Complete {
+            actor,
+            summary,
+            artifacts,
+        } => {
+            let (run, worker) = acting(state, actor)?;
+            require_open(run)?;
+            require_working(worker)?;
+            check_text("summary", summary, TEXT_MAX)?;
+            check_list("artifacts", artifacts)?;
+            let mut events = vec![
+                EventBody::WorkerCompleted {
+                    worker_id: actor.clone(),
+                    summary: summary.clone(),
+                    artifacts: artifacts.clone(),
+                },
+                state_change(actor, worker.state, WorkerState::Completed, None),
+            ];
+            if worker.is_root() {
+                let children_open = unfinished_children(state, run, actor).next().is_some();
+                let to = if children_open {
+                    RunState::Completing
+                } else {
+                    RunState::Completed
+                };
+                events.push(EventBody::RunStateChanged {
+                    from: run.state,
+                    to,
+                    reason: Some("root completed".into()),
+                });
+            } else {
+                events.extend(close_if_last(state, run, actor));
+            }
+            Ok(events)
+        }
+        Command::Fail { actor, reason } => {
+            let (run, worker) = acting(state, actor)?;
+            require_open(run)?;
+            require_working(worker)?;
+            check_text("reason", reason, TEXT_MAX)?;
+            let mut events = vec![
+                EventBody::WorkerFailed {
+                    worker_id: actor.clone(),
+                    reason: reason.clone(),
+                },
+                state_change(actor, worker.state, WorkerState::Failed, None),
+            ];
+            if worker.is_root() {
+                events.extend(cancel_children(state, run, actor, "run failed"));
+                events.push(EventBody::RunStateChanged {
+                    from: run.state,
+                    to: RunState::Failed,
+                    reason: Some(reason.clone()),
+                });
+            } else {
+                events.extend(close_if_last(state, run, actor));
+            }
+            Ok(events)
+        }
+        Command::Interrupt {
+            actor,
+            target,
+            reason,
+        } => {
+            let (run, _) = root_actor(state, actor)?;
+            require_open(run)?;
+            check_text("reason", reason, TEXT_MAX)?;
+            let worker = child_of_run(state, run, target)?;
+            if worker.state.is_terminal() {
+                return Err(Error::InvalidTransition(format!(
+                    "worker is already {:?}",
+                    worker.state
+                )));
+            }
+            let mut events = vec![
+                EventBody::WorkerInterrupted {
+                    worker_id: target.clone(),
+                    reason: reason.clone(),
+                },
+                state_change(
+                    target,
+                    worker.state,
+                    WorkerState::Cancelled,
+                    Some("interrupted"),
+                ),
+            ];
+            events.extend(close_if_last(state, run, target));
+            Ok(events)
+        }
+        Command::Followup {
+            actor,
+            target,
+            instructions,
+        } => {
+            let (run, _) = root_actor(state, actor)?;
+            require_active(run)?;
+            check_text("instructions", instructions, TEXT_MAX)?;
+            let worker = child_of_run(state, run, target)?;
+            match worker.state {
+                WorkerState::Running
+                | WorkerState::Waiting
+                | WorkerState::Completed
+                | WorkerState::Failed => {}
+                WorkerState::Created
+                | WorkerState::LaunchRequested
+                | WorkerState::Launching
+                | WorkerState::Cancelled
+                | WorkerState::LaunchFailed => {
+                    return Err(Error::InvalidTransition(format!(
+                        "a {:?} worker cannot take a follow-up",
+                        worker.state
+                    )));
+                }
+            }
+            let mut events = vec![EventBody::WorkerFollowup {
+                worker_id: target.clone(),
+                seq: worker.followups.len() as u32 + 1,
+                instructions: instructions.clone(),
+            }];
+            if worker.state != WorkerState::Running {
+                events.push(state_change(
+                    target,
+                    worker.state,
+                    WorkerState::Running,
+                    Some("follow-up"),
+                ));
+            }
+            Ok(events)
+        }
+        Command::CancelRun { actor, reason } => {
+            let (run, root) = root_actor(state, actor)?;
+            if run.state.is_terminal() {
+                return Err(Error::RunNotActive(run.state));
+            }
+            check_text("reason", reason, TEXT_MAX)?;
+            let mut events = cancel_children(state, run, actor, "run cancelled");
+            if !root.state.is_terminal() {
+                events.push(state_change(
+                    actor,
+                    root.state,
+                    WorkerState::Cancelled,
+                    Some("run cancelled"),
+                ));
+            }
+            events.push(EventBody::RunStateChanged {
+                from: run.state,
+                to: RunState::Cancelled,
+                reason: Some(reason.clone()),
+            });
+            Ok(events)
+        }
+    }
+}
+
+fn state_change(
+    worker: &WorkerId,
+    from: WorkerState,
+    to: WorkerState,
+    reason: Option<&str>,
+) -> EventBody {
+    EventBody::WorkerStateChanged {
+        worker_id: worker.clone(),
+        from,
+        to,
+        reason: reason.map(str::to_owned),
+    }
+}
+
+/// The actor and its run; the actor must exist.
+fn acting<'a>(state: &'a State, actor: &WorkerId) -> Result<(&'a Run, &'a Worker), Error> {
+    let worker = state
+        .worker(actor)
+        .ok_or_else(|| Error::NotFound(format!("worker {actor}")))?;
+    let run = state
+        .runs
+        .get(&worker.run_id)
+        .ok_or_else(|| Error::NotFound(format!("run {}", worker.run_id)))?;
+    Ok((run, worker))
+}
+
+/// The actor, which must be its run's root.
+fn root_actor<'a>(state: &'a State, actor: &WorkerId) -> Result<(&'a Run, &'a Worker), Error> {
+    let (run, worker) = acting(state, actor)?;
+    if !worker.is_root() {
+        return Err(Error::Forbidden("only root may do this".into()));
+    }
+    Ok((run, worker))
+}
+
+/// A non-root worker of `run`.
+fn child_of_run<'a>(state: &'a State, run: &Run, id: &WorkerId) -> Result<&'a Worker, Error> {
+    let worker = state
+        .worker(id)
+        .filter(|w| w.run_id == run.id)
+        .ok_or_else(|| Error::NotFound(format!("worker {id} in this run")))?;
+    if worker.is_root() {
+        return Err(Error::InvalidArgument("root cannot be the target".into()));
+    }
+    Ok(worker)
+}
+
+/// New work may start only in an active run.
+fn require_active(run: &Run) -> Result<(), Error> {
+    match run.state {
+        RunState::Active => Ok(()),
+        RunState::Completing | RunState::Completed | RunState::Failed | RunState::Cancelled => {
+            Err(Error::RunNotActive(run.state))
+        }
+    }
+}
+
+/// Reporting and messaging continue while a run is completing.
+fn require_open(run: &Run) -> Result<(), Error> {
+    match run.state {
+        RunState::Active | RunState::Completing => Ok(()),
+        RunState::Completed | RunState::Failed | RunState::Cancelled => {
+            Err(Error::RunNotActive(run.state))
+        }
+    }
+}
+
+/// Only a working worker reports, messages, completes or fails.
+fn require_working(worker: &Worker) -> Result<(), Error> {
+    match worker.state {
+        WorkerState::Running | WorkerState::Waiting => Ok(()),
+        WorkerState::Created
+        | WorkerState::LaunchRequested
+        | WorkerState::Launching
+        | WorkerState::Completed
+        | WorkerState::Failed
+        | WorkerState::Cancelled
+        | WorkerState::LaunchFailed => Err(Error::InvalidTransition(format!(
+            "worker is {:?}",
+            worker.state
+        ))),
+    }
+}
+
+/// A question or blocker makes the sender wait; an answer or correction
+/// releases a waiting recipient.
+fn message_state_changes(sender: &Worker, recipient: &Worker, kind: MessageKind) -> Vec<EventBody> {
+    let mut events = Vec::new();
+    if kind.makes_sender_wait() && sender.state == WorkerState::Running && !sender.is_root() {
+        events.push(state_change(
+            &sender.id,
+            WorkerState::Running,
+            WorkerState::Waiting,
+            Some("awaiting reply"),
+        ));
+    }
+    if kind.releases_recipient() && recipient.state == WorkerState::Waiting {
+        events.push(state_change(
+            &recipient.id,
+            WorkerState::Waiting,
+            WorkerState::Running,
+            Some("reply received"),
+        ));
+    }
+    events
+}
+
+fn unfinished_children<'a>(
+    state: &'a State,
+    run: &'a Run,
+    except: &'a WorkerId,
+) -> impl Iterator<Item = &'a Worker> + 'a {
+    run.workers
+        .iter()
+        .filter(move |id| *id != except)
+        .filter_map(|id| state.worker(id))
+        .filter(|w| !w.is_root() && !w.state.is_terminal())
+}
+
+fn cancel_children(state: &State, run: &Run, root: &WorkerId, reason: &str) -> Vec<EventBody> {
+    unfinished_children(state, run, root)
+        .map(|w| state_change(&w.id, w.state, WorkerState::Cancelled, Some(reason)))
+        .collect()
+}
+
+/// When root has completed and `finishing` was the last unfinished worker,
+/// the run completes.
+fn close_if_last(state: &State, run: &Run, finishing: &WorkerId) -> Option<EventBody> {
+    (run.state == RunState::Completing
+        && unfinished_children(state, run, finishing).next().is_none())
+    .then(|| EventBody::RunStateChanged {
+        from: RunState::Completing,
+        to: RunState::Completed,
+        reason: Some("last worker finished".into()),
+    })
+}
+
+fn check_text(field: &'static str, text: &str, max: usize) -> Result<(), Error> {
+    if text.len() > max {
+        return Err(Error::TooLarge {
+            field,
+            len: text.len(),
+            max,
+        });
+    }
+    Ok(())
+}
+
+fn check_list(field: &'static str, items: &[String]) -> Result<(), Error> {
+    if items.len() > LIST_MAX {
+        return Err(Error::TooLarge {
+            field,
+            len: items.len(),
+            max: LIST_MAX,
+        });
+    }
+    items
+        .iter()
+        .try_for_each(|item| check_text(field, item, ITEM_MAX))
+}
+
+fn check_name(name: &str) -> Result<(), Error> {
+    check_text("name", name, NAME_MAX)?;
+    let ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if !ok {
+        return Err(Error::InvalidArgument(
+            "name must be 1-64 characters of a-z, 0-9, '-' or '_'".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn check_assignment(a: &Assignment) -> Result<(), Error> {
+    if a.objective.trim().is_empty() {
+        return Err(Error::InvalidArgument(
+            "assignment.objective must not be empty".into(),
+        ));
+    }
+    for text in a.texts() {
+        check_text("assignment", text, TEXT_MAX)?;
+    }
+    for list in a.lists() {
+        check_list("assignment", list)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,176 @@
+//! Capabilities and attach identities.
+//!
+//! Both are derived from one daemon secret by HMAC-SHA256 over the worker id,
+//! so nothing secret is stored in the event log or the idempotency table, and a
+//! replayed `run_create` or `worker_attach` returns the same credential.
+//!
+//! - A *capability* (`cap_<worker>_<mac>`) lets its holder act as exactly that
+//!   worker; root's capability is the root worker's.
+//! - An *attach identity* (`att_<worker>_<mac>`) is the only thing a bootstrap
+//!   prompt carries; exchanging it at `worker_attach` yields the capability.
+
+use hmac::{Hmac, Mac};
+use protocol::WorkerId;
+use sha2::Sha256;
+
+/// Length of the daemon secret, in bytes (256 bits).
+pub const SECRET_LEN: usize = 32;
+
+/// Derives and verifies credentials with the daemon secret.
+#[derive(Clone)]
+pub struct Keyring {
+    secret: [u8; SECRET_LEN],
+}
+
+impl std::fmt::Debug for Keyring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Keyring(..)")
+    }
+}
+
+/// The two credential families, kept apart by HMAC domain and text prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Capability,
+    Attach,
+}
+
+impl Family {
+    fn prefix(self) -> &'static str {
+        match self {
+            Family::Capability => "cap",
+            Family::Attach => "att",
+        }
+    }
+
+    /// Capabilities carry the full 256-bit MAC; attach identities 128 bits,
+    /// enough to be unguessable while keeping the bootstrap prompt short.
+    fn mac_len(self) -> usize {
+        match self {
+            Family::Capability => 32,
+            Family::Attach => 16,
+        }
+    }
+}
+
+impl Keyring {
+    /// A keyring over `secret`.
+    pub fn new(secret: [u8; SECRET_LEN]) -> Self {
+        Self { secret }
+    }
+
+    /// A keyring with a fresh random secret.
+    pub fn generate() -> Self {
+        let mut secret = [0u8; SECRET_LEN];
+        getrandom::fill(&mut secret).expect("the OS random source is available");
+        Self { secret }
+    }
+
+    /// The secret, for persisting it with owner-only permissions.
+    pub fn secret(&self) -> &[u8; SECRET_LEN] {
+        &self.secret
+    }
+
+    fn mac(&self, family: Family, worker: &WorkerId) -> Vec<u8> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("any key length works");
+        mac.update(family.prefix().as_bytes());
+        mac.update(b"|");
+        mac.update(worker.as_str().as_bytes());
+        let mut out = mac.finalize().into_bytes().to_vec();
+        out.truncate(family.mac_len());
+        out
+    }
+
+    fn issue(&self, family: Family, worker: &WorkerId) -> String {
+        let hex_id = &worker.as_str()[WorkerId::PREFIX.len() + 1..];
+        format!(
+            "{}_{}_{}",
+            family.prefix(),
+            hex_id,
+            to_hex(&self.mac(family, worker))
+        )
+    }
+
+    /// Parses and verifies a credential; returns the worker it is for.
+    fn verify(&self, family: Family, text: &str) -> Option<WorkerId> {
+        let rest = text.strip_prefix(family.prefix())?.strip_prefix('_')?;
+        let (hex_id, mac_hex) = rest.split_once('_')?;
+        let worker: WorkerId = format!("{}_{hex_id}", WorkerId::PREFIX).parse().ok()?;
+        let given = from_hex(mac_hex)?;
+        let expected = self.mac(family, &worker);
+        // Constant-time comparison: the length is public, the bytes are not.
+        let same = given.len() == expected.len()
+            && given
+                .iter()
+                .zip(&expected)
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0;
+        same.then_some(worker)
+    }
+
+    /// The capability that lets its holder act as `worker`.
+    pub fn capability(&self, worker: &WorkerId) -> String {
+        self.issue(Family::Capability, worker)
+    }
+
+    /// The worker a capability belongs to, if it is genuine.
+    pub fn verify_capability(&self, text: &str) -> Option<WorkerId> {
+        self.verify(Family::Capability, text)
+    }
+
+    /// The attach identity put in `worker`'s bootstrap prompt.
+    pub fn attach_identity(&self, worker: &WorkerId) -> String {
+        self.issue(Family::Attach, worker)
+    }
+
+    /// The worker an attach identity belongs to, if it is genuine.
+    pub fn verify_attach_identity(&self, text: &str) -> Option<WorkerId> {
+        self.verify(Family::Attach, text)
+    }
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_verify_only_for_their_worker_family_and_secret() {
+        let keys = Keyring::new([7; SECRET_LEN]);
+        let a = WorkerId::from_uuid_bytes([1; 16]);
+        let b = WorkerId::from_uuid_bytes([2; 16]);
+        let cap = keys.capability(&a);
+        let att = keys.attach_identity(&a);
+        assert_eq!(keys.verify_capability(&cap), Some(a.clone()));
+        assert_eq!(keys.verify_attach_identity(&att), Some(a.clone()));
+        // The families do not mix.
+        assert_eq!(keys.verify_capability(&att), None);
+        assert_eq!(keys.verify_attach_identity(&cap), None);
+        // Swapping the worker id breaks the MAC.
+        let forged = cap.replace(&a.as_str()[4..], &b.as_str()[4..]);
+        assert_eq!(keys.verify_capability(&forged), None);
+        // Another daemon's secret does not verify.
+        assert_eq!(Keyring::new([8; SECRET_LEN]).verify_capability(&cap), None);
+        // Derivation is stable.
+        assert_eq!(keys.capability(&a), cap);
+        for junk in ["", "cap_", "cap_zz_zz", "cap_0101_0", &cap[..cap.len() - 1]] {
+            assert_eq!(keys.verify_capability(junk), None, "{junk}");
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! The durable control plane: runs, workers, assignments, messages and the
+//! event log they are folded from.
+//!
+//! # Layout
+//! - [`model`]: the in-memory state, a pure fold over [`protocol::Event`]s.
+//! - [`decide`]: pure, guarded transitions: a [`decide::Command`] and the
+//!   current state in, the events to append (or a typed error) out.
+//! - [`store`]: the [`store::Store`] trait, its SQLite and in-memory
+//!   implementations, and the contract suite both must pass.
+//! - [`broker`]: bounded waits that wake as soon as a run's cursor advances.
+//! - [`keys`]: capabilities and attach identities, derived by HMAC so no
+//!   secret is ever stored beside the log.
+//! - [`clock`]: the injected clock.
+//! - [`plane`]: the shell that runs commands: idempotency, append, fold, wake.
+//!
+//! Architecture invariant: `model` and `decide` do no IO and read no clock;
+//! only `plane` touches the store, and no SQL type leaves `store::sqlite`.
+
+pub mod broker;
+pub mod clock;
+pub mod decide;
+pub mod error;
+pub mod keys;
+pub mod model;
+pub mod plane;
+pub mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::Error;
+pub use keys::Keyring;
+pub use plane::ControlPlane;

@@ -1,0 +1,473 @@
+//! The control plane shell: authenticates, runs [`decide`], commits the events
+//! (with the idempotency record) in one store transaction, folds them into the
+//! in-memory state and wakes waiters. State changes only after a commit, so a
+//! failed append leaves memory and disk as they were.
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use protocol::limits::{EVENTS_PAGE_MAX, IDEMPOTENCY_KEY_MAX, WAIT_MAX_MS};
+use protocol::{Assignment, Event, MessageId, MessageKind, RunId, WorkerId};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
+
+use crate::broker::Broker;
+use crate::clock::Clock;
+use crate::decide::{Command, decide};
+use crate::error::Error;
+use crate::keys::Keyring;
+use crate::model::{Run, State, Worker};
+use crate::store::{Batch, IdempotencyRecord, Store, StoreError};
+
+/// Who is reading events: root sees the whole run, a worker only what
+/// concerns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Viewer {
+    /// The run's root worker.
+    Root,
+    /// A non-root worker.
+    Worker(WorkerId),
+}
+
+/// A page of events and the cursor to continue from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// The last cursor examined; pass it back as `after` to continue.
+    pub cursor: u64,
+    /// Events visible to the viewer, in cursor order.
+    pub events: Vec<Event>,
+    /// Whether a wait ended at its deadline with nothing new.
+    pub timed_out: bool,
+}
+
+/// An optional idempotency key and the namespace it lives in.
+#[derive(Debug, Clone)]
+pub struct IdemKey<'a> {
+    scope: String,
+    key: &'a str,
+}
+
+/// The durable control plane.
+pub struct ControlPlane {
+    store: Arc<dyn Store>,
+    state: RwLock<State>,
+    /// Serializes mutations: decide, append and fold happen as one step.
+    writer: Mutex<()>,
+    broker: Broker,
+    clock: Arc<dyn Clock>,
+    keys: Keyring,
+}
+
+impl ControlPlane {
+    /// Rebuilds the state from `store`. A log that does not fold cleanly is
+    /// reported as corrupt (`RECONCILE_REQUIRED`) rather than half-loaded.
+    pub fn open(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        keys: Keyring,
+    ) -> Result<Self, Error> {
+        let mut state = State::default();
+        store.replay(&mut |event| {
+            state
+                .apply(&event)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))
+        })?;
+        let broker = Broker::new();
+        for run in state.runs.values() {
+            broker.prime(&run.id, run.cursor);
+        }
+        Ok(Self {
+            store,
+            state: RwLock::new(state),
+            writer: Mutex::new(()),
+            broker,
+            clock,
+            keys,
+        })
+    }
+
+    /// The keyring that issues capabilities and attach identities.
+    pub fn keys(&self) -> &Keyring {
+        &self.keys
+    }
+
+    /// The worker a capability belongs to. Fails with `UNAUTHORIZED` for a
+    /// forged capability or one naming no worker of this daemon.
+    pub fn authenticate(&self, capability: &str) -> Result<Worker, Error> {
+        let id = self
+            .keys
+            .verify_capability(capability)
+            .ok_or(Error::Unauthorized)?;
+        self.worker(&id).ok_or(Error::Unauthorized)
+    }
+
+    /// A copy of the run, if it exists.
+    pub fn run(&self, id: &RunId) -> Option<Run> {
+        self.read().runs.get(id).cloned()
+    }
+
+    /// A copy of the worker, if it exists.
+    pub fn worker(&self, id: &WorkerId) -> Option<Worker> {
+        self.read().workers.get(id).cloned()
+    }
+
+    /// The run's workers in creation order, root first.
+    pub fn workers_of(&self, run: &RunId) -> Vec<Worker> {
+        let state = self.read();
+        state.runs.get(run).map_or_else(Vec::new, |r| {
+            r.workers
+                .iter()
+                .filter_map(|w| state.workers.get(w).cloned())
+                .collect()
+        })
+    }
+
+    /// How many runs and workers exist (for status and tests).
+    pub fn counts(&self) -> (usize, usize) {
+        let state = self.read();
+        (state.runs.len(), state.workers.len())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().expect("state lock")
+    }
+
+    /// An idempotency key in `scope`, validated.
+    pub fn idem_key<'a>(
+        scope: impl Into<String>,
+        key: Option<&'a str>,
+    ) -> Result<Option<IdemKey<'a>>, Error> {
+        let Some(key) = key else { return Ok(None) };
+        if key.is_empty() || key.len() > IDEMPOTENCY_KEY_MAX || key.chars().any(char::is_control) {
+            return Err(Error::InvalidArgument(format!(
+                "idempotency_key must be 1-{IDEMPOTENCY_KEY_MAX} bytes without control characters"
+            )));
+        }
+        Ok(Some(IdemKey {
+            scope: scope.into(),
+            key,
+        }))
+    }
+
+    /// Runs one command. With a key: a replay with the same `request` returns
+    /// the first response; a different `request` is a `CONFLICT`.
+    fn commit<R: Serialize + DeserializeOwned>(
+        &self,
+        idem: Option<IdemKey<'_>>,
+        request: &impl Serialize,
+        make: impl FnOnce() -> (Command, R),
+    ) -> Result<(R, Vec<Event>), Error> {
+        let _writer = self.writer.lock().expect("writer lock");
+        let request_hash = idem.as_ref().map(|_| hash_json(request));
+        if let (Some(idem), Some(hash)) = (&idem, &request_hash) {
+            if let Some(found) = self.store.idempotency(&idem.scope, idem.key)? {
+                if &found.request_hash != hash {
+                    return Err(Error::Conflict {
+                        key: idem.key.to_owned(),
+                    });
+                }
+                let response = serde_json::from_str(&found.response)
+                    .map_err(|e| StoreError::Corrupt(format!("idempotency response: {e}")))?;
+                return Ok((response, Vec::new()));
+            }
+        }
+        let (command, response) = make();
+        let bodies = decide(&self.read(), &command)?;
+        let at_ms = self.clock.now_ms();
+        let events: Vec<Event> = {
+            let state = self.read();
+            let mut next = std::collections::HashMap::<RunId, u64>::new();
+            bodies
+                .into_iter()
+                .map(|body| {
+                    let run_id = run_of(&state, &command, &body);
+                    let cursor = next
+                        .entry(run_id.clone())
+                        .or_insert_with(|| state.runs.get(&run_id).map_or(0, |r| r.cursor));
+                    *cursor += 1;
+                    Event {
+                        cursor: *cursor,
+                        run_id,
+                        at_ms,
+                        body,
+                    }
+                })
+                .collect()
+        };
+        let idempotency = match (idem, request_hash) {
+            (Some(idem), Some(request_hash)) => Some(IdempotencyRecord {
+                scope: idem.scope,
+                key: idem.key.to_owned(),
+                request_hash,
+                response: serde_json::to_string(&response).expect("responses serialize"),
+            }),
+            _ => None,
+        };
+        self.store.append(&Batch {
+            events: events.clone(),
+            idempotency,
+        })?;
+        {
+            let mut state = self.state.write().expect("state lock");
+            for event in &events {
+                // The events were decided against this very state under the
+                // writer lock; a fold failure here is a bug, not bad input.
+                state.apply(event).expect("decided events fold");
+            }
+        }
+        self.broker.publish(&events);
+        Ok((response, events))
+    }
+
+    /// Runs a command that has no idempotency key and returns its events.
+    pub fn execute(&self, command: Command) -> Result<Vec<Event>, Error> {
+        self.commit(None, &(), || (command, ()))
+            .map(|(_, events)| events)
+    }
+
+    /// Creates a run and its root worker; returns `(run, root)`.
+    pub fn create_run(&self, title: &str, idem: Option<&str>) -> Result<(RunId, WorkerId), Error> {
+        let idem = Self::idem_key("run_create", idem)?;
+        self.commit(idem, &title, || {
+            let (run_id, root_id) = (
+                RunId::from_uuid_bytes(new_uuid()),
+                WorkerId::from_uuid_bytes(new_uuid()),
+            );
+            (
+                Command::CreateRun {
+                    run_id: run_id.clone(),
+                    root_id: root_id.clone(),
+                    title: title.to_owned(),
+                },
+                (run_id, root_id),
+            )
+        })
+        .map(|(r, _)| r)
+    }
+
+    /// Root spawns a worker; returns its id (the same id on an idempotent replay).
+    pub fn spawn(
+        &self,
+        actor: &Worker,
+        name: &str,
+        assignment: &Assignment,
+        idem: Option<&str>,
+    ) -> Result<WorkerId, Error> {
+        let idem = Self::idem_key(format!("worker_spawn:{}", actor.run_id), idem)?;
+        self.commit(idem, &(name, assignment), || {
+            let worker_id = WorkerId::from_uuid_bytes(new_uuid());
+            let cmd = Command::Spawn {
+                actor: actor.id.clone(),
+                worker_id: worker_id.clone(),
+                name: name.to_owned(),
+                assignment: assignment.clone(),
+            };
+            (cmd, worker_id)
+        })
+        .map(|(r, _)| r)
+    }
+
+    /// Sends a message; returns its id (the same id on an idempotent replay).
+    pub fn send(
+        &self,
+        actor: &Worker,
+        to: &WorkerId,
+        kind: MessageKind,
+        body: &str,
+        in_reply_to: Option<&MessageId>,
+        idem: Option<&str>,
+    ) -> Result<MessageId, Error> {
+        let idem = Self::idem_key(format!("message_send:{}", actor.id), idem)?;
+        self.commit(idem, &(to, kind, body, in_reply_to), || {
+            let message_id = MessageId::from_uuid_bytes(new_uuid());
+            let cmd = Command::Send {
+                actor: actor.id.clone(),
+                message_id: message_id.clone(),
+                to: to.clone(),
+                kind,
+                body: body.to_owned(),
+                in_reply_to: in_reply_to.cloned(),
+            };
+            (cmd, message_id)
+        })
+        .map(|(r, _)| r)
+    }
+
+    /// Root messages every unfinished worker; returns the message ids.
+    pub fn broadcast(
+        &self,
+        actor: &Worker,
+        kind: MessageKind,
+        body: &str,
+        idem: Option<&str>,
+    ) -> Result<Vec<MessageId>, Error> {
+        let idem = Self::idem_key(format!("message_broadcast:{}", actor.id), idem)?;
+        let (_, events) = self.commit(idem, &(kind, body), || {
+            let ids = (0..protocol::limits::WORKERS_PER_RUN_MAX)
+                .map(|_| MessageId::from_uuid_bytes(new_uuid()))
+                .collect();
+            (
+                Command::Broadcast {
+                    actor: actor.id.clone(),
+                    message_ids: ids,
+                    kind,
+                    body: body.to_owned(),
+                },
+                (),
+            )
+        })?;
+        Ok(events
+            .into_iter()
+            .filter_map(|e| match e.body {
+                protocol::EventBody::WorkerMessage { message_id, .. } => Some(message_id),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Root gives a worker more work; returns the follow-up's sequence number.
+    pub fn followup(
+        &self,
+        actor: &Worker,
+        target: &WorkerId,
+        instructions: &str,
+        idem: Option<&str>,
+    ) -> Result<u32, Error> {
+        let idem = Self::idem_key(format!("worker_followup:{}", actor.run_id), idem)?;
+        let seq = self
+            .worker(target)
+            .map_or(1, |w| w.followups.len() as u32 + 1);
+        self.commit(idem, &(target, instructions), || {
+            (
+                Command::Followup {
+                    actor: actor.id.clone(),
+                    target: target.clone(),
+                    instructions: instructions.to_owned(),
+                },
+                seq,
+            )
+        })
+        .map(|(r, _)| r)
+    }
+
+    /// A page of the run's events after `after`, filtered for `viewer`.
+    pub fn events(
+        &self,
+        run: &RunId,
+        after: u64,
+        limit: usize,
+        viewer: &Viewer,
+    ) -> Result<Page, Error> {
+        let head = self
+            .run(run)
+            .ok_or_else(|| Error::NotFound(format!("run {run}")))?
+            .cursor;
+        if after > head {
+            return Err(Error::InvalidArgument(format!(
+                "after_cursor {after} is beyond the run's last cursor {head}"
+            )));
+        }
+        let limit = limit.clamp(1, EVENTS_PAGE_MAX);
+        let mut cursor = after;
+        let mut events = Vec::new();
+        while events.len() < limit && cursor < head {
+            let batch: Vec<Event> = match self.broker.tail_after(run, cursor, EVENTS_PAGE_MAX) {
+                Some(tail) => tail.iter().map(|e| Event::clone(e)).collect(),
+                None => self.store.events_after(run, cursor, EVENTS_PAGE_MAX)?,
+            };
+            if batch.is_empty() {
+                break;
+            }
+            for event in batch {
+                if events.len() == limit {
+                    break;
+                }
+                cursor = event.cursor;
+                let visible = match viewer {
+                    Viewer::Root => true,
+                    Viewer::Worker(id) => event.body.visible_to(id),
+                };
+                if visible {
+                    events.push(event);
+                }
+            }
+        }
+        Ok(Page {
+            cursor,
+            events,
+            timed_out: false,
+        })
+    }
+
+    /// Waits until an event visible to `viewer` follows `after`, or until
+    /// `timeout` (capped at `WAIT_MAX_MS`) passes. Never polls: it sleeps on
+    /// the run's feed between checks.
+    pub async fn wait(
+        &self,
+        run: &RunId,
+        after: u64,
+        timeout: Duration,
+        limit: usize,
+        viewer: &Viewer,
+    ) -> Result<Page, Error> {
+        let timeout = timeout.min(Duration::from_millis(WAIT_MAX_MS));
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut feed = self.broker.subscribe(run);
+        let mut after = after;
+        loop {
+            feed.borrow_and_update();
+            let page = self.events(run, after, limit, viewer)?;
+            if !page.events.is_empty() {
+                return Ok(page);
+            }
+            after = page.cursor;
+            match tokio::time::timeout_at(deadline, feed.changed()).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(_)) | Err(_) => {
+                    return Ok(Page {
+                        cursor: after,
+                        events: Vec::new(),
+                        timed_out: true,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The run an event of `command` belongs to: the run being created, or the
+/// run of the worker the event names.
+fn run_of(state: &State, command: &Command, body: &protocol::EventBody) -> RunId {
+    if let Command::CreateRun { run_id, .. } = command {
+        return run_id.clone();
+    }
+    let actor = match command {
+        Command::CreateRun { .. } => unreachable!("handled above"),
+        Command::Attach { worker_id } => worker_id,
+        Command::Spawn { actor, .. }
+        | Command::Progress { actor, .. }
+        | Command::Send { actor, .. }
+        | Command::Broadcast { actor, .. }
+        | Command::Complete { actor, .. }
+        | Command::Fail { actor, .. }
+        | Command::Interrupt { actor, .. }
+        | Command::Followup { actor, .. }
+        | Command::CancelRun { actor, .. } => actor,
+    };
+    let _ = body;
+    state.workers[actor].run_id.clone()
+}
+
+fn hash_json(value: &impl Serialize) -> String {
+    let bytes = serde_json::to_vec(value).expect("requests serialize");
+    Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A time-ordered UUIDv7 as bytes.
+fn new_uuid() -> [u8; 16] {
+    *uuid::Uuid::now_v7().as_bytes()
+}

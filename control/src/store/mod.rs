@@ -1,0 +1,116 @@
+//! Durable storage behind one small trait.
+//!
+//! The store keeps two things: the per-run event logs and the idempotency
+//! records. A [`Batch`] of both commits atomically or not at all, and the
+//! store itself refuses a batch that would leave a gap or a repeat in a run's
+//! cursors, so the log stays gapless even if a caller is wrong.
+
+mod memory;
+mod sqlite;
+
+pub mod contract;
+
+pub use memory::MemoryStore;
+pub use sqlite::SqliteStore;
+
+use protocol::{Event, RunId};
+
+/// A stored idempotency record: the request's hash and the response it got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    /// Namespace, for example `worker_spawn:run_…`.
+    pub scope: String,
+    /// The caller's key.
+    pub key: String,
+    /// Hash of the canonical request arguments.
+    pub request_hash: String,
+    /// The response, as JSON, returned again on replay.
+    pub response: String,
+}
+
+/// Everything one mutation commits: its events and, when the caller gave an
+/// idempotency key, the record that makes a replay return the same response.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Batch {
+    /// Events in order; each run's cursors must continue its log.
+    pub events: Vec<Event>,
+    /// The idempotency record, if any.
+    pub idempotency: Option<IdempotencyRecord>,
+}
+
+/// Why the store refused or failed. A failed append committed nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The batch does not continue a run's log exactly (gap or repeat).
+    #[error("cursor {cursor} does not continue run {run}'s log")]
+    CursorGap {
+        /// The run.
+        run: String,
+        /// The offending cursor.
+        cursor: u64,
+    },
+    /// The idempotency key already has a record.
+    #[error("idempotency key already recorded")]
+    DuplicateKey,
+    /// The stored data cannot be read back as valid events.
+    #[error("corrupt store: {0}")]
+    Corrupt(String),
+    /// The database was written by a newer schema than this build knows.
+    #[error("store schema version {found} is newer than this build's {known}")]
+    SchemaTooNew {
+        /// Version on disk.
+        found: u32,
+        /// Newest version this build knows.
+        known: u32,
+    },
+    /// The backend failed (IO, locking, disk full).
+    #[error("backend: {0}")]
+    Backend(String),
+}
+
+/// Durable storage for event logs and idempotency records.
+///
+/// Implementations must be safe to share between threads; every method is
+/// blocking and short.
+pub trait Store: Send + Sync + 'static {
+    /// Commits every event and the idempotency record of `batch`, or nothing.
+    fn append(&self, batch: &Batch) -> Result<(), StoreError>;
+
+    /// Calls `visit` with every event of every run, each run in cursor order,
+    /// runs in the order they were created. Used to rebuild state on start.
+    fn replay(
+        &self,
+        visit: &mut dyn FnMut(Event) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// Up to `limit` events of `run` with a cursor greater than `after`.
+    fn events_after(&self, run: &RunId, after: u64, limit: usize)
+    -> Result<Vec<Event>, StoreError>;
+
+    /// The idempotency record for `scope` and `key`, if one was committed.
+    fn idempotency(&self, scope: &str, key: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
+}
+
+/// Checks that `batch`'s events continue each run's log, given a lookup of
+/// each run's last committed cursor. Shared by every implementation.
+pub(crate) fn check_cursors(
+    batch: &Batch,
+    mut last: impl FnMut(&RunId) -> Result<u64, StoreError>,
+) -> Result<(), StoreError> {
+    let mut next: std::collections::HashMap<&RunId, u64> = std::collections::HashMap::new();
+    for event in &batch.events {
+        let expected = match next.get(&event.run_id) {
+            Some(n) => *n,
+            None => last(&event.run_id)? + 1,
+        };
+        if event.cursor != expected {
+            return Err(StoreError::CursorGap {
+                run: event.run_id.to_string(),
+                cursor: event.cursor,
+            });
+        }
+        next.insert(&event.run_id, expected + 1);
+    }
+    Ok(())
+}

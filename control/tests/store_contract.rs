@@ -1,0 +1,111 @@
+//! Every `Store` implementation passes the same contract, including a
+//! fault-injecting one that fails appends on demand.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use control::store::{
+    Batch, IdempotencyRecord, MemoryStore, SqliteStore, Store, StoreError, contract,
+};
+use protocol::{Event, RunId};
+
+#[test]
+fn memory_store_keeps_the_contract() {
+    contract::check_all(MemoryStore::new);
+}
+
+#[test]
+fn sqlite_store_keeps_the_contract() {
+    contract::check_all(|| SqliteStore::open_in_memory().unwrap());
+}
+
+#[test]
+fn sqlite_file_store_keeps_the_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = std::sync::atomic::AtomicU32::new(0);
+    contract::check_all(|| {
+        SqliteStore::open(
+            &dir.path()
+                .join(format!("{}.db", n.fetch_add(1, Ordering::SeqCst))),
+        )
+        .unwrap()
+    });
+}
+
+/// A store that refuses appends while `failing` is set, as a full disk would.
+#[derive(Default)]
+pub struct FlakyStore {
+    inner: MemoryStore,
+    failing: AtomicBool,
+}
+
+impl FlakyStore {
+    /// Starts or stops refusing appends.
+    pub fn set_failing(&self, on: bool) {
+        self.failing.store(on, Ordering::SeqCst);
+    }
+}
+
+impl Store for FlakyStore {
+    fn append(&self, batch: &Batch) -> Result<(), StoreError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(StoreError::Backend("injected: disk full".into()));
+        }
+        self.inner.append(batch)
+    }
+    fn replay(
+        &self,
+        visit: &mut dyn FnMut(Event) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.inner.replay(visit)
+    }
+    fn events_after(
+        &self,
+        run: &RunId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        self.inner.events_after(run, after, limit)
+    }
+    fn idempotency(&self, scope: &str, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.inner.idempotency(scope, key)
+    }
+}
+
+#[test]
+fn flaky_store_keeps_the_contract_while_healthy() {
+    contract::check_all(FlakyStore::default);
+}
+
+#[test]
+fn sqlite_survives_reopen_and_refuses_a_newer_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        contract::appended_events_read_back_in_order(&store);
+        assert_eq!(store.schema_version().unwrap(), 1);
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let run = RunId::from_uuid_bytes([1; 16]);
+    assert_eq!(store.events_after(&run, 0, 10).unwrap().len(), 3);
+    drop(store);
+    mark_schema_version(&path, 99).unwrap();
+    assert!(matches!(
+        SqliteStore::open(&path),
+        Err(StoreError::SchemaTooNew {
+            found: 99,
+            known: 1
+        })
+    ));
+}
+
+/// Marks the database as written by another schema version by patching the
+/// header's user_version field (byte offset 60, big-endian).
+fn mark_schema_version(path: &std::path::Path, version: u32) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    // The WAL was merged into the main file when the last connection closed.
+    let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+    f.seek(SeekFrom::Start(60))?;
+    f.write_all(&version.to_be_bytes())?;
+    f.sync_all()
+}

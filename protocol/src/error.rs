@@ -1,0 +1,123 @@
+//! Stable error codes. The string form appears on every wire (MCP tool errors,
+//! executor frames, WebSocket close reasons) and in `docs/errors.md`; a tidy
+//! test keeps the two in step. Codes are never renamed, only added.
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+macro_rules! error_codes {
+    ($($(#[$doc:meta])* $variant:ident = $code:literal, $action:literal;)*) => {
+        /// A stable, machine-readable error code.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+        #[non_exhaustive]
+        pub enum ErrorCode {
+            $($(#[$doc])* #[serde(rename = $code)] $variant,)*
+        }
+
+        impl ErrorCode {
+            /// Every code, in documentation order.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            /// The wire form, for example `RECONCILE_REQUIRED`.
+            pub fn as_str(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $code,)* }
+            }
+
+            /// What a caller should do on receiving this code.
+            pub fn caller_action(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $action,)* }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// An argument is missing, has the wrong type, or is an unknown field.
+    InvalidArgument = "INVALID_ARGUMENT", "Fix the argument named in the message and call again.";
+    /// An identifier is malformed (wrong prefix, length or alphabet).
+    InvalidId = "INVALID_ID", "Use an id exactly as the orchestrator returned it.";
+    /// A string or list exceeds its documented bound.
+    TooLarge = "TOO_LARGE", "Shorten the field; put large material in an artifact and pass a reference.";
+    /// The named run, worker or message does not exist.
+    NotFound = "NOT_FOUND", "Check the id; list runs or workers to find the right one.";
+    /// The capability is missing, malformed or not valid for this daemon.
+    Unauthorized = "UNAUTHORIZED", "Use the capability returned by run_create (root) or worker_attach (worker).";
+    /// The caller is authenticated but may not do this (acting as another worker, a worker calling a root-only tool).
+    Forbidden = "FORBIDDEN", "Act only as yourself; ask root to perform root-only actions.";
+    /// The transition is not allowed from the current state.
+    InvalidTransition = "INVALID_TRANSITION", "Read the current state (run_get, worker_list) and choose an allowed action.";
+    /// The run no longer accepts this action (completing, completed, failed or cancelled).
+    RunNotActive = "RUN_NOT_ACTIVE", "Start a new run, or inspect this one with run_get.";
+    /// The idempotency key was used before with different arguments.
+    Conflict = "CONFLICT", "Use a fresh idempotency key for a different request, or resend the original arguments.";
+    /// A configured limit was reached (workers per run, concurrency).
+    LimitReached = "LIMIT_REACHED", "Wait for work to finish or raise the configured limit.";
+    /// The durable store failed; nothing was committed.
+    StoreUnavailable = "STORE_UNAVAILABLE", "Retry later; the daemon's log says why the store failed.";
+    /// An unexpected internal fault; nothing was committed.
+    Internal = "INTERNAL", "Report it with the daemon log; the call had no effect.";
+    /// Executor and daemon speak different protocol versions.
+    ProtocolVersionMismatch = "PROTOCOL_VERSION_MISMATCH", "Update the extension or host agent to the daemon's protocol version.";
+    /// An executor frame is malformed, oversized or out of order.
+    ProtocolViolation = "PROTOCOL_VIOLATION", "Fix the executor; the connection was closed and nothing was applied.";
+    /// An external effect may or may not have happened; it must be read back, never blindly retried.
+    OutcomeUnknown = "OUTCOME_UNKNOWN", "Wait for reconciliation; do not resend.";
+    /// The journal holds an uncertain external effect; a human or exact readback must settle it.
+    ReconcileRequired = "RECONCILE_REQUIRED", "Run runtime_recover or inspect the conversation; nothing new is created until it is settled.";
+    /// A prompt submission started but its completion was not observed.
+    AmbiguousSubmission = "AMBIGUOUS_SUBMISSION", "Inspect the conversation; automatic resend is suppressed to avoid duplicate prompts.";
+    /// The ChatGPT page no longer matches the adapter's locators.
+    HostUiChanged = "HOST_UI_CHANGED", "Update the DOM adapter; the worker is paused and nothing was clicked.";
+    /// The browser session needs a person to allow remote control.
+    BrowserAuthorizationRequired = "BROWSER_AUTHORIZATION_REQUIRED", "Approve the browser's remote-debugging prompt, then run runtime_recover.";
+    /// No executor can reach a browser right now.
+    BrowserControlUnavailable = "BROWSER_CONTROL_UNAVAILABLE", "Start the browser with the extension, or the CDP host agent, and pair it.";
+    /// The ChatGPT session is signed out.
+    ChatgptSignedOut = "CHATGPT_SIGNED_OUT", "Sign in to ChatGPT in the managed browser profile.";
+    /// The conversation cannot call the orchestrator's MCP app yet.
+    HostAppBindingNotReady = "HOST_APP_BINDING_NOT_READY", "Finish the one-time app setup in docs/setup.md.";
+    /// The orchestrator's app is disabled in ChatGPT.
+    HostAppDisabled = "HOST_APP_DISABLED", "Enable the app in ChatGPT's settings.";
+    /// ChatGPT holds an outdated catalog of the orchestrator's tools.
+    HostAppStale = "HOST_APP_STALE", "Refresh the app in ChatGPT's settings so it reloads the tool list.";
+    /// The MCP peer calling in cannot be tied to one managed conversation.
+    PeerIdentityUnresolved = "PEER_IDENTITY_UNRESOLVED", "Let the pool reconcile; do not attach by label or URL alone.";
+    /// A carrier reports a different conversation than the one bound.
+    ConversationIdentityDrift = "CONVERSATION_IDENTITY_DRIFT", "Run runtime_recover; the binding is fenced until it is settled.";
+    /// ChatGPT refused a turn for rate limiting.
+    RateLimited = "RATE_LIMITED", "Wait; the worker is paused and nothing is retried early.";
+    /// ChatGPT did not deliver the message ("Message delivery timed out").
+    DeliveryTimeout = "DELIVERY_TIMEOUT", "A fresh continuation is scheduled; ChatGPT's Retry is never clicked.";
+    /// The command's deadline passed before it could complete.
+    DeadlineExceeded = "DEADLINE_EXCEEDED", "The effect did not happen, or is reconciled; see the command's events.";
+    /// The executor does not manage the tab or conversation named.
+    UnmanagedTarget = "UNMANAGED_TARGET", "Only tabs the orchestrator created or a person attached can be controlled.";
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_upper_snake_and_serialize_as_written() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            let s = code.as_str();
+            assert!(seen.insert(s), "duplicate {s}");
+            assert!(
+                s.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'),
+                "{s}"
+            );
+            assert_eq!(serde_json::to_string(code).unwrap(), format!("\"{s}\""));
+            assert!(!code.caller_action().is_empty());
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! Durable domain events. The control plane's state is a fold over these, so
+//! each event carries everything needed to rebuild it; nothing else is truth.
+//! The JSON form is persisted: variants and fields are only ever added, and
+//! `tests/fixtures/events-v1.jsonl` keeps old records readable.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::assignment::Assignment;
+use crate::ids::{MessageId, RunId, WorkerId};
+use crate::state::{MessageKind, RunState, WorkerState};
+
+/// One event in a run's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Event {
+    /// Position in the run's log: starts at 1, gapless, monotonic.
+    pub cursor: u64,
+    /// The run the event belongs to.
+    pub run_id: RunId,
+    /// When it was recorded, in milliseconds since the Unix epoch (injected clock).
+    pub at_ms: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+/// What happened. Serialized as `{"type": "worker.created", "data": {...}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", content = "data")]
+pub enum EventBody {
+    /// A run and its root worker were created.
+    #[serde(rename = "run.created")]
+    RunCreated {
+        /// Short human title.
+        title: String,
+        /// The run's `/root` worker.
+        root_worker_id: WorkerId,
+    },
+    /// The run moved between lifecycle states.
+    #[serde(rename = "run.state_changed")]
+    RunStateChanged {
+        /// Previous state.
+        from: RunState,
+        /// New state.
+        to: RunState,
+        /// Why, when a caller said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A logical worker was created (root, or spawned by a parent).
+    #[serde(rename = "worker.created")]
+    WorkerCreated {
+        /// The new worker.
+        worker_id: WorkerId,
+        /// Hierarchical name, for example `/root/backend`.
+        path: String,
+        /// The spawning worker; absent for root.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_id: Option<WorkerId>,
+        /// The authoritative task; absent for root, whose task is the user's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        assignment: Option<Assignment>,
+    },
+    /// A worker moved between lifecycle states.
+    #[serde(rename = "worker.state_changed")]
+    WorkerStateChanged {
+        /// The worker.
+        worker_id: WorkerId,
+        /// Previous state.
+        from: WorkerState,
+        /// New state.
+        to: WorkerState,
+        /// Why, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A worker's conversation attached through MCP and fetched its assignment.
+    #[serde(rename = "worker.attached")]
+    WorkerAttached {
+        /// The worker.
+        worker_id: WorkerId,
+        /// How many times it has attached, this one included.
+        attach_count: u32,
+    },
+    /// A worker reported progress.
+    #[serde(rename = "worker.progress")]
+    WorkerProgress {
+        /// The worker.
+        worker_id: WorkerId,
+        /// What was done or is under way.
+        summary: String,
+        /// Rough completion, 0–100, when the worker can tell.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        percent: Option<u8>,
+    },
+    /// A durable message from one worker to another.
+    #[serde(rename = "worker.message")]
+    WorkerMessage {
+        /// The message.
+        message_id: MessageId,
+        /// Sender.
+        from: WorkerId,
+        /// Recipient.
+        to: WorkerId,
+        /// Kind of message.
+        kind: MessageKind,
+        /// Body text.
+        body: String,
+        /// The message this one answers, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        in_reply_to: Option<MessageId>,
+    },
+    /// Root gave a worker further work; the worker is reopened.
+    #[serde(rename = "worker.followup")]
+    WorkerFollowup {
+        /// The worker.
+        worker_id: WorkerId,
+        /// Sequence number of this follow-up for the worker, from 1.
+        seq: u32,
+        /// What to do next.
+        instructions: String,
+    },
+    /// A worker reported completion.
+    #[serde(rename = "worker.completed")]
+    WorkerCompleted {
+        /// The worker.
+        worker_id: WorkerId,
+        /// What was delivered.
+        summary: String,
+        /// References to produced artifacts.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        artifacts: Vec<String>,
+    },
+    /// A worker reported an unrecoverable failure.
+    #[serde(rename = "worker.failed")]
+    WorkerFailed {
+        /// The worker.
+        worker_id: WorkerId,
+        /// Why.
+        reason: String,
+    },
+    /// Root interrupted a worker (cancelled its work).
+    #[serde(rename = "worker.interrupted")]
+    WorkerInterrupted {
+        /// The worker.
+        worker_id: WorkerId,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl EventBody {
+    /// The dotted event type, for example `worker.created`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventBody::RunCreated { .. } => "run.created",
+            EventBody::RunStateChanged { .. } => "run.state_changed",
+            EventBody::WorkerCreated { .. } => "worker.created",
+            EventBody::WorkerStateChanged { .. } => "worker.state_changed",
+            EventBody::WorkerAttached { .. } => "worker.attached",
+            EventBody::WorkerProgress { .. } => "worker.progress",
+            EventBody::WorkerMessage { .. } => "worker.message",
+            EventBody::WorkerFollowup { .. } => "worker.followup",
+            EventBody::WorkerCompleted { .. } => "worker.completed",
+            EventBody::WorkerFailed { .. } => "worker.failed",
+            EventBody::WorkerInterrupted { .. } => "worker.interrupted",
+        }
+    }
+
+    /// Whether a non-root worker may see this event: it concerns the run as a
+    /// whole, the worker itself, or a message addressed to it.
+    pub fn visible_to(&self, worker: &WorkerId) -> bool {
+        match self {
+            EventBody::RunCreated { .. } | EventBody::RunStateChanged { .. } => true,
+            EventBody::WorkerMessage { from, to, .. } => from == worker || to == worker,
+            EventBody::WorkerCreated { worker_id, .. }
+            | EventBody::WorkerStateChanged { worker_id, .. }
+            | EventBody::WorkerAttached { worker_id, .. }
+            | EventBody::WorkerProgress { worker_id, .. }
+            | EventBody::WorkerFollowup { worker_id, .. }
+            | EventBody::WorkerCompleted { worker_id, .. }
+            | EventBody::WorkerFailed { worker_id, .. }
+            | EventBody::WorkerInterrupted { worker_id, .. } => worker_id == worker,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worker(n: u8) -> WorkerId {
+        WorkerId::from_uuid_bytes([n; 16])
+    }
+
+    #[test]
+    fn events_round_trip_with_flat_type_and_data() {
+        let event = Event {
+            cursor: 7,
+            run_id: RunId::from_uuid_bytes([1; 16]),
+            at_ms: 1_700_000_000_000,
+            body: EventBody::WorkerMessage {
+                message_id: MessageId::from_uuid_bytes([2; 16]),
+                from: worker(3),
+                to: worker(4),
+                kind: MessageKind::Question,
+                body: "which port?".into(),
+                in_reply_to: None,
+            },
+        };
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(json["type"], "worker.message");
+        assert_eq!(json["data"]["kind"], "question");
+        assert_eq!(json["cursor"], 7);
+        assert_eq!(event.body.kind(), "worker.message");
+        let back: Event = serde_json::from_value(json).unwrap();
+        assert_eq!(back, event);
+    }
+
+    #[test]
+    fn unknown_event_types_are_refused() {
+        let json = r#"{"cursor":1,"run_id":"run_01010101010101010101010101010101","at_ms":1,"type":"worker.teleported","data":{}}"#;
+        assert!(serde_json::from_str::<Event>(json).is_err());
+    }
+
+    #[test]
+    fn workers_see_only_their_own_events_and_their_mail() {
+        let (a, b) = (worker(1), worker(2));
+        let mail = EventBody::WorkerMessage {
+            message_id: MessageId::from_uuid_bytes([9; 16]),
+            from: worker(0),
+            to: a.clone(),
+            kind: MessageKind::Answer,
+            body: String::new(),
+            in_reply_to: None,
+        };
+        assert!(mail.visible_to(&a));
+        assert!(!mail.visible_to(&b));
+        let progress = EventBody::WorkerProgress {
+            worker_id: b.clone(),
+            summary: "x".into(),
+            percent: None,
+        };
+        assert!(!progress.visible_to(&a));
+        assert!(progress.visible_to(&b));
+    }
+}

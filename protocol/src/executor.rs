@@ -1,0 +1,349 @@
+//! Executor protocol: the one wire language between the daemon and every
+//! carrier (the WebExtension, the CDP host agent, the fake executor).
+//!
+//! Frames are JSON text, tagged by `type`, camelCase fields. The executor
+//! speaks first with `hello`; every command carries `commandId`, `workerId`,
+//! an absolute deadline and an idempotency key, and is answered by an `ack`
+//! (received and journaled) and later exactly one `result` (terminal outcome).
+//! `conversationSend` completes on submission, not at the end of generation.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ErrorCode;
+use crate::ids::{CommandId, ConversationId, WorkerId};
+
+/// The protocol version this build speaks. A peer with another version is
+/// refused with `PROTOCOL_VERSION_MISMATCH`.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Largest frame either side accepts, in bytes.
+pub const FRAME_MAX: usize = 256 * 1024;
+
+/// Which kind of carrier an executor is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutorKind {
+    /// The WebExtension in a managed browser profile.
+    Webext,
+    /// The CDP host agent attached to an authorized browser session.
+    Cdp,
+    /// The scripted fake executor used by tests.
+    Fake,
+}
+
+/// Facts about the executor's host, for status and diagnostics only.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HostFacts {
+    /// Operating system, for example `linux`.
+    #[serde(default)]
+    pub os: String,
+    /// Browser name and version, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser: Option<String>,
+}
+
+/// Frames the executor sends to the daemon.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum ExecutorFrame {
+    /// First frame: authenticates and declares who is speaking.
+    Hello {
+        /// Must equal [`PROTOCOL_VERSION`].
+        protocol_version: u32,
+        /// The pairing token (≥ 256 bits). Never logged.
+        token: String,
+        /// Unique per executor process start; changes on restart.
+        executor_instance_id: String,
+        /// What kind of carrier this is.
+        executor_kind: ExecutorKind,
+        /// Declared capabilities, for example `conversation_steer`.
+        #[serde(default)]
+        capabilities: Vec<String>,
+        /// Host facts.
+        #[serde(default)]
+        host: HostFacts,
+    },
+    /// Liveness; renews the lease.
+    Heartbeat {
+        /// Monotonic per connection.
+        seq: u64,
+    },
+    /// The command was received and journaled; not that it took effect.
+    Ack {
+        /// The command.
+        command_id: CommandId,
+    },
+    /// The command's terminal outcome; sent exactly once per command.
+    Result {
+        /// The command.
+        command_id: CommandId,
+        /// What happened.
+        outcome: CommandOutcome,
+    },
+    /// A conversation was created for a worker (before its identity is known).
+    ConversationCreated {
+        /// The creating command.
+        command_id: CommandId,
+        /// The worker.
+        worker_id: WorkerId,
+    },
+    /// The exact conversation identity observed for a worker.
+    ConversationBound {
+        /// The worker.
+        worker_id: WorkerId,
+        /// The UUID from `/c/<uuid>`.
+        conversation_id: ConversationId,
+        /// Canonical URL of the conversation.
+        url: String,
+    },
+    /// The conversation's coarse state changed.
+    ConversationState {
+        /// The worker.
+        worker_id: WorkerId,
+        /// The new state.
+        state: ConversationState,
+        /// Error detail when `state` is `error`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ErrorCode>,
+    },
+    /// An error not tied to one command (for example the page changed).
+    ConversationError {
+        /// The worker.
+        worker_id: WorkerId,
+        /// What went wrong.
+        code: ErrorCode,
+        /// Human-readable detail (no page content).
+        #[serde(default)]
+        detail: String,
+    },
+    /// The managed tab or target closed.
+    ConversationClosed {
+        /// The worker.
+        worker_id: WorkerId,
+    },
+}
+
+/// Coarse state of a managed conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ConversationState {
+    /// The page is loading.
+    Loading,
+    /// The assistant is generating a reply.
+    Generating,
+    /// No generation; the composer accepts input.
+    Idle,
+    /// The page shows an error or incident.
+    Error,
+    /// The tab or target is gone.
+    Closed,
+}
+
+/// The terminal outcome of a command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(
+    tag = "status",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum CommandOutcome {
+    /// The effect happened (for `send`: the prompt was submitted).
+    Ok {
+        /// The conversation concerned, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conversation_id: Option<ConversationId>,
+    },
+    /// The effect did not happen, or may have happened (`OUTCOME_UNKNOWN`,
+    /// `AMBIGUOUS_SUBMISSION`).
+    Error {
+        /// Why.
+        code: ErrorCode,
+        /// Human-readable detail (no page content).
+        #[serde(default)]
+        detail: String,
+    },
+}
+
+/// Frames the daemon sends to the executor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum DaemonFrame {
+    /// Accepts a `hello`.
+    Welcome {
+        /// The daemon's protocol version.
+        protocol_version: u32,
+        /// Heartbeat interval the executor should keep, in milliseconds.
+        heartbeat_ms: u64,
+        /// Lease: missing heartbeats this long marks the executor disconnected.
+        lease_ms: u64,
+    },
+    /// Work for the executor.
+    Command(Command),
+}
+
+/// One unit of work for an executor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Command {
+    /// Unique per command.
+    pub command_id: CommandId,
+    /// The logical worker it serves.
+    pub worker_id: WorkerId,
+    /// Absolute deadline, milliseconds since the Unix epoch.
+    pub deadline_ms: u64,
+    /// Stable across replays of the same intent; the executor's journal key.
+    pub idempotency_key: String,
+    /// What to do.
+    pub op: CommandOp,
+}
+
+/// The operation of a command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(
+    tag = "kind",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum CommandOp {
+    /// Open a new managed conversation and submit `prompt` exactly once.
+    ConversationCreate {
+        /// The bootstrap prompt.
+        prompt: String,
+        /// Create it inside this ChatGPT Project, when configured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        project_url: Option<String>,
+    },
+    /// Submit `prompt` into the bound conversation once it is idle.
+    ConversationSend {
+        /// The bound conversation.
+        conversation_id: ConversationId,
+        /// The prompt (wake, follow-up, continuation).
+        prompt: String,
+    },
+    /// Submit a mid-turn checkpoint without waiting for idle (reserved).
+    ConversationSteer {
+        /// The bound conversation.
+        conversation_id: ConversationId,
+        /// The checkpoint text.
+        prompt: String,
+    },
+    /// Report the conversation's current state.
+    ConversationInspect {
+        /// The bound conversation.
+        conversation_id: ConversationId,
+    },
+    /// Close the managed tab or target.
+    ConversationClose {
+        /// The bound conversation.
+        conversation_id: ConversationId,
+    },
+}
+
+impl ExecutorFrame {
+    /// Checks a `hello` against this build's protocol version.
+    pub fn check_version(&self) -> Result<(), ErrorCode> {
+        match self {
+            ExecutorFrame::Hello {
+                protocol_version, ..
+            } if *protocol_version == PROTOCOL_VERSION => Ok(()),
+            ExecutorFrame::Hello { .. } => Err(ErrorCode::ProtocolVersionMismatch),
+            _ => Err(ErrorCode::ProtocolViolation),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_round_trip_in_camel_case() {
+        let cmd = DaemonFrame::Command(Command {
+            command_id: CommandId::from_uuid_bytes([1; 16]),
+            worker_id: WorkerId::from_uuid_bytes([2; 16]),
+            deadline_ms: 1_800_000_000_000,
+            idempotency_key: "spawn:abc:create".into(),
+            op: CommandOp::ConversationSend {
+                conversation_id: "0196b2c4-8e1f-7a3b-9c2d-4e5f60718293".parse().unwrap(),
+                prompt: "resume".into(),
+            },
+        });
+        let json = serde_json::to_value(&cmd).unwrap();
+        assert_eq!(json["type"], "command");
+        assert_eq!(json["commandId"], "cmd_01010101010101010101010101010101");
+        assert_eq!(json["op"]["kind"], "conversation_send");
+        assert_eq!(
+            json["op"]["conversationId"],
+            "0196b2c4-8e1f-7a3b-9c2d-4e5f60718293"
+        );
+        assert_eq!(serde_json::from_value::<DaemonFrame>(json).unwrap(), cmd);
+    }
+
+    #[test]
+    fn commands_without_deadline_or_idempotency_key_are_refused() {
+        let base = serde_json::json!({
+            "type": "command",
+            "commandId": "cmd_01010101010101010101010101010101",
+            "workerId": "wrk_02020202020202020202020202020202",
+            "deadlineMs": 5,
+            "idempotencyKey": "k",
+            "op": {"kind": "conversation_inspect", "conversationId": "0196b2c4-8e1f-7a3b-9c2d-4e5f60718293"}
+        });
+        assert!(serde_json::from_value::<DaemonFrame>(base.clone()).is_ok());
+        for field in ["deadlineMs", "idempotencyKey", "commandId", "workerId"] {
+            let mut v = base.clone();
+            v.as_object_mut().unwrap().remove(field);
+            let err = serde_json::from_value::<DaemonFrame>(v)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(field), "{field}: {err}");
+        }
+    }
+
+    #[test]
+    fn hello_version_is_checked() {
+        let hello = |v| ExecutorFrame::Hello {
+            protocol_version: v,
+            token: "t".into(),
+            executor_instance_id: "i".into(),
+            executor_kind: ExecutorKind::Fake,
+            capabilities: vec![],
+            host: HostFacts::default(),
+        };
+        assert_eq!(hello(PROTOCOL_VERSION).check_version(), Ok(()));
+        assert_eq!(
+            hello(PROTOCOL_VERSION + 1).check_version(),
+            Err(ErrorCode::ProtocolVersionMismatch)
+        );
+        assert_eq!(
+            ExecutorFrame::Heartbeat { seq: 1 }.check_version(),
+            Err(ErrorCode::ProtocolViolation)
+        );
+    }
+
+    #[test]
+    fn results_carry_typed_error_codes() {
+        let json = r#"{"type":"result","commandId":"cmd_01010101010101010101010101010101","outcome":{"status":"error","code":"AMBIGUOUS_SUBMISSION","detail":"no readback"}}"#;
+        let frame: ExecutorFrame = serde_json::from_str(json).unwrap();
+        let ExecutorFrame::Result {
+            outcome: CommandOutcome::Error { code, .. },
+            ..
+        } = frame
+        else {
+            panic!("expected an error result");
+        };
+        assert_eq!(code, ErrorCode::AmbiguousSubmission);
+        let bad = json.replace("AMBIGUOUS_SUBMISSION", "WHATEVER");
+        assert!(serde_json::from_str::<ExecutorFrame>(&bad).is_err());
+    }
+}

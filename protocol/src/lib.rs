@@ -1,0 +1,27 @@
+//! Wire and domain vocabulary shared by every crate, the daemon and the extension.
+//!
+//! # Layout
+//! - [`ids`]: typed, validated identifiers (`run_…`, `wrk_…`, conversation UUIDs).
+//! - [`state`]: run and worker lifecycle states.
+//! - [`assignment`]: the authoritative task a worker retrieves over MCP.
+//! - [`event`]: durable domain events, the control plane's only source of truth.
+//! - [`executor`]: executor protocol v1 frames (commands, acks, results, observations).
+//! - [`error`]: stable error codes that appear on every wire.
+//! - [`limits`]: size bounds enforced before anything is persisted.
+//!
+//! Architecture invariant: serde only, no IO, no async runtime; builds for
+//! `wasm32-unknown-unknown` so the extension speaks exactly these types.
+
+pub mod assignment;
+pub mod error;
+pub mod event;
+pub mod executor;
+pub mod ids;
+pub mod limits;
+pub mod state;
+
+pub use assignment::{Assignment, Scope};
+pub use error::ErrorCode;
+pub use event::{Event, EventBody};
+pub use ids::{ConversationId, IdError, MessageId, RunId, WorkerId};
+pub use state::{MessageKind, RunState, WorkerDisposition, WorkerState};

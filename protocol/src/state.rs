@@ -1,0 +1,160 @@
+//! Lifecycle states. Transitions are decided in `control`; this module only
+//! names the states and which of them are terminal.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The lifecycle of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Accepting work: workers may be spawned and messages exchanged.
+    Active,
+    /// Root has completed; the run closes when its last worker is terminal.
+    Completing,
+    /// Root and every worker finished.
+    Completed,
+    /// Root reported failure; unfinished workers were cancelled.
+    Failed,
+    /// Cancelled by root; unfinished workers were cancelled.
+    Cancelled,
+}
+
+impl RunState {
+    /// Whether no further transition is possible.
+    pub fn is_terminal(self) -> bool {
+        match self {
+            RunState::Active | RunState::Completing => false,
+            RunState::Completed | RunState::Failed | RunState::Cancelled => true,
+        }
+    }
+}
+
+/// The lifecycle of a logical worker (not of its conversation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerState {
+    /// The record exists; nothing was asked of any executor yet.
+    Created,
+    /// A conversation launch is queued for an executor.
+    LaunchRequested,
+    /// An executor acknowledged the launch; the conversation is being created.
+    Launching,
+    /// The worker attached (or acted) and is working.
+    Running,
+    /// The worker asked a question or raised a blocker and waits for an answer.
+    Waiting,
+    /// The worker reported completion. Reopened only by an explicit follow-up.
+    Completed,
+    /// The worker reported an unrecoverable failure. Reopened only by a follow-up.
+    Failed,
+    /// Root or the run cancelled the worker.
+    Cancelled,
+    /// The executor could not create the worker's conversation.
+    LaunchFailed,
+}
+
+impl WorkerState {
+    /// Whether the worker is finished unless explicitly reopened.
+    pub fn is_terminal(self) -> bool {
+        match self {
+            WorkerState::Created
+            | WorkerState::LaunchRequested
+            | WorkerState::Launching
+            | WorkerState::Running
+            | WorkerState::Waiting => false,
+            WorkerState::Completed
+            | WorkerState::Failed
+            | WorkerState::Cancelled
+            | WorkerState::LaunchFailed => true,
+        }
+    }
+}
+
+/// Execution disposition of a worker (Execution Continuity). Reserved: the
+/// continuity scheduler fills it in; until then every worker is `manual`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerDisposition {
+    /// No automatic continuation; wakes only on explicit follow-up.
+    #[default]
+    Manual,
+    /// Eligible for another turn when its conversation goes idle.
+    AwaitingExecution,
+    /// Held until a declared dependency changes.
+    AwaitingDependency,
+    /// Held until a person answers.
+    AwaitingHuman,
+    /// Auto Resume paused by the operator or the stall guard.
+    Paused,
+}
+
+/// The kind of a durable message between workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageKind {
+    /// Asks the recipient something; the sender waits for an `answer`.
+    Question,
+    /// Answers a question; releases a waiting recipient.
+    Answer,
+    /// Shares a fact; no reply expected.
+    Information,
+    /// The sender cannot proceed until the recipient acts.
+    Blocker,
+    /// Asks the recipient to review an artifact.
+    ReviewRequest,
+    /// Corrects the recipient's course; releases a waiting recipient.
+    Correction,
+}
+
+impl MessageKind {
+    /// Whether sending this kind makes the sender wait.
+    pub fn makes_sender_wait(self) -> bool {
+        match self {
+            MessageKind::Question | MessageKind::Blocker => true,
+            MessageKind::Answer
+            | MessageKind::Information
+            | MessageKind::ReviewRequest
+            | MessageKind::Correction => false,
+        }
+    }
+
+    /// Whether receiving this kind releases a waiting recipient.
+    pub fn releases_recipient(self) -> bool {
+        match self {
+            MessageKind::Answer | MessageKind::Correction => true,
+            MessageKind::Question
+            | MessageKind::Information
+            | MessageKind::Blocker
+            | MessageKind::ReviewRequest => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_use_snake_case_on_the_wire() {
+        assert_eq!(
+            serde_json::to_string(&WorkerState::LaunchRequested).unwrap(),
+            "\"launch_requested\""
+        );
+        assert_eq!(
+            serde_json::from_str::<RunState>("\"completing\"").unwrap(),
+            RunState::Completing
+        );
+        assert_eq!(
+            serde_json::from_str::<MessageKind>("\"review_request\"").unwrap(),
+            MessageKind::ReviewRequest
+        );
+    }
+
+    #[test]
+    fn unknown_states_are_refused() {
+        assert!(serde_json::from_str::<WorkerState>("\"sleeping\"").is_err());
+        assert!(serde_json::from_str::<RunState>("\"Active\"").is_err());
+        assert!(serde_json::from_str::<MessageKind>("\"gossip\"").is_err());
+    }
+}
