@@ -33,10 +33,7 @@ impl Broker {
     }
 
     fn feed<'a>(feeds: &'a mut HashMap<RunId, Feed>, run: &RunId) -> &'a mut Feed {
-        feeds.entry(run.clone()).or_insert_with(|| Feed {
-            cursor: watch::Sender::new(0),
-            tail: VecDeque::new(),
-        })
+        feeds.entry(run.clone()).or_insert_with(|| Feed { cursor: watch::Sender::new(0), tail: VecDeque::new() })
     }
 
     /// Records committed events and wakes their runs' waiters.
@@ -74,13 +71,6 @@ impl Broker {
         if after + 1 < first {
             return None;
         }
-        Some(
-            feed.tail
-                .iter()
-                .filter(|e| e.cursor > after)
-                .take(limit)
-                .cloned()
-                .collect(),
-        )
+        Some(feed.tail.iter().filter(|e| e.cursor > after).take(limit).cloned().collect())
     }
 }

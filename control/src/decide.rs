@@ -4,9 +4,7 @@
 //! so the same inputs always give the same events.
 
 use protocol::limits::{ITEM_MAX, LIST_MAX, NAME_MAX, TEXT_MAX, TITLE_MAX, WORKERS_PER_RUN_MAX};
-use protocol::{
-    Assignment, EventBody, MessageId, MessageKind, RunId, RunState, WorkerId, WorkerState,
-};
+use protocol::{Assignment, EventBody, MessageId, MessageKind, RunId, RunState, WorkerId, WorkerState};
 
 use crate::error::Error;
 use crate::model::{Run, State, Worker};
@@ -121,22 +119,13 @@ pub enum Command {
 /// The events that record `command`'s effect on `state`, or why it is refused.
 pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error> {
     match command {
-        Command::CreateRun {
-            run_id,
-            root_id,
-            title,
-        } => {
+        Command::CreateRun { run_id, root_id, title } => {
             check_text("title", title, TITLE_MAX)?;
             if state.runs.contains_key(run_id) || state.workers.contains_key(root_id) {
-                return Err(Error::InvalidArgument(
-                    "run or root id already exists".into(),
-                ));
+                return Err(Error::InvalidArgument("run or root id already exists".into()));
             }
             Ok(vec![
-                EventBody::RunCreated {
-                    title: title.clone(),
-                    root_worker_id: root_id.clone(),
-                },
+                EventBody::RunCreated { title: title.clone(), root_worker_id: root_id.clone() },
                 EventBody::WorkerCreated {
                     worker_id: root_id.clone(),
                     path: "/root".into(),
@@ -146,26 +135,17 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                 state_change(root_id, WorkerState::Created, WorkerState::Running, None),
             ])
         }
-        Command::Spawn {
-            actor,
-            worker_id,
-            name,
-            assignment,
-        } => {
+        Command::Spawn { actor, worker_id, name, assignment } => {
             let (run, root) = root_actor(state, actor)?;
             require_active(run)?;
             check_name(name)?;
             check_assignment(assignment)?;
             let path = format!("{}/{name}", root.path);
             if run.paths.contains(&path) {
-                return Err(Error::InvalidArgument(format!(
-                    "a worker named {path} already exists in this run"
-                )));
+                return Err(Error::InvalidArgument(format!("a worker named {path} already exists in this run")));
             }
             if run.workers.len() >= WORKERS_PER_RUN_MAX {
-                return Err(Error::LimitReached(format!(
-                    "a run holds at most {WORKERS_PER_RUN_MAX} workers"
-                )));
+                return Err(Error::LimitReached(format!("a run holds at most {WORKERS_PER_RUN_MAX} workers")));
             }
             if state.workers.contains_key(worker_id) {
                 return Err(Error::InvalidArgument("worker id already exists".into()));
@@ -177,42 +157,25 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                     parent_id: Some(actor.clone()),
                     assignment: Some(assignment.clone()),
                 },
-                state_change(
-                    worker_id,
-                    WorkerState::Created,
-                    WorkerState::LaunchRequested,
-                    None,
-                ),
+                state_change(worker_id, WorkerState::Created, WorkerState::LaunchRequested, None),
             ])
         }
         Command::Attach { worker_id } => {
             let (run, worker) = acting(state, worker_id)?;
             if worker.is_root() {
-                return Err(Error::Forbidden(
-                    "root does not attach; it uses the capability from run_create".into(),
-                ));
+                return Err(Error::Forbidden("root does not attach; it uses the capability from run_create".into()));
             }
             if worker.state == WorkerState::Cancelled
                 || worker.state == WorkerState::LaunchFailed
                 || run.state.is_terminal()
             {
-                return Err(Error::InvalidTransition(format!(
-                    "worker is {:?}; it can no longer attach",
-                    worker.state
-                )));
+                return Err(Error::InvalidTransition(format!("worker is {:?}; it can no longer attach", worker.state)));
             }
-            let mut events = vec![EventBody::WorkerAttached {
-                worker_id: worker_id.clone(),
-                attach_count: worker.attach_count + 1,
-            }];
+            let mut events =
+                vec![EventBody::WorkerAttached { worker_id: worker_id.clone(), attach_count: worker.attach_count + 1 }];
             match worker.state {
                 WorkerState::Created | WorkerState::LaunchRequested | WorkerState::Launching => {
-                    events.push(state_change(
-                        worker_id,
-                        worker.state,
-                        WorkerState::Running,
-                        Some("attached"),
-                    ));
+                    events.push(state_change(worker_id, worker.state, WorkerState::Running, Some("attached")));
                 }
                 WorkerState::Running
                 | WorkerState::Waiting
@@ -223,19 +186,13 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             }
             Ok(events)
         }
-        Command::Progress {
-            actor,
-            summary,
-            percent,
-        } => {
+        Command::Progress { actor, summary, percent } => {
             let (run, worker) = acting(state, actor)?;
             require_open(run)?;
             require_working(worker)?;
             check_text("summary", summary, TEXT_MAX)?;
             if percent.is_some_and(|p| p > 100) {
-                return Err(Error::InvalidArgument(
-                    "percent must be between 0 and 100".into(),
-                ));
+                return Err(Error::InvalidArgument("percent must be between 0 and 100".into()));
             }
             let mut events = vec![EventBody::WorkerProgress {
                 worker_id: actor.clone(),
@@ -243,23 +200,11 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                 percent: *percent,
             }];
             if worker.state == WorkerState::Waiting {
-                events.push(state_change(
-                    actor,
-                    WorkerState::Waiting,
-                    WorkerState::Running,
-                    Some("progress"),
-                ));
+                events.push(state_change(actor, WorkerState::Waiting, WorkerState::Running, Some("progress")));
             }
             Ok(events)
         }
-        Command::Send {
-            actor,
-            message_id,
-            to,
-            kind,
-            body,
-            in_reply_to,
-        } => {
+        Command::Send { actor, message_id, to, kind, body, in_reply_to } => {
             let (run, sender) = acting(state, actor)?;
             require_open(run)?;
             require_working(sender)?;
@@ -269,34 +214,21 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                 .filter(|w| w.run_id == run.id)
                 .ok_or_else(|| Error::NotFound(format!("worker {to} in this run")))?;
             if recipient.id == sender.id {
-                return Err(Error::InvalidArgument(
-                    "a worker cannot message itself".into(),
-                ));
+                return Err(Error::InvalidArgument("a worker cannot message itself".into()));
             }
-            if !sender.is_root()
-                && !recipient.is_root()
-                && Some(&recipient.id) != sender.parent.as_ref()
-            {
-                return Err(Error::Forbidden(
-                    "workers may message root or their parent only".into(),
-                ));
+            if !sender.is_root() && !recipient.is_root() && Some(&recipient.id) != sender.parent.as_ref() {
+                return Err(Error::Forbidden("workers may message root or their parent only".into()));
             }
             if let Some(reply_to) = in_reply_to {
                 match run.messages.get(reply_to) {
                     Some(addressee) if addressee == actor => {}
                     Some(_) => {
-                        return Err(Error::Forbidden(
-                            "in_reply_to names a message addressed to another worker".into(),
-                        ));
+                        return Err(Error::Forbidden("in_reply_to names a message addressed to another worker".into()));
                     }
                     None => return Err(Error::NotFound(format!("message {reply_to} in this run"))),
                 }
             }
-            if state
-                .runs
-                .values()
-                .any(|r| r.messages.contains_key(message_id))
-            {
+            if state.runs.values().any(|r| r.messages.contains_key(message_id)) {
                 return Err(Error::InvalidArgument("message id already exists".into()));
             }
             let mut events = vec![EventBody::WorkerMessage {
@@ -310,12 +242,7 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             events.extend(message_state_changes(sender, recipient, *kind));
             Ok(events)
         }
-        Command::Broadcast {
-            actor,
-            message_ids,
-            kind,
-            body,
-        } => {
+        Command::Broadcast { actor, message_ids, kind, body } => {
             let (run, root) = root_actor(state, actor)?;
             require_open(run)?;
             check_text("body", body, TEXT_MAX)?;
@@ -326,9 +253,7 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                 .filter(|w| !w.is_root() && !w.state.is_terminal())
                 .collect();
             if message_ids.len() < recipients.len() {
-                return Err(Error::InvalidArgument(
-                    "not enough message ids for the recipients".into(),
-                ));
+                return Err(Error::InvalidArgument("not enough message ids for the recipients".into()));
             }
             let mut events = Vec::new();
             for (recipient, message_id) in recipients.into_iter().zip(message_ids) {
@@ -344,11 +269,7 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             }
             Ok(events)
         }
-        Command::Complete {
-            actor,
-            summary,
-            artifacts,
-        } => {
+        Command::Complete { actor, summary, artifacts } => {
             let (run, worker) = acting(state, actor)?;
             require_open(run)?;
             require_working(worker)?;
@@ -364,16 +285,8 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             ];
             if worker.is_root() {
                 let children_open = unfinished_children(state, run, actor).next().is_some();
-                let to = if children_open {
-                    RunState::Completing
-                } else {
-                    RunState::Completed
-                };
-                events.push(EventBody::RunStateChanged {
-                    from: run.state,
-                    to,
-                    reason: Some("root completed".into()),
-                });
+                let to = if children_open { RunState::Completing } else { RunState::Completed };
+                events.push(EventBody::RunStateChanged { from: run.state, to, reason: Some("root completed".into()) });
             } else {
                 events.extend(close_if_last(state, run, actor));
             }
@@ -385,10 +298,7 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             require_working(worker)?;
             check_text("reason", reason, TEXT_MAX)?;
             let mut events = vec![
-                EventBody::WorkerFailed {
-                    worker_id: actor.clone(),
-                    reason: reason.clone(),
-                },
+                EventBody::WorkerFailed { worker_id: actor.clone(), reason: reason.clone() },
                 state_change(actor, worker.state, WorkerState::Failed, None),
             ];
             if worker.is_root() {
@@ -403,50 +313,28 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             }
             Ok(events)
         }
-        Command::Interrupt {
-            actor,
-            target,
-            reason,
-        } => {
+        Command::Interrupt { actor, target, reason } => {
             let (run, _) = root_actor(state, actor)?;
             require_open(run)?;
             check_text("reason", reason, TEXT_MAX)?;
             let worker = child_of_run(state, run, target)?;
             if worker.state.is_terminal() {
-                return Err(Error::InvalidTransition(format!(
-                    "worker is already {:?}",
-                    worker.state
-                )));
+                return Err(Error::InvalidTransition(format!("worker is already {:?}", worker.state)));
             }
             let mut events = vec![
-                EventBody::WorkerInterrupted {
-                    worker_id: target.clone(),
-                    reason: reason.clone(),
-                },
-                state_change(
-                    target,
-                    worker.state,
-                    WorkerState::Cancelled,
-                    Some("interrupted"),
-                ),
+                EventBody::WorkerInterrupted { worker_id: target.clone(), reason: reason.clone() },
+                state_change(target, worker.state, WorkerState::Cancelled, Some("interrupted")),
             ];
             events.extend(close_if_last(state, run, target));
             Ok(events)
         }
-        Command::Followup {
-            actor,
-            target,
-            instructions,
-        } => {
+        Command::Followup { actor, target, instructions } => {
             let (run, _) = root_actor(state, actor)?;
             require_active(run)?;
             check_text("instructions", instructions, TEXT_MAX)?;
             let worker = child_of_run(state, run, target)?;
             match worker.state {
-                WorkerState::Running
-                | WorkerState::Waiting
-                | WorkerState::Completed
-                | WorkerState::Failed => {}
+                WorkerState::Running | WorkerState::Waiting | WorkerState::Completed | WorkerState::Failed => {}
                 WorkerState::Created
                 | WorkerState::LaunchRequested
                 | WorkerState::Launching
@@ -464,12 +352,7 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                 instructions: instructions.clone(),
             }];
             if worker.state != WorkerState::Running {
-                events.push(state_change(
-                    target,
-                    worker.state,
-                    WorkerState::Running,
-                    Some("follow-up"),
-                ));
+                events.push(state_change(target, worker.state, WorkerState::Running, Some("follow-up")));
             }
             Ok(events)
         }
@@ -481,12 +364,7 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             check_text("reason", reason, TEXT_MAX)?;
             let mut events = cancel_children(state, run, actor, "run cancelled");
             if !root.state.is_terminal() {
-                events.push(state_change(
-                    actor,
-                    root.state,
-                    WorkerState::Cancelled,
-                    Some("run cancelled"),
-                ));
+                events.push(state_change(actor, root.state, WorkerState::Cancelled, Some("run cancelled")));
             }
             events.push(EventBody::RunStateChanged {
                 from: run.state,
@@ -498,29 +376,14 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
     }
 }
 
-fn state_change(
-    worker: &WorkerId,
-    from: WorkerState,
-    to: WorkerState,
-    reason: Option<&str>,
-) -> EventBody {
-    EventBody::WorkerStateChanged {
-        worker_id: worker.clone(),
-        from,
-        to,
-        reason: reason.map(str::to_owned),
-    }
+fn state_change(worker: &WorkerId, from: WorkerState, to: WorkerState, reason: Option<&str>) -> EventBody {
+    EventBody::WorkerStateChanged { worker_id: worker.clone(), from, to, reason: reason.map(str::to_owned) }
 }
 
 /// The actor and its run; the actor must exist.
 fn acting<'a>(state: &'a State, actor: &WorkerId) -> Result<(&'a Run, &'a Worker), Error> {
-    let worker = state
-        .worker(actor)
-        .ok_or_else(|| Error::NotFound(format!("worker {actor}")))?;
-    let run = state
-        .runs
-        .get(&worker.run_id)
-        .ok_or_else(|| Error::NotFound(format!("run {}", worker.run_id)))?;
+    let worker = state.worker(actor).ok_or_else(|| Error::NotFound(format!("worker {actor}")))?;
+    let run = state.runs.get(&worker.run_id).ok_or_else(|| Error::NotFound(format!("run {}", worker.run_id)))?;
     Ok((run, worker))
 }
 
@@ -559,9 +422,7 @@ fn require_active(run: &Run) -> Result<(), Error> {
 fn require_open(run: &Run) -> Result<(), Error> {
     match run.state {
         RunState::Active | RunState::Completing => Ok(()),
-        RunState::Completed | RunState::Failed | RunState::Cancelled => {
-            Err(Error::RunNotActive(run.state))
-        }
+        RunState::Completed | RunState::Failed | RunState::Cancelled => Err(Error::RunNotActive(run.state)),
     }
 }
 
@@ -575,10 +436,7 @@ fn require_working(worker: &Worker) -> Result<(), Error> {
         | WorkerState::Completed
         | WorkerState::Failed
         | WorkerState::Cancelled
-        | WorkerState::LaunchFailed => Err(Error::InvalidTransition(format!(
-            "worker is {:?}",
-            worker.state
-        ))),
+        | WorkerState::LaunchFailed => Err(Error::InvalidTransition(format!("worker is {:?}", worker.state))),
     }
 }
 
@@ -587,20 +445,10 @@ fn require_working(worker: &Worker) -> Result<(), Error> {
 fn message_state_changes(sender: &Worker, recipient: &Worker, kind: MessageKind) -> Vec<EventBody> {
     let mut events = Vec::new();
     if kind.makes_sender_wait() && sender.state == WorkerState::Running && !sender.is_root() {
-        events.push(state_change(
-            &sender.id,
-            WorkerState::Running,
-            WorkerState::Waiting,
-            Some("awaiting reply"),
-        ));
+        events.push(state_change(&sender.id, WorkerState::Running, WorkerState::Waiting, Some("awaiting reply")));
     }
     if kind.releases_recipient() && recipient.state == WorkerState::Waiting {
-        events.push(state_change(
-            &recipient.id,
-            WorkerState::Waiting,
-            WorkerState::Running,
-            Some("reply received"),
-        ));
+        events.push(state_change(&recipient.id, WorkerState::Waiting, WorkerState::Running, Some("reply received")));
     }
     events
 }
@@ -626,58 +474,42 @@ fn cancel_children(state: &State, run: &Run, root: &WorkerId, reason: &str) -> V
 /// When root has completed and `finishing` was the last unfinished worker,
 /// the run completes.
 fn close_if_last(state: &State, run: &Run, finishing: &WorkerId) -> Option<EventBody> {
-    (run.state == RunState::Completing
-        && unfinished_children(state, run, finishing).next().is_none())
-    .then(|| EventBody::RunStateChanged {
-        from: RunState::Completing,
-        to: RunState::Completed,
-        reason: Some("last worker finished".into()),
+    (run.state == RunState::Completing && unfinished_children(state, run, finishing).next().is_none()).then(|| {
+        EventBody::RunStateChanged {
+            from: RunState::Completing,
+            to: RunState::Completed,
+            reason: Some("last worker finished".into()),
+        }
     })
 }
 
 fn check_text(field: &'static str, text: &str, max: usize) -> Result<(), Error> {
     if text.len() > max {
-        return Err(Error::TooLarge {
-            field,
-            len: text.len(),
-            max,
-        });
+        return Err(Error::TooLarge { field, len: text.len(), max });
     }
     Ok(())
 }
 
 fn check_list(field: &'static str, items: &[String]) -> Result<(), Error> {
     if items.len() > LIST_MAX {
-        return Err(Error::TooLarge {
-            field,
-            len: items.len(),
-            max: LIST_MAX,
-        });
+        return Err(Error::TooLarge { field, len: items.len(), max: LIST_MAX });
     }
-    items
-        .iter()
-        .try_for_each(|item| check_text(field, item, ITEM_MAX))
+    items.iter().try_for_each(|item| check_text(field, item, ITEM_MAX))
 }
 
 fn check_name(name: &str) -> Result<(), Error> {
     check_text("name", name, NAME_MAX)?;
     let ok = !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
     if !ok {
-        return Err(Error::InvalidArgument(
-            "name must be 1-64 characters of a-z, 0-9, '-' or '_'".into(),
-        ));
+        return Err(Error::InvalidArgument("name must be 1-64 characters of a-z, 0-9, '-' or '_'".into()));
     }
     Ok(())
 }
 
 fn check_assignment(a: &Assignment) -> Result<(), Error> {
     if a.objective.trim().is_empty() {
-        return Err(Error::InvalidArgument(
-            "assignment.objective must not be empty".into(),
-        ));
+        return Err(Error::InvalidArgument("assignment.objective must not be empty".into()));
     }
     for text in a.texts() {
         check_text("assignment", text, TEXT_MAX)?;

@@ -83,12 +83,7 @@ impl Keyring {
 
     fn issue(&self, family: Family, worker: &WorkerId) -> String {
         let hex_id = &worker.as_str()[WorkerId::PREFIX.len() + 1..];
-        format!(
-            "{}_{}_{}",
-            family.prefix(),
-            hex_id,
-            to_hex(&self.mac(family, worker))
-        )
+        format!("{}_{}_{}", family.prefix(), hex_id, to_hex(&self.mac(family, worker)))
     }
 
     /// Parses and verifies a credential; returns the worker it is for.
@@ -99,12 +94,8 @@ impl Keyring {
         let given = from_hex(mac_hex)?;
         let expected = self.mac(family, &worker);
         // Constant-time comparison: the length is public, the bytes are not.
-        let same = given.len() == expected.len()
-            && given
-                .iter()
-                .zip(&expected)
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0;
+        let same =
+            given.len() == expected.len() && given.iter().zip(&expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
         same.then_some(worker)
     }
 
@@ -137,13 +128,7 @@ fn from_hex(text: &str) -> Option<Vec<u8>> {
     if text.len() % 2 != 0 {
         return None;
     }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| {
-            text.get(i..i + 2)
-                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
-        })
-        .collect()
+    (0..text.len()).step_by(2).map(|i| text.get(i..i + 2).and_then(|pair| u8::from_str_radix(pair, 16).ok())).collect()
 }
 
 #[cfg(test)]

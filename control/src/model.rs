@@ -96,17 +96,10 @@ impl State {
     /// Folds one event in. Refuses an event that does not continue its run's
     /// log or names an unknown entity, so a corrupt store fails closed.
     pub fn apply(&mut self, event: &Event) -> Result<(), FoldError> {
-        let fail = |reason: &str| FoldError {
-            run: event.run_id.to_string(),
-            cursor: event.cursor,
-            reason: reason.to_owned(),
-        };
+        let fail =
+            |reason: &str| FoldError { run: event.run_id.to_string(), cursor: event.cursor, reason: reason.to_owned() };
         let at = event.at_ms;
-        if let EventBody::RunCreated {
-            title,
-            root_worker_id,
-        } = &event.body
-        {
+        if let EventBody::RunCreated { title, root_worker_id } = &event.body {
             if event.cursor != 1 || self.runs.contains_key(&event.run_id) {
                 return Err(fail("run.created is not the first event of a new run"));
             }
@@ -127,10 +120,7 @@ impl State {
             );
             return Ok(());
         }
-        let run = self
-            .runs
-            .get_mut(&event.run_id)
-            .ok_or_else(|| fail("unknown run"))?;
+        let run = self.runs.get_mut(&event.run_id).ok_or_else(|| fail("unknown run"))?;
         if event.cursor != run.cursor + 1 {
             return Err(fail("cursor does not continue the run's log"));
         }
@@ -144,12 +134,7 @@ impl State {
                 }
                 run.state = *to;
             }
-            EventBody::WorkerCreated {
-                worker_id,
-                path,
-                parent_id,
-                assignment,
-            } => {
+            EventBody::WorkerCreated { worker_id, path, parent_id, assignment } => {
                 if self.workers.contains_key(worker_id) || !run.paths.insert(path.clone()) {
                     return Err(fail("worker.created for an existing worker or path"));
                 }
@@ -172,69 +157,38 @@ impl State {
                     },
                 );
             }
-            EventBody::WorkerMessage {
-                message_id,
-                from,
-                to,
-                ..
-            } => {
+            EventBody::WorkerMessage { message_id, from, to, .. } => {
                 for w in [from, to] {
-                    touch(&mut self.workers, w, &event.run_id, at)
-                        .ok_or_else(|| fail("unknown worker"))?;
+                    touch(&mut self.workers, w, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 }
                 run.messages.insert(message_id.clone(), to.clone());
             }
-            EventBody::WorkerStateChanged {
-                worker_id,
-                from,
-                to,
-                ..
-            } => {
-                let w = touch(&mut self.workers, worker_id, &event.run_id, at)
-                    .ok_or_else(|| fail("unknown worker"))?;
+            EventBody::WorkerStateChanged { worker_id, from, to, .. } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 if w.state != *from {
-                    return Err(fail(
-                        "worker.state_changed from a state the worker is not in",
-                    ));
+                    return Err(fail("worker.state_changed from a state the worker is not in"));
                 }
                 w.state = *to;
             }
-            EventBody::WorkerAttached {
-                worker_id,
-                attach_count,
-            } => {
-                let w = touch(&mut self.workers, worker_id, &event.run_id, at)
-                    .ok_or_else(|| fail("unknown worker"))?;
+            EventBody::WorkerAttached { worker_id, attach_count } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.attach_count = *attach_count;
             }
-            EventBody::WorkerProgress {
-                worker_id, summary, ..
-            } => {
-                let w = touch(&mut self.workers, worker_id, &event.run_id, at)
-                    .ok_or_else(|| fail("unknown worker"))?;
+            EventBody::WorkerProgress { worker_id, summary, .. } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.last_progress = Some(summary.clone());
             }
-            EventBody::WorkerFollowup {
-                worker_id,
-                instructions,
-                ..
-            } => {
-                let w = touch(&mut self.workers, worker_id, &event.run_id, at)
-                    .ok_or_else(|| fail("unknown worker"))?;
+            EventBody::WorkerFollowup { worker_id, instructions, .. } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.followups.push(instructions.clone());
                 w.outcome = None;
             }
-            EventBody::WorkerCompleted {
-                worker_id, summary, ..
-            } => {
-                let w = touch(&mut self.workers, worker_id, &event.run_id, at)
-                    .ok_or_else(|| fail("unknown worker"))?;
+            EventBody::WorkerCompleted { worker_id, summary, .. } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.outcome = Some(summary.clone());
             }
-            EventBody::WorkerFailed { worker_id, reason }
-            | EventBody::WorkerInterrupted { worker_id, reason } => {
-                let w = touch(&mut self.workers, worker_id, &event.run_id, at)
-                    .ok_or_else(|| fail("unknown worker"))?;
+            EventBody::WorkerFailed { worker_id, reason } | EventBody::WorkerInterrupted { worker_id, reason } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.outcome = Some(reason.clone());
             }
         }

@@ -62,29 +62,14 @@ pub struct ControlPlane {
 impl ControlPlane {
     /// Rebuilds the state from `store`. A log that does not fold cleanly is
     /// reported as corrupt (`RECONCILE_REQUIRED`) rather than half-loaded.
-    pub fn open(
-        store: Arc<dyn Store>,
-        clock: Arc<dyn Clock>,
-        keys: Keyring,
-    ) -> Result<Self, Error> {
+    pub fn open(store: Arc<dyn Store>, clock: Arc<dyn Clock>, keys: Keyring) -> Result<Self, Error> {
         let mut state = State::default();
-        store.replay(&mut |event| {
-            state
-                .apply(&event)
-                .map_err(|e| StoreError::Corrupt(e.to_string()))
-        })?;
+        store.replay(&mut |event| state.apply(&event).map_err(|e| StoreError::Corrupt(e.to_string())))?;
         let broker = Broker::new();
         for run in state.runs.values() {
             broker.prime(&run.id, run.cursor);
         }
-        Ok(Self {
-            store,
-            state: RwLock::new(state),
-            writer: Mutex::new(()),
-            broker,
-            clock,
-            keys,
-        })
+        Ok(Self { store, state: RwLock::new(state), writer: Mutex::new(()), broker, clock, keys })
     }
 
     /// The keyring that issues capabilities and attach identities.
@@ -95,10 +80,7 @@ impl ControlPlane {
     /// The worker a capability belongs to. Fails with `UNAUTHORIZED` for a
     /// forged capability or one naming no worker of this daemon.
     pub fn authenticate(&self, capability: &str) -> Result<Worker, Error> {
-        let id = self
-            .keys
-            .verify_capability(capability)
-            .ok_or(Error::Unauthorized)?;
+        let id = self.keys.verify_capability(capability).ok_or(Error::Unauthorized)?;
         self.worker(&id).ok_or(Error::Unauthorized)
     }
 
@@ -115,12 +97,10 @@ impl ControlPlane {
     /// The run's workers in creation order, root first.
     pub fn workers_of(&self, run: &RunId) -> Vec<Worker> {
         let state = self.read();
-        state.runs.get(run).map_or_else(Vec::new, |r| {
-            r.workers
-                .iter()
-                .filter_map(|w| state.workers.get(w).cloned())
-                .collect()
-        })
+        state
+            .runs
+            .get(run)
+            .map_or_else(Vec::new, |r| r.workers.iter().filter_map(|w| state.workers.get(w).cloned()).collect())
     }
 
     /// How many runs and workers exist (for status and tests).
@@ -134,20 +114,14 @@ impl ControlPlane {
     }
 
     /// An idempotency key in `scope`, validated.
-    pub fn idem_key<'a>(
-        scope: impl Into<String>,
-        key: Option<&'a str>,
-    ) -> Result<Option<IdemKey<'a>>, Error> {
+    pub fn idem_key<'a>(scope: impl Into<String>, key: Option<&'a str>) -> Result<Option<IdemKey<'a>>, Error> {
         let Some(key) = key else { return Ok(None) };
         if key.is_empty() || key.len() > IDEMPOTENCY_KEY_MAX || key.chars().any(char::is_control) {
             return Err(Error::InvalidArgument(format!(
                 "idempotency_key must be 1-{IDEMPOTENCY_KEY_MAX} bytes without control characters"
             )));
         }
-        Ok(Some(IdemKey {
-            scope: scope.into(),
-            key,
-        }))
+        Ok(Some(IdemKey { scope: scope.into(), key }))
     }
 
     /// Runs one command. With a key: a replay with the same `request` returns
@@ -163,9 +137,7 @@ impl ControlPlane {
         if let (Some(idem), Some(hash)) = (&idem, &request_hash) {
             if let Some(found) = self.store.idempotency(&idem.scope, idem.key)? {
                 if &found.request_hash != hash {
-                    return Err(Error::Conflict {
-                        key: idem.key.to_owned(),
-                    });
+                    return Err(Error::Conflict { key: idem.key.to_owned() });
                 }
                 let response = serde_json::from_str(&found.response)
                     .map_err(|e| StoreError::Corrupt(format!("idempotency response: {e}")))?;
@@ -182,16 +154,10 @@ impl ControlPlane {
                 .into_iter()
                 .map(|body| {
                     let run_id = run_of(&state, &command, &body);
-                    let cursor = next
-                        .entry(run_id.clone())
-                        .or_insert_with(|| state.runs.get(&run_id).map_or(0, |r| r.cursor));
+                    let cursor =
+                        next.entry(run_id.clone()).or_insert_with(|| state.runs.get(&run_id).map_or(0, |r| r.cursor));
                     *cursor += 1;
-                    Event {
-                        cursor: *cursor,
-                        run_id,
-                        at_ms,
-                        body,
-                    }
+                    Event { cursor: *cursor, run_id, at_ms, body }
                 })
                 .collect()
         };
@@ -204,10 +170,7 @@ impl ControlPlane {
             }),
             _ => None,
         };
-        self.store.append(&Batch {
-            events: events.clone(),
-            idempotency,
-        })?;
+        self.store.append(&Batch { events: events.clone(), idempotency })?;
         {
             let mut state = self.state.write().expect("state lock");
             for event in &events {
@@ -222,24 +185,16 @@ impl ControlPlane {
 
     /// Runs a command that has no idempotency key and returns its events.
     pub fn execute(&self, command: Command) -> Result<Vec<Event>, Error> {
-        self.commit(None, &(), || (command, ()))
-            .map(|(_, events)| events)
+        self.commit(None, &(), || (command, ())).map(|(_, events)| events)
     }
 
     /// Creates a run and its root worker; returns `(run, root)`.
     pub fn create_run(&self, title: &str, idem: Option<&str>) -> Result<(RunId, WorkerId), Error> {
         let idem = Self::idem_key("run_create", idem)?;
         self.commit(idem, &title, || {
-            let (run_id, root_id) = (
-                RunId::from_uuid_bytes(new_uuid()),
-                WorkerId::from_uuid_bytes(new_uuid()),
-            );
+            let (run_id, root_id) = (RunId::from_uuid_bytes(new_uuid()), WorkerId::from_uuid_bytes(new_uuid()));
             (
-                Command::CreateRun {
-                    run_id: run_id.clone(),
-                    root_id: root_id.clone(),
-                    title: title.to_owned(),
-                },
+                Command::CreateRun { run_id: run_id.clone(), root_id: root_id.clone(), title: title.to_owned() },
                 (run_id, root_id),
             )
         })
@@ -304,18 +259,9 @@ impl ControlPlane {
     ) -> Result<Vec<MessageId>, Error> {
         let idem = Self::idem_key(format!("message_broadcast:{}", actor.id), idem)?;
         let (_, events) = self.commit(idem, &(kind, body), || {
-            let ids = (0..protocol::limits::WORKERS_PER_RUN_MAX)
-                .map(|_| MessageId::from_uuid_bytes(new_uuid()))
-                .collect();
-            (
-                Command::Broadcast {
-                    actor: actor.id.clone(),
-                    message_ids: ids,
-                    kind,
-                    body: body.to_owned(),
-                },
-                (),
-            )
+            let ids =
+                (0..protocol::limits::WORKERS_PER_RUN_MAX).map(|_| MessageId::from_uuid_bytes(new_uuid())).collect();
+            (Command::Broadcast { actor: actor.id.clone(), message_ids: ids, kind, body: body.to_owned() }, ())
         })?;
         Ok(events
             .into_iter()
@@ -335,9 +281,7 @@ impl ControlPlane {
         idem: Option<&str>,
     ) -> Result<u32, Error> {
         let idem = Self::idem_key(format!("worker_followup:{}", actor.run_id), idem)?;
-        let seq = self
-            .worker(target)
-            .map_or(1, |w| w.followups.len() as u32 + 1);
+        let seq = self.worker(target).map_or(1, |w| w.followups.len() as u32 + 1);
         self.commit(idem, &(target, instructions), || {
             (
                 Command::Followup {
@@ -352,21 +296,10 @@ impl ControlPlane {
     }
 
     /// A page of the run's events after `after`, filtered for `viewer`.
-    pub fn events(
-        &self,
-        run: &RunId,
-        after: u64,
-        limit: usize,
-        viewer: &Viewer,
-    ) -> Result<Page, Error> {
-        let head = self
-            .run(run)
-            .ok_or_else(|| Error::NotFound(format!("run {run}")))?
-            .cursor;
+    pub fn events(&self, run: &RunId, after: u64, limit: usize, viewer: &Viewer) -> Result<Page, Error> {
+        let head = self.run(run).ok_or_else(|| Error::NotFound(format!("run {run}")))?.cursor;
         if after > head {
-            return Err(Error::InvalidArgument(format!(
-                "after_cursor {after} is beyond the run's last cursor {head}"
-            )));
+            return Err(Error::InvalidArgument(format!("after_cursor {after} is beyond the run's last cursor {head}")));
         }
         let limit = limit.clamp(1, EVENTS_PAGE_MAX);
         let mut cursor = after;
@@ -393,11 +326,7 @@ impl ControlPlane {
                 }
             }
         }
-        Ok(Page {
-            cursor,
-            events,
-            timed_out: false,
-        })
+        Ok(Page { cursor, events, timed_out: false })
     }
 
     /// Waits until an event visible to `viewer` follows `after`, or until
@@ -425,11 +354,7 @@ impl ControlPlane {
             match tokio::time::timeout_at(deadline, feed.changed()).await {
                 Ok(Ok(())) => continue,
                 Ok(Err(_)) | Err(_) => {
-                    return Ok(Page {
-                        cursor: after,
-                        events: Vec::new(),
-                        timed_out: true,
-                    });
+                    return Ok(Page { cursor: after, events: Vec::new(), timed_out: true });
                 }
             }
         }
@@ -461,10 +386,7 @@ fn run_of(state: &State, command: &Command, body: &protocol::EventBody) -> RunId
 
 fn hash_json(value: &impl Serialize) -> String {
     let bytes = serde_json::to_vec(value).expect("requests serialize");
-    Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A time-ordered UUIDv7 as bytes.

@@ -24,12 +24,7 @@ fn assignment(objective: &str) -> Assignment {
 }
 
 fn plane_on(store: Arc<dyn Store>) -> ControlPlane {
-    ControlPlane::open(
-        store,
-        Arc::new(ManualClock::at(1_000)),
-        Keyring::new([3; 32]),
-    )
-    .unwrap()
+    ControlPlane::open(store, Arc::new(ManualClock::at(1_000)), Keyring::new([3; 32])).unwrap()
 }
 
 fn plane() -> ControlPlane {
@@ -49,64 +44,27 @@ fn root_and_two_workers_complete_a_run() {
     let b = p.spawn(&root, "b", &assignment("do B"), None).unwrap();
     assert_eq!(p.worker(&a).unwrap().state, WorkerState::LaunchRequested);
     for w in [&a, &b] {
-        let id = p
-            .keys()
-            .verify_attach_identity(&p.keys().attach_identity(w))
-            .unwrap();
+        let id = p.keys().verify_attach_identity(&p.keys().attach_identity(w)).unwrap();
         p.execute(Command::Attach { worker_id: id }).unwrap();
     }
     let wa = p.authenticate(&p.keys().capability(&a)).unwrap();
     assert_eq!(wa.state, WorkerState::Running);
     assert_eq!(wa.assignment.as_ref().unwrap().objective, "do A");
-    let q = p
-        .send(
-            &wa,
-            &root_id,
-            MessageKind::Question,
-            "which port?",
-            None,
-            None,
-        )
-        .unwrap();
+    let q = p.send(&wa, &root_id, MessageKind::Question, "which port?", None, None).unwrap();
     assert_eq!(p.worker(&a).unwrap().state, WorkerState::Waiting);
     let root = p.worker(&root_id).unwrap();
-    p.send(&root, &a, MessageKind::Answer, "7777", Some(&q), None)
-        .unwrap();
+    p.send(&root, &a, MessageKind::Answer, "7777", Some(&q), None).unwrap();
     assert_eq!(p.worker(&a).unwrap().state, WorkerState::Running);
     // A sees the answer, not B's business.
     let page = p.events(&run, 0, 100, &Viewer::Worker(a.clone())).unwrap();
-    assert!(page.events.iter().any(|e| matches!(
-        &e.body,
-        EventBody::WorkerMessage {
-            kind: MessageKind::Answer,
-            ..
-        }
-    )));
+    assert!(page.events.iter().any(|e| matches!(&e.body, EventBody::WorkerMessage { kind: MessageKind::Answer, .. })));
     assert!(page.events.iter().all(|e| e.body.visible_to(&a)));
-    p.execute(Command::Complete {
-        actor: a.clone(),
-        summary: "A done".into(),
-        artifacts: vec![],
-    })
-    .unwrap();
+    p.execute(Command::Complete { actor: a.clone(), summary: "A done".into(), artifacts: vec![] }).unwrap();
     // Root completes while B still works: the run is completing.
-    p.execute(Command::Complete {
-        actor: root_id.clone(),
-        summary: "all".into(),
-        artifacts: vec![],
-    })
-    .unwrap();
+    p.execute(Command::Complete { actor: root_id.clone(), summary: "all".into(), artifacts: vec![] }).unwrap();
     assert_eq!(p.run(&run).unwrap().state, RunState::Completing);
-    assert_eq!(
-        code(p.spawn(&root, "c", &assignment("late"), None)),
-        ErrorCode::RunNotActive
-    );
-    p.execute(Command::Complete {
-        actor: b.clone(),
-        summary: "B done".into(),
-        artifacts: vec![],
-    })
-    .unwrap();
+    assert_eq!(code(p.spawn(&root, "c", &assignment("late"), None)), ErrorCode::RunNotActive);
+    p.execute(Command::Complete { actor: b.clone(), summary: "B done".into(), artifacts: vec![] }).unwrap();
     assert_eq!(p.run(&run).unwrap().state, RunState::Completed);
     // The log is gapless from 1.
     let all = p.events(&run, 0, 500, &Viewer::Root).unwrap();
@@ -118,38 +76,16 @@ fn root_and_two_workers_complete_a_run() {
 fn spawn_replays_by_idempotency_key_and_conflicts_on_different_arguments() {
     let p = plane();
     let (run, root_id) = p.create_run("r", Some("run-1")).unwrap();
-    assert_eq!(
-        p.create_run("r", Some("run-1")).unwrap(),
-        (run.clone(), root_id.clone())
-    );
-    assert_eq!(
-        code(p.create_run("other", Some("run-1"))),
-        ErrorCode::Conflict
-    );
+    assert_eq!(p.create_run("r", Some("run-1")).unwrap(), (run.clone(), root_id.clone()));
+    assert_eq!(code(p.create_run("other", Some("run-1"))), ErrorCode::Conflict);
     let root = p.worker(&root_id).unwrap();
     let w = p.spawn(&root, "a", &assignment("x"), Some("k1")).unwrap();
     let cursor = p.run(&run).unwrap().cursor;
-    assert_eq!(
-        p.spawn(&root, "a", &assignment("x"), Some("k1")).unwrap(),
-        w
-    );
-    assert_eq!(
-        p.run(&run).unwrap().cursor,
-        cursor,
-        "a replay appends nothing"
-    );
-    assert_eq!(
-        code(p.spawn(&root, "a", &assignment("y"), Some("k1"))),
-        ErrorCode::Conflict
-    );
-    assert_eq!(
-        code(p.spawn(&root, "b", &assignment("x"), Some(""))),
-        ErrorCode::InvalidArgument
-    );
-    assert_eq!(
-        code(p.spawn(&root, "b", &assignment("x"), Some(&"k".repeat(129)))),
-        ErrorCode::InvalidArgument
-    );
+    assert_eq!(p.spawn(&root, "a", &assignment("x"), Some("k1")).unwrap(), w);
+    assert_eq!(p.run(&run).unwrap().cursor, cursor, "a replay appends nothing");
+    assert_eq!(code(p.spawn(&root, "a", &assignment("y"), Some("k1"))), ErrorCode::Conflict);
+    assert_eq!(code(p.spawn(&root, "b", &assignment("x"), Some(""))), ErrorCode::InvalidArgument);
+    assert_eq!(code(p.spawn(&root, "b", &assignment("x"), Some(&"k".repeat(129)))), ErrorCode::InvalidArgument);
     assert_eq!(p.workers_of(&run).len(), 2);
 }
 
@@ -161,144 +97,57 @@ fn hostile_inputs_get_typed_errors_and_change_nothing() {
     let a = p.spawn(&root, "a", &assignment("x"), None).unwrap();
     let b = p.spawn(&root, "b", &assignment("y"), None).unwrap();
     for w in [&a, &b] {
-        p.execute(Command::Attach {
-            worker_id: w.clone(),
-        })
-        .unwrap();
+        p.execute(Command::Attach { worker_id: w.clone() }).unwrap();
     }
     let wa = p.worker(&a).unwrap();
     let before = p.run(&run).unwrap().cursor;
 
-    assert_eq!(
-        code(p.authenticate("cap_nonsense")),
-        ErrorCode::Unauthorized
-    );
-    assert_eq!(
-        code(p.authenticate(&Keyring::new([4; 32]).capability(&a))),
-        ErrorCode::Unauthorized
-    );
+    assert_eq!(code(p.authenticate("cap_nonsense")), ErrorCode::Unauthorized);
+    assert_eq!(code(p.authenticate(&Keyring::new([4; 32]).capability(&a))), ErrorCode::Unauthorized);
     // Workers cannot use root-only powers.
-    assert_eq!(
-        code(p.spawn(&wa, "c", &assignment("z"), None)),
-        ErrorCode::Forbidden
-    );
+    assert_eq!(code(p.spawn(&wa, "c", &assignment("z"), None)), ErrorCode::Forbidden);
     assert_eq!(code(p.followup(&wa, &b, "go", None)), ErrorCode::Forbidden);
     assert_eq!(
-        code(p.execute(Command::Interrupt {
-            actor: a.clone(),
-            target: b.clone(),
-            reason: "x".into()
-        })),
+        code(p.execute(Command::Interrupt { actor: a.clone(), target: b.clone(), reason: "x".into() })),
         ErrorCode::Forbidden
     );
-    assert_eq!(
-        code(p.execute(Command::CancelRun {
-            actor: a.clone(),
-            reason: "x".into()
-        })),
-        ErrorCode::Forbidden
-    );
-    assert_eq!(
-        code(p.broadcast(&wa, MessageKind::Information, "hi", None)),
-        ErrorCode::Forbidden
-    );
+    assert_eq!(code(p.execute(Command::CancelRun { actor: a.clone(), reason: "x".into() })), ErrorCode::Forbidden);
+    assert_eq!(code(p.broadcast(&wa, MessageKind::Information, "hi", None)), ErrorCode::Forbidden);
     // Workers talk to root, not to each other.
-    assert_eq!(
-        code(p.send(&wa, &b, MessageKind::Information, "psst", None, None)),
-        ErrorCode::Forbidden
-    );
-    assert_eq!(
-        code(p.send(&wa, &a, MessageKind::Information, "me", None, None)),
-        ErrorCode::InvalidArgument
-    );
+    assert_eq!(code(p.send(&wa, &b, MessageKind::Information, "psst", None, None)), ErrorCode::Forbidden);
+    assert_eq!(code(p.send(&wa, &a, MessageKind::Information, "me", None, None)), ErrorCode::InvalidArgument);
     // Bad names and oversized fields.
+    assert_eq!(code(p.spawn(&root, "Bad Name", &assignment("x"), None)), ErrorCode::InvalidArgument);
+    assert_eq!(code(p.spawn(&root, "a", &assignment("dup"), None)), ErrorCode::InvalidArgument);
+    assert_eq!(code(p.spawn(&root, "big", &assignment(&"x".repeat(40_000)), None)), ErrorCode::TooLarge);
+    assert_eq!(code(p.spawn(&root, "empty", &assignment("  "), None)), ErrorCode::InvalidArgument);
     assert_eq!(
-        code(p.spawn(&root, "Bad Name", &assignment("x"), None)),
-        ErrorCode::InvalidArgument
-    );
-    assert_eq!(
-        code(p.spawn(&root, "a", &assignment("dup"), None)),
-        ErrorCode::InvalidArgument
-    );
-    assert_eq!(
-        code(p.spawn(&root, "big", &assignment(&"x".repeat(40_000)), None)),
+        code(p.send(&wa, &root_id, MessageKind::Information, &"x".repeat(40_000), None, None)),
         ErrorCode::TooLarge
     );
     assert_eq!(
-        code(p.spawn(&root, "empty", &assignment("  "), None)),
+        code(p.execute(Command::Progress { actor: a.clone(), summary: "x".into(), percent: Some(101) })),
         ErrorCode::InvalidArgument
     );
-    assert_eq!(
-        code(p.send(
-            &wa,
-            &root_id,
-            MessageKind::Information,
-            &"x".repeat(40_000),
-            None,
-            None
-        )),
-        ErrorCode::TooLarge
-    );
-    assert_eq!(
-        code(p.execute(Command::Progress {
-            actor: a.clone(),
-            summary: "x".into(),
-            percent: Some(101)
-        })),
-        ErrorCode::InvalidArgument
-    );
-    assert_eq!(
-        code(p.create_run(&"t".repeat(300), None)),
-        ErrorCode::TooLarge
-    );
+    assert_eq!(code(p.create_run(&"t".repeat(300), None)), ErrorCode::TooLarge);
     // Illegal transitions.
-    p.execute(Command::Interrupt {
-        actor: root_id.clone(),
-        target: b.clone(),
-        reason: "stop".into(),
-    })
-    .unwrap();
+    p.execute(Command::Interrupt { actor: root_id.clone(), target: b.clone(), reason: "stop".into() }).unwrap();
     let after_interrupt = p.run(&run).unwrap().cursor;
     assert_eq!(
-        code(p.execute(Command::Complete {
-            actor: b.clone(),
-            summary: "done".into(),
-            artifacts: vec![]
-        })),
+        code(p.execute(Command::Complete { actor: b.clone(), summary: "done".into(), artifacts: vec![] })),
         ErrorCode::InvalidTransition
     );
+    assert_eq!(code(p.execute(Command::Attach { worker_id: b.clone() })), ErrorCode::InvalidTransition);
+    assert_eq!(code(p.followup(&root, &b, "again", None)), ErrorCode::InvalidTransition);
     assert_eq!(
-        code(p.execute(Command::Attach {
-            worker_id: b.clone()
-        })),
-        ErrorCode::InvalidTransition
-    );
-    assert_eq!(
-        code(p.followup(&root, &b, "again", None)),
-        ErrorCode::InvalidTransition
-    );
-    assert_eq!(
-        code(p.execute(Command::Interrupt {
-            actor: root_id.clone(),
-            target: root_id.clone(),
-            reason: "x".into()
-        })),
+        code(p.execute(Command::Interrupt { actor: root_id.clone(), target: root_id.clone(), reason: "x".into() })),
         ErrorCode::InvalidArgument
     );
-    assert_eq!(
-        p.run(&run).unwrap().cursor,
-        after_interrupt,
-        "refused calls append nothing"
-    );
+    assert_eq!(p.run(&run).unwrap().cursor, after_interrupt, "refused calls append nothing");
     assert!(after_interrupt > before);
     // A reply must answer a message addressed to the replier.
-    let q = p
-        .send(&wa, &root_id, MessageKind::Question, "q", None, None)
-        .unwrap();
-    assert_eq!(
-        code(p.send(&wa, &root_id, MessageKind::Answer, "a", Some(&q), None)),
-        ErrorCode::Forbidden
-    );
+    let q = p.send(&wa, &root_id, MessageKind::Question, "q", None, None).unwrap();
+    assert_eq!(code(p.send(&wa, &root_id, MessageKind::Answer, "a", Some(&q), None)), ErrorCode::Forbidden);
 }
 
 #[test]
@@ -310,21 +159,9 @@ fn restart_rebuilds_everything_and_cursors_continue() {
         let (run, root_id) = p.create_run("r", None).unwrap();
         let root = p.worker(&root_id).unwrap();
         let a = p.spawn(&root, "a", &assignment("x"), Some("k")).unwrap();
-        p.execute(Command::Attach {
-            worker_id: a.clone(),
-        })
-        .unwrap();
-        p.execute(Command::Progress {
-            actor: a.clone(),
-            summary: "half".into(),
-            percent: Some(50),
-        })
-        .unwrap();
-        let before = (
-            p.run(&run).unwrap(),
-            p.workers_of(&run),
-            p.events(&run, 0, 500, &Viewer::Root).unwrap(),
-        );
+        p.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+        p.execute(Command::Progress { actor: a.clone(), summary: "half".into(), percent: Some(50) }).unwrap();
+        let before = (p.run(&run).unwrap(), p.workers_of(&run), p.events(&run, 0, 500, &Viewer::Root).unwrap());
         (run, root_id, a, before)
     };
     let p = plane_on(Arc::new(SqliteStore::open(&path).unwrap()));
@@ -333,17 +170,8 @@ fn restart_rebuilds_everything_and_cursors_continue() {
     assert_eq!(p.events(&run, 0, 500, &Viewer::Root).unwrap(), before.2);
     let root = p.worker(&root_id).unwrap();
     assert_eq!(p.spawn(&root, "a", &assignment("x"), Some("k")).unwrap(), a);
-    assert_eq!(
-        code(p.spawn(&root, "a", &assignment("other"), Some("k"))),
-        ErrorCode::Conflict
-    );
-    let events = p
-        .execute(Command::Progress {
-            actor: a.clone(),
-            summary: "more".into(),
-            percent: None,
-        })
-        .unwrap();
+    assert_eq!(code(p.spawn(&root, "a", &assignment("other"), Some("k"))), ErrorCode::Conflict);
+    let events = p.execute(Command::Progress { actor: a.clone(), summary: "more".into(), percent: None }).unwrap();
     assert_eq!(events[0].cursor, before.0.cursor + 1);
 }
 
@@ -357,10 +185,7 @@ fn a_failed_append_leaves_state_untouched_and_the_next_one_works() {
     let (run, root_id) = p.create_run("r", None).unwrap();
     let root = p.worker(&root_id).unwrap();
     store.set_failing(true);
-    assert_eq!(
-        code(p.spawn(&root, "a", &assignment("x"), Some("k"))),
-        ErrorCode::StoreUnavailable
-    );
+    assert_eq!(code(p.spawn(&root, "a", &assignment("x"), Some("k"))), ErrorCode::StoreUnavailable);
     assert_eq!(p.workers_of(&run).len(), 1);
     assert_eq!(p.run(&run).unwrap().cursor, 3);
     store.set_failing(false);
@@ -387,15 +212,8 @@ fn a_corrupt_log_fails_closed_as_reconcile_required() {
             percent: None,
         },
     };
-    store
-        .append(&Batch {
-            events: vec![bogus],
-            idempotency: None,
-        })
-        .unwrap();
-    let err = ControlPlane::open(store, Arc::new(ManualClock::at(0)), Keyring::new([3; 32]))
-        .err()
-        .unwrap();
+    store.append(&Batch { events: vec![bogus], idempotency: None }).unwrap();
+    let err = ControlPlane::open(store, Arc::new(ManualClock::at(0)), Keyring::new([3; 32])).err().unwrap();
     assert_eq!(err.code(), ErrorCode::ReconcileRequired);
 }
 
@@ -405,31 +223,19 @@ async fn wait_times_out_at_its_bound_and_wakes_on_append() {
     let (run, root_id) = p.create_run("r", None).unwrap();
     let head = p.run(&run).unwrap().cursor;
     let start = tokio::time::Instant::now();
-    let page = p
-        .wait(&run, head, Duration::from_secs(5), 100, &Viewer::Root)
-        .await
-        .unwrap();
+    let page = p.wait(&run, head, Duration::from_secs(5), 100, &Viewer::Root).await.unwrap();
     assert!(page.timed_out && page.events.is_empty());
     assert_eq!(page.cursor, head);
     assert_eq!(start.elapsed(), Duration::from_secs(5));
     // Caps at WAIT_MAX_MS even when asked for longer.
     let start = tokio::time::Instant::now();
-    p.wait(&run, head, Duration::from_secs(600), 100, &Viewer::Root)
-        .await
-        .unwrap();
-    assert_eq!(
-        start.elapsed(),
-        Duration::from_millis(protocol::limits::WAIT_MAX_MS)
-    );
+    p.wait(&run, head, Duration::from_secs(600), 100, &Viewer::Root).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_millis(protocol::limits::WAIT_MAX_MS));
 
     let waiter = tokio::spawn({
         let p = p.clone();
         let run = run.clone();
-        async move {
-            p.wait(&run, head, Duration::from_secs(30), 100, &Viewer::Root)
-                .await
-                .unwrap()
-        }
+        async move { p.wait(&run, head, Duration::from_secs(30), 100, &Viewer::Root).await.unwrap() }
     });
     tokio::time::sleep(Duration::from_secs(1)).await;
     let root = p.worker(&root_id).unwrap();
@@ -437,10 +243,7 @@ async fn wait_times_out_at_its_bound_and_wakes_on_append() {
     let page = waiter.await.unwrap();
     assert!(!page.timed_out);
     assert_eq!(page.events[0].cursor, head + 1);
-    assert!(matches!(
-        page.events[0].body,
-        EventBody::WorkerCreated { .. }
-    ));
+    assert!(matches!(page.events[0].body, EventBody::WorkerCreated { .. }));
 }
 
 #[tokio::test(start_paused = true)]
@@ -450,28 +253,17 @@ async fn a_worker_wait_skips_events_it_may_not_see() {
     let root = p.worker(&root_id).unwrap();
     let a = p.spawn(&root, "a", &assignment("x"), None).unwrap();
     let b = p.spawn(&root, "b", &assignment("y"), None).unwrap();
-    p.execute(Command::Attach {
-        worker_id: a.clone(),
-    })
-    .unwrap();
+    p.execute(Command::Attach { worker_id: a.clone() }).unwrap();
     let head = p.run(&run).unwrap().cursor;
     let waiter = tokio::spawn({
         let (p, run, a) = (p.clone(), run.clone(), a.clone());
-        async move {
-            p.wait(&run, head, Duration::from_secs(30), 100, &Viewer::Worker(a))
-                .await
-                .unwrap()
-        }
+        async move { p.wait(&run, head, Duration::from_secs(30), 100, &Viewer::Worker(a)).await.unwrap() }
     });
     tokio::time::sleep(Duration::from_secs(1)).await;
-    p.execute(Command::Attach {
-        worker_id: b.clone(),
-    })
-    .unwrap(); // not A's business
+    p.execute(Command::Attach { worker_id: b.clone() }).unwrap(); // not A's business
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!waiter.is_finished());
-    p.send(&root, &a, MessageKind::Information, "hello A", None, None)
-        .unwrap();
+    p.send(&root, &a, MessageKind::Information, "hello A", None, None).unwrap();
     let page = waiter.await.unwrap();
     assert_eq!(page.events.len(), 1);
     assert!(matches!(&page.events[0].body, EventBody::WorkerMessage { to, .. } if *to == a));
@@ -483,20 +275,10 @@ fn root_failure_cancels_workers_and_fails_the_run() {
     let (run, root_id) = p.create_run("r", None).unwrap();
     let root = p.worker(&root_id).unwrap();
     let a = p.spawn(&root, "a", &assignment("x"), None).unwrap();
-    p.execute(Command::Fail {
-        actor: root_id.clone(),
-        reason: "gave up".into(),
-    })
-    .unwrap();
+    p.execute(Command::Fail { actor: root_id.clone(), reason: "gave up".into() }).unwrap();
     assert_eq!(p.run(&run).unwrap().state, RunState::Failed);
     assert_eq!(p.worker(&a).unwrap().state, WorkerState::Cancelled);
-    assert_eq!(
-        code(p.execute(Command::CancelRun {
-            actor: root_id,
-            reason: "x".into()
-        })),
-        ErrorCode::RunNotActive
-    );
+    assert_eq!(code(p.execute(Command::CancelRun { actor: root_id, reason: "x".into() })), ErrorCode::RunNotActive);
 }
 
 #[test]
@@ -505,16 +287,8 @@ fn followup_reopens_a_completed_worker() {
     let (_run, root_id) = p.create_run("r", None).unwrap();
     let root = p.worker(&root_id).unwrap();
     let a = p.spawn(&root, "a", &assignment("x"), None).unwrap();
-    p.execute(Command::Attach {
-        worker_id: a.clone(),
-    })
-    .unwrap();
-    p.execute(Command::Complete {
-        actor: a.clone(),
-        summary: "done".into(),
-        artifacts: vec![],
-    })
-    .unwrap();
+    p.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    p.execute(Command::Complete { actor: a.clone(), summary: "done".into(), artifacts: vec![] }).unwrap();
     assert_eq!(p.followup(&root, &a, "also do y", Some("f1")).unwrap(), 1);
     assert_eq!(p.followup(&root, &a, "also do y", Some("f1")).unwrap(), 1);
     let w = p.worker(&a).unwrap();

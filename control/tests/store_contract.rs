@@ -3,9 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use control::store::{
-    Batch, IdempotencyRecord, MemoryStore, SqliteStore, Store, StoreError, contract,
-};
+use control::store::{Batch, IdempotencyRecord, MemoryStore, SqliteStore, Store, StoreError, contract};
 use protocol::{Event, RunId};
 
 #[test]
@@ -23,11 +21,7 @@ fn sqlite_file_store_keeps_the_contract() {
     let dir = tempfile::tempdir().unwrap();
     let n = std::sync::atomic::AtomicU32::new(0);
     contract::check_all(|| {
-        SqliteStore::open(
-            &dir.path()
-                .join(format!("{}.db", n.fetch_add(1, Ordering::SeqCst))),
-        )
-        .unwrap()
+        SqliteStore::open(&dir.path().join(format!("{}.db", n.fetch_add(1, Ordering::SeqCst)))).unwrap()
     });
 }
 
@@ -52,18 +46,10 @@ impl Store for FlakyStore {
         }
         self.inner.append(batch)
     }
-    fn replay(
-        &self,
-        visit: &mut dyn FnMut(Event) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
+    fn replay(&self, visit: &mut dyn FnMut(Event) -> Result<(), StoreError>) -> Result<(), StoreError> {
         self.inner.replay(visit)
     }
-    fn events_after(
-        &self,
-        run: &RunId,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<Event>, StoreError> {
+    fn events_after(&self, run: &RunId, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
         self.inner.events_after(run, after, limit)
     }
     fn idempotency(&self, scope: &str, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
@@ -90,13 +76,7 @@ fn sqlite_survives_reopen_and_refuses_a_newer_schema() {
     assert_eq!(store.events_after(&run, 0, 10).unwrap().len(), 3);
     drop(store);
     mark_schema_version(&path, 99).unwrap();
-    assert!(matches!(
-        SqliteStore::open(&path),
-        Err(StoreError::SchemaTooNew {
-            found: 99,
-            known: 1
-        })
-    ));
+    assert!(matches!(SqliteStore::open(&path), Err(StoreError::SchemaTooNew { found: 99, known: 1 })));
 }
 
 /// Marks the database as written by another schema version by patching the

@@ -112,10 +112,7 @@ mod tests {
         for code in ErrorCode::ALL {
             let s = code.as_str();
             assert!(seen.insert(s), "duplicate {s}");
-            assert!(
-                s.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'),
-                "{s}"
-            );
+            assert!(s.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{s}");
             assert_eq!(serde_json::to_string(code).unwrap(), format!("\"{s}\""));
             assert!(!code.caller_action().is_empty());
         }

@@ -236,11 +236,7 @@ mod tests {
         };
         assert!(mail.visible_to(&a));
         assert!(!mail.visible_to(&b));
-        let progress = EventBody::WorkerProgress {
-            worker_id: b.clone(),
-            summary: "x".into(),
-            percent: None,
-        };
+        let progress = EventBody::WorkerProgress { worker_id: b.clone(), summary: "x".into(), percent: None };
         assert!(!progress.visible_to(&a));
         assert!(progress.visible_to(&b));
     }

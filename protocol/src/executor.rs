@@ -46,11 +46,7 @@ pub struct HostFacts {
 
 /// Frames the executor sends to the daemon.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum ExecutorFrame {
     /// First frame: authenticates and declares who is speaking.
     Hello {
@@ -147,11 +143,7 @@ pub enum ConversationState {
 
 /// The terminal outcome of a command.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(
-    tag = "status",
-    rename_all = "snake_case",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "status", rename_all = "snake_case", rename_all_fields = "camelCase")]
 pub enum CommandOutcome {
     /// The effect happened (for `send`: the prompt was submitted).
     Ok {
@@ -172,11 +164,7 @@ pub enum CommandOutcome {
 
 /// Frames the daemon sends to the executor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum DaemonFrame {
     /// Accepts a `hello`.
     Welcome {
@@ -209,11 +197,7 @@ pub struct Command {
 
 /// The operation of a command.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(
-    tag = "kind",
-    rename_all = "snake_case",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "kind", rename_all = "snake_case", rename_all_fields = "camelCase")]
 pub enum CommandOp {
     /// Open a new managed conversation and submit `prompt` exactly once.
     ConversationCreate {
@@ -253,9 +237,7 @@ impl ExecutorFrame {
     /// Checks a `hello` against this build's protocol version.
     pub fn check_version(&self) -> Result<(), ErrorCode> {
         match self {
-            ExecutorFrame::Hello {
-                protocol_version, ..
-            } if *protocol_version == PROTOCOL_VERSION => Ok(()),
+            ExecutorFrame::Hello { protocol_version, .. } if *protocol_version == PROTOCOL_VERSION => Ok(()),
             ExecutorFrame::Hello { .. } => Err(ErrorCode::ProtocolVersionMismatch),
             _ => Err(ErrorCode::ProtocolViolation),
         }
@@ -282,10 +264,7 @@ mod tests {
         assert_eq!(json["type"], "command");
         assert_eq!(json["commandId"], "cmd_01010101010101010101010101010101");
         assert_eq!(json["op"]["kind"], "conversation_send");
-        assert_eq!(
-            json["op"]["conversationId"],
-            "0196b2c4-8e1f-7a3b-9c2d-4e5f60718293"
-        );
+        assert_eq!(json["op"]["conversationId"], "0196b2c4-8e1f-7a3b-9c2d-4e5f60718293");
         assert_eq!(serde_json::from_value::<DaemonFrame>(json).unwrap(), cmd);
     }
 
@@ -303,9 +282,7 @@ mod tests {
         for field in ["deadlineMs", "idempotencyKey", "commandId", "workerId"] {
             let mut v = base.clone();
             v.as_object_mut().unwrap().remove(field);
-            let err = serde_json::from_value::<DaemonFrame>(v)
-                .unwrap_err()
-                .to_string();
+            let err = serde_json::from_value::<DaemonFrame>(v).unwrap_err().to_string();
             assert!(err.contains(field), "{field}: {err}");
         }
     }
@@ -321,25 +298,15 @@ mod tests {
             host: HostFacts::default(),
         };
         assert_eq!(hello(PROTOCOL_VERSION).check_version(), Ok(()));
-        assert_eq!(
-            hello(PROTOCOL_VERSION + 1).check_version(),
-            Err(ErrorCode::ProtocolVersionMismatch)
-        );
-        assert_eq!(
-            ExecutorFrame::Heartbeat { seq: 1 }.check_version(),
-            Err(ErrorCode::ProtocolViolation)
-        );
+        assert_eq!(hello(PROTOCOL_VERSION + 1).check_version(), Err(ErrorCode::ProtocolVersionMismatch));
+        assert_eq!(ExecutorFrame::Heartbeat { seq: 1 }.check_version(), Err(ErrorCode::ProtocolViolation));
     }
 
     #[test]
     fn results_carry_typed_error_codes() {
         let json = r#"{"type":"result","commandId":"cmd_01010101010101010101010101010101","outcome":{"status":"error","code":"AMBIGUOUS_SUBMISSION","detail":"no readback"}}"#;
         let frame: ExecutorFrame = serde_json::from_str(json).unwrap();
-        let ExecutorFrame::Result {
-            outcome: CommandOutcome::Error { code, .. },
-            ..
-        } = frame
-        else {
+        let ExecutorFrame::Result { outcome: CommandOutcome::Error { code, .. }, .. } = frame else {
             panic!("expected an error result");
         };
         assert_eq!(code, ErrorCode::AmbiguousSubmission);

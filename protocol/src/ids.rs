@@ -31,24 +31,12 @@ fn check_prefixed(s: &str, prefix: &str, kind: &'static str) -> Result<(), IdErr
     let hex = s
         .strip_prefix(prefix)
         .and_then(|rest| rest.strip_prefix('_'))
-        .ok_or(IdError {
-            kind,
-            reason: "wrong prefix",
-        })?;
+        .ok_or(IdError { kind, reason: "wrong prefix" })?;
     if hex.len() != 32 {
-        return Err(IdError {
-            kind,
-            reason: "expected 32 hex digits after the prefix",
-        });
+        return Err(IdError { kind, reason: "expected 32 hex digits after the prefix" });
     }
-    if !hex
-        .bytes()
-        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    {
-        return Err(IdError {
-            kind,
-            reason: "expected lowercase hex digits",
-        });
+    if !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err(IdError { kind, reason: "expected lowercase hex digits" });
     }
     Ok(())
 }
@@ -165,19 +153,10 @@ impl FromStr for ConversationId {
         let groups: Vec<&str> = s.split('-').collect();
         let lens = [8, 4, 4, 4, 12];
         if groups.len() != 5 || groups.iter().zip(lens).any(|(g, n)| g.len() != n) {
-            return Err(IdError {
-                kind: KIND,
-                reason: "expected a UUID (8-4-4-4-12)",
-            });
+            return Err(IdError { kind: KIND, reason: "expected a UUID (8-4-4-4-12)" });
         }
-        if !groups.iter().all(|g| {
-            g.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        }) {
-            return Err(IdError {
-                kind: KIND,
-                reason: "expected lowercase hex digits",
-            });
+        if !groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))) {
+            return Err(IdError { kind: KIND, reason: "expected lowercase hex digits" });
         }
         Ok(Self(s.to_owned()))
     }
@@ -239,14 +218,8 @@ mod tests {
             ("", "wrong prefix"),
             ("run_0123", "wrong prefix"),
             ("wrk_0123", "expected 32 hex digits after the prefix"),
-            (
-                "wrk_0123456789abcdef0123456789ABCDEF",
-                "expected lowercase hex digits",
-            ),
-            (
-                "wrk_0123456789abcdef0123456789abcdeg",
-                "expected lowercase hex digits",
-            ),
+            ("wrk_0123456789abcdef0123456789ABCDEF", "expected lowercase hex digits"),
+            ("wrk_0123456789abcdef0123456789abcdeg", "expected lowercase hex digits"),
             ("wrk-0123456789abcdef0123456789abcdef", "wrong prefix"),
         ];
         for (input, reason) in cases {

@@ -63,10 +63,7 @@ impl WorkerState {
             | WorkerState::Launching
             | WorkerState::Running
             | WorkerState::Waiting => false,
-            WorkerState::Completed
-            | WorkerState::Failed
-            | WorkerState::Cancelled
-            | WorkerState::LaunchFailed => true,
+            WorkerState::Completed | WorkerState::Failed | WorkerState::Cancelled | WorkerState::LaunchFailed => true,
         }
     }
 }
@@ -112,10 +109,9 @@ impl MessageKind {
     pub fn makes_sender_wait(self) -> bool {
         match self {
             MessageKind::Question | MessageKind::Blocker => true,
-            MessageKind::Answer
-            | MessageKind::Information
-            | MessageKind::ReviewRequest
-            | MessageKind::Correction => false,
+            MessageKind::Answer | MessageKind::Information | MessageKind::ReviewRequest | MessageKind::Correction => {
+                false
+            }
         }
     }
 
@@ -123,10 +119,9 @@ impl MessageKind {
     pub fn releases_recipient(self) -> bool {
         match self {
             MessageKind::Answer | MessageKind::Correction => true,
-            MessageKind::Question
-            | MessageKind::Information
-            | MessageKind::Blocker
-            | MessageKind::ReviewRequest => false,
+            MessageKind::Question | MessageKind::Information | MessageKind::Blocker | MessageKind::ReviewRequest => {
+                false
+            }
         }
     }
 }
@@ -137,18 +132,9 @@ mod tests {
 
     #[test]
     fn states_use_snake_case_on_the_wire() {
-        assert_eq!(
-            serde_json::to_string(&WorkerState::LaunchRequested).unwrap(),
-            "\"launch_requested\""
-        );
-        assert_eq!(
-            serde_json::from_str::<RunState>("\"completing\"").unwrap(),
-            RunState::Completing
-        );
-        assert_eq!(
-            serde_json::from_str::<MessageKind>("\"review_request\"").unwrap(),
-            MessageKind::ReviewRequest
-        );
+        assert_eq!(serde_json::to_string(&WorkerState::LaunchRequested).unwrap(), "\"launch_requested\"");
+        assert_eq!(serde_json::from_str::<RunState>("\"completing\"").unwrap(), RunState::Completing);
+        assert_eq!(serde_json::from_str::<MessageKind>("\"review_request\"").unwrap(), MessageKind::ReviewRequest);
     }
 
     #[test]

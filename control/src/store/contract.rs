@@ -11,10 +11,7 @@ fn run(n: u8) -> RunId {
 
 fn event(run_id: &RunId, cursor: u64) -> Event {
     let body = if cursor == 1 {
-        EventBody::RunCreated {
-            title: format!("run {run_id}"),
-            root_worker_id: WorkerId::from_uuid_bytes([0xee; 16]),
-        }
+        EventBody::RunCreated { title: format!("run {run_id}"), root_worker_id: WorkerId::from_uuid_bytes([0xee; 16]) }
     } else {
         EventBody::WorkerProgress {
             worker_id: WorkerId::from_uuid_bytes([0xee; 16]),
@@ -22,19 +19,11 @@ fn event(run_id: &RunId, cursor: u64) -> Event {
             percent: None,
         }
     };
-    Event {
-        cursor,
-        run_id: run_id.clone(),
-        at_ms: 1_000 + cursor,
-        body,
-    }
+    Event { cursor, run_id: run_id.clone(), at_ms: 1_000 + cursor, body }
 }
 
 fn batch(events: Vec<Event>) -> Batch {
-    Batch {
-        events,
-        idempotency: None,
-    }
+    Batch { events, idempotency: None }
 }
 
 fn record(key: &str, hash: &str) -> IdempotencyRecord {
@@ -69,14 +58,9 @@ pub fn check_all<S: Store>(make: impl Fn() -> S) {
 /// Events come back exactly as appended, paged by cursor.
 pub fn appended_events_read_back_in_order<S: Store>(store: &S) {
     let r = run(1);
-    store
-        .append(&batch(vec![event(&r, 1), event(&r, 2)]))
-        .unwrap();
+    store.append(&batch(vec![event(&r, 1), event(&r, 2)])).unwrap();
     store.append(&batch(vec![event(&r, 3)])).unwrap();
-    assert_eq!(
-        store.events_after(&r, 0, 10).unwrap(),
-        vec![event(&r, 1), event(&r, 2), event(&r, 3)]
-    );
+    assert_eq!(store.events_after(&r, 0, 10).unwrap(), vec![event(&r, 1), event(&r, 2), event(&r, 3)]);
     assert_eq!(store.events_after(&r, 1, 1).unwrap(), vec![event(&r, 2)]);
     assert_eq!(store.events_after(&r, 3, 10).unwrap(), vec![]);
     assert_eq!(store.events_after(&run(9), 0, 10).unwrap(), vec![]);
@@ -86,20 +70,10 @@ pub fn appended_events_read_back_in_order<S: Store>(store: &S) {
 pub fn cursors_must_continue_the_log<S: Store>(store: &S) {
     let (a, b) = (run(1), run(2));
     store.append(&batch(vec![event(&a, 1)])).unwrap();
-    for bad in [
-        vec![event(&a, 3)],
-        vec![event(&a, 1)],
-        vec![event(&a, 2), event(&a, 2)],
-        vec![event(&b, 2)],
-    ] {
-        assert!(matches!(
-            store.append(&batch(bad)),
-            Err(StoreError::CursorGap { .. })
-        ));
+    for bad in [vec![event(&a, 3)], vec![event(&a, 1)], vec![event(&a, 2), event(&a, 2)], vec![event(&b, 2)]] {
+        assert!(matches!(store.append(&batch(bad)), Err(StoreError::CursorGap { .. })));
     }
-    store
-        .append(&batch(vec![event(&b, 1), event(&a, 2), event(&b, 2)]))
-        .unwrap();
+    store.append(&batch(vec![event(&b, 1), event(&a, 2), event(&b, 2)])).unwrap();
     assert_eq!(store.events_after(&a, 0, 10).unwrap().len(), 2);
     assert_eq!(store.events_after(&b, 0, 10).unwrap().len(), 2);
 }
@@ -107,71 +81,31 @@ pub fn cursors_must_continue_the_log<S: Store>(store: &S) {
 /// A batch refused for any reason leaves no event and no key behind.
 pub fn a_refused_batch_commits_nothing<S: Store>(store: &S) {
     let r = run(1);
-    store
-        .append(&Batch {
-            events: vec![event(&r, 1)],
-            idempotency: Some(record("k", "h")),
-        })
-        .unwrap();
+    store.append(&Batch { events: vec![event(&r, 1)], idempotency: Some(record("k", "h")) }).unwrap();
     // Valid events with a duplicate key: nothing is written.
-    let dup = Batch {
-        events: vec![event(&r, 2)],
-        idempotency: Some(record("k", "other")),
-    };
+    let dup = Batch { events: vec![event(&r, 2)], idempotency: Some(record("k", "other")) };
     assert_eq!(store.append(&dup), Err(StoreError::DuplicateKey));
     // A fresh key with a gap: the key is not written either.
-    let gap = Batch {
-        events: vec![event(&r, 2), event(&r, 4)],
-        idempotency: Some(record("k2", "h")),
-    };
-    assert!(matches!(
-        store.append(&gap),
-        Err(StoreError::CursorGap { .. })
-    ));
+    let gap = Batch { events: vec![event(&r, 2), event(&r, 4)], idempotency: Some(record("k2", "h")) };
+    assert!(matches!(store.append(&gap), Err(StoreError::CursorGap { .. })));
     assert_eq!(store.idempotency("test", "k2").unwrap(), None);
     assert_eq!(store.events_after(&r, 0, 10).unwrap(), vec![event(&r, 1)]);
-    assert_eq!(
-        store.idempotency("test", "k").unwrap(),
-        Some(record("k", "h"))
-    );
+    assert_eq!(store.idempotency("test", "k").unwrap(), Some(record("k", "h")));
 }
 
 /// One record per (scope, key); scopes are independent.
 pub fn idempotency_keys_are_unique<S: Store>(store: &S) {
     assert_eq!(store.idempotency("test", "k").unwrap(), None);
-    store
-        .append(&Batch {
-            events: vec![],
-            idempotency: Some(record("k", "h1")),
-        })
-        .unwrap();
+    store.append(&Batch { events: vec![], idempotency: Some(record("k", "h1")) }).unwrap();
     assert_eq!(
-        store.append(&Batch {
-            events: vec![],
-            idempotency: Some(record("k", "h1"))
-        }),
+        store.append(&Batch { events: vec![], idempotency: Some(record("k", "h1")) }),
         Err(StoreError::DuplicateKey)
     );
     let mut other_scope = record("k", "h2");
     other_scope.scope = "elsewhere".into();
-    store
-        .append(&Batch {
-            events: vec![],
-            idempotency: Some(other_scope.clone()),
-        })
-        .unwrap();
-    assert_eq!(
-        store
-            .idempotency("test", "k")
-            .unwrap()
-            .unwrap()
-            .request_hash,
-        "h1"
-    );
-    assert_eq!(
-        store.idempotency("elsewhere", "k").unwrap(),
-        Some(other_scope)
-    );
+    store.append(&Batch { events: vec![], idempotency: Some(other_scope.clone()) }).unwrap();
+    assert_eq!(store.idempotency("test", "k").unwrap().unwrap().request_hash, "h1");
+    assert_eq!(store.idempotency("elsewhere", "k").unwrap(), Some(other_scope));
 }
 
 /// Replay yields each run's events in cursor order, runs in creation order,
@@ -181,21 +115,7 @@ pub fn replay_keeps_runs_in_creation_order<S: Store>(store: &S) {
     store.append(&batch(vec![event(&a, 1)])).unwrap();
     store.append(&batch(vec![event(&b, 1)])).unwrap();
     store.append(&batch(vec![event(&a, 2)])).unwrap();
-    store
-        .append(&batch(vec![event(&b, 2), event(&a, 3)]))
-        .unwrap();
-    let order: Vec<(RunId, u64)> = all(store)
-        .into_iter()
-        .map(|e| (e.run_id, e.cursor))
-        .collect();
-    assert_eq!(
-        order,
-        vec![
-            (a.clone(), 1),
-            (a.clone(), 2),
-            (a, 3),
-            (b.clone(), 1),
-            (b, 2)
-        ]
-    );
+    store.append(&batch(vec![event(&b, 2), event(&a, 3)])).unwrap();
+    let order: Vec<(RunId, u64)> = all(store).into_iter().map(|e| (e.run_id, e.cursor)).collect();
+    assert_eq!(order, vec![(a.clone(), 1), (a.clone(), 2), (a, 3), (b.clone(), 1), (b, 2)]);
 }

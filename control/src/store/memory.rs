@@ -29,37 +29,23 @@ impl MemoryStore {
 impl Store for MemoryStore {
     fn append(&self, batch: &Batch) -> Result<(), StoreError> {
         let mut inner = self.0.lock().expect("store lock");
-        check_cursors(batch, |run| {
-            Ok(inner.logs.get(run).map_or(0, |log| log.len() as u64))
-        })?;
+        check_cursors(batch, |run| Ok(inner.logs.get(run).map_or(0, |log| log.len() as u64)))?;
         if let Some(rec) = &batch.idempotency {
-            if inner
-                .keys
-                .contains_key(&(rec.scope.clone(), rec.key.clone()))
-            {
+            if inner.keys.contains_key(&(rec.scope.clone(), rec.key.clone())) {
                 return Err(StoreError::DuplicateKey);
             }
-            inner
-                .keys
-                .insert((rec.scope.clone(), rec.key.clone()), rec.clone());
+            inner.keys.insert((rec.scope.clone(), rec.key.clone()), rec.clone());
         }
         for event in &batch.events {
             if !inner.logs.contains_key(&event.run_id) {
                 inner.runs.push(event.run_id.clone());
             }
-            inner
-                .logs
-                .entry(event.run_id.clone())
-                .or_default()
-                .push(event.clone());
+            inner.logs.entry(event.run_id.clone()).or_default().push(event.clone());
         }
         Ok(())
     }
 
-    fn replay(
-        &self,
-        visit: &mut dyn FnMut(Event) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
+    fn replay(&self, visit: &mut dyn FnMut(Event) -> Result<(), StoreError>) -> Result<(), StoreError> {
         let inner = self.0.lock().expect("store lock");
         for run in &inner.runs {
             for event in &inner.logs[run] {
@@ -69,20 +55,10 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    fn events_after(
-        &self,
-        run: &RunId,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<Event>, StoreError> {
+    fn events_after(&self, run: &RunId, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
         let inner = self.0.lock().expect("store lock");
         let log = inner.logs.get(run).map(Vec::as_slice).unwrap_or_default();
-        Ok(log
-            .iter()
-            .skip(after as usize)
-            .take(limit)
-            .cloned()
-            .collect())
+        Ok(log.iter().skip(after as usize).take(limit).cloned().collect())
     }
 
     fn idempotency(&self, scope: &str, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {

@@ -79,14 +79,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Calls `visit` with every event of every run, each run in cursor order,
     /// runs in the order they were created. Used to rebuild state on start.
-    fn replay(
-        &self,
-        visit: &mut dyn FnMut(Event) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError>;
+    fn replay(&self, visit: &mut dyn FnMut(Event) -> Result<(), StoreError>) -> Result<(), StoreError>;
 
     /// Up to `limit` events of `run` with a cursor greater than `after`.
-    fn events_after(&self, run: &RunId, after: u64, limit: usize)
-    -> Result<Vec<Event>, StoreError>;
+    fn events_after(&self, run: &RunId, after: u64, limit: usize) -> Result<Vec<Event>, StoreError>;
 
     /// The idempotency record for `scope` and `key`, if one was committed.
     fn idempotency(&self, scope: &str, key: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
@@ -105,10 +101,7 @@ pub(crate) fn check_cursors(
             None => last(&event.run_id)? + 1,
         };
         if event.cursor != expected {
-            return Err(StoreError::CursorGap {
-                run: event.run_id.to_string(),
-                cursor: event.cursor,
-            });
+            return Err(StoreError::CursorGap { run: event.run_id.to_string(), cursor: event.cursor });
         }
         next.insert(&event.run_id, expected + 1);
     }

@@ -52,43 +52,28 @@ impl SqliteStore {
     }
 
     fn init(mut conn: Connection) -> Result<Self, StoreError> {
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(backend)?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(backend)?;
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(backend)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(backend)?;
-        let version: u32 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(backend)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(backend)?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(backend)?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(backend)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(backend)?;
+        let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(backend)?;
         let known = MIGRATIONS.len() as u32;
         if version > known {
-            return Err(StoreError::SchemaTooNew {
-                found: version,
-                known,
-            });
+            return Err(StoreError::SchemaTooNew { found: version, known });
         }
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(backend)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             tx.execute_batch(sql).map_err(backend)?;
-            tx.pragma_update(None, "user_version", i as u32 + 1)
-                .map_err(backend)?;
+            tx.pragma_update(None, "user_version", i as u32 + 1).map_err(backend)?;
         }
         tx.commit().map_err(backend)?;
-        Ok(Self {
-            conn: Mutex::new(conn),
-        })
+        Ok(Self { conn: Mutex::new(conn) })
     }
 
     /// The schema version on disk (for tests and diagnostics).
     pub fn schema_version(&self) -> Result<u32, StoreError> {
         let conn = self.conn.lock().expect("store lock");
-        conn.pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(backend)
+        conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(backend)
     }
 }
 
@@ -99,15 +84,11 @@ fn decode(body: String) -> Result<Event, StoreError> {
 impl Store for SqliteStore {
     fn append(&self, batch: &Batch) -> Result<(), StoreError> {
         let mut conn = self.conn.lock().expect("store lock");
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(backend)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
         check_cursors(batch, |run| {
-            tx.query_row(
-                "SELECT COALESCE(MAX(cursor), 0) FROM events WHERE run_id = ?1",
-                [run.as_str()],
-                |r| r.get::<_, i64>(0),
-            )
+            tx.query_row("SELECT COALESCE(MAX(cursor), 0) FROM events WHERE run_id = ?1", [run.as_str()], |r| {
+                r.get::<_, i64>(0)
+            })
             .map(|c| c as u64)
             .map_err(backend)
         })?;
@@ -127,8 +108,7 @@ impl Store for SqliteStore {
                 .prepare_cached("INSERT INTO events (run_id, cursor, at_ms, kind, body) VALUES (?1, ?2, ?3, ?4, ?5)")
                 .map_err(backend)?;
             for event in &batch.events {
-                let body =
-                    serde_json::to_string(event).map_err(|e| StoreError::Backend(e.to_string()))?;
+                let body = serde_json::to_string(event).map_err(|e| StoreError::Backend(e.to_string()))?;
                 insert
                     .execute(params![
                         event.run_id.as_str(),
@@ -143,10 +123,7 @@ impl Store for SqliteStore {
         tx.commit().map_err(backend)
     }
 
-    fn replay(
-        &self,
-        visit: &mut dyn FnMut(Event) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
+    fn replay(&self, visit: &mut dyn FnMut(Event) -> Result<(), StoreError>) -> Result<(), StoreError> {
         let conn = self.conn.lock().expect("store lock");
         // Runs in creation order (the seq of their first event), each in cursor order.
         let mut stmt = conn
@@ -163,20 +140,13 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    fn events_after(
-        &self,
-        run: &RunId,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<Event>, StoreError> {
+    fn events_after(&self, run: &RunId, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
         let conn = self.conn.lock().expect("store lock");
         let mut stmt = conn
             .prepare_cached("SELECT body FROM events WHERE run_id = ?1 AND cursor > ?2 ORDER BY cursor LIMIT ?3")
             .map_err(backend)?;
         let rows = stmt
-            .query_map(params![run.as_str(), after as i64, limit as i64], |r| {
-                r.get::<_, String>(0)
-            })
+            .query_map(params![run.as_str(), after as i64, limit as i64], |r| r.get::<_, String>(0))
             .map_err(backend)?;
         rows.map(|body| decode(body.map_err(backend)?)).collect()
     }

@@ -1,0 +1,17 @@
+//! The `orchestrator` daemon: configuration, state directory, MCP tools and
+//! the HTTP surface, composed over the `control` plane.
+//!
+//! # Layout
+//! - [`state_dir`]: the state directory: lock, daemon secret, database.
+//! - [`tools`]: the MCP tool handler (one struct, served over HTTP and stdio).
+//! - [`http`]: the axum app: `/mcp`, `/healthz`, Host/Origin/secret checks.
+//! - [`bootstrap`]: the versioned worker bootstrap prompt.
+//!
+//! Architecture invariant: no domain rule lives here; tools authenticate,
+//! translate arguments, call the control plane and shape the output.
+
+mod args;
+pub mod bootstrap;
+pub mod http;
+pub mod state_dir;
+pub mod tools;

@@ -1,0 +1,849 @@
+//! The MCP tools. One handler, served unchanged over streamable HTTP and stdio.
+//!
+//! Every tool takes JSON-schema'd arguments (unknown fields refused), returns
+//! structured output with an `outputSchema`, and sets all four annotation
+//! hints explicitly. Errors come back as a tool result with `isError: true`
+//! whose text is `{"code": "...", "message": "..."}` with a stable code from
+//! `docs/errors.md` (text, not `structuredContent`, so clients that validate
+//! structured output against the schema accept it).
+//!
+//! Authority: a capability names exactly one worker; a caller acts only as
+//! that worker, and root-only tools refuse every other worker.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use control::decide::Command;
+use control::model::{Run, Worker};
+use control::plane::{Page, Viewer};
+use control::{ControlPlane, Error};
+use protocol::limits::WAIT_MAX_MS;
+use protocol::{Assignment, Event, MessageId, MessageKind, RunId, RunState, WorkerId, WorkerState};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::args::Parameters;
+use crate::bootstrap::{BOOTSTRAP_VERSION, bootstrap_prompt};
+
+/// The error text: `{"code": "FORBIDDEN", "message": "..."}`.
+pub(crate) fn error_text(e: &Error) -> String {
+    serde_json::json!({ "code": e.code().as_str(), "message": e.to_string() }).to_string()
+}
+
+/// Runs blocking control-plane work (SQLite commits) off the async workers.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Error> + Send + 'static) -> Result<Json<T>, String> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => Ok(Json(v)),
+        Ok(Err(e)) => Err(error_text(&e)),
+        Err(join) => Err(serde_json::json!({"code": "INTERNAL", "message": join.to_string()}).to_string()),
+    }
+}
+
+fn parse<T: std::str::FromStr<Err = protocol::IdError>>(text: &str) -> Result<T, Error> {
+    text.parse().map_err(Error::InvalidId)
+}
+
+/// Root and workers authenticate with a capability; this checks it and, when
+/// the caller also named a worker, that it names itself.
+fn acting_as(plane: &ControlPlane, capability: &str, claimed: Option<&str>) -> Result<Worker, Error> {
+    let me = plane.authenticate(capability)?;
+    if let Some(claimed) = claimed {
+        let claimed: WorkerId = parse(claimed)?;
+        if claimed != me.id {
+            return Err(Error::Forbidden("a capability acts only as its own worker".into()));
+        }
+    }
+    Ok(me)
+}
+
+fn root_only(plane: &ControlPlane, capability: &str) -> Result<Worker, Error> {
+    let me = plane.authenticate(capability)?;
+    if !me.is_root() {
+        return Err(Error::Forbidden("only root may call this tool".into()));
+    }
+    Ok(me)
+}
+
+/// A run as tools show it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunView {
+    /// The run.
+    pub run_id: RunId,
+    /// Human title.
+    pub title: String,
+    /// Lifecycle state.
+    pub state: RunState,
+    /// The `/root` worker.
+    pub root_worker_id: WorkerId,
+    /// Last event cursor.
+    pub cursor: u64,
+    /// Creation time (ms since epoch).
+    pub created_at_ms: u64,
+    /// Last change (ms since epoch).
+    pub updated_at_ms: u64,
+}
+
+impl From<&Run> for RunView {
+    fn from(r: &Run) -> Self {
+        Self {
+            run_id: r.id.clone(),
+            title: r.title.clone(),
+            state: r.state,
+            root_worker_id: r.root.clone(),
+            cursor: r.cursor,
+            created_at_ms: r.created_at_ms,
+            updated_at_ms: r.updated_at_ms,
+        }
+    }
+}
+
+/// A worker as tools show it (no assignment body; `worker_attach` gives that).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkerView {
+    /// The worker.
+    pub worker_id: WorkerId,
+    /// Hierarchical name.
+    pub path: String,
+    /// Lifecycle state.
+    pub state: WorkerState,
+    /// How many times its conversation attached.
+    pub attach_count: u32,
+    /// Follow-ups received.
+    pub followups: u32,
+    /// Last progress summary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_progress: Option<String>,
+    /// Completion summary or failure reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// Last change (ms since epoch).
+    pub updated_at_ms: u64,
+}
+
+impl From<&Worker> for WorkerView {
+    fn from(w: &Worker) -> Self {
+        Self {
+            worker_id: w.id.clone(),
+            path: w.path.clone(),
+            state: w.state,
+            attach_count: w.attach_count,
+            followups: w.followups.len() as u32,
+            last_progress: w.last_progress.clone(),
+            outcome: w.outcome.clone(),
+            updated_at_ms: w.updated_at_ms,
+        }
+    }
+}
+
+// ---- arguments and outputs -------------------------------------------------
+
+/// `run_create` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCreateArgs {
+    /// Short human title of the run's goal.
+    pub title: String,
+    /// Replaying the same key with the same title returns the same run.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// `run_create` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunCreateOut {
+    /// The run.
+    pub run: RunView,
+    /// Root's capability: pass it as `capability` to every other tool. Keep it out of worker prompts.
+    pub root_capability: String,
+}
+
+/// Arguments of tools that need only the caller's capability.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CapabilityArgs {
+    /// The caller's capability (from run_create or worker_attach).
+    pub capability: String,
+}
+
+/// `run_get` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunGetOut {
+    /// The run.
+    pub run: RunView,
+    /// Root sees every worker; a worker sees itself.
+    pub workers: Vec<WorkerView>,
+}
+
+/// `run_cancel` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCancelArgs {
+    /// Root's capability.
+    pub capability: String,
+    /// Why the run is cancelled.
+    pub reason: String,
+}
+
+/// `worker_spawn` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSpawnArgs {
+    /// Root's capability.
+    pub capability: String,
+    /// Worker name, unique in the run: 1-64 of `a-z 0-9 - _`. Its path becomes `/root/<name>`.
+    pub name: String,
+    /// The worker's authoritative task; it stays in the orchestrator, never in a prompt.
+    pub assignment: Assignment,
+    /// Replaying the same key with the same arguments returns the same worker.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// `worker_spawn` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkerSpawnOut {
+    /// The new (or replayed) worker.
+    pub worker: WorkerView,
+    /// The prompt that starts the worker's conversation; it carries only an opaque attach identity.
+    pub bootstrap_prompt: String,
+    /// Version of the bootstrap wording.
+    pub bootstrap_version: u32,
+}
+
+/// `worker_attach` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerAttachArgs {
+    /// The attach identity from your bootstrap prompt.
+    pub attach_identity: String,
+}
+
+/// `worker_attach` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkerAttachOut {
+    /// You.
+    pub worker: WorkerView,
+    /// Your run.
+    pub run_id: RunId,
+    /// Your capability: pass it as `capability` to every other tool.
+    pub capability: String,
+    /// Your authoritative task.
+    pub assignment: Assignment,
+    /// Further instructions from root, oldest first.
+    pub followups: Vec<String>,
+    /// How to work with the orchestrator.
+    pub instructions: String,
+}
+
+/// `worker_list` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkerListOut {
+    /// Every worker of the run, root first.
+    pub workers: Vec<WorkerView>,
+}
+
+/// `worker_progress` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerProgressArgs {
+    /// Your capability.
+    pub capability: String,
+    /// Optional: your own worker id; any other id is refused.
+    #[serde(default)]
+    #[schemars(with = "Option<WorkerId>")]
+    pub worker_id: Option<String>,
+    /// What you did or are doing.
+    pub summary: String,
+    /// Rough completion, 0-100.
+    #[serde(default)]
+    pub percent: Option<u8>,
+}
+
+/// Output of tools that change one worker.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkerOut {
+    /// The worker after the change.
+    pub worker: WorkerView,
+    /// The run's state after the change.
+    pub run_state: RunState,
+    /// The run's cursor after the change.
+    pub cursor: u64,
+}
+
+/// `worker_complete` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerCompleteArgs {
+    /// Your capability. Root completing completes the run once every worker is finished.
+    pub capability: String,
+    /// Optional: your own worker id; any other id is refused.
+    #[serde(default)]
+    #[schemars(with = "Option<WorkerId>")]
+    pub worker_id: Option<String>,
+    /// What you delivered.
+    pub summary: String,
+    /// References to what you produced (paths, commits, URLs).
+    #[serde(default)]
+    pub artifacts: Vec<String>,
+}
+
+/// `worker_fail` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerFailArgs {
+    /// Your capability. Root failing fails the run and cancels its workers.
+    pub capability: String,
+    /// Optional: your own worker id; any other id is refused.
+    #[serde(default)]
+    #[schemars(with = "Option<WorkerId>")]
+    pub worker_id: Option<String>,
+    /// Why you cannot finish.
+    pub reason: String,
+}
+
+/// `worker_interrupt` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerInterruptArgs {
+    /// Root's capability.
+    pub capability: String,
+    /// The worker to stop.
+    #[schemars(with = "WorkerId")]
+    pub worker_id: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// `worker_followup` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerFollowupArgs {
+    /// Root's capability.
+    pub capability: String,
+    /// The worker to reopen (running, waiting, completed or failed).
+    #[schemars(with = "WorkerId")]
+    pub worker_id: String,
+    /// What to do next.
+    pub instructions: String,
+    /// Replaying the same key with the same arguments does not add a second follow-up.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// `worker_followup` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkerFollowupOut {
+    /// The worker after the change.
+    pub worker: WorkerView,
+    /// This follow-up's number for the worker, from 1.
+    pub seq: u32,
+}
+
+/// `message_send` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageSendArgs {
+    /// Your capability.
+    pub capability: String,
+    /// Recipient: a worker id, or a path such as `/root`. Workers may write to root only.
+    pub to: String,
+    /// Kind: question and blocker make you wait; answer and correction release a waiting recipient.
+    pub kind: MessageKind,
+    /// The message.
+    pub body: String,
+    /// The message (addressed to you) this one answers.
+    #[serde(default)]
+    #[schemars(with = "Option<MessageId>")]
+    pub in_reply_to: Option<String>,
+    /// Replaying the same key with the same arguments sends nothing new.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// `message_send` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct MessageSendOut {
+    /// The message.
+    pub message_id: MessageId,
+    /// The recipient.
+    pub to: WorkerId,
+}
+
+/// `message_broadcast` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageBroadcastArgs {
+    /// Root's capability.
+    pub capability: String,
+    /// Kind of message.
+    pub kind: MessageKind,
+    /// The message, sent to every unfinished worker.
+    pub body: String,
+    /// Replaying the same key with the same arguments sends nothing new.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// `message_broadcast` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct MessageBroadcastOut {
+    /// One message per recipient (empty on an idempotent replay).
+    pub message_ids: Vec<MessageId>,
+}
+
+/// `events_wait` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventsWaitArgs {
+    /// Your capability. Root sees the whole run; a worker sees its own events and its mail.
+    pub capability: String,
+    /// Return events after this cursor (0 for the beginning); pass back the `cursor` you got.
+    pub after_cursor: u64,
+    /// How long to wait for something new, in ms; at most 50000 (hosts time tool calls out at about 60 s).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Most events to return (1-500, default 100).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// `events_list` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventsListArgs {
+    /// Your capability. Root sees the whole run; a worker sees its own events and its mail.
+    pub capability: String,
+    /// Return events after this cursor (default 0, the beginning).
+    #[serde(default)]
+    pub after_cursor: u64,
+    /// Most events to return (1-500, default 100).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// `events_wait` and `events_list` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EventsOut {
+    /// Pass this back as `after_cursor` to continue.
+    pub cursor: u64,
+    /// Events in cursor order.
+    pub events: Vec<Event>,
+    /// True when a wait ended at its bound with nothing new.
+    pub timed_out: bool,
+}
+
+impl From<Page> for EventsOut {
+    fn from(p: Page) -> Self {
+        Self { cursor: p.cursor, events: p.events, timed_out: p.timed_out }
+    }
+}
+
+const DEFAULT_PAGE: usize = 100;
+const DEFAULT_WAIT_MS: u64 = 25_000;
+
+const WORKER_INSTRUCTIONS: &str = "Work on your assignment. Report milestones with worker_progress. \
+Ask root with message_send (to \"/root\", kind question or blocker) and read replies with events_wait \
+(pass back the cursor it returns). Finish with worker_complete (summary, artifacts) or worker_fail (reason).";
+
+const SERVER_INSTRUCTIONS: &str = "ChatGPT Orchestrator. As root: run_create, then worker_spawn for each \
+parallel task (each gets its own conversation), then loop on events_wait to answer questions \
+(message_send kind answer, in_reply_to the question) and watch completion; worker_followup gives a finished \
+worker more work; worker_complete with root's capability closes the run. As a worker: worker_attach with the \
+attach identity from your bootstrap prompt, then follow its instructions.";
+
+/// The MCP tool handler.
+#[derive(Clone)]
+pub struct Tools {
+    plane: Arc<ControlPlane>,
+    tool_router: ToolRouter<Self>,
+}
+
+impl Tools {
+    fn worker_out(&self, id: &WorkerId) -> Result<WorkerOut, Error> {
+        let w = self.plane.worker(id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
+        let run = self.plane.run(&w.run_id).ok_or_else(|| Error::NotFound(format!("run {}", w.run_id)))?;
+        Ok(WorkerOut { worker: WorkerView::from(&w), run_state: run.state, cursor: run.cursor })
+    }
+
+    /// Resolves a recipient given as a worker id or a path in `run`.
+    fn recipient(&self, run: &RunId, to: &str) -> Result<WorkerId, Error> {
+        if to.starts_with('/') {
+            return self
+                .plane
+                .workers_of(run)
+                .into_iter()
+                .find(|w| w.path == to)
+                .map(|w| w.id)
+                .ok_or_else(|| Error::NotFound(format!("worker {to} in this run")));
+        }
+        parse(to)
+    }
+}
+
+#[tool_router(router = tool_router)]
+impl Tools {
+    /// A handler over `plane`.
+    pub fn new(plane: Arc<ControlPlane>) -> Self {
+        Self { plane, tool_router: Self::tool_router() }
+    }
+
+    /// Create a run for one large goal. Returns the run and root's capability.
+    #[tool(annotations(
+        title = "Create run",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn run_create(&self, Parameters(args): Parameters<RunCreateArgs>) -> Result<Json<RunCreateOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let (run_id, root) = plane.create_run(&args.title, args.idempotency_key.as_deref())?;
+            let run = plane.run(&run_id).ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
+            Ok(RunCreateOut { run: RunView::from(&run), root_capability: plane.keys().capability(&root) })
+        })
+        .await
+    }
+
+    /// Read a run and its workers. Root sees every worker; a worker sees itself.
+    #[tool(annotations(
+        title = "Get run",
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn run_get(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<RunGetOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let me = plane.authenticate(&args.capability)?;
+            let run = plane.run(&me.run_id).ok_or_else(|| Error::NotFound(format!("run {}", me.run_id)))?;
+            let workers = if me.is_root() { plane.workers_of(&run.id) } else { vec![me] };
+            Ok(RunGetOut { run: RunView::from(&run), workers: workers.iter().map(WorkerView::from).collect() })
+        })
+        .await
+    }
+
+    /// Cancel the run and every unfinished worker. Root only.
+    #[tool(annotations(
+        title = "Cancel run",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn run_cancel(&self, Parameters(args): Parameters<RunCancelArgs>) -> Result<Json<RunGetOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let root = root_only(&plane, &args.capability)?;
+            plane.execute(Command::CancelRun { actor: root.id.clone(), reason: args.reason })?;
+            let run = plane.run(&root.run_id).ok_or_else(|| Error::NotFound(format!("run {}", root.run_id)))?;
+            Ok(RunGetOut {
+                run: RunView::from(&run),
+                workers: plane.workers_of(&run.id).iter().map(WorkerView::from).collect(),
+            })
+        })
+        .await
+    }
+
+    /// Spawn a worker with its own assignment and conversation. Root only. Returns the bootstrap prompt.
+    #[tool(annotations(
+        title = "Spawn worker",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn worker_spawn(
+        &self,
+        Parameters(args): Parameters<WorkerSpawnArgs>,
+    ) -> Result<Json<WorkerSpawnOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let root = root_only(&plane, &args.capability)?;
+            let id = plane.spawn(&root, &args.name, &args.assignment, args.idempotency_key.as_deref())?;
+            let worker = plane.worker(&id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
+            Ok(WorkerSpawnOut {
+                worker: WorkerView::from(&worker),
+                bootstrap_prompt: bootstrap_prompt(&plane.keys().attach_identity(&id)),
+                bootstrap_version: BOOTSTRAP_VERSION,
+            })
+        })
+        .await
+    }
+
+    /// Attach a worker conversation with the attach identity from its bootstrap prompt; returns its capability and assignment.
+    #[tool(annotations(
+        title = "Attach worker",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn worker_attach(
+        &self,
+        Parameters(args): Parameters<WorkerAttachArgs>,
+    ) -> Result<Json<WorkerAttachOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
+            plane.worker(&id).ok_or(Error::Unauthorized)?;
+            plane.execute(Command::Attach { worker_id: id.clone() })?;
+            let w = plane.worker(&id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
+            Ok(WorkerAttachOut {
+                worker: WorkerView::from(&w),
+                run_id: w.run_id.clone(),
+                capability: plane.keys().capability(&id),
+                assignment: w.assignment.clone().ok_or_else(|| Error::Forbidden("root does not attach".into()))?,
+                followups: w.followups.clone(),
+                instructions: WORKER_INSTRUCTIONS.into(),
+            })
+        })
+        .await
+    }
+
+    /// List every worker of the run with its state. Root only.
+    #[tool(annotations(
+        title = "List workers",
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn worker_list(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<WorkerListOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let root = root_only(&plane, &args.capability)?;
+            Ok(WorkerListOut { workers: plane.workers_of(&root.run_id).iter().map(WorkerView::from).collect() })
+        })
+        .await
+    }
+
+    /// Report your progress.
+    #[tool(annotations(
+        title = "Report progress",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn worker_progress(
+        &self,
+        Parameters(args): Parameters<WorkerProgressArgs>,
+    ) -> Result<Json<WorkerOut>, String> {
+        let args = args?;
+        let tools = self.clone();
+        blocking(move || {
+            let me = acting_as(&tools.plane, &args.capability, args.worker_id.as_deref())?;
+            tools.plane.execute(Command::Progress {
+                actor: me.id.clone(),
+                summary: args.summary,
+                percent: args.percent,
+            })?;
+            tools.worker_out(&me.id)
+        })
+        .await
+    }
+
+    /// Report that you finished your assignment. Root completing closes the run once every worker is finished.
+    #[tool(annotations(
+        title = "Complete",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn worker_complete(
+        &self,
+        Parameters(args): Parameters<WorkerCompleteArgs>,
+    ) -> Result<Json<WorkerOut>, String> {
+        let args = args?;
+        let tools = self.clone();
+        blocking(move || {
+            let me = acting_as(&tools.plane, &args.capability, args.worker_id.as_deref())?;
+            let cmd = Command::Complete { actor: me.id.clone(), summary: args.summary, artifacts: args.artifacts };
+            tools.plane.execute(cmd)?;
+            tools.worker_out(&me.id)
+        })
+        .await
+    }
+
+    /// Report that you cannot finish. Root failing fails the run.
+    #[tool(annotations(
+        title = "Fail",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn worker_fail(&self, Parameters(args): Parameters<WorkerFailArgs>) -> Result<Json<WorkerOut>, String> {
+        let args = args?;
+        let tools = self.clone();
+        blocking(move || {
+            let me = acting_as(&tools.plane, &args.capability, args.worker_id.as_deref())?;
+            tools.plane.execute(Command::Fail { actor: me.id.clone(), reason: args.reason })?;
+            tools.worker_out(&me.id)
+        })
+        .await
+    }
+
+    /// Stop a worker's work (it becomes cancelled). Root only.
+    #[tool(annotations(
+        title = "Interrupt worker",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn worker_interrupt(
+        &self,
+        Parameters(args): Parameters<WorkerInterruptArgs>,
+    ) -> Result<Json<WorkerOut>, String> {
+        let args = args?;
+        let tools = self.clone();
+        blocking(move || {
+            let root = root_only(&tools.plane, &args.capability)?;
+            let target: WorkerId = parse(&args.worker_id)?;
+            tools.plane.execute(Command::Interrupt { actor: root.id, target: target.clone(), reason: args.reason })?;
+            tools.worker_out(&target)
+        })
+        .await
+    }
+
+    /// Give a worker further work in its existing conversation, reopening it if it finished. Root only.
+    #[tool(annotations(
+        title = "Follow up",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn worker_followup(
+        &self,
+        Parameters(args): Parameters<WorkerFollowupArgs>,
+    ) -> Result<Json<WorkerFollowupOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let root = root_only(&plane, &args.capability)?;
+            let target: WorkerId = parse(&args.worker_id)?;
+            let seq = plane.followup(&root, &target, &args.instructions, args.idempotency_key.as_deref())?;
+            let w = plane.worker(&target).ok_or_else(|| Error::NotFound(format!("worker {target}")))?;
+            Ok(WorkerFollowupOut { worker: WorkerView::from(&w), seq })
+        })
+        .await
+    }
+
+    /// Send a durable message. Workers write to root; root writes to any worker.
+    #[tool(annotations(
+        title = "Send message",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn message_send(
+        &self,
+        Parameters(args): Parameters<MessageSendArgs>,
+    ) -> Result<Json<MessageSendOut>, String> {
+        let args = args?;
+        let tools = self.clone();
+        blocking(move || {
+            let me = tools.plane.authenticate(&args.capability)?;
+            let to = tools.recipient(&me.run_id, &args.to)?;
+            let reply_to: Option<MessageId> = args.in_reply_to.as_deref().map(parse).transpose()?;
+            let id = tools.plane.send(
+                &me,
+                &to,
+                args.kind,
+                &args.body,
+                reply_to.as_ref(),
+                args.idempotency_key.as_deref(),
+            )?;
+            Ok(MessageSendOut { message_id: id, to })
+        })
+        .await
+    }
+
+    /// Send one message to every unfinished worker. Root only.
+    #[tool(annotations(
+        title = "Broadcast message",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn message_broadcast(
+        &self,
+        Parameters(args): Parameters<MessageBroadcastArgs>,
+    ) -> Result<Json<MessageBroadcastOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let root = root_only(&plane, &args.capability)?;
+            let ids = plane.broadcast(&root, args.kind, &args.body, args.idempotency_key.as_deref())?;
+            Ok(MessageBroadcastOut { message_ids: ids })
+        })
+        .await
+    }
+
+    /// Wait (bounded, at most 50 s) for events after a cursor. Returns {cursor, events, timed_out}.
+    #[tool(annotations(
+        title = "Wait for events",
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn events_wait(&self, Parameters(args): Parameters<EventsWaitArgs>) -> Result<Json<EventsOut>, String> {
+        let args = args?;
+        let me = match self.plane.authenticate(&args.capability) {
+            Ok(me) => me,
+            Err(e) => return Err(error_text(&e)),
+        };
+        let viewer = if me.is_root() { Viewer::Root } else { Viewer::Worker(me.id.clone()) };
+        let timeout = Duration::from_millis(args.timeout_ms.unwrap_or(DEFAULT_WAIT_MS).min(WAIT_MAX_MS));
+        let limit = args.limit.unwrap_or(DEFAULT_PAGE);
+        match self.plane.wait(&me.run_id, args.after_cursor, timeout, limit, &viewer).await {
+            Ok(page) => Ok(Json(page.into())),
+            Err(e) => Err(error_text(&e)),
+        }
+    }
+
+    /// List events after a cursor without waiting.
+    #[tool(annotations(
+        title = "List events",
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn events_list(&self, Parameters(args): Parameters<EventsListArgs>) -> Result<Json<EventsOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let me = plane.authenticate(&args.capability)?;
+            let viewer = if me.is_root() { Viewer::Root } else { Viewer::Worker(me.id.clone()) };
+            Ok(plane.events(&me.run_id, args.after_cursor, args.limit.unwrap_or(DEFAULT_PAGE), &viewer)?.into())
+        })
+        .await
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Tools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("chatgpt-orchestrator", env!("CARGO_PKG_VERSION")))
+            .with_instructions(SERVER_INSTRUCTIONS)
+    }
+}
