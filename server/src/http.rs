@@ -51,7 +51,7 @@ pub fn app(plane: Arc<ControlPlane>, config: &HttpConfig, shutdown: Cancellation
         Some(secret) => {
             let bearer = Router::new()
                 .nest_service("/mcp", service.clone())
-                .layer(middleware::from_fn_with_state(Arc::new(secret.clone()), require_bearer));
+                .route_layer(middleware::from_fn_with_state(Arc::new(secret.clone()), require_bearer));
             router.merge(bearer).nest_service(&format!("/s/{secret}/mcp"), service)
         }
     }
