@@ -134,15 +134,15 @@ impl ControlPlane {
     ) -> Result<(R, Vec<Event>), Error> {
         let _writer = self.writer.lock().expect("writer lock");
         let request_hash = idem.as_ref().map(|_| hash_json(request));
-        if let (Some(idem), Some(hash)) = (&idem, &request_hash) {
-            if let Some(found) = self.store.idempotency(&idem.scope, idem.key)? {
-                if &found.request_hash != hash {
-                    return Err(Error::Conflict { key: idem.key.to_owned() });
-                }
-                let response = serde_json::from_str(&found.response)
-                    .map_err(|e| StoreError::Corrupt(format!("idempotency response: {e}")))?;
-                return Ok((response, Vec::new()));
+        if let (Some(idem), Some(hash)) = (&idem, &request_hash)
+            && let Some(found) = self.store.idempotency(&idem.scope, idem.key)?
+        {
+            if &found.request_hash != hash {
+                return Err(Error::Conflict { key: idem.key.to_owned() });
             }
+            let response = serde_json::from_str(&found.response)
+                .map_err(|e| StoreError::Corrupt(format!("idempotency response: {e}")))?;
+            return Ok((response, Vec::new()));
         }
         let (command, response) = make();
         let bodies = decide(&self.read(), &command)?;
@@ -153,7 +153,7 @@ impl ControlPlane {
             bodies
                 .into_iter()
                 .map(|body| {
-                    let run_id = run_of(&state, &command, &body);
+                    let run_id = run_of(&state, &command);
                     let cursor =
                         next.entry(run_id.clone()).or_insert_with(|| state.runs.get(&run_id).map_or(0, |r| r.cursor));
                     *cursor += 1;
@@ -363,7 +363,7 @@ impl ControlPlane {
 
 /// The run an event of `command` belongs to: the run being created, or the
 /// run of the worker the event names.
-fn run_of(state: &State, command: &Command, body: &protocol::EventBody) -> RunId {
+fn run_of(state: &State, command: &Command) -> RunId {
     if let Command::CreateRun { run_id, .. } = command {
         return run_id.clone();
     }
@@ -380,7 +380,6 @@ fn run_of(state: &State, command: &Command, body: &protocol::EventBody) -> RunId
         | Command::Followup { actor, .. }
         | Command::CancelRun { actor, .. } => actor,
     };
-    let _ = body;
     state.workers[actor].run_id.clone()
 }
 

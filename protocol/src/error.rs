@@ -8,12 +8,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 macro_rules! error_codes {
-    ($($(#[$doc:meta])* $variant:ident = $code:literal, $action:literal;)*) => {
+    ($(#[doc = $doc:literal] $variant:ident = $code:literal, $action:literal;)*) => {
         /// A stable, machine-readable error code.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
         #[non_exhaustive]
         pub enum ErrorCode {
-            $($(#[$doc])* #[serde(rename = $code)] $variant,)*
+            $(#[doc = $doc] #[serde(rename = $code)] $variant,)*
         }
 
         impl ErrorCode {
@@ -23,6 +23,11 @@ macro_rules! error_codes {
             /// The wire form, for example `RECONCILE_REQUIRED`.
             pub fn as_str(self) -> &'static str {
                 match self { $(ErrorCode::$variant => $code,)* }
+            }
+
+            /// What the code means (its doc line).
+            pub fn meaning(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $doc.trim_ascii(),)* }
             }
 
             /// What a caller should do on receiving this code.

@@ -1,0 +1,146 @@
+//! Control-plane benchmarks (run: `cargo bench -p control`). Prints figures,
+//! asserts nothing; each comparison is a ratio against a baseline measured in
+//! the same run on the same machine.
+//!
+//! 1. `events_wait` wake latency: from the start of an append until each of
+//!    N parked waiters has returned its page (N = 1, 100, 1000). Over the
+//!    in-memory store this is the broker's wake path alone; over SQLite it
+//!    includes the durable commit (printed beside it).
+//! 2. Durable mutation throughput: `ControlPlane` commands on SQLite against
+//!    a raw rusqlite insert+commit loop with the same pragmas.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use control::decide::Command;
+use control::plane::Viewer;
+use control::store::{MemoryStore, SqliteStore, Store};
+use control::{ControlPlane, Keyring, SystemClock};
+use protocol::{Assignment, RunId, WorkerId};
+
+fn plane(store: Arc<dyn Store>) -> (Arc<ControlPlane>, RunId, WorkerId) {
+    let plane = Arc::new(ControlPlane::open(store, Arc::new(SystemClock), Keyring::new([1; 32])).unwrap());
+    let (run, root) = plane.create_run("bench", None).unwrap();
+    let root_w = plane.worker(&root).unwrap();
+    let assignment = Assignment {
+        objective: "bench".into(),
+        constraints: vec![],
+        acceptance_criteria: vec![],
+        dependencies: vec![],
+        scope: Default::default(),
+        artifact_refs: vec![],
+        communication_policy: None,
+        completion_protocol: None,
+    };
+    let w = plane.spawn(&root_w, "w", &assignment, None).unwrap();
+    plane.execute(Command::Attach { worker_id: w.clone() }).unwrap();
+    (plane, run, w)
+}
+
+fn progress(plane: &ControlPlane, w: &WorkerId, i: usize) {
+    plane
+        .execute(Command::Progress {
+            actor: w.clone(),
+            summary: format!("step {i} of the benchmark run"),
+            percent: None,
+        })
+        .unwrap();
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn wake_latency(rt: &tokio::runtime::Runtime, label: &str, store: Arc<dyn Store>, waiters: usize, rounds: usize) {
+    let (plane, run, w) = plane(store);
+    let mut samples = Vec::with_capacity(waiters * rounds);
+    let mut commits = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let head = plane.run(&run).unwrap().cursor;
+        let handles: Vec<_> = (0..waiters)
+            .map(|_| {
+                let (plane, run) = (plane.clone(), run.clone());
+                rt.spawn(async move {
+                    let page = plane.wait(&run, head, Duration::from_secs(30), 10, &Viewer::Root).await.unwrap();
+                    assert!(!page.timed_out);
+                    Instant::now()
+                })
+            })
+            .collect();
+        // Let every waiter park on the feed before the append.
+        std::thread::sleep(Duration::from_millis(20 + waiters as u64 / 20));
+        let append = Instant::now();
+        progress(&plane, &w, round);
+        commits.push(append.elapsed());
+        for h in handles {
+            let returned = rt.block_on(h).unwrap();
+            samples.push(returned.duration_since(append));
+        }
+    }
+    samples.sort();
+    commits.sort();
+    println!(
+        "wake latency  {label:<7} {waiters:>5} waiters: p50 {:>9.3?}  p99 {:>9.3?}  max {:>9.3?}  (append start -> waiter returns, {} samples; the append itself: p50 {:.3?})",
+        percentile(&samples, 0.5),
+        percentile(&samples, 0.99),
+        samples[samples.len() - 1],
+        samples.len(),
+        percentile(&commits, 0.5),
+    );
+}
+
+fn raw_sqlite_loop(path: &std::path::Path, n: usize) -> Duration {
+    let mut conn = rusqlite::Connection::open(path).unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    conn.pragma_update(None, "synchronous", "FULL").unwrap();
+    conn.execute_batch("CREATE TABLE t (seq INTEGER PRIMARY KEY, run_id TEXT, cursor INTEGER, at_ms INTEGER, kind TEXT, body TEXT, UNIQUE(run_id, cursor))")
+        .unwrap();
+    let body = "x".repeat(260);
+    let start = Instant::now();
+    for i in 0..n {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).unwrap();
+        tx.execute(
+            "INSERT INTO t (run_id, cursor, at_ms, kind, body) VALUES ('run', ?1, ?2, 'worker.progress', ?3)",
+            rusqlite::params![i as i64, i as i64, body],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    start.elapsed()
+}
+
+fn throughput(n: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let raw = raw_sqlite_loop(&dir.path().join("raw.db"), n);
+    let (plane, _run, w) = plane(Arc::new(SqliteStore::open(&dir.path().join("plane.db")).unwrap()));
+    let start = Instant::now();
+    for i in 0..n {
+        progress(&plane, &w, i);
+    }
+    let ours = start.elapsed();
+    let rate = |d: Duration| n as f64 / d.as_secs_f64();
+    println!(
+        "throughput    raw rusqlite insert+commit {:>8.0}/s   control plane {:>8.0}/s   ratio {:.2}x  ({n} commits each, WAL, synchronous=FULL)",
+        rate(raw),
+        rate(ours),
+        rate(ours) / rate(raw)
+    );
+}
+
+fn main() {
+    // `cargo test --benches` runs this with --bench absent; keep that fast.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rounds = if quick { 2 } else { 50 };
+    for waiters in [1, 100, 1000] {
+        let rounds = if waiters == 1000 { rounds.min(10) } else { rounds };
+        wake_latency(&rt, "memory", Arc::new(MemoryStore::new()), waiters, rounds);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for waiters in [1, 100, 1000] {
+        let rounds = if waiters == 1000 { rounds.min(10) } else { rounds };
+        let store = Arc::new(SqliteStore::open(&dir.path().join(format!("wake-{waiters}.db"))).unwrap());
+        wake_latency(&rt, "sqlite", store, waiters, rounds);
+    }
+    throughput(if quick { 50 } else { 2000 });
+}

@@ -1,0 +1,58 @@
+//! Tidy checks, run by `cargo test` so there is one gate.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+#[path = "../src/errors_doc.rs"]
+mod errors_doc;
+
+#[test]
+fn errors_doc_is_fresh() {
+    let on_disk = std::fs::read_to_string(root().join("docs/errors.md")).unwrap_or_default();
+    assert!(on_disk == errors_doc::render(), "docs/errors.md is stale: run `cargo xtask errors-doc` and commit it");
+}
+
+/// The dependencies named in a crate's `[dependencies]` table.
+fn dependencies(krate: &str) -> Vec<String> {
+    let manifest = std::fs::read_to_string(root().join(krate).join("Cargo.toml")).unwrap();
+    let mut in_deps = false;
+    let mut deps = Vec::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        if in_deps && let Some((name, _)) = line.split_once('=') {
+            deps.push(name.trim().trim_end_matches(".workspace").to_owned());
+        }
+    }
+    deps
+}
+
+#[test]
+fn domain_crates_stay_free_of_io_frameworks() {
+    // protocol is shared with the wasm extension: serde only.
+    for dep in dependencies("protocol") {
+        assert!(["serde", "serde_json", "schemars"].contains(&dep.as_str()), "protocol must not depend on {dep}");
+    }
+    // control owns the store adapter (rusqlite) and bounded waits (tokio sync/time),
+    // but never a transport or a browser driver.
+    for dep in dependencies("control") {
+        assert!(!["axum", "rmcp", "chromiumoxide", "tokio-tungstenite", "hyper", "reqwest"].contains(&dep.as_str()), "control must not depend on {dep}");
+    }
+}
+
+#[test]
+fn no_forbidden_browser_automation_in_any_manifest() {
+    for entry in std::fs::read_dir(root()).unwrap() {
+        let manifest = entry.unwrap().path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else { continue };
+        for banned in ["playwright", "puppeteer", "selenium", "fantoccini", "thirtyfour"] {
+            assert!(!text.to_lowercase().contains(banned), "{} names {banned}", manifest.display());
+        }
+    }
+}
