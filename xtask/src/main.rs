@@ -44,7 +44,9 @@ fn install() -> anyhow::Result<()> {
         }
     }
     let requirements = "server/tests/py/requirements.txt";
-    if !succeeds(Command::new("python3").args(["-c", "import mcp, importlib.metadata as m; assert m.version('mcp') == '2.3.0'"])) {
+    if !succeeds(
+        Command::new("python3").args(["-c", "import mcp, importlib.metadata as m; assert m.version('mcp') == '2.3.0'"]),
+    ) {
         run(Command::new("python3").args(["-m", "pip", "install", "--quiet", "-r", requirements]))?;
     }
     if !root().join("server/tests/ts/node_modules/@modelcontextprotocol/sdk").is_dir() {

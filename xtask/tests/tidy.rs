@@ -42,7 +42,10 @@ fn domain_crates_stay_free_of_io_frameworks() {
     // control owns the store adapter (rusqlite) and bounded waits (tokio sync/time),
     // but never a transport or a browser driver.
     for dep in dependencies("control") {
-        assert!(!["axum", "rmcp", "chromiumoxide", "tokio-tungstenite", "hyper", "reqwest"].contains(&dep.as_str()), "control must not depend on {dep}");
+        assert!(
+            !["axum", "rmcp", "chromiumoxide", "tokio-tungstenite", "hyper", "reqwest"].contains(&dep.as_str()),
+            "control must not depend on {dep}"
+        );
     }
 }
 
