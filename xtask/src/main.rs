@@ -38,8 +38,8 @@ fn install() -> anyhow::Result<()> {
     if !String::from_utf8_lossy(&targets.stdout).contains("wasm32-unknown-unknown") {
         run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))?;
     }
-    for component in ["rustfmt", "clippy"] {
-        if !succeeds(Command::new("cargo").args([component, "--version"])) {
+    for (component, probe) in [("rustfmt", "fmt"), ("clippy", "clippy")] {
+        if !succeeds(Command::new("cargo").args([probe, "--version"])) {
             run(Command::new("rustup").args(["component", "add", component]))?;
         }
     }
