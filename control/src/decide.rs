@@ -3,11 +3,15 @@
 //! never reads a clock and never does IO. New ids come in with the command,
 //! so the same inputs always give the same events.
 
+use protocol::executor::{CommandOutcome, ConversationState, ExecutorFrame, ExecutorKind, HostFacts};
 use protocol::limits::{ITEM_MAX, LIST_MAX, NAME_MAX, TEXT_MAX, TITLE_MAX, WORKERS_PER_RUN_MAX};
-use protocol::{Assignment, EventBody, MessageId, MessageKind, RunId, RunState, WorkerId, WorkerState};
+use protocol::{
+    Assignment, CommandId, CommandIntent, ErrorCode, EventBody, MessageId, MessageKind, PromptRef, RunId, RunState,
+    WorkerId, WorkerState,
+};
 
 use crate::error::Error;
-use crate::model::{Run, State, Worker};
+use crate::model::{CommandPhase, QueuedCommand, Run, State, Worker};
 
 /// A request to change the control plane, already authenticated: `actor` is
 /// the worker whose capability the caller presented.
@@ -32,6 +36,8 @@ pub enum Command {
         name: String,
         /// Its task.
         assignment: Assignment,
+        /// The id for its conversation-create command.
+        create_command: CommandId,
     },
     /// A worker's conversation attached with its attach identity.
     Attach {
@@ -106,6 +112,8 @@ pub enum Command {
         target: WorkerId,
         /// What to do next.
         instructions: String,
+        /// The id for the wake command that delivers it.
+        send_command: CommandId,
     },
     /// Root cancels the run and every unfinished worker.
     CancelRun {
@@ -113,6 +121,42 @@ pub enum Command {
         actor: WorkerId,
         /// Why.
         reason: String,
+    },
+    /// An executor authenticated.
+    ExecutorConnected {
+        /// Stable carrier identity.
+        executor_id: String,
+        /// This process start.
+        executor_instance_id: String,
+        /// Carrier kind.
+        executor_kind: ExecutorKind,
+        /// Declared capabilities.
+        capabilities: Vec<String>,
+        /// Host facts.
+        host: HostFacts,
+    },
+    /// An executor's session ended.
+    ExecutorDisconnected {
+        /// Stable carrier identity.
+        executor_id: String,
+        /// The session's process start.
+        executor_instance_id: String,
+        /// The close reason.
+        reason: String,
+    },
+    /// Assign a queued command to an executor, before it is sent.
+    Dispatch {
+        /// The command.
+        command_id: CommandId,
+        /// The executor.
+        executor_id: String,
+    },
+    /// An executor reported something about its commands or conversations.
+    ExecutorReport {
+        /// The reporting executor (authenticated by its session).
+        executor_id: String,
+        /// What it said (never `hello` or `heartbeat`).
+        frame: ExecutorFrame,
     },
 }
 
@@ -135,7 +179,7 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                 state_change(root_id, WorkerState::Created, WorkerState::Running, None),
             ])
         }
-        Command::Spawn { actor, worker_id, name, assignment } => {
+        Command::Spawn { actor, worker_id, name, assignment, create_command } => {
             let (run, root) = root_actor(state, actor)?;
             require_active(run)?;
             check_name(name)?;
@@ -158,6 +202,12 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                     assignment: Some(assignment.clone()),
                 },
                 state_change(worker_id, WorkerState::Created, WorkerState::LaunchRequested, None),
+                EventBody::CommandQueued {
+                    command_id: create_command.clone(),
+                    worker_id: worker_id.clone(),
+                    intent: CommandIntent::Create,
+                    idempotency_key: format!("create:{worker_id}"),
+                },
             ])
         }
         Command::Attach { worker_id } => {
@@ -303,6 +353,7 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             ];
             if worker.is_root() {
                 events.extend(cancel_children(state, run, actor, "run failed"));
+                events.extend(cancel_queued(state, unfinished_children(state, run, actor).map(|w| &w.id)));
                 events.push(EventBody::RunStateChanged {
                     from: run.state,
                     to: RunState::Failed,
@@ -325,10 +376,11 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                 EventBody::WorkerInterrupted { worker_id: target.clone(), reason: reason.clone() },
                 state_change(target, worker.state, WorkerState::Cancelled, Some("interrupted")),
             ];
+            events.extend(cancel_queued(state, [target]));
             events.extend(close_if_last(state, run, target));
             Ok(events)
         }
-        Command::Followup { actor, target, instructions } => {
+        Command::Followup { actor, target, instructions, send_command } => {
             let (run, _) = root_actor(state, actor)?;
             require_active(run)?;
             check_text("instructions", instructions, TEXT_MAX)?;
@@ -346,14 +398,18 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                     )));
                 }
             }
-            let mut events = vec![EventBody::WorkerFollowup {
-                worker_id: target.clone(),
-                seq: worker.followups.len() as u32 + 1,
-                instructions: instructions.clone(),
-            }];
+            let seq = worker.followups.len() as u32 + 1;
+            let mut events =
+                vec![EventBody::WorkerFollowup { worker_id: target.clone(), seq, instructions: instructions.clone() }];
             if worker.state != WorkerState::Running {
                 events.push(state_change(target, worker.state, WorkerState::Running, Some("follow-up")));
             }
+            events.push(EventBody::CommandQueued {
+                command_id: send_command.clone(),
+                worker_id: target.clone(),
+                intent: CommandIntent::Send { prompt: PromptRef::Followup { seq } },
+                idempotency_key: format!("followup:{target}:{seq}"),
+            });
             Ok(events)
         }
         Command::CancelRun { actor, reason } => {
@@ -363,6 +419,7 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             }
             check_text("reason", reason, TEXT_MAX)?;
             let mut events = cancel_children(state, run, actor, "run cancelled");
+            events.extend(cancel_queued(state, unfinished_children(state, run, actor).map(|w| &w.id)));
             if !root.state.is_terminal() {
                 events.push(state_change(actor, root.state, WorkerState::Cancelled, Some("run cancelled")));
             }
@@ -373,7 +430,218 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             });
             Ok(events)
         }
+        Command::ExecutorConnected { executor_id, executor_instance_id, executor_kind, capabilities, host } => {
+            Ok(vec![EventBody::ExecutorConnected {
+                executor_id: executor_id.clone(),
+                executor_instance_id: executor_instance_id.clone(),
+                executor_kind: *executor_kind,
+                capabilities: capabilities.clone(),
+                host: host.clone(),
+            }])
+        }
+        Command::ExecutorDisconnected { executor_id, executor_instance_id, reason } => {
+            Ok(vec![EventBody::ExecutorDisconnected {
+                executor_id: executor_id.clone(),
+                executor_instance_id: executor_instance_id.clone(),
+                reason: reason.clone(),
+            }])
+        }
+        Command::Dispatch { command_id, executor_id } => {
+            let command = known_command(state, command_id)?;
+            let worker = state
+                .worker(&command.worker_id)
+                .ok_or_else(|| Error::NotFound(format!("worker {}", command.worker_id)))?;
+            if let Some(bound) = &worker.executor_id
+                && bound != executor_id
+            {
+                return Err(Error::Forbidden(format!("worker {} is bound to another executor", worker.id)));
+            }
+            match command.phase {
+                CommandPhase::Queued => Ok(vec![EventBody::CommandDispatched {
+                    command_id: command_id.clone(),
+                    worker_id: command.worker_id.clone(),
+                    executor_id: executor_id.clone(),
+                }]),
+                CommandPhase::Dispatched | CommandPhase::Acked | CommandPhase::Completed | CommandPhase::Cancelled => {
+                    Err(Error::InvalidTransition(format!("command {command_id} is not queued")))
+                }
+            }
+        }
+        Command::ExecutorReport { executor_id, frame } => report(state, executor_id, frame),
     }
+}
+
+/// Applies what an executor reported. Duplicates (a second ack, a result
+/// delivered twice, the same binding again) record nothing; anything about a
+/// command or worker held by another executor is refused.
+fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec<EventBody>, Error> {
+    match frame {
+        ExecutorFrame::Hello { .. } | ExecutorFrame::Heartbeat { .. } => {
+            Err(Error::InvalidArgument("hello and heartbeat are session frames, not reports".into()))
+        }
+        ExecutorFrame::Ack { command_id } => {
+            let command = held_command(state, executor_id, command_id)?;
+            match command.phase {
+                CommandPhase::Dispatched => {
+                    let mut events = vec![EventBody::CommandAcked {
+                        command_id: command_id.clone(),
+                        worker_id: command.worker_id.clone(),
+                    }];
+                    let worker = state.worker(&command.worker_id).expect("commands name known workers");
+                    if command.intent == CommandIntent::Create && worker.state == WorkerState::LaunchRequested {
+                        events.push(state_change(
+                            &worker.id,
+                            WorkerState::LaunchRequested,
+                            WorkerState::Launching,
+                            Some("executor acknowledged"),
+                        ));
+                    }
+                    Ok(events)
+                }
+                CommandPhase::Acked | CommandPhase::Completed => Ok(vec![]),
+                CommandPhase::Queued | CommandPhase::Cancelled => {
+                    Err(Error::InvalidTransition(format!("command {command_id} was never dispatched")))
+                }
+            }
+        }
+        ExecutorFrame::Result { command_id, outcome } => {
+            let command = held_command(state, executor_id, command_id)?;
+            match command.phase {
+                CommandPhase::Dispatched | CommandPhase::Acked => {}
+                CommandPhase::Completed => return Ok(vec![]),
+                CommandPhase::Queued | CommandPhase::Cancelled => {
+                    return Err(Error::InvalidTransition(format!("command {command_id} was never dispatched")));
+                }
+            }
+            let worker = state.worker(&command.worker_id).expect("commands name known workers");
+            let mut events = vec![EventBody::CommandCompleted {
+                command_id: command_id.clone(),
+                worker_id: worker.id.clone(),
+                outcome: outcome.clone(),
+            }];
+            match (outcome, &command.intent) {
+                (CommandOutcome::Ok { conversation_id: Some(id) }, CommandIntent::Create)
+                    if worker.conversation.is_none() =>
+                {
+                    events.push(EventBody::ConversationBound {
+                        worker_id: worker.id.clone(),
+                        conversation_id: id.clone(),
+                        url: format!("https://chatgpt.com/c/{id}"),
+                        executor_id: executor_id.to_owned(),
+                    });
+                }
+                (CommandOutcome::Ok { .. }, _) => {}
+                (CommandOutcome::Error { code, .. }, CommandIntent::Create) if !uncertain(*code) => {
+                    if matches!(worker.state, WorkerState::LaunchRequested | WorkerState::Launching) {
+                        events.push(state_change(
+                            &worker.id,
+                            worker.state,
+                            WorkerState::LaunchFailed,
+                            Some(code.as_str()),
+                        ));
+                        events.extend(cancel_queued(state, [&worker.id]));
+                    }
+                }
+                // An uncertain outcome retries nothing: the command stays
+                // completed-with-error for exact readback and reconciliation.
+                (CommandOutcome::Error { .. }, _) => {}
+            }
+            Ok(events)
+        }
+        ExecutorFrame::ConversationCreated { command_id, worker_id } => {
+            let command = held_command(state, executor_id, command_id)?;
+            if &command.worker_id != worker_id {
+                return Err(Error::Forbidden("conversationCreated names another worker than its command".into()));
+            }
+            let worker = held_worker(state, executor_id, worker_id)?;
+            Ok(if worker.conversation_created {
+                vec![]
+            } else {
+                vec![EventBody::ConversationCreated { worker_id: worker_id.clone(), command_id: command_id.clone() }]
+            })
+        }
+        ExecutorFrame::ConversationBound { worker_id, conversation_id, url } => {
+            let worker = held_worker(state, executor_id, worker_id)?;
+            match &worker.conversation {
+                None => Ok(vec![EventBody::ConversationBound {
+                    worker_id: worker_id.clone(),
+                    conversation_id: conversation_id.clone(),
+                    url: url.clone(),
+                    executor_id: executor_id.to_owned(),
+                }]),
+                Some((bound, _)) if bound == conversation_id => Ok(vec![]),
+                Some((bound, _)) => Ok(vec![EventBody::ConversationError {
+                    worker_id: worker_id.clone(),
+                    code: ErrorCode::ConversationIdentityDrift,
+                    detail: format!("executor reported {conversation_id}, bound to {bound}"),
+                }]),
+            }
+        }
+        ExecutorFrame::ConversationState { worker_id, state: observed, error } => {
+            let worker = held_worker(state, executor_id, worker_id)?;
+            Ok(if worker.conversation_state == Some(*observed) && *observed != ConversationState::Error {
+                vec![]
+            } else {
+                vec![EventBody::ConversationStateChanged {
+                    worker_id: worker_id.clone(),
+                    state: *observed,
+                    error: *error,
+                }]
+            })
+        }
+        ExecutorFrame::ConversationError { worker_id, code, detail } => {
+            held_worker(state, executor_id, worker_id)?;
+            Ok(vec![EventBody::ConversationError { worker_id: worker_id.clone(), code: *code, detail: detail.clone() }])
+        }
+        ExecutorFrame::ConversationClosed { worker_id } => {
+            let worker = held_worker(state, executor_id, worker_id)?;
+            Ok(if worker.conversation_state == Some(ConversationState::Closed) {
+                vec![]
+            } else {
+                vec![EventBody::ConversationClosed { worker_id: worker_id.clone() }]
+            })
+        }
+    }
+}
+
+/// Codes that mean the effect may have happened: never grounds for a retry.
+fn uncertain(code: ErrorCode) -> bool {
+    matches!(code, ErrorCode::OutcomeUnknown | ErrorCode::AmbiguousSubmission | ErrorCode::ReconcileRequired)
+}
+
+fn known_command<'a>(state: &'a State, id: &CommandId) -> Result<&'a QueuedCommand, Error> {
+    state.commands.get(id).ok_or_else(|| Error::NotFound(format!("command {id}")))
+}
+
+/// A command dispatched to `executor_id`.
+fn held_command<'a>(state: &'a State, executor_id: &str, id: &CommandId) -> Result<&'a QueuedCommand, Error> {
+    let command = known_command(state, id)?;
+    if command.executor_id.as_deref() != Some(executor_id) {
+        return Err(Error::Forbidden(format!("command {id} is not held by this executor")));
+    }
+    Ok(command)
+}
+
+/// A worker whose conversation `executor_id` holds.
+fn held_worker<'a>(state: &'a State, executor_id: &str, id: &WorkerId) -> Result<&'a Worker, Error> {
+    let worker = state.worker(id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
+    if worker.executor_id.as_deref() != Some(executor_id) {
+        return Err(Error::Forbidden(format!("worker {id} is not held by this executor")));
+    }
+    Ok(worker)
+}
+
+/// Drops the still-queued commands of `workers`; dispatched ones stay for
+/// their executor to settle.
+fn cancel_queued<'a>(state: &State, workers: impl IntoIterator<Item = &'a WorkerId>) -> Vec<EventBody> {
+    let workers: Vec<&WorkerId> = workers.into_iter().collect();
+    state
+        .open_commands
+        .iter()
+        .filter_map(|id| state.commands.get(id))
+        .filter(|c| c.phase == CommandPhase::Queued && workers.contains(&&c.worker_id))
+        .map(|c| EventBody::CommandCancelled { command_id: c.id.clone(), worker_id: c.worker_id.clone() })
+        .collect()
 }
 
 fn state_change(worker: &WorkerId, from: WorkerState, to: WorkerState, reason: Option<&str>) -> EventBody {

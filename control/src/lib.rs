@@ -12,6 +12,8 @@
 //!   secret is ever stored beside the log.
 //! - [`clock`]: the injected clock.
 //! - [`plane`]: the shell that runs commands: idempotency, append, fold, wake.
+//! - [`queue`]: which executor commands to dispatch (or replay) next; pure.
+//! - [`prompts`]: bootstrap and wake prompt texts, rendered at dispatch.
 //!
 //! Architecture invariant: `model` and `decide` do no IO and read no clock;
 //! only `plane` touches the store, and no SQL type leaves `store::sqlite`.
@@ -23,6 +25,8 @@ pub mod error;
 pub mod keys;
 pub mod model;
 pub mod plane;
+pub mod prompts;
+pub mod queue;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -3,7 +3,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use protocol::{Assignment, Event, EventBody, MessageId, RunId, RunState, WorkerId, WorkerState};
+use protocol::executor::{CommandOutcome, ConversationState};
+use protocol::{
+    Assignment, CommandId, CommandIntent, ConversationId, Event, EventBody, MessageId, RunId, RunState, WorkerId,
+    WorkerState,
+};
 
 /// A run as the log describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +61,58 @@ pub struct Worker {
     pub created_at_ms: u64,
     /// When it last changed.
     pub updated_at_ms: u64,
+    /// The executor holding this worker's conversation, once a create was dispatched.
+    pub executor_id: Option<String>,
+    /// The exact conversation identity and URL, once the executor bound it.
+    pub conversation: Option<(ConversationId, String)>,
+    /// Whether the executor reported creating the conversation.
+    pub conversation_created: bool,
+    /// Last observed coarse conversation state.
+    pub conversation_state: Option<ConversationState>,
+    /// Set when the executor reported a different conversation than the bound
+    /// one: nothing more is dispatched until the pool reconciles.
+    pub fenced: bool,
+}
+
+/// Where an executor command is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandPhase {
+    /// Durable intent; no executor has it yet.
+    Queued,
+    /// Assigned to an executor and sent (or about to be); not yet acknowledged.
+    Dispatched,
+    /// The executor journaled it.
+    Acked,
+    /// The executor reported its outcome.
+    Completed,
+    /// Dropped before dispatch because its worker ended.
+    Cancelled,
+}
+
+/// A durable executor command.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedCommand {
+    /// Its id.
+    pub id: CommandId,
+    /// The worker it serves.
+    pub worker_id: WorkerId,
+    /// What it is for.
+    pub intent: CommandIntent,
+    /// The executor's journal key.
+    pub idempotency_key: String,
+    /// Where it is.
+    pub phase: CommandPhase,
+    /// The executor it was dispatched to.
+    pub executor_id: Option<String>,
+    /// The terminal outcome.
+    pub outcome: Option<CommandOutcome>,
+}
+
+impl QueuedCommand {
+    /// Dispatched or acknowledged, not yet completed.
+    pub fn in_flight(&self) -> bool {
+        matches!(self.phase, CommandPhase::Dispatched | CommandPhase::Acked)
+    }
 }
 
 impl Worker {
@@ -85,6 +141,12 @@ pub struct State {
     pub runs: HashMap<RunId, Run>,
     /// Workers by id, across runs.
     pub workers: HashMap<WorkerId, Worker>,
+    /// Executor commands by id.
+    pub commands: HashMap<CommandId, QueuedCommand>,
+    /// Commands not yet completed or cancelled, in queue order.
+    pub open_commands: Vec<CommandId>,
+    /// Cursor of the system stream (executor connections).
+    pub system_cursor: u64,
 }
 
 impl State {
@@ -99,6 +161,16 @@ impl State {
         let fail =
             |reason: &str| FoldError { run: event.run_id.to_string(), cursor: event.cursor, reason: reason.to_owned() };
         let at = event.at_ms;
+        if event.run_id.is_system() {
+            if event.cursor != self.system_cursor + 1 {
+                return Err(fail("cursor does not continue the system log"));
+            }
+            self.system_cursor = event.cursor;
+            return match &event.body {
+                EventBody::ExecutorConnected { .. } | EventBody::ExecutorDisconnected { .. } => Ok(()),
+                _ => Err(fail("only executor events belong to the system log")),
+            };
+        }
         if let EventBody::RunCreated { title, root_worker_id } = &event.body {
             if event.cursor != 1 || self.runs.contains_key(&event.run_id) {
                 return Err(fail("run.created is not the first event of a new run"));
@@ -154,6 +226,11 @@ impl State {
                         outcome: None,
                         created_at_ms: at,
                         updated_at_ms: at,
+                        executor_id: None,
+                        conversation: None,
+                        conversation_created: false,
+                        conversation_state: None,
+                        fenced: false,
                     },
                 );
             }
@@ -190,6 +267,73 @@ impl State {
             EventBody::WorkerFailed { worker_id, reason } | EventBody::WorkerInterrupted { worker_id, reason } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.outcome = Some(reason.clone());
+            }
+            EventBody::CommandQueued { command_id, worker_id, intent, idempotency_key } => {
+                touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                if self.commands.contains_key(command_id) {
+                    return Err(fail("command queued twice"));
+                }
+                self.commands.insert(
+                    command_id.clone(),
+                    QueuedCommand {
+                        id: command_id.clone(),
+                        worker_id: worker_id.clone(),
+                        intent: intent.clone(),
+                        idempotency_key: idempotency_key.clone(),
+                        phase: CommandPhase::Queued,
+                        executor_id: None,
+                        outcome: None,
+                    },
+                );
+                self.open_commands.push(command_id.clone());
+            }
+            EventBody::CommandDispatched { command_id, worker_id, executor_id } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.executor_id.get_or_insert_with(|| executor_id.clone());
+                let c = self.commands.get_mut(command_id).ok_or_else(|| fail("unknown command"))?;
+                c.phase = CommandPhase::Dispatched;
+                c.executor_id = Some(executor_id.clone());
+            }
+            EventBody::CommandAcked { command_id, .. } => {
+                let c = self.commands.get_mut(command_id).ok_or_else(|| fail("unknown command"))?;
+                c.phase = CommandPhase::Acked;
+            }
+            EventBody::CommandCompleted { command_id, outcome, .. } => {
+                let c = self.commands.get_mut(command_id).ok_or_else(|| fail("unknown command"))?;
+                c.phase = CommandPhase::Completed;
+                c.outcome = Some(outcome.clone());
+                self.open_commands.retain(|id| id != command_id);
+            }
+            EventBody::CommandCancelled { command_id, .. } => {
+                let c = self.commands.get_mut(command_id).ok_or_else(|| fail("unknown command"))?;
+                c.phase = CommandPhase::Cancelled;
+                self.open_commands.retain(|id| id != command_id);
+            }
+            EventBody::ConversationCreated { worker_id, .. } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.conversation_created = true;
+            }
+            EventBody::ConversationBound { worker_id, conversation_id, url, executor_id } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.conversation = Some((conversation_id.clone(), url.clone()));
+                w.executor_id = Some(executor_id.clone());
+            }
+            EventBody::ConversationStateChanged { worker_id, state, .. } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.conversation_state = Some(*state);
+            }
+            EventBody::ConversationError { worker_id, code, .. } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                if *code == protocol::ErrorCode::ConversationIdentityDrift {
+                    w.fenced = true;
+                }
+            }
+            EventBody::ConversationClosed { worker_id } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.conversation_state = Some(ConversationState::Closed);
+            }
+            EventBody::ExecutorConnected { .. } | EventBody::ExecutorDisconnected { .. } => {
+                return Err(fail("executor events belong to the system log"));
             }
         }
         Ok(())

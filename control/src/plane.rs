@@ -6,8 +6,9 @@
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use protocol::executor::{self as wire, CommandOp, ExecutorFrame};
 use protocol::limits::{EVENTS_PAGE_MAX, IDEMPOTENCY_KEY_MAX, WAIT_MAX_MS};
-use protocol::{Assignment, Event, MessageId, MessageKind, RunId, WorkerId};
+use protocol::{Assignment, CommandId, CommandIntent, Event, MessageId, MessageKind, PromptRef, RunId, WorkerId};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
@@ -17,7 +18,9 @@ use crate::clock::Clock;
 use crate::decide::{Command, decide};
 use crate::error::Error;
 use crate::keys::Keyring;
-use crate::model::{Run, State, Worker};
+use crate::model::{QueuedCommand, Run, State, Worker};
+use crate::prompts::{bootstrap_prompt, followup_prompt};
+use crate::queue::{Dispatch, Limits, next_dispatches, replay_for};
 use crate::store::{Batch, IdempotencyRecord, Store, StoreError};
 
 /// Who is reading events: root sees the whole run, a worker only what
@@ -217,6 +220,7 @@ impl ControlPlane {
                 worker_id: worker_id.clone(),
                 name: name.to_owned(),
                 assignment: assignment.clone(),
+                create_command: CommandId::from_uuid_bytes(new_uuid()),
             };
             (cmd, worker_id)
         })
@@ -283,16 +287,84 @@ impl ControlPlane {
         let idem = Self::idem_key(format!("worker_followup:{}", actor.run_id), idem)?;
         let seq = self.worker(target).map_or(1, |w| w.followups.len() as u32 + 1);
         self.commit(idem, &(target, instructions), || {
-            (
-                Command::Followup {
-                    actor: actor.id.clone(),
-                    target: target.clone(),
-                    instructions: instructions.to_owned(),
-                },
-                seq,
-            )
+            let cmd = Command::Followup {
+                actor: actor.id.clone(),
+                target: target.clone(),
+                instructions: instructions.to_owned(),
+                send_command: CommandId::from_uuid_bytes(new_uuid()),
+            };
+            (cmd, seq)
         })
         .map(|(r, _)| r)
+    }
+
+    /// A copy of an executor command, if it exists.
+    pub fn command(&self, id: &CommandId) -> Option<QueuedCommand> {
+        self.read().commands.get(id).cloned()
+    }
+
+    /// The system stream's cursor (executor connections).
+    pub fn system_cursor(&self) -> u64 {
+        self.read().system_cursor
+    }
+
+    /// Queued commands to dispatch now (see [`crate::queue`]).
+    pub fn next_dispatches(&self, connected: &[String], limits: Limits) -> Vec<Dispatch> {
+        next_dispatches(&self.read(), connected, limits)
+    }
+
+    /// Commits the dispatch of a queued command to an executor and returns the
+    /// wire command to send. Journal first, effect second: if the daemon dies
+    /// before the send, the command is replayed on reconnect.
+    pub fn dispatch(&self, dispatch: &Dispatch, timeout_ms: u64) -> Result<wire::Command, Error> {
+        self.execute(Command::Dispatch {
+            command_id: dispatch.command_id.clone(),
+            executor_id: dispatch.executor_id.clone(),
+        })?;
+        self.render(&dispatch.command_id, timeout_ms)
+    }
+
+    /// The wire commands to replay to `executor_id` on (re)connect.
+    pub fn replay(&self, executor_id: &str, timeout_ms: u64) -> Result<Vec<wire::Command>, Error> {
+        let ids = replay_for(&self.read(), executor_id);
+        ids.iter().map(|id| self.render(id, timeout_ms)).collect()
+    }
+
+    /// Renders a durable command as a wire command. The deadline is per
+    /// attempt (now + `timeout_ms`); the id and idempotency key never change.
+    pub fn render(&self, id: &CommandId, timeout_ms: u64) -> Result<wire::Command, Error> {
+        let state = self.read();
+        let command = state.commands.get(id).ok_or_else(|| Error::NotFound(format!("command {id}")))?;
+        let worker =
+            state.worker(&command.worker_id).ok_or_else(|| Error::NotFound(format!("worker {}", command.worker_id)))?;
+        let attach = self.keys.attach_identity(&worker.id);
+        let op = match &command.intent {
+            CommandIntent::Create => {
+                CommandOp::ConversationCreate { prompt: bootstrap_prompt(&attach), project_url: None }
+            }
+            CommandIntent::Send { prompt } => {
+                let (conversation_id, _) = worker.conversation.clone().ok_or_else(|| {
+                    Error::InvalidTransition(format!("worker {} has no bound conversation", worker.id))
+                })?;
+                let prompt = match prompt {
+                    PromptRef::Bootstrap => bootstrap_prompt(&attach),
+                    PromptRef::Followup { seq } => followup_prompt(&attach, *seq),
+                };
+                CommandOp::ConversationSend { conversation_id, prompt }
+            }
+        };
+        Ok(wire::Command {
+            command_id: command.id.clone(),
+            worker_id: worker.id.clone(),
+            deadline_ms: self.clock.now_ms() + timeout_ms,
+            idempotency_key: command.idempotency_key.clone(),
+            op,
+        })
+    }
+
+    /// Records what an executor reported; duplicates record nothing.
+    pub fn report(&self, executor_id: &str, frame: ExecutorFrame) -> Result<Vec<Event>, Error> {
+        self.execute(Command::ExecutorReport { executor_id: executor_id.to_owned(), frame })
     }
 
     /// A page of the run's events after `after`, filtered for `viewer`.
@@ -364,11 +436,23 @@ impl ControlPlane {
 /// The run an event of `command` belongs to: the run being created, or the
 /// run of the worker the event names.
 fn run_of(state: &State, command: &Command) -> RunId {
-    if let Command::CreateRun { run_id, .. } = command {
-        return run_id.clone();
-    }
     let actor = match command {
-        Command::CreateRun { .. } => unreachable!("handled above"),
+        Command::CreateRun { run_id, .. } => return run_id.clone(),
+        Command::ExecutorConnected { .. } | Command::ExecutorDisconnected { .. } => return RunId::system(),
+        Command::Dispatch { command_id, .. } => &state.commands[command_id].worker_id,
+        Command::ExecutorReport { frame, .. } => match frame {
+            ExecutorFrame::Ack { command_id } | ExecutorFrame::Result { command_id, .. } => {
+                &state.commands[command_id].worker_id
+            }
+            ExecutorFrame::ConversationCreated { worker_id, .. }
+            | ExecutorFrame::ConversationBound { worker_id, .. }
+            | ExecutorFrame::ConversationState { worker_id, .. }
+            | ExecutorFrame::ConversationError { worker_id, .. }
+            | ExecutorFrame::ConversationClosed { worker_id } => worker_id,
+            ExecutorFrame::Hello { .. } | ExecutorFrame::Heartbeat { .. } => {
+                unreachable!("decide refuses session frames")
+            }
+        },
         Command::Attach { worker_id } => worker_id,
         Command::Spawn { actor, .. }
         | Command::Progress { actor, .. }

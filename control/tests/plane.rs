@@ -191,7 +191,7 @@ fn a_failed_append_leaves_state_untouched_and_the_next_one_works() {
     store.set_failing(false);
     p.spawn(&root, "a", &assignment("x"), Some("k")).unwrap();
     assert_eq!(p.workers_of(&run).len(), 2);
-    assert_eq!(p.run(&run).unwrap().cursor, 5);
+    assert_eq!(p.run(&run).unwrap().cursor, 6);
 }
 
 #[test]

@@ -7,8 +7,38 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::assignment::Assignment;
-use crate::ids::{MessageId, RunId, WorkerId};
+use crate::error::ErrorCode;
+use crate::executor::{CommandOutcome, ConversationState, ExecutorKind, HostFacts};
+use crate::ids::{CommandId, ConversationId, MessageId, RunId, WorkerId};
 use crate::state::{MessageKind, RunState, WorkerState};
+
+/// What a queued executor command is for. Prompts are stored by reference and
+/// rendered at dispatch, so no prompt text (and no attach identity) sits in
+/// the log, and every replay renders the same text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum CommandIntent {
+    /// Create the worker's conversation and submit its bootstrap prompt once.
+    Create,
+    /// Submit a prompt into the worker's bound conversation once it is idle.
+    Send {
+        /// Which prompt.
+        prompt: PromptRef,
+    },
+}
+
+/// A prompt the orchestrator renders at dispatch time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "prompt", rename_all = "snake_case")]
+pub enum PromptRef {
+    /// The versioned bootstrap prompt with the worker's attach identity.
+    Bootstrap,
+    /// The wake prompt for the worker's follow-up number `seq`.
+    Followup {
+        /// The follow-up's number.
+        seq: u32,
+    },
+}
 
 /// One event in a run's log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -147,6 +177,126 @@ pub enum EventBody {
         /// Why.
         reason: String,
     },
+    /// An executor command was queued for a worker (the durable intent).
+    #[serde(rename = "executor.command_queued")]
+    CommandQueued {
+        /// The command.
+        command_id: CommandId,
+        /// The worker it serves.
+        worker_id: WorkerId,
+        /// What it is for.
+        intent: CommandIntent,
+        /// The executor's journal key, stable across replays.
+        idempotency_key: String,
+    },
+    /// The command was assigned to an executor and sent (or is about to be).
+    /// From here on it belongs to that executor only.
+    #[serde(rename = "executor.command_dispatched")]
+    CommandDispatched {
+        /// The command.
+        command_id: CommandId,
+        /// The worker.
+        worker_id: WorkerId,
+        /// The executor it is bound to.
+        executor_id: String,
+    },
+    /// The executor acknowledged (journaled) the command.
+    #[serde(rename = "executor.command_acked")]
+    CommandAcked {
+        /// The command.
+        command_id: CommandId,
+        /// The worker.
+        worker_id: WorkerId,
+    },
+    /// The executor reported the command's terminal outcome.
+    #[serde(rename = "executor.command_completed")]
+    CommandCompleted {
+        /// The command.
+        command_id: CommandId,
+        /// The worker.
+        worker_id: WorkerId,
+        /// What happened.
+        outcome: CommandOutcome,
+    },
+    /// A queued command was dropped before dispatch (its worker ended).
+    #[serde(rename = "executor.command_cancelled")]
+    CommandCancelled {
+        /// The command.
+        command_id: CommandId,
+        /// The worker.
+        worker_id: WorkerId,
+    },
+    /// The executor created a conversation for a worker.
+    #[serde(rename = "conversation.created")]
+    ConversationCreated {
+        /// The worker.
+        worker_id: WorkerId,
+        /// The creating command.
+        command_id: CommandId,
+    },
+    /// The exact conversation identity, as observed by the worker's executor.
+    #[serde(rename = "conversation.bound")]
+    ConversationBound {
+        /// The worker.
+        worker_id: WorkerId,
+        /// The UUID from `/c/<uuid>`.
+        conversation_id: ConversationId,
+        /// Canonical URL.
+        url: String,
+        /// The executor holding the binding.
+        executor_id: String,
+    },
+    /// The conversation's coarse state changed.
+    #[serde(rename = "conversation.state_changed")]
+    ConversationStateChanged {
+        /// The worker.
+        worker_id: WorkerId,
+        /// New state.
+        state: ConversationState,
+        /// Error detail, when `state` is `error`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ErrorCode>,
+    },
+    /// The executor reported an error about the conversation.
+    #[serde(rename = "conversation.error")]
+    ConversationError {
+        /// The worker.
+        worker_id: WorkerId,
+        /// What went wrong.
+        code: ErrorCode,
+        /// Detail (no page content).
+        detail: String,
+    },
+    /// The managed tab or target closed.
+    #[serde(rename = "conversation.closed")]
+    ConversationClosed {
+        /// The worker.
+        worker_id: WorkerId,
+    },
+    /// An executor authenticated (system stream).
+    #[serde(rename = "executor.connected")]
+    ExecutorConnected {
+        /// Stable carrier identity.
+        executor_id: String,
+        /// This process start.
+        executor_instance_id: String,
+        /// Carrier kind.
+        executor_kind: ExecutorKind,
+        /// Declared capabilities.
+        capabilities: Vec<String>,
+        /// Host facts.
+        host: HostFacts,
+    },
+    /// An executor's session ended (system stream).
+    #[serde(rename = "executor.disconnected")]
+    ExecutorDisconnected {
+        /// Stable carrier identity.
+        executor_id: String,
+        /// The session's process start.
+        executor_instance_id: String,
+        /// Why, as a close reason.
+        reason: String,
+    },
 }
 
 impl EventBody {
@@ -164,6 +314,18 @@ impl EventBody {
             EventBody::WorkerCompleted { .. } => "worker.completed",
             EventBody::WorkerFailed { .. } => "worker.failed",
             EventBody::WorkerInterrupted { .. } => "worker.interrupted",
+            EventBody::CommandQueued { .. } => "executor.command_queued",
+            EventBody::CommandDispatched { .. } => "executor.command_dispatched",
+            EventBody::CommandAcked { .. } => "executor.command_acked",
+            EventBody::CommandCompleted { .. } => "executor.command_completed",
+            EventBody::CommandCancelled { .. } => "executor.command_cancelled",
+            EventBody::ConversationCreated { .. } => "conversation.created",
+            EventBody::ConversationBound { .. } => "conversation.bound",
+            EventBody::ConversationStateChanged { .. } => "conversation.state_changed",
+            EventBody::ConversationError { .. } => "conversation.error",
+            EventBody::ConversationClosed { .. } => "conversation.closed",
+            EventBody::ExecutorConnected { .. } => "executor.connected",
+            EventBody::ExecutorDisconnected { .. } => "executor.disconnected",
         }
     }
 
@@ -172,6 +334,7 @@ impl EventBody {
     pub fn visible_to(&self, worker: &WorkerId) -> bool {
         match self {
             EventBody::RunCreated { .. } | EventBody::RunStateChanged { .. } => true,
+            EventBody::ExecutorConnected { .. } | EventBody::ExecutorDisconnected { .. } => false,
             EventBody::WorkerMessage { from, to, .. } => from == worker || to == worker,
             EventBody::WorkerCreated { worker_id, .. }
             | EventBody::WorkerStateChanged { worker_id, .. }
@@ -180,7 +343,17 @@ impl EventBody {
             | EventBody::WorkerFollowup { worker_id, .. }
             | EventBody::WorkerCompleted { worker_id, .. }
             | EventBody::WorkerFailed { worker_id, .. }
-            | EventBody::WorkerInterrupted { worker_id, .. } => worker_id == worker,
+            | EventBody::WorkerInterrupted { worker_id, .. }
+            | EventBody::CommandQueued { worker_id, .. }
+            | EventBody::CommandDispatched { worker_id, .. }
+            | EventBody::CommandAcked { worker_id, .. }
+            | EventBody::CommandCompleted { worker_id, .. }
+            | EventBody::CommandCancelled { worker_id, .. }
+            | EventBody::ConversationCreated { worker_id, .. }
+            | EventBody::ConversationBound { worker_id, .. }
+            | EventBody::ConversationStateChanged { worker_id, .. }
+            | EventBody::ConversationError { worker_id, .. }
+            | EventBody::ConversationClosed { worker_id, .. } => worker_id == worker,
         }
     }
 }

@@ -54,6 +54,9 @@ pub enum ExecutorFrame {
         protocol_version: u32,
         /// The pairing token (≥ 256 bits). Never logged.
         token: String,
+        /// Stable identity of this carrier installation (kept in its storage);
+        /// worker bindings are to this id. 1-64 of `[A-Za-z0-9_-]`.
+        executor_id: String,
         /// Unique per executor process start; changes on restart.
         executor_instance_id: String,
         /// What kind of carrier this is.
@@ -233,6 +236,11 @@ pub enum CommandOp {
     },
 }
 
+/// Whether `id` is a well-formed executor id (or instance id): 1-64 of `[A-Za-z0-9_-]`.
+pub fn valid_executor_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 impl ExecutorFrame {
     /// Checks a `hello` against this build's protocol version.
     pub fn check_version(&self) -> Result<(), ErrorCode> {
@@ -292,6 +300,7 @@ mod tests {
         let hello = |v| ExecutorFrame::Hello {
             protocol_version: v,
             token: "t".into(),
+            executor_id: "e".into(),
             executor_instance_id: "i".into(),
             executor_kind: ExecutorKind::Fake,
             capabilities: vec![],

@@ -120,6 +120,19 @@ prefixed_id!(
     /// A run: one root goal and the workers spawned for it.
     RunId, "run", "run"
 );
+impl RunId {
+    /// The system stream: events about executors rather than one run. No run
+    /// ever gets this id (UUIDv7s are never all zero).
+    pub fn system() -> Self {
+        Self::from_uuid_bytes([0; 16])
+    }
+
+    /// Whether this is the system stream.
+    pub fn is_system(&self) -> bool {
+        self.0.bytes().skip(4).all(|b| b == b'0')
+    }
+}
+
 prefixed_id!(
     /// A logical worker. Never the same thing as a conversation or a tab.
     WorkerId, "wrk", "worker"

@@ -5,13 +5,11 @@
 //! - [`state_dir`]: the state directory: lock, daemon secret, database.
 //! - [`tools`]: the MCP tool handler (one struct, served over HTTP and stdio).
 //! - [`http`]: the axum app: `/mcp`, `/healthz`, Host/Origin/secret checks.
-//! - [`bootstrap`]: the versioned worker bootstrap prompt.
 //!
 //! Architecture invariant: no domain rule lives here; tools authenticate,
 //! translate arguments, call the control plane and shape the output.
 
 mod args;
-pub mod bootstrap;
 pub mod http;
 pub mod state_dir;
 pub mod tools;

@@ -26,7 +26,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::args::Parameters;
-use crate::bootstrap::{BOOTSTRAP_VERSION, bootstrap_prompt};
+use control::prompts::{BOOTSTRAP_VERSION, bootstrap_prompt};
 
 /// The error text: `{"code": "FORBIDDEN", "message": "..."}`.
 pub(crate) fn error_text(e: &Error) -> String {

@@ -1,7 +1,8 @@
-//! The worker bootstrap prompt. It carries only the opaque attach identity and
-//! short instructions: no executor token, no assignment body (the worker
-//! fetches that over MCP), so a leaked transcript leaks nothing but one
-//! worker's attach identity.
+//! The prompts the orchestrator submits into worker conversations. They carry
+//! only the worker's opaque attach identity and short instructions: no
+//! executor token, no assignment body (the worker fetches that over MCP), so a
+//! leaked transcript leaks nothing but one worker's attach identity. Prompts
+//! are rendered at dispatch from a [`protocol::PromptRef`], never stored.
 
 /// Version of the bootstrap text; bump when the wording changes meaning.
 pub const BOOTSTRAP_VERSION: u32 = 1;
@@ -14,6 +15,18 @@ pub fn bootstrap_prompt(attach: &str) -> String {
          to receive your capability and your assignment, then carry the assignment out to completion. \
          Communicate only through orchestrator tools: worker_progress for progress, message_send to /root \
          for questions, events_wait for replies. Before ending your task call worker_complete or worker_fail."
+    )
+}
+
+/// Version of the wake prompt wording.
+pub const WAKE_VERSION: u32 = 1;
+
+/// The wake prompt telling the worker with attach identity `attach` that
+/// follow-up number `seq` is waiting for it.
+pub fn followup_prompt(attach: &str, seq: u32) -> String {
+    format!(
+        "[orchestrator wake v{WAKE_VERSION}] Root gave you follow-up #{seq}. Call worker_attach with attach_identity \"{attach}\" \
+         to read your assignment and follow-ups, carry follow-up #{seq} out, and finish with worker_complete or worker_fail."
     )
 }
 

@@ -1,0 +1,122 @@
+//! Which executor commands go out next. Pure: the state and the set of
+//! connected executors in, the dispatch decisions out. Idempotent by
+//! construction: a command is chosen only while it is `Queued`, and the
+//! caller commits its dispatch before sending, so asking twice never sends
+//! twice.
+//!
+//! Rules:
+//! - one in-flight command per worker (per conversation), in queue order;
+//! - a create goes to the least-loaded connected executor, and at most
+//!   `max_launches` creates are in flight, and at most `max_active` managed
+//!   workers (holding or creating a conversation) exist at once;
+//! - a send goes only to the executor holding the worker's conversation, and
+//!   only while that conversation is not generating or loading;
+//! - a dispatched command belongs to its executor forever: it is replayed to
+//!   that executor on reconnect, never re-routed (re-routing could duplicate
+//!   the effect).
+
+use std::collections::{HashMap, HashSet};
+
+use protocol::executor::ConversationState;
+use protocol::{CommandId, CommandIntent, WorkerId};
+
+use crate::model::{CommandPhase, State, Worker};
+
+/// Concurrency limits; configurable, not architectural caps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Conversation creations in flight at once.
+    pub max_launches: usize,
+    /// Managed worker conversations (active or being created) at once.
+    pub max_active: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { max_launches: 2, max_active: 4 }
+    }
+}
+
+/// One decision: send `command_id` to `executor_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dispatch {
+    /// The command.
+    pub command_id: CommandId,
+    /// The executor.
+    pub executor_id: String,
+}
+
+fn managed(worker: &Worker) -> bool {
+    worker.executor_id.is_some() && !worker.state.is_terminal()
+}
+
+/// The queued commands to dispatch now, given the connected executors.
+pub fn next_dispatches(state: &State, connected: &[String], limits: Limits) -> Vec<Dispatch> {
+    let mut busy: HashSet<&WorkerId> = HashSet::new();
+    let mut launches = 0;
+    for c in state.open_commands.iter().filter_map(|id| state.commands.get(id)).filter(|c| c.in_flight()) {
+        busy.insert(&c.worker_id);
+        if c.intent == CommandIntent::Create {
+            launches += 1;
+        }
+    }
+    let mut active = state.workers.values().filter(|w| managed(w)).count();
+    let mut load: HashMap<&str, usize> = connected.iter().map(|e| (e.as_str(), 0)).collect();
+    for w in state.workers.values().filter(|w| managed(w)) {
+        if let Some(n) = w.executor_id.as_deref().and_then(|e| load.get_mut(e)) {
+            *n += 1;
+        }
+    }
+
+    let mut out = Vec::new();
+    for command in state.open_commands.iter().filter_map(|id| state.commands.get(id)) {
+        if command.phase != CommandPhase::Queued || busy.contains(&command.worker_id) {
+            continue;
+        }
+        let Some(worker) = state.workers.get(&command.worker_id) else { continue };
+        // Queue order per worker: a later command never overtakes an earlier one.
+        busy.insert(&command.worker_id);
+        if worker.fenced || (worker.state.is_terminal() && command.intent == CommandIntent::Create) {
+            continue;
+        }
+        let executor = match &command.intent {
+            CommandIntent::Create => {
+                if worker.executor_id.is_some() || launches >= limits.max_launches || active >= limits.max_active {
+                    continue;
+                }
+                let Some((executor, _)) = load.iter().min_by_key(|(id, n)| (**n, **id)) else { continue };
+                executor.to_string()
+            }
+            CommandIntent::Send { .. } => {
+                let (Some(executor), Some(_)) = (&worker.executor_id, &worker.conversation) else { continue };
+                let busy_page = matches!(
+                    worker.conversation_state,
+                    Some(ConversationState::Generating | ConversationState::Loading)
+                );
+                if busy_page || !load.contains_key(executor.as_str()) {
+                    continue;
+                }
+                executor.clone()
+            }
+        };
+        if command.intent == CommandIntent::Create {
+            launches += 1;
+            active += 1;
+            *load.get_mut(executor.as_str()).expect("chosen from the connected set") += 1;
+        }
+        out.push(Dispatch { command_id: command.id.clone(), executor_id: executor });
+    }
+    out
+}
+
+/// The commands `executor_id` holds but has not completed: replayed, with the
+/// same ids and idempotency keys, whenever it (re)connects.
+pub fn replay_for(state: &State, executor_id: &str) -> Vec<CommandId> {
+    state
+        .open_commands
+        .iter()
+        .filter_map(|id| state.commands.get(id))
+        .filter(|c| c.in_flight() && c.executor_id.as_deref() == Some(executor_id))
+        .map(|c| c.id.clone())
+        .collect()
+}

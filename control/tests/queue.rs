@@ -1,0 +1,305 @@
+//! The executor command queue: what is dispatched, to whom, in what order,
+//! and how executor reports are recorded (duplicates ignored, foreign
+//! executors refused, uncertain outcomes never retried).
+
+use std::sync::Arc;
+
+use control::decide::Command;
+use control::model::CommandPhase;
+use control::queue::Limits;
+use control::store::MemoryStore;
+use control::{ControlPlane, Keyring, ManualClock};
+use protocol::executor::{CommandOp, CommandOutcome, ConversationState, ExecutorFrame};
+use protocol::{Assignment, ConversationId, ErrorCode, EventBody, WorkerId, WorkerState};
+
+fn assignment() -> Assignment {
+    Assignment {
+        objective: "x".into(),
+        constraints: vec![],
+        acceptance_criteria: vec![],
+        dependencies: vec![],
+        scope: Default::default(),
+        artifact_refs: vec![],
+        communication_policy: None,
+        completion_protocol: None,
+    }
+}
+
+struct World {
+    plane: ControlPlane,
+    root: WorkerId,
+}
+
+fn world() -> World {
+    let plane =
+        ControlPlane::open(Arc::new(MemoryStore::new()), Arc::new(ManualClock::at(1_000)), Keyring::new([5; 32]))
+            .unwrap();
+    let (_, root) = plane.create_run("q", None).unwrap();
+    World { plane, root }
+}
+
+impl World {
+    fn spawn(&self, name: &str) -> WorkerId {
+        let root = self.plane.worker(&self.root).unwrap();
+        self.plane.spawn(&root, name, &assignment(), None).unwrap()
+    }
+
+    fn connected(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Dispatches everything dispatchable; returns (worker, executor, op) per dispatch.
+    fn pump(&self, executors: &[&str]) -> Vec<(WorkerId, String, CommandOp)> {
+        let mut out = Vec::new();
+        for d in self.plane.next_dispatches(&Self::connected(executors), Limits::default()) {
+            let wire = self.plane.dispatch(&d, 60_000).unwrap();
+            out.push((wire.worker_id, d.executor_id, wire.op));
+        }
+        out
+    }
+
+    fn complete_create(&self, executor: &str, worker: &WorkerId, conversation: &str) {
+        let cmd = self.open_command(worker);
+        self.plane.report(executor, ExecutorFrame::Ack { command_id: cmd.clone() }).unwrap();
+        let conversation_id: ConversationId = conversation.parse().unwrap();
+        self.plane
+            .report(
+                executor,
+                ExecutorFrame::ConversationBound {
+                    worker_id: worker.clone(),
+                    conversation_id: conversation_id.clone(),
+                    url: format!("https://chatgpt.com/c/{conversation}"),
+                },
+            )
+            .unwrap();
+        self.plane
+            .report(
+                executor,
+                ExecutorFrame::Result {
+                    command_id: cmd,
+                    outcome: CommandOutcome::Ok { conversation_id: Some(conversation_id) },
+                },
+            )
+            .unwrap();
+        self.plane
+            .report(
+                executor,
+                ExecutorFrame::ConversationState {
+                    worker_id: worker.clone(),
+                    state: ConversationState::Idle,
+                    error: None,
+                },
+            )
+            .unwrap();
+    }
+
+    fn open_command(&self, worker: &WorkerId) -> protocol::CommandId {
+        let w = self.plane.worker(worker).unwrap();
+        let run = self.plane.run(&w.run_id).unwrap();
+        let events = self.plane.events(&run.id, 0, 500, &control::plane::Viewer::Root).unwrap().events;
+        events
+            .iter()
+            .rev()
+            .find_map(|e| match &e.body {
+                EventBody::CommandDispatched { command_id, worker_id, .. } if worker_id == worker => {
+                    Some(command_id.clone())
+                }
+                _ => None,
+            })
+            .unwrap()
+    }
+}
+
+const CONV_A: &str = "0196b2c4-8e1f-7a3b-9c2d-4e5f60718293";
+const CONV_B: &str = "0196b2c4-8e1f-7a3b-9c2d-4e5f60718294";
+
+#[test]
+fn nothing_is_dispatched_without_an_executor_and_everything_queued_survives() {
+    let w = world();
+    w.spawn("a");
+    assert!(w.pump(&[]).is_empty());
+    let out = w.pump(&["ext"]);
+    assert_eq!(out.len(), 1);
+    assert!(matches!(&out[0].2, CommandOp::ConversationCreate { prompt, .. } if prompt.contains("att_")));
+    // Asking again sends nothing more: the command is no longer queued.
+    assert!(w.pump(&["ext"]).is_empty());
+}
+
+#[test]
+fn launches_and_active_workers_are_limited() {
+    let w = world();
+    let workers: Vec<_> = (0..6).map(|i| w.spawn(&format!("w{i}"))).collect();
+    let first = w.pump(&["ext"]);
+    assert_eq!(first.len(), 2, "at most 2 launches in flight");
+    w.complete_create("ext", &workers[0], CONV_A);
+    w.complete_create("ext", &workers[1], CONV_B);
+    let second = w.pump(&["ext"]);
+    assert_eq!(second.len(), 2, "2 more launches, 4 managed in all");
+    let ids = ["0196b2c4-8e1f-7a3b-9c2d-4e5f60718295", "0196b2c4-8e1f-7a3b-9c2d-4e5f60718296"];
+    for ((worker, _, _), id) in second.iter().zip(ids) {
+        w.complete_create("ext", worker, id);
+    }
+    assert!(w.pump(&["ext"]).is_empty(), "the 5th and 6th wait for a managed worker to finish");
+    w.plane
+        .execute(Command::Interrupt { actor: w.root.clone(), target: workers[0].clone(), reason: "done".into() })
+        .unwrap();
+    assert_eq!(w.pump(&["ext"]).len(), 1);
+}
+
+#[test]
+fn creates_spread_over_executors_and_sends_go_only_to_the_holder() {
+    let w = world();
+    let (a, b) = (w.spawn("a"), w.spawn("b"));
+    let out = w.pump(&["ext-1", "ext-2"]);
+    let holders: std::collections::HashSet<_> = out.iter().map(|(_, e, _)| e.clone()).collect();
+    assert_eq!(holders.len(), 2, "least-loaded choice spreads the creates");
+    let holder_of = |x: &WorkerId| out.iter().find(|(wk, _, _)| wk == x).unwrap().1.clone();
+    let (ha, hb) = (holder_of(&a), holder_of(&b));
+    w.complete_create(&ha, &a, CONV_A);
+    w.complete_create(&hb, &b, CONV_B);
+    // A's follow-up wake goes to A's executor, and only while it is connected.
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane
+        .report(
+            &ha,
+            ExecutorFrame::ConversationState { worker_id: a.clone(), state: ConversationState::Idle, error: None },
+        )
+        .unwrap();
+    w.plane.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    w.plane.followup(&root, &a, "more", None).unwrap();
+    assert!(w.pump(&[&hb]).is_empty(), "never sent to the executor that does not hold A");
+    let out = w.pump(&[&ha, &hb]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].1, ha);
+    assert!(
+        matches!(&out[0].2, CommandOp::ConversationSend { conversation_id, prompt } if conversation_id.as_str() == CONV_A && prompt.contains("follow-up #1"))
+    );
+    // Reports about A from B's executor are refused.
+    let err = w.plane.report(&hb, ExecutorFrame::ConversationClosed { worker_id: a.clone() }).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Forbidden);
+}
+
+#[test]
+fn a_send_waits_while_the_conversation_generates() {
+    let w = world();
+    let a = w.spawn("a");
+    w.pump(&["ext"]);
+    w.complete_create("ext", &a, CONV_A);
+    w.plane.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    w.plane
+        .report(
+            "ext",
+            ExecutorFrame::ConversationState {
+                worker_id: a.clone(),
+                state: ConversationState::Generating,
+                error: None,
+            },
+        )
+        .unwrap();
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.followup(&root, &a, "one", None).unwrap();
+    w.plane.followup(&root, &a, "two", None).unwrap();
+    assert!(w.pump(&["ext"]).is_empty());
+    w.plane
+        .report(
+            "ext",
+            ExecutorFrame::ConversationState { worker_id: a.clone(), state: ConversationState::Idle, error: None },
+        )
+        .unwrap();
+    let out = w.pump(&["ext"]);
+    assert_eq!(out.len(), 1, "one in-flight send per conversation");
+    assert!(matches!(&out[0].2, CommandOp::ConversationSend { prompt, .. } if prompt.contains("#1")));
+}
+
+#[test]
+fn duplicate_and_reordered_reports_record_once_and_replay_only_the_unfinished() {
+    let w = world();
+    let (a, b) = (w.spawn("a"), w.spawn("b"));
+    w.pump(&["ext"]);
+    let (ca, cb) = (w.open_command(&a), w.open_command(&b));
+    // A: result before ack (reordered), then the ack, then the result again.
+    let ok = CommandOutcome::Ok { conversation_id: Some(CONV_A.parse().unwrap()) };
+    assert_eq!(
+        w.plane.report("ext", ExecutorFrame::Result { command_id: ca.clone(), outcome: ok.clone() }).unwrap().len(),
+        2
+    );
+    assert!(w.plane.report("ext", ExecutorFrame::Ack { command_id: ca.clone() }).unwrap().is_empty());
+    assert!(w.plane.report("ext", ExecutorFrame::Result { command_id: ca.clone(), outcome: ok }).unwrap().is_empty());
+    // B: acked only.
+    w.plane.report("ext", ExecutorFrame::Ack { command_id: cb.clone() }).unwrap();
+    assert!(w.plane.report("ext", ExecutorFrame::Ack { command_id: cb.clone() }).unwrap().is_empty());
+    assert_eq!(w.plane.worker(&b).unwrap().state, WorkerState::Launching);
+    let replay = w.plane.replay("ext", 60_000).unwrap();
+    assert_eq!(replay.iter().map(|c| c.command_id.clone()).collect::<Vec<_>>(), vec![cb.clone()]);
+    assert_eq!(replay[0].idempotency_key, format!("create:{b}"));
+    assert!(w.plane.replay("other", 60_000).unwrap().is_empty());
+    assert_eq!(w.plane.command(&ca).unwrap().phase, CommandPhase::Completed);
+}
+
+#[test]
+fn an_uncertain_create_is_never_retried_and_a_failed_one_fails_the_launch() {
+    let w = world();
+    let (a, b) = (w.spawn("a"), w.spawn("b"));
+    w.pump(&["ext"]);
+    let (ca, cb) = (w.open_command(&a), w.open_command(&b));
+    let unknown = CommandOutcome::Error { code: ErrorCode::OutcomeUnknown, detail: "tab vanished".into() };
+    w.plane.report("ext", ExecutorFrame::Result { command_id: ca, outcome: unknown }).unwrap();
+    assert_eq!(w.plane.worker(&a).unwrap().state, WorkerState::LaunchRequested);
+    let failed = CommandOutcome::Error { code: ErrorCode::ChatgptSignedOut, detail: String::new() };
+    w.plane.report("ext", ExecutorFrame::Result { command_id: cb, outcome: failed }).unwrap();
+    assert_eq!(w.plane.worker(&b).unwrap().state, WorkerState::LaunchFailed);
+    assert!(w.pump(&["ext"]).is_empty(), "no second create for either worker");
+}
+
+#[test]
+fn a_different_conversation_for_a_bound_worker_fences_it() {
+    let w = world();
+    let a = w.spawn("a");
+    w.pump(&["ext"]);
+    w.complete_create("ext", &a, CONV_A);
+    let events = w
+        .plane
+        .report(
+            "ext",
+            ExecutorFrame::ConversationBound {
+                worker_id: a.clone(),
+                conversation_id: CONV_B.parse().unwrap(),
+                url: String::new(),
+            },
+        )
+        .unwrap();
+    assert!(matches!(&events[0].body, EventBody::ConversationError { code: ErrorCode::ConversationIdentityDrift, .. }));
+    let worker = w.plane.worker(&a).unwrap();
+    assert!(worker.fenced);
+    assert_eq!(worker.conversation.unwrap().0.as_str(), CONV_A, "the binding is not overwritten");
+    w.plane.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.followup(&root, &a, "more", None).unwrap();
+    assert!(w.pump(&["ext"]).is_empty(), "nothing is sent to a fenced worker");
+}
+
+#[test]
+fn interrupting_a_worker_cancels_its_queued_commands() {
+    let w = world();
+    let a = w.spawn("a");
+    w.plane.execute(Command::Interrupt { actor: w.root.clone(), target: a.clone(), reason: "no".into() }).unwrap();
+    assert!(w.pump(&["ext"]).is_empty());
+}
+
+#[test]
+fn executor_connections_go_to_the_system_stream() {
+    let w = world();
+    let events = w
+        .plane
+        .execute(Command::ExecutorConnected {
+            executor_id: "ext".into(),
+            executor_instance_id: "i1".into(),
+            executor_kind: protocol::executor::ExecutorKind::Fake,
+            capabilities: vec![],
+            host: Default::default(),
+        })
+        .unwrap();
+    assert!(events[0].run_id.is_system());
+    assert_eq!(events[0].cursor, 1);
+    assert_eq!(w.plane.system_cursor(), 1);
+}
