@@ -60,6 +60,8 @@ pub struct ControlPlane {
     broker: Broker,
     clock: Arc<dyn Clock>,
     keys: Keyring,
+    /// Counts commits; the executor bridge's dispatch loop wakes on it.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl ControlPlane {
@@ -72,7 +74,13 @@ impl ControlPlane {
         for run in state.runs.values() {
             broker.prime(&run.id, run.cursor);
         }
-        Ok(Self { store, state: RwLock::new(state), writer: Mutex::new(()), broker, clock, keys })
+        let changes = tokio::sync::watch::Sender::new(0);
+        Ok(Self { store, state: RwLock::new(state), writer: Mutex::new(()), broker, clock, keys, changes })
+    }
+
+    /// A receiver that changes on every commit that appended events.
+    pub fn subscribe_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// The keyring that issues capabilities and attach identities.
@@ -157,8 +165,13 @@ impl ControlPlane {
                 .into_iter()
                 .map(|body| {
                     let run_id = run_of(&state, &command);
-                    let cursor =
-                        next.entry(run_id.clone()).or_insert_with(|| state.runs.get(&run_id).map_or(0, |r| r.cursor));
+                    let cursor = next.entry(run_id.clone()).or_insert_with(|| {
+                        if run_id.is_system() {
+                            state.system_cursor
+                        } else {
+                            state.runs.get(&run_id).map_or(0, |r| r.cursor)
+                        }
+                    });
                     *cursor += 1;
                     Event { cursor: *cursor, run_id, at_ms, body }
                 })
@@ -183,6 +196,9 @@ impl ControlPlane {
             }
         }
         self.broker.publish(&events);
+        if !events.is_empty() {
+            self.changes.send_modify(|n| *n += 1);
+        }
         Ok((response, events))
     }
 

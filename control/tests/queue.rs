@@ -303,3 +303,39 @@ fn executor_connections_go_to_the_system_stream() {
     assert_eq!(events[0].cursor, 1);
     assert_eq!(w.plane.system_cursor(), 1);
 }
+
+#[test]
+fn the_system_stream_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let connect = |p: &ControlPlane, n: u64| {
+        let events = p
+            .execute(Command::ExecutorConnected {
+                executor_id: "ext".into(),
+                executor_instance_id: format!("i{n}"),
+                executor_kind: protocol::executor::ExecutorKind::Fake,
+                capabilities: vec![],
+                host: Default::default(),
+            })
+            .unwrap();
+        assert_eq!(events[0].cursor, n);
+    };
+    {
+        let p = ControlPlane::open(
+            Arc::new(control::store::SqliteStore::open(&path).unwrap()),
+            Arc::new(ManualClock::at(1)),
+            Keyring::new([5; 32]),
+        )
+        .unwrap();
+        connect(&p, 1);
+        connect(&p, 2);
+    }
+    let p = ControlPlane::open(
+        Arc::new(control::store::SqliteStore::open(&path).unwrap()),
+        Arc::new(ManualClock::at(1)),
+        Keyring::new([5; 32]),
+    )
+    .unwrap();
+    assert_eq!(p.system_cursor(), 2);
+    connect(&p, 3);
+}

@@ -1,5 +1,6 @@
-//! The HTTP surface: MCP (streamable HTTP) at `/mcp`, `/healthz`, and the
-//! checks that keep a loopback daemon safe from web pages and tunnels.
+//! The HTTP surface: MCP (streamable HTTP) at `/mcp`, `/healthz`, the
+//! executor WebSocket at `/executor`, and the checks that keep a loopback
+//! daemon safe from web pages and tunnels.
 //!
 //! - `Host` must be an allowed host (loopback by default): stops DNS rebinding.
 //! - A request carrying an `Origin` is refused unless the origin is
@@ -16,6 +17,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use carrier_webext::Bridge;
 use control::ControlPlane;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -34,8 +36,9 @@ pub struct HttpConfig {
     pub mcp_secret: Option<String>,
 }
 
-/// The axum app over `plane`. `shutdown` ends MCP sessions.
-pub fn app(plane: Arc<ControlPlane>, config: &HttpConfig, shutdown: CancellationToken) -> Router {
+/// The axum app over `plane`, with the executor bridge's `/executor` route.
+/// `shutdown` ends MCP sessions.
+pub fn app(plane: Arc<ControlPlane>, bridge: Arc<Bridge>, config: &HttpConfig, shutdown: CancellationToken) -> Router {
     let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
     hosts.extend(config.allowed_hosts.iter().cloned());
     let mcp_config = StreamableHttpServerConfig::default()
@@ -45,7 +48,7 @@ pub fn app(plane: Arc<ControlPlane>, config: &HttpConfig, shutdown: Cancellation
         .with_cancellation_token(shutdown);
     let service: StreamableHttpService<Tools, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(Tools::new(plane.clone())), Default::default(), mcp_config);
-    let router = Router::new().route("/healthz", get(healthz));
+    let router = Router::new().route("/healthz", get(healthz)).merge(carrier_webext::router(bridge));
     match &config.mcp_secret {
         None => router.nest_service("/mcp", service),
         Some(secret) => {

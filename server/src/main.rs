@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use carrier_webext::{Bridge, BridgeConfig, TokenFile};
 use clap::{Parser, Subcommand};
+use control::queue::Limits;
 use control::store::SqliteStore;
 use control::{ControlPlane, SystemClock};
 use rmcp::ServiceExt;
@@ -37,6 +39,20 @@ enum Cmd {
         /// Accept requests carrying this Origin (scheme://host[:port]). Repeatable.
         #[arg(long = "allowed-origin")]
         allowed_origins: Vec<String>,
+        #[command(flatten)]
+        executor: ExecutorArgs,
+    },
+    /// Show the executor pairing token and how to set up the extension.
+    Pair {
+        /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// Replace the token; sessions paired with the old one are closed.
+        #[arg(long)]
+        rotate: bool,
+        /// The daemon's address, for the printed endpoint.
+        #[arg(long, default_value = "127.0.0.1:7777")]
+        listen: SocketAddr,
     },
     /// Serve the same MCP tools over stdio.
     McpStdio {
@@ -46,12 +62,76 @@ enum Cmd {
     },
 }
 
+/// Executor bridge settings.
+#[derive(clap::Args)]
+struct ExecutorArgs {
+    /// Conversation creations in flight at once.
+    #[arg(long, default_value_t = 2)]
+    max_launches: usize,
+    /// Managed worker conversations at once.
+    #[arg(long, default_value_t = 4)]
+    max_active_workers: usize,
+    /// Extension id allowed to connect (repeatable; default: any extension origin).
+    #[arg(long = "extension-id")]
+    extension_ids: Vec<String>,
+    /// Heartbeat interval asked of executors, in ms.
+    #[arg(long, default_value_t = 20_000)]
+    executor_heartbeat_ms: u64,
+    /// Lease: an executor silent this long is disconnected, in ms.
+    #[arg(long, default_value_t = 60_000)]
+    executor_lease_ms: u64,
+    /// Per-attempt deadline of a conversation create, in ms.
+    #[arg(long, default_value_t = 120_000)]
+    executor_create_timeout_ms: u64,
+    /// Per-attempt deadline of a prompt send, in ms.
+    #[arg(long, default_value_t = 60_000)]
+    executor_send_timeout_ms: u64,
+}
+
+impl ExecutorArgs {
+    fn config(self, allowed_hosts: &[String]) -> anyhow::Result<BridgeConfig> {
+        if self.max_launches == 0 || self.max_active_workers == 0 {
+            bail!("--max-launches and --max-active-workers must be at least 1");
+        }
+        if self.executor_heartbeat_ms == 0 || self.executor_lease_ms <= self.executor_heartbeat_ms {
+            bail!("--executor-lease-ms must exceed --executor-heartbeat-ms (> 0)");
+        }
+        Ok(BridgeConfig {
+            heartbeat_ms: self.executor_heartbeat_ms,
+            lease_ms: self.executor_lease_ms,
+            create_timeout_ms: self.executor_create_timeout_ms,
+            send_timeout_ms: self.executor_send_timeout_ms,
+            limits: Limits { max_launches: self.max_launches, max_active: self.max_active_workers },
+            extension_ids: self.extension_ids,
+            allowed_hosts: allowed_hosts.to_vec(),
+            ..BridgeConfig::default()
+        })
+    }
+}
+
+/// Prints start-up lines; a closed stdout must not take the daemon down.
+fn announce(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
+}
+
+fn state_path(state_dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match state_dir {
+        Some(p) => Ok(p),
+        None => StateDir::default_path(),
+    }
+}
+
+const PAIRING_STEPS: &str = "\
+To pair the browser extension:
+  1. Open the extension's options page (about:addons in Firefox, chrome://extensions in Chromium).
+  2. Set the endpoint to the URL above and paste the token.
+  3. Save: the status shows \"connected\" once the daemon accepts the hello.
+The token is a secret: never paste it into a chat, a prompt or a URL.";
+
 fn open_plane(state_dir: Option<PathBuf>) -> anyhow::Result<(StateDir, Arc<ControlPlane>)> {
-    let path = match state_dir {
-        Some(p) => p,
-        None => StateDir::default_path()?,
-    };
-    let dir = StateDir::open(&path)?;
+    let dir = StateDir::open(&state_path(state_dir)?)?;
     let store = SqliteStore::open(&dir.database()).context("opening the store")?;
     let plane = ControlPlane::open(Arc::new(store), Arc::new(SystemClock), dir.keyring()?)
         .map_err(|e| anyhow::anyhow!("{}: {e}", e.code()))?;
@@ -82,7 +162,8 @@ async fn main() -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     cancel_on_signals(shutdown.clone())?;
     match Cli::parse().command {
-        Cmd::Serve { state_dir, listen, allowed_hosts, allowed_origins } => {
+        Cmd::Serve { state_dir, listen, allowed_hosts, allowed_origins, executor } => {
+            let bridge_config = executor.config(&allowed_hosts)?;
             let mcp_secret = std::env::var("ORCHESTRATOR_MCP_SECRET").ok().filter(|s| !s.is_empty());
             if let Some(secret) = &mcp_secret
                 && (secret.len() < 32 || !secret.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
@@ -95,14 +176,30 @@ async fn main() -> anyhow::Result<()> {
                 );
             }
             let (dir, plane) = open_plane(state_dir)?;
+            let token = TokenFile::open_or_create(&dir.path().join("executor-token"))?;
             let config = HttpConfig { allowed_hosts, allowed_origins, mcp_secret };
             let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
             let addr = listener.local_addr()?;
-            println!("orchestrator listening on http://{addr} (state: {})", dir.path().display());
-            println!("MCP endpoint: http://{addr}/mcp");
-            let router = app(plane, &config, shutdown.child_token());
+            announce(&format!(
+                "orchestrator listening on http://{addr} (state: {})\nMCP endpoint: http://{addr}/mcp\nexecutor endpoint: ws://{addr}/executor",
+                dir.path().display()
+            ));
+            let bridge = Bridge::start(plane.clone(), bridge_config, token, shutdown.child_token());
+            let router = app(plane, bridge, &config, shutdown.child_token());
             axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned()).await?;
             tracing::info!("stopped");
+        }
+        Cmd::Pair { state_dir, rotate, listen } => {
+            let path = state_path(state_dir)?;
+            std::fs::create_dir_all(&path)?;
+            let file = TokenFile::open_or_create(&path.join("executor-token"))?;
+            let token = if rotate { file.rotate()? } else { file.current()? };
+            println!("endpoint: ws://{listen}/executor");
+            println!("token:    {token}");
+            if rotate {
+                println!("(rotated: executors paired with the old token are disconnected within a second)");
+            }
+            println!("\n{PAIRING_STEPS}");
         }
         Cmd::McpStdio { state_dir } => {
             let (_dir, plane) = open_plane(state_dir)?;

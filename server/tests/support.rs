@@ -18,8 +18,17 @@ impl Daemon {
     /// Starts the daemon on `state_dir` with extra args and env, and waits
     /// for it to print its MCP endpoint.
     pub fn start_with(state_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Self::spawn(state_dir, "127.0.0.1:0", extra, env)
+    }
+
+    /// Starts the daemon on a given address (to restart it where executors dial).
+    pub fn start_at(state_dir: &Path, addr: &str, extra: &[&str]) -> Daemon {
+        Self::spawn(state_dir, addr, extra, &[])
+    }
+
+    fn spawn(state_dir: &Path, listen: &str, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
-        cmd.args(["serve", "--listen", "127.0.0.1:0", "--state-dir"]).arg(state_dir).args(extra);
+        cmd.args(["serve", "--listen", listen, "--state-dir"]).arg(state_dir).args(extra);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -31,6 +40,8 @@ impl Daemon {
                 break url.trim_end_matches("/mcp").to_owned();
             }
         };
+        // Keep draining stdout so the daemon never writes into a closed pipe.
+        std::thread::spawn(move || lines.for_each(drop));
         Daemon { child, addr }
     }
 
@@ -144,4 +155,68 @@ fn dechunk(mut rest: &str) -> String {
 pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
     let r = request(addr, method, path, headers, body);
     (r.status, r.body)
+}
+
+/// A minimal MCP client over raw HTTP (legacy session mode), enough for Rust
+/// tests and benches to drive the daemon without another SDK.
+pub struct Mcp {
+    addr: String,
+    session: String,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+const ACCEPT_BOTH: (&str, &str) = ("Accept", "application/json, text/event-stream");
+const JSON_BODY: (&str, &str) = ("Content-Type", "application/json");
+const LEGACY_VERSION: &str = "2025-11-25";
+
+/// The JSON-RPC message inside an SSE or JSON body.
+fn rpc_message(body: &str) -> serde_json::Value {
+    let json = body.lines().filter_map(|l| l.strip_prefix("data: ")).find(|l| l.starts_with('{')).unwrap_or(body);
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+impl Mcp {
+    pub fn connect(addr: &str) -> Mcp {
+        let init = format!(
+            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{LEGACY_VERSION}","capabilities":{{}},"clientInfo":{{"name":"rust-tests","version":"0"}}}}}}"#
+        );
+        let r = request(addr, "POST", "/mcp", &[ACCEPT_BOTH, JSON_BODY], &init);
+        let session = r.header("mcp-session-id").expect("a session id").to_owned();
+        let mcp = Mcp { addr: addr.to_owned(), session, next_id: 1.into() };
+        mcp.post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        mcp
+    }
+
+    fn post(&self, body: &str) -> Response {
+        let headers = [
+            ACCEPT_BOTH,
+            JSON_BODY,
+            ("Mcp-Session-Id", self.session.as_str()),
+            ("MCP-Protocol-Version", LEGACY_VERSION),
+        ];
+        request(&self.addr, "POST", "/mcp", &headers, body)
+    }
+
+    /// Calls a tool: its structured content, or its error `(code, message)`.
+    pub fn call(&self, tool: &str, args: serde_json::Value) -> Result<serde_json::Value, (String, String)> {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let body =
+            serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":args}});
+        let r = self.post(&body.to_string());
+        let result = rpc_message(&r.body)["result"].clone();
+        if result["isError"] == true {
+            let text = result["content"][0]["text"].as_str().unwrap_or_default();
+            let err: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+            return Err((
+                err["code"].as_str().unwrap_or("").to_owned(),
+                err["message"].as_str().unwrap_or(text).to_owned(),
+            ));
+        }
+        Ok(result["structuredContent"].clone())
+    }
+
+    /// Calls a tool that must succeed.
+    pub fn ok(&self, tool: &str, args: serde_json::Value) -> serde_json::Value {
+        self.call(tool, args).unwrap_or_else(|(code, msg)| panic!("{tool}: {code}: {msg}"))
+    }
 }

@@ -1,0 +1,298 @@
+//! The bridge: live sessions by executor id, the dispatch loop, and the
+//! `/executor` route.
+//!
+//! The dispatch loop is the only sender of commands. It wakes on every
+//! control-plane commit and on every (re)connection; on a connection it first
+//! replays the commands that executor holds but has not completed, then
+//! dispatches whatever `control::queue` says is next. Each dispatch is
+//! committed before its frame is sent, so a crash between the two ends in a
+//! replay, never in a lost or doubled effect (the executor's journal answers
+//! a replayed idempotency key without acting twice).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Router;
+use axum::extract::{State, WebSocketUpgrade};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use control::ControlPlane;
+use control::decide::Command;
+use control::queue::Limits;
+use protocol::executor::{DaemonFrame, ExecutorFrame, FRAME_MAX};
+use tokio::sync::{Mutex, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use crate::close::CloseReason;
+use crate::session::run_session;
+use crate::token::TokenFile;
+
+/// Tunables of the bridge.
+#[derive(Debug, Clone)]
+pub struct BridgeConfig {
+    /// Heartbeat interval asked of executors (≈ 20 s keeps an MV3 worker alive).
+    pub heartbeat_ms: u64,
+    /// A session with no frame for this long is disconnected.
+    pub lease_ms: u64,
+    /// The `hello` must arrive within this long.
+    pub hello_timeout_ms: u64,
+    /// How often a session re-checks the pairing token.
+    pub token_check_ms: u64,
+    /// Per-attempt deadline of a create.
+    pub create_timeout_ms: u64,
+    /// Per-attempt deadline of a send.
+    pub send_timeout_ms: u64,
+    /// Dispatch limits.
+    pub limits: Limits,
+    /// Extension ids allowed to connect; empty allows any extension origin.
+    pub extension_ids: Vec<String>,
+    /// Allowed `Host` values beyond loopback.
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Default for BridgeConfig {
+    fn default() -> Self {
+        Self {
+            heartbeat_ms: 20_000,
+            lease_ms: 60_000,
+            hello_timeout_ms: 10_000,
+            token_check_ms: 1_000,
+            create_timeout_ms: 120_000,
+            send_timeout_ms: 60_000,
+            limits: Limits::default(),
+            extension_ids: Vec::new(),
+            allowed_hosts: Vec::new(),
+        }
+    }
+}
+
+/// What the bridge hands a session to write.
+#[derive(Debug)]
+pub enum Outgoing {
+    /// A frame to send.
+    Frame(DaemonFrame),
+    /// Close the session with this reason.
+    Close(CloseReason),
+}
+
+struct Live {
+    serial: u64,
+    outbox: mpsc::UnboundedSender<Outgoing>,
+}
+
+/// The bridge between the control plane's queue and live executor sessions.
+pub struct Bridge {
+    pub(crate) plane: Arc<ControlPlane>,
+    pub(crate) config: BridgeConfig,
+    pub(crate) token: TokenFile,
+    pub(crate) shutdown: CancellationToken,
+    sessions: Mutex<HashMap<String, Live>>,
+    serials: AtomicU64,
+    replays: mpsc::UnboundedSender<(String, u64)>,
+}
+
+impl Bridge {
+    /// Starts the bridge and its dispatch loop. `shutdown` closes every session.
+    pub fn start(
+        plane: Arc<ControlPlane>,
+        config: BridgeConfig,
+        token: TokenFile,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
+        let (replays, replay_rx) = mpsc::unbounded_channel();
+        let bridge = Arc::new(Self {
+            plane,
+            config,
+            token,
+            shutdown,
+            sessions: Mutex::new(HashMap::new()),
+            serials: AtomicU64::new(0),
+            replays,
+        });
+        tokio::spawn(dispatch_loop(bridge.clone(), replay_rx));
+        bridge
+    }
+
+    /// Executor ids with a live session.
+    pub async fn connected(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.sessions.lock().await.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Records a new session, superseding an older one of the same executor.
+    pub(crate) async fn register(
+        &self,
+        executor_id: &str,
+        instance_id: &str,
+        outbox: mpsc::UnboundedSender<Outgoing>,
+        hello: ExecutorFrame,
+    ) -> u64 {
+        let serial = self.serials.fetch_add(1, Ordering::SeqCst) + 1;
+        if let ExecutorFrame::Hello { executor_kind, capabilities, host, .. } = hello {
+            let command = Command::ExecutorConnected {
+                executor_id: executor_id.to_owned(),
+                executor_instance_id: instance_id.to_owned(),
+                executor_kind,
+                capabilities,
+                host,
+            };
+            self.record(command).await;
+        }
+        let old = self.sessions.lock().await.insert(executor_id.to_owned(), Live { serial, outbox });
+        if let Some(old) = old {
+            let _ = old.outbox.send(Outgoing::Close(CloseReason::Superseded));
+        }
+        let _ = self.replays.send((executor_id.to_owned(), serial));
+        serial
+    }
+
+    /// Forgets a session (unless a newer one replaced it) and records the disconnect.
+    pub(crate) async fn unregister(&self, executor_id: &str, instance_id: &str, serial: u64, reason: String) {
+        {
+            let mut sessions = self.sessions.lock().await;
+            if sessions.get(executor_id).is_some_and(|live| live.serial == serial) {
+                sessions.remove(executor_id);
+            }
+        }
+        let command = Command::ExecutorDisconnected {
+            executor_id: executor_id.to_owned(),
+            executor_instance_id: instance_id.to_owned(),
+            reason,
+        };
+        self.record(command).await;
+    }
+
+    /// Hands an executor's report to the control plane. A refused report
+    /// (a command or worker held elsewhere, an unknown id) is logged, not fatal.
+    pub(crate) async fn report(&self, executor_id: &str, frame: ExecutorFrame) {
+        let plane = self.plane.clone();
+        let executor = executor_id.to_owned();
+        match tokio::task::spawn_blocking(move || plane.report(&executor, frame)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(executor = executor_id, code = %e.code(), "report refused: {e}"),
+            Err(e) => tracing::error!("report task failed: {e}"),
+        }
+    }
+
+    async fn record(&self, command: Command) {
+        let plane = self.plane.clone();
+        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || plane.execute(command)).await {
+            tracing::error!(code = %e.code(), "recording an executor event failed: {e}");
+        }
+    }
+
+    fn origin_allowed(&self, origin: &str) -> bool {
+        let id = origin.strip_prefix("moz-extension://").or_else(|| origin.strip_prefix("chrome-extension://"));
+        match id {
+            Some(id) => {
+                self.config.extension_ids.is_empty() || self.config.extension_ids.iter().any(|allowed| allowed == id)
+            }
+            None => false,
+        }
+    }
+
+    fn host_allowed(&self, host: &str) -> bool {
+        let name = match host.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => host,
+        };
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        ["localhost", "127.0.0.1", "::1"].contains(&name) || self.config.allowed_hosts.iter().any(|h| h == name)
+    }
+
+    /// Sends one frame to the executor's live session, if it has one with `serial`
+    /// (or any, when `serial` is `None`).
+    async fn send(&self, executor_id: &str, serial: Option<u64>, frame: DaemonFrame) -> bool {
+        let sessions = self.sessions.lock().await;
+        match sessions.get(executor_id) {
+            Some(live) if serial.is_none_or(|s| s == live.serial) => live.outbox.send(Outgoing::Frame(frame)).is_ok(),
+            _ => false,
+        }
+    }
+}
+
+/// Replays on (re)connection, then dispatches whatever the queue allows;
+/// wakes on every commit.
+async fn dispatch_loop(bridge: Arc<Bridge>, mut replays: mpsc::UnboundedReceiver<(String, u64)>) {
+    let mut changes = bridge.plane.subscribe_changes();
+    loop {
+        tokio::select! {
+            replay = replays.recv() => {
+                let Some((executor_id, serial)) = replay else { return };
+                let plane = bridge.plane.clone();
+                let id = executor_id.clone();
+                let timeout = bridge.config.create_timeout_ms.max(bridge.config.send_timeout_ms);
+                match tokio::task::spawn_blocking(move || plane.replay(&id, timeout)).await {
+                    Ok(Ok(commands)) => {
+                        for command in commands {
+                            tracing::info!(executor = %executor_id, command = %command.command_id, "replaying");
+                            bridge.send(&executor_id, Some(serial), DaemonFrame::Command(command)).await;
+                        }
+                    }
+                    Ok(Err(e)) => tracing::error!(code = %e.code(), "replay failed: {e}"),
+                    Err(e) => tracing::error!("replay task failed: {e}"),
+                }
+            }
+            changed = changes.changed() => if changed.is_err() { return },
+            _ = bridge.shutdown.cancelled() => return,
+        }
+        dispatch_ready(&bridge).await;
+    }
+}
+
+async fn dispatch_ready(bridge: &Arc<Bridge>) {
+    let connected = bridge.connected().await;
+    if connected.is_empty() {
+        return;
+    }
+    let plane = bridge.plane.clone();
+    let config = bridge.config.clone();
+    let ready = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        for dispatch in plane.next_dispatches(&connected, config.limits) {
+            let timeout = match plane.command(&dispatch.command_id).map(|c| c.intent) {
+                Some(protocol::CommandIntent::Create) => config.create_timeout_ms,
+                _ => config.send_timeout_ms,
+            };
+            match plane.dispatch(&dispatch, timeout) {
+                Ok(command) => out.push((dispatch.executor_id, command)),
+                Err(e) => tracing::error!(code = %e.code(), "dispatch failed: {e}"),
+            }
+        }
+        out
+    })
+    .await
+    .unwrap_or_default();
+    for (executor_id, command) in ready {
+        // If the session died meanwhile, the command stays dispatched to this
+        // executor and is replayed when it returns.
+        bridge.send(&executor_id, None, DaemonFrame::Command(command)).await;
+    }
+}
+
+/// The `/executor` route.
+pub fn router(bridge: Arc<Bridge>) -> Router {
+    Router::new().route("/executor", get(upgrade)).with_state(bridge)
+}
+
+async fn upgrade(ws: WebSocketUpgrade, headers: HeaderMap, State(bridge): State<Arc<Bridge>>) -> Response {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    if !bridge.host_allowed(host) {
+        return (StatusCode::FORBIDDEN, "FORBIDDEN: Host is not allowed").into_response();
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        if !bridge.origin_allowed(origin) {
+            return (StatusCode::FORBIDDEN, "FORBIDDEN: only extension origins and native executors may connect")
+                .into_response();
+        }
+    }
+    // Frames up to 4x the protocol bound are read and refused with a close
+    // reason; larger ones are cut off by the transport.
+    ws.max_message_size(4 * FRAME_MAX)
+        .max_frame_size(4 * FRAME_MAX)
+        .on_upgrade(move |socket| run_session(socket, bridge))
+}

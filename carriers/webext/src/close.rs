@@ -1,0 +1,63 @@
+//! Close reasons. Every refusal closes the WebSocket with an application
+//! close code (4000–4999) and a reason `CODE: detail`, where CODE is a stable
+//! error code from `docs/errors.md`. Documented in `docs/executor-protocol.md`.
+
+use protocol::ErrorCode;
+
+/// Why the daemon closed an executor session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloseReason {
+    /// Wrong or missing token (4001).
+    Unauthorized(&'static str),
+    /// The pairing token was rotated (4001).
+    TokenRotated,
+    /// `hello` named another protocol version (4002).
+    VersionMismatch {
+        /// What the executor spoke.
+        theirs: u32,
+    },
+    /// Malformed, oversized, unexpected or too many frames (4003).
+    Violation(String),
+    /// No frame within the lease (4004).
+    LeaseExpired,
+    /// The same executor connected again; this older session is replaced (4005).
+    Superseded,
+    /// The daemon is shutting down (1001).
+    Shutdown,
+}
+
+impl CloseReason {
+    /// The WebSocket close code.
+    pub fn code(&self) -> u16 {
+        match self {
+            CloseReason::Unauthorized(_) | CloseReason::TokenRotated => 4001,
+            CloseReason::VersionMismatch { .. } => 4002,
+            CloseReason::Violation(_) => 4003,
+            CloseReason::LeaseExpired => 4004,
+            CloseReason::Superseded => 4005,
+            CloseReason::Shutdown => 1001,
+        }
+    }
+
+    /// The reason text, `CODE: detail`, at most 123 bytes as WebSocket requires.
+    pub fn text(&self) -> String {
+        let text = match self {
+            CloseReason::Unauthorized(why) => format!("{}: {why}", ErrorCode::Unauthorized),
+            CloseReason::TokenRotated => format!("{}: the pairing token was rotated", ErrorCode::Unauthorized),
+            CloseReason::VersionMismatch { theirs } => format!(
+                "{}: executor speaks {theirs}, daemon speaks {}",
+                ErrorCode::ProtocolVersionMismatch,
+                protocol::executor::PROTOCOL_VERSION
+            ),
+            CloseReason::Violation(why) => format!("{}: {why}", ErrorCode::ProtocolViolation),
+            CloseReason::LeaseExpired => format!("{}: no frame within the lease", ErrorCode::DeadlineExceeded),
+            CloseReason::Superseded => format!("{}: the same executor connected again", ErrorCode::Conflict),
+            CloseReason::Shutdown => "daemon shutting down".to_owned(),
+        };
+        let mut end = text.len().min(123);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text[..end].to_owned()
+    }
+}

@@ -1,0 +1,22 @@
+//! The executor bridge: the one seam through which every carrier (the
+//! WebExtension, the CDP host agent, the fake executor) receives work.
+//!
+//! # Layout
+//! - [`token`]: the pairing token file (`<state-dir>/executor-token`, 0600).
+//! - [`close`]: the documented close reasons.
+//! - [`session`]: one executor connection: hello, lease, frames in and out.
+//!   Generic over any `Stream`/`Sink` of WebSocket messages.
+//! - [`bridge`]: the registry of live sessions, the dispatch loop that turns
+//!   the control plane's queue into commands on the right session, and the
+//!   `/executor` route.
+//!
+//! Architecture invariant: no queue rule lives here. What to send and to
+//! whom is `control::queue`; this crate only moves frames and reports.
+
+pub mod bridge;
+pub mod close;
+pub mod session;
+pub mod token;
+
+pub use bridge::{Bridge, BridgeConfig, router};
+pub use token::TokenFile;

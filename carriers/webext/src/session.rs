@@ -1,0 +1,220 @@
+//! One executor connection, from `hello` to close.
+//!
+//! The first frame must be a `hello` carrying the pairing token and this
+//! build's protocol version; anything else closes the connection with a
+//! documented reason. After `welcome`, every frame renews the lease; reports
+//! go to the control plane in arrival order; commands arrive from the bridge's
+//! dispatch loop through the session's outbox. Generic over any
+//! `Stream`/`Sink` of WebSocket messages, so tests can drive it in memory
+//! on paused time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message};
+use futures_util::{Sink, SinkExt, Stream, StreamExt};
+use protocol::executor::{DaemonFrame, ExecutorFrame, FRAME_MAX, PROTOCOL_VERSION, valid_executor_id};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until, timeout};
+
+use crate::bridge::{Bridge, Outgoing};
+use crate::close::CloseReason;
+
+/// Frames per second a session may send on average, and the burst it may save up.
+const RATE_PER_SEC: f64 = 100.0;
+const RATE_BURST: f64 = 200.0;
+
+/// How a session ended.
+#[derive(Debug)]
+enum End {
+    /// The daemon closed it, for this reason.
+    Closed(CloseReason),
+    /// The executor went away (close frame, reset, EOF).
+    PeerGone(String),
+}
+
+/// Reads the next text frame; `Ok(None)` when the peer is gone.
+async fn next_text<S>(stream: &mut S) -> Result<Option<String>, End>
+where
+    S: Stream<Item = Result<Message, axum::Error>> + Unpin,
+{
+    loop {
+        match stream.next().await {
+            Some(Ok(Message::Text(text))) => {
+                if text.len() > FRAME_MAX {
+                    return Err(End::Closed(CloseReason::Violation(format!(
+                        "frame of {} bytes exceeds {FRAME_MAX}",
+                        text.len()
+                    ))));
+                }
+                return Ok(Some(text.to_string()));
+            }
+            Some(Ok(Message::Binary(_))) => {
+                return Err(End::Closed(CloseReason::Violation("binary frames are not accepted".into())));
+            }
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(Message::Close(_))) | None => return Ok(None),
+            Some(Err(e)) => return Err(End::PeerGone(format!("transport error: {e}"))),
+        }
+    }
+}
+
+fn parse(text: &str) -> Result<ExecutorFrame, End> {
+    serde_json::from_str(text).map_err(|e| {
+        let mut why = format!("malformed frame: {e}");
+        why.truncate(90);
+        End::Closed(CloseReason::Violation(why))
+    })
+}
+
+/// The identity an executor proved in its `hello`.
+struct Peer {
+    token: String,
+    executor_id: String,
+    instance_id: String,
+}
+
+/// Waits for and checks the `hello`.
+async fn handshake<S>(stream: &mut S, bridge: &Bridge) -> Result<(Peer, ExecutorFrame), End>
+where
+    S: Stream<Item = Result<Message, axum::Error>> + Unpin,
+{
+    let wait = Duration::from_millis(bridge.config.hello_timeout_ms);
+    let text = match timeout(wait, next_text(stream)).await {
+        Err(_) => return Err(End::Closed(CloseReason::Violation("no hello before the deadline".into()))),
+        Ok(Ok(None)) => return Err(End::PeerGone("closed before hello".into())),
+        Ok(Ok(Some(text))) => text,
+        Ok(Err(end)) => return Err(end),
+    };
+    let hello = parse(&text)?;
+    let ExecutorFrame::Hello { protocol_version, token, executor_id, executor_instance_id, .. } = &hello else {
+        return Err(End::Closed(CloseReason::Violation("the first frame must be hello".into())));
+    };
+    if !bridge.token.matches(token) {
+        return Err(End::Closed(CloseReason::Unauthorized("wrong executor token")));
+    }
+    if *protocol_version != PROTOCOL_VERSION {
+        return Err(End::Closed(CloseReason::VersionMismatch { theirs: *protocol_version }));
+    }
+    if !valid_executor_id(executor_id) || !valid_executor_id(executor_instance_id) {
+        return Err(End::Closed(CloseReason::Violation("executor ids must be 1-64 of [A-Za-z0-9_-]".into())));
+    }
+    let peer =
+        Peer { token: token.clone(), executor_id: executor_id.clone(), instance_id: executor_instance_id.clone() };
+    Ok((peer, hello))
+}
+
+/// A token bucket on session frames.
+struct Rate {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Rate {
+    fn allow(&mut self, now: Instant) -> bool {
+        self.tokens = (self.tokens + (now - self.at).as_secs_f64() * RATE_PER_SEC).min(RATE_BURST);
+        self.at = now;
+        if self.tokens < 1.0 {
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
+}
+
+async fn send_frame<K>(sink: &mut K, frame: &DaemonFrame) -> Result<(), End>
+where
+    K: Sink<Message, Error = axum::Error> + Unpin,
+{
+    let text = serde_json::to_string(frame).expect("daemon frames serialize");
+    sink.send(Message::Text(text.into())).await.map_err(|e| End::PeerGone(format!("send failed: {e}")))
+}
+
+/// Serves one executor connection until it ends.
+pub async fn run_session<S>(socket: S, bridge: Arc<Bridge>)
+where
+    S: Stream<Item = Result<Message, axum::Error>> + Sink<Message, Error = axum::Error> + Unpin + Send + 'static,
+{
+    let (mut sink, mut stream) = socket.split();
+    let (peer, hello) = match handshake(&mut stream, &bridge).await {
+        Ok(ok) => ok,
+        Err(end) => {
+            close(&mut sink, &end).await;
+            tracing::info!(reason = ?end, "executor refused at handshake");
+            return;
+        }
+    };
+    let welcome = DaemonFrame::Welcome {
+        protocol_version: PROTOCOL_VERSION,
+        heartbeat_ms: bridge.config.heartbeat_ms,
+        lease_ms: bridge.config.lease_ms,
+    };
+    if let Err(end) = send_frame(&mut sink, &welcome).await {
+        tracing::info!(reason = ?end, "executor left before welcome");
+        return;
+    }
+    let (tx, mut outbox) = mpsc::unbounded_channel();
+    let serial = bridge.register(&peer.executor_id, &peer.instance_id, tx, hello).await;
+    tracing::info!(executor = %peer.executor_id, instance = %peer.instance_id, "executor connected");
+
+    let lease = Duration::from_millis(bridge.config.lease_ms);
+    let mut deadline = Instant::now() + lease;
+    let mut rate = Rate { tokens: RATE_BURST, at: Instant::now() };
+    let mut token_check = tokio::time::interval(Duration::from_millis(bridge.config.token_check_ms));
+    let end = loop {
+        tokio::select! {
+            frame = next_text(&mut stream) => {
+                let text = match frame {
+                    Ok(Some(text)) => text,
+                    Ok(None) => break End::PeerGone("closed by executor".into()),
+                    Err(end) => break end,
+                };
+                let now = Instant::now();
+                deadline = now + lease;
+                if !rate.allow(now) {
+                    break End::Closed(CloseReason::Violation(format!("more than {RATE_PER_SEC} frames per second")));
+                }
+                match parse(&text) {
+                    Ok(ExecutorFrame::Heartbeat { .. }) => {}
+                    Ok(ExecutorFrame::Hello { .. }) => break End::Closed(CloseReason::Violation("hello sent twice".into())),
+                    Ok(report) => bridge.report(&peer.executor_id, report).await,
+                    Err(end) => break end,
+                }
+            }
+            out = outbox.recv() => match out {
+                Some(Outgoing::Frame(frame)) => {
+                    if let Err(end) = send_frame(&mut sink, &frame).await {
+                        break end;
+                    }
+                }
+                Some(Outgoing::Close(reason)) => break End::Closed(reason),
+                None => break End::Closed(CloseReason::Shutdown),
+            },
+            _ = sleep_until(deadline) => break End::Closed(CloseReason::LeaseExpired),
+            _ = token_check.tick() => {
+                if !bridge.token.matches(&peer.token) {
+                    break End::Closed(CloseReason::TokenRotated);
+                }
+            }
+            _ = bridge.shutdown.cancelled() => break End::Closed(CloseReason::Shutdown),
+        }
+    };
+    close(&mut sink, &end).await;
+    let reason = match &end {
+        End::Closed(reason) => reason.text(),
+        End::PeerGone(why) => why.clone(),
+    };
+    tracing::info!(executor = %peer.executor_id, %reason, "executor disconnected");
+    bridge.unregister(&peer.executor_id, &peer.instance_id, serial, reason).await;
+}
+
+async fn close<K>(sink: &mut K, end: &End)
+where
+    K: Sink<Message, Error = axum::Error> + Unpin,
+{
+    if let End::Closed(reason) = end {
+        let frame = CloseFrame { code: reason.code(), reason: reason.text().into() };
+        let _ = sink.send(Message::Close(Some(frame))).await;
+    }
+    let _ = sink.close().await;
+}

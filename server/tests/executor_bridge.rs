@@ -1,0 +1,340 @@
+//! The executor bridge end to end: the real daemon binary, fake executors
+//! over real WebSockets, faults, `kill -9` restarts, refusals and routing.
+//! Exactly-once is asserted against the fakes' own effect counters.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use fake_executor::{FakeConfig, FakeExecutor, Fault, Op, Stats};
+use futures_util::{SinkExt, StreamExt};
+use protocol::executor::PROTOCOL_VERSION;
+use serde_json::{Value, json};
+use support::{Daemon, Mcp};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn token(state: &Path) -> String {
+    std::fs::read_to_string(state.join("executor-token")).unwrap().trim().to_owned()
+}
+
+fn ws_url(daemon: &Daemon) -> String {
+    format!("ws://{}/executor", daemon.addr)
+}
+
+/// A run with root's capability.
+struct Root {
+    mcp: Mcp,
+    cap: String,
+    bootstrap_prompts: std::sync::Mutex<std::collections::HashMap<String, String>>,
+}
+
+impl Root {
+    fn new(daemon: &Daemon) -> Root {
+        let mcp = Mcp::connect(&daemon.addr);
+        let cap = mcp.ok("run_create", json!({"title": "bridge"}))["root_capability"].as_str().unwrap().to_owned();
+        Root { mcp, cap, bootstrap_prompts: Default::default() }
+    }
+
+    fn reconnect(&mut self, daemon: &Daemon) {
+        self.mcp = Mcp::connect(&daemon.addr);
+    }
+
+    fn spawn(&self, name: &str) -> String {
+        let out = self
+            .mcp
+            .ok("worker_spawn", json!({"capability": self.cap, "name": name, "assignment": {"objective": name}}));
+        let id = out["worker"]["worker_id"].as_str().unwrap().to_owned();
+        self.bootstrap_prompts.lock().unwrap().insert(id.clone(), out["bootstrap_prompt"].as_str().unwrap().to_owned());
+        id
+    }
+
+    fn events(&self) -> Vec<Value> {
+        self.mcp.ok("events_list", json!({"capability": self.cap, "limit": 500}))["events"].as_array().unwrap().clone()
+    }
+
+    /// The ids of the commands queued for `worker`, in order.
+    fn commands(&self, worker: &str) -> Vec<String> {
+        self.events()
+            .iter()
+            .filter(|e| e["type"] == "executor.command_queued" && e["data"]["worker_id"] == worker)
+            .map(|e| e["data"]["command_id"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// Attaches the worker's conversation as the worker would (with the
+    /// attach identity from its bootstrap prompt).
+    fn attach(&self, worker: &str) {
+        let replay = self.mcp.ok("worker_list", json!({"capability": self.cap}));
+        assert!(replay["workers"].as_array().unwrap().iter().any(|w| w["worker_id"] == worker));
+        let prompt = self.bootstrap_prompts.lock().unwrap()[worker].clone();
+        let attach = prompt.split('"').find(|p| p.starts_with("att_")).unwrap().to_owned();
+        self.mcp.ok("worker_attach", json!({"attach_identity": attach}));
+    }
+
+    /// Spawns a worker, waits for its conversation, and attaches it.
+    async fn attached_worker(&self, name: &str) -> String {
+        let w = self.spawn(name);
+        self.wait_event("conversation.bound", &w).await;
+        self.attach(&w);
+        w
+    }
+
+    fn has_event(&self, kind: &str, worker: &str) -> bool {
+        self.events().iter().any(|e| e["type"] == kind && e["data"]["worker_id"] == worker)
+    }
+
+    /// Polls the log (bounded) until `kind` appears for `worker`.
+    async fn wait_event(&self, kind: &str, worker: &str) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !self.has_event(kind, worker) {
+            assert!(tokio::time::Instant::now() < deadline, "no {kind} for {worker}: {:#?}", self.events());
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+fn worker_id(id: &str) -> protocol::WorkerId {
+    id.parse().unwrap()
+}
+
+fn frames(stats: &Stats, command: &str) -> usize {
+    stats.frames_by_command.get(&command.parse().unwrap()).copied().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disconnect_after_the_create_ack_still_yields_one_conversation_and_one_bootstrap() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    let fake = FakeExecutor::start(
+        FakeConfig::new(ws_url(&daemon), token(state.path()), "ext-1").fault(Fault::DisconnectAfterAck(Op::Create)),
+    );
+    let root = Root::new(&daemon);
+    let a = root.spawn("alpha");
+    root.wait_event("conversation.bound", &a).await;
+    let stats = fake.wait_for(|s| s.conversations.len() == 1 && s.connections >= 2, WAIT).await;
+    let prompts = stats.submissions_for(&worker_id(&a));
+    assert_eq!(prompts.len(), 1, "{stats:#?}");
+    assert!(prompts[0].starts_with("[orchestrator bootstrap v1]"));
+    let create = &root.commands(&a)[0];
+    assert_eq!(frames(&stats, create), 2, "sent once, replayed once after the reconnect");
+    fake.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_faults_never_duplicate_an_effect() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with(state.path(), &["--max-launches", "4"], &[]);
+    let config = FakeConfig::new(ws_url(&daemon), token(state.path()), "ext-1")
+        .fault(Fault::DeliverTwice(Op::Create))
+        .fault_after(1, Fault::Reorder(Op::Create))
+        .fault_after(2, Fault::DropResult(Op::Create))
+        .fault_after(2, Fault::ReconnectNewInstance);
+    let fake = FakeExecutor::start(config);
+    let root = Root::new(&daemon);
+    let workers: Vec<String> = ["a", "b", "c"].iter().map(|n| root.spawn(n)).collect();
+    // The dropped result is recovered by the replay after the new-instance reconnect.
+    for w in &workers {
+        root.wait_event("executor.command_completed", w).await;
+    }
+    let stats = fake.stats();
+    assert!(stats.instances.len() >= 2 && stats.instances[0] != stats.instances[1], "{stats:#?}");
+    for w in &workers {
+        assert_eq!(stats.submissions_for(&worker_id(w)).len(), 1, "{w}: {stats:#?}");
+        let completed = root
+            .events()
+            .iter()
+            .filter(|e| e["type"] == "executor.command_completed" && e["data"]["worker_id"] == *w)
+            .count();
+        assert_eq!(completed, 1, "a result delivered twice is recorded once");
+    }
+    assert_eq!(stats.conversations.len(), 3);
+    fake.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wake_reported_after_its_deadline_is_recorded_once() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with(state.path(), &["--executor-send-timeout-ms", "300"], &[]);
+    let fake = FakeExecutor::start(
+        FakeConfig::new(ws_url(&daemon), token(state.path()), "ext-1").fault(Fault::StallPastDeadline(Op::Send)),
+    );
+    let root = Root::new(&daemon);
+    let a = root.attached_worker("alpha").await;
+    root.mcp.ok("worker_followup", json!({"capability": root.cap, "worker_id": a, "instructions": "and then B"}));
+    let send = root.commands(&a)[1].clone();
+    let stats = fake.wait_for(|s| s.submissions.len() == 2, WAIT).await;
+    root.wait_event("executor.command_completed", &a).await;
+    let late = stats.commands.iter().find(|c| c.command_id.as_str() == send).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    assert!(now > late.deadline_ms, "the fake answered after the deadline");
+    let prompts = stats.submissions_for(&worker_id(&a));
+    assert_eq!(prompts.len(), 2);
+    assert!(prompts[1].starts_with("[orchestrator wake v1]") && prompts[1].contains("follow-up #1"));
+    let completed = root
+        .events()
+        .iter()
+        .filter(|e| e["type"] == "executor.command_completed" && e["data"]["command_id"] == send.as_str())
+        .count();
+    assert_eq!(completed, 1);
+    fake.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_with_commands_pending_replays_only_the_incomplete() {
+    let state = tempfile::tempdir().unwrap();
+    let args = ["--max-launches", "2"];
+    let daemon = Daemon::start_with(state.path(), &args, &[]);
+    let mut root = Root::new(&daemon);
+    // One executor for the whole test: its journal survives the daemon's death.
+    // Each fault counts matching commands on its own: the 2nd create stalls
+    // before its ack, the 3rd after it.
+    let config = FakeConfig::new(ws_url(&daemon), token(state.path()), "ext-1")
+        .fault_after(1, Fault::StallBeforeAck(Op::Create))
+        .fault_after(2, Fault::StallAfterAck(Op::Create));
+    let fake = FakeExecutor::start(config);
+
+    let done = root.spawn("done"); // completes before the kill
+    root.wait_event("executor.command_completed", &done).await;
+    let sent = root.spawn("sent"); // sent, never acknowledged
+    let acked = root.spawn("acked"); // acknowledged, never acted on
+    let queued = root.spawn("queued"); // held back by --max-launches 2
+    let (c_done, c_sent, c_acked, c_queued) = (
+        root.commands(&done)[0].clone(),
+        root.commands(&sent)[0].clone(),
+        root.commands(&acked)[0].clone(),
+        root.commands(&queued)[0].clone(),
+    );
+    fake.wait_for(|s| frames(s, &c_sent) == 1 && frames(s, &c_acked) == 1, WAIT).await;
+    root.wait_event("executor.command_acked", &acked).await;
+    assert!(!root.has_event("executor.command_acked", &sent));
+    assert!(!root.has_event("executor.command_dispatched", &queued));
+
+    let addr = daemon.addr.clone();
+    daemon.kill9();
+    // Same port, so the fake (which keeps dialing) finds the new daemon.
+    let daemon = Daemon::start_at(state.path(), &addr, &args);
+    root.reconnect(&daemon);
+    for w in [&sent, &acked, &queued] {
+        root.wait_event("executor.command_completed", w).await;
+    }
+    let stats = fake.stats();
+    assert_eq!(stats.conversations.len(), 4, "{stats:#?}");
+    for w in [&done, &sent, &acked, &queued] {
+        assert_eq!(stats.submissions_for(&worker_id(w)).len(), 1, "{w}");
+    }
+    assert_eq!(frames(&stats, &c_done), 1, "a completed command is never replayed");
+    assert_eq!(frames(&stats, &c_sent), 2);
+    assert_eq!(frames(&stats, &c_acked), 2);
+    assert_eq!(frames(&stats, &c_queued), 1);
+    fake.stop().await;
+}
+
+/// Opens a raw executor WebSocket and returns the close frame the daemon sends
+/// after `frames` (code, reason).
+async fn refused(daemon: &Daemon, origin: Option<&str>, frames: Vec<String>) -> Result<(u16, String), String> {
+    let mut request = ws_url(daemon).into_client_request().unwrap();
+    if let Some(origin) = origin {
+        request.headers_mut().insert("Origin", origin.parse().unwrap());
+    }
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.map_err(|e| e.to_string())?;
+    for f in frames {
+        if socket.send(Message::Text(f.into())).await.is_err() {
+            break;
+        }
+    }
+    while let Some(msg) = tokio::time::timeout(WAIT, socket.next()).await.expect("the daemon answers") {
+        match msg {
+            Ok(Message::Close(Some(close))) => return Ok((close.code.into(), close.reason.to_string())),
+            Ok(_) => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err("closed without a reason".into())
+}
+
+fn hello(token: &str, version: u32) -> String {
+    json!({"type":"hello","protocolVersion":version,"token":token,"executorId":"raw","executorInstanceId":"raw-1","executorKind":"fake"}).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_peers_are_refused_with_documented_reasons_and_others_keep_working() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    let good = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), token(state.path()), "good"));
+    good.wait_for(|s| s.connections == 1, WAIT).await;
+    let t = token(state.path());
+
+    let cases: Vec<(&str, Vec<String>, u16, &str)> = vec![
+        ("wrong token", vec![hello(&"0".repeat(64), PROTOCOL_VERSION)], 4001, "UNAUTHORIZED"),
+        (
+            "missing hello",
+            vec![r#"{"type":"heartbeat","seq":1}"#.into()],
+            4003,
+            "PROTOCOL_VIOLATION: the first frame must be hello",
+        ),
+        ("wrong version", vec![hello(&t, PROTOCOL_VERSION + 1)], 4002, "PROTOCOL_VERSION_MISMATCH"),
+        (
+            "garbage json",
+            vec![hello(&t, PROTOCOL_VERSION), "{not json".into()],
+            4003,
+            "PROTOCOL_VIOLATION: malformed frame",
+        ),
+        ("oversized frame", vec![hello(&t, PROTOCOL_VERSION), "x".repeat(300 * 1024)], 4003, "exceeds 262144"),
+        ("hello twice", vec![hello(&t, PROTOCOL_VERSION), hello(&t, PROTOCOL_VERSION)], 4003, "hello sent twice"),
+    ];
+    for (name, frames, code, reason) in cases {
+        let (got_code, got_reason) = refused(&daemon, None, frames).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(got_code, code, "{name}: {got_reason}");
+        assert!(got_reason.contains(reason), "{name}: {got_reason}");
+    }
+    // Web origins are refused at the upgrade; extension origins pass it.
+    let err = refused(&daemon, Some("https://evil.example"), vec![]).await.unwrap_err();
+    assert!(err.contains("403"), "{err}");
+    let (code, _) = refused(
+        &daemon,
+        Some("moz-extension://0b5c3a4e-1111-2222-3333-444455556666"),
+        vec![hello("bad", PROTOCOL_VERSION)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, 4001, "an extension origin reaches the handshake");
+
+    // The good executor never noticed and still gets work.
+    assert!(good.is_connected());
+    let root = Root::new(&daemon);
+    let a = root.spawn("alpha");
+    root.wait_event("conversation.bound", &a).await;
+    assert_eq!(good.stats().connections, 1);
+    good.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_go_only_to_the_executor_holding_the_worker() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    let e1 = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), token(state.path()), "ext-1"));
+    let e2 = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), token(state.path()), "ext-2"));
+    e1.wait_for(|s| s.connections == 1, WAIT).await;
+    e2.wait_for(|s| s.connections == 1, WAIT).await;
+    let root = Root::new(&daemon);
+    let (a, b) = (root.spawn("alpha"), root.spawn("beta"));
+    root.wait_event("conversation.bound", &a).await;
+    root.wait_event("conversation.bound", &b).await;
+    let holder_of = |w: &str| if e1.stats().conversations.iter().any(|(x, _)| x.as_str() == w) { &e1 } else { &e2 };
+    let (ha, hb) = (holder_of(&a), holder_of(&b));
+    assert!(!std::ptr::eq(ha, hb), "least-loaded placement spreads the two creates");
+
+    // Wake A with a follow-up: only A's executor sees it.
+    root.attach(&a);
+    root.mcp.ok("worker_followup", json!({"capability": root.cap, "worker_id": a, "instructions": "more"}));
+    ha.wait_for(|s| s.submissions_for(&worker_id(&a)).len() == 2, WAIT).await;
+    root.wait_event("executor.command_completed", &a).await;
+    assert!(hb.stats().commands.iter().all(|c| c.worker_id.as_str() != a), "B's executor never saw A's commands");
+    assert_eq!(hb.stats().submissions.len(), 1);
+    e1.stop().await;
+    e2.stop().await;
+}
