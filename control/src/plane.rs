@@ -319,6 +319,11 @@ impl ControlPlane {
         self.read().commands.get(id).cloned()
     }
 
+    /// Events of the system stream (executor connections) after `after`.
+    pub fn system_events(&self, after: u64, limit: usize) -> Result<Vec<Event>, Error> {
+        Ok(self.store.events_after(&RunId::system(), after, limit.clamp(1, EVENTS_PAGE_MAX))?)
+    }
+
     /// The system stream's cursor (executor connections).
     pub fn system_cursor(&self) -> u64 {
         self.read().system_cursor

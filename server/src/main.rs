@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use axum::serve::ListenerExt;
 use carrier_webext::{Bridge, BridgeConfig, TokenFile};
 use clap::{Parser, Subcommand};
 use control::queue::Limits;
@@ -186,6 +187,10 @@ async fn main() -> anyhow::Result<()> {
             ));
             let bridge = Bridge::start(plane.clone(), bridge_config, token, shutdown.child_token());
             let router = app(plane, bridge, &config, shutdown.child_token());
+            // Executor frames and MCP replies are small and latency-bound: no Nagle.
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned()).await?;
             tracing::info!("stopped");
         }

@@ -338,3 +338,38 @@ async fn commands_go_only_to_the_executor_holding_the_worker() {
     e1.stop().await;
     e2.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pair_shows_the_token_and_rotation_disconnects_old_pairings() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    let pair = |rotate: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orchestrator"));
+        cmd.args(["pair", "--state-dir"]).arg(state.path());
+        if rotate {
+            cmd.arg("--rotate");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let shown = pair(false);
+    let old = token(state.path());
+    assert!(shown.contains(&old) && shown.contains("options page"), "{shown}");
+    let fake = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), old.clone(), "ext-1"));
+    fake.wait_for(|s| s.connections == 1, WAIT).await;
+    let rotated = pair(true);
+    let new = token(state.path());
+    assert_ne!(old, new);
+    assert!(rotated.contains(&new));
+    // Closed as rotated, then refused on every retry with the old token.
+    let stats = fake.wait_for(|s| s.closes.len() >= 2, WAIT).await;
+    assert_eq!(stats.closes[0].0, 4001);
+    assert!(stats.closes[0].1.contains("rotated"), "{:?}", stats.closes);
+    assert!(stats.closes[1].1.contains("wrong executor token"), "{:?}", stats.closes);
+    assert_eq!(stats.connections, 1);
+    fake.stop().await;
+    let fresh = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), new, "ext-1"));
+    fresh.wait_for(|s| s.connections == 1, WAIT).await;
+    fresh.stop().await;
+}

@@ -125,6 +125,8 @@ pub struct Stats {
     pub frames_by_command: HashMap<CommandId, usize>,
     /// Commands received, in order (replays included).
     pub commands: Vec<Command>,
+    /// When each command was first received (for latency benchmarks).
+    pub first_received: HashMap<CommandId, std::time::Instant>,
     /// Close codes and reasons the daemon sent.
     pub closes: Vec<(u16, String)>,
 }
@@ -307,7 +309,8 @@ enum Next {
 }
 
 async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
-    let Ok((socket, _)) = tokio_tungstenite::connect_async(shared.config.url.as_str()).await else {
+    let Ok((socket, _)) = tokio_tungstenite::connect_async_with_config(shared.config.url.as_str(), None, true).await
+    else {
         return Next::SameInstance;
     };
     let (mut sink, mut stream) = socket.split();
@@ -392,6 +395,7 @@ fn handle(shared: &Arc<Shared>, outbox: &Outbox, drop_tx: &mpsc::UnboundedSender
     let op = command.op.clone();
     shared.update(|s| {
         *s.frames_by_command.entry(command.command_id.clone()).or_default() += 1;
+        s.first_received.entry(command.command_id.clone()).or_insert_with(std::time::Instant::now);
         s.commands.push(command.clone());
     });
     let known = shared.journal.lock().unwrap().get(&command.idempotency_key).cloned();

@@ -168,18 +168,13 @@ impl Bridge {
     /// Hands an executor's report to the control plane. A refused report
     /// (a command or worker held elsewhere, an unknown id) is logged, not fatal.
     pub(crate) async fn report(&self, executor_id: &str, frame: ExecutorFrame) {
-        let plane = self.plane.clone();
-        let executor = executor_id.to_owned();
-        match tokio::task::spawn_blocking(move || plane.report(&executor, frame)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(executor = executor_id, code = %e.code(), "report refused: {e}"),
-            Err(e) => tracing::error!("report task failed: {e}"),
+        if let Err(e) = blocking(|| self.plane.report(executor_id, frame)) {
+            tracing::warn!(executor = executor_id, code = %e.code(), "report refused: {e}");
         }
     }
 
     async fn record(&self, command: Command) {
-        let plane = self.plane.clone();
-        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || plane.execute(command)).await {
+        if let Err(e) = blocking(|| self.plane.execute(command)) {
             tracing::error!(code = %e.code(), "recording an executor event failed: {e}");
         }
     }
@@ -214,6 +209,17 @@ impl Bridge {
     }
 }
 
+/// Runs short blocking control-plane work (a SQLite commit) on this task:
+/// in place on a multi-threaded runtime, inline on a current-thread one
+/// (tests on paused time), so no work hides in a thread pool that paused
+/// time cannot see.
+fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::current().runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
+        _ => work(),
+    }
+}
+
 /// Replays on (re)connection, then dispatches whatever the queue allows;
 /// wakes on every commit.
 async fn dispatch_loop(bridge: Arc<Bridge>, mut replays: mpsc::UnboundedReceiver<(String, u64)>) {
@@ -222,18 +228,15 @@ async fn dispatch_loop(bridge: Arc<Bridge>, mut replays: mpsc::UnboundedReceiver
         tokio::select! {
             replay = replays.recv() => {
                 let Some((executor_id, serial)) = replay else { return };
-                let plane = bridge.plane.clone();
-                let id = executor_id.clone();
                 let timeout = bridge.config.create_timeout_ms.max(bridge.config.send_timeout_ms);
-                match tokio::task::spawn_blocking(move || plane.replay(&id, timeout)).await {
-                    Ok(Ok(commands)) => {
+                match blocking(|| bridge.plane.replay(&executor_id, timeout)) {
+                    Ok(commands) => {
                         for command in commands {
                             tracing::info!(executor = %executor_id, command = %command.command_id, "replaying");
                             bridge.send(&executor_id, Some(serial), DaemonFrame::Command(command)).await;
                         }
                     }
-                    Ok(Err(e)) => tracing::error!(code = %e.code(), "replay failed: {e}"),
-                    Err(e) => tracing::error!("replay task failed: {e}"),
+                    Err(e) => tracing::error!(code = %e.code(), "replay failed: {e}"),
                 }
             }
             changed = changes.changed() => if changed.is_err() { return },
@@ -248,9 +251,8 @@ async fn dispatch_ready(bridge: &Arc<Bridge>) {
     if connected.is_empty() {
         return;
     }
-    let plane = bridge.plane.clone();
-    let config = bridge.config.clone();
-    let ready = tokio::task::spawn_blocking(move || {
+    let (plane, config) = (&bridge.plane, &bridge.config);
+    let ready = blocking(|| {
         let mut out = Vec::new();
         for dispatch in plane.next_dispatches(&connected, config.limits) {
             let timeout = match plane.command(&dispatch.command_id).map(|c| c.intent) {
@@ -263,9 +265,7 @@ async fn dispatch_ready(bridge: &Arc<Bridge>) {
             }
         }
         out
-    })
-    .await
-    .unwrap_or_default();
+    });
     for (executor_id, command) in ready {
         // If the session died meanwhile, the command stays dispatched to this
         // executor and is replayed when it returns.

@@ -1,0 +1,184 @@
+//! Executor bridge benchmarks (run: `cargo bench -p carrier-webext`). Prints
+//! figures, asserts nothing. Everything runs in one process over loopback:
+//! the control plane on SQLite, the bridge on a real axum listener, and the
+//! fake executor on a real WebSocket client.
+//!
+//! - dispatch latency: `worker_spawn` committed → the executor receives the
+//!   create command;
+//! - ACK round trip: `worker_spawn` committed → the executor's ack is
+//!   committed in the daemon's log;
+//! - baseline: one WebSocket message echoed over the same loopback.
+//!
+//! Each at 1 and 16 concurrent workers.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use carrier_webext::{Bridge, BridgeConfig, TokenFile};
+use control::model::CommandPhase;
+use control::queue::Limits;
+use control::store::SqliteStore;
+use control::{ControlPlane, Keyring, SystemClock};
+use fake_executor::{FakeConfig, FakeExecutor};
+use futures_util::{SinkExt, StreamExt};
+use protocol::{Assignment, CommandId, EventBody};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn summary(mut xs: Vec<Duration>) -> String {
+    xs.sort();
+    format!("p50 {:>9.3?}  p99 {:>9.3?}", percentile(&xs, 0.5), percentile(&xs, 0.99))
+}
+
+fn assignment() -> Assignment {
+    Assignment {
+        objective: "bench".into(),
+        constraints: vec![],
+        acceptance_criteria: vec![],
+        dependencies: vec![],
+        scope: Default::default(),
+        artifact_refs: vec![],
+        communication_policy: None,
+        completion_protocol: None,
+    }
+}
+
+/// Round trips of one echoed WebSocket message over loopback, `concurrency` clients at once.
+async fn echo_baseline(concurrency: usize, rounds: usize) -> Vec<Duration> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+                while let Some(Ok(m)) = ws.next().await {
+                    if m.is_text() && ws.send(m).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let clients = (0..concurrency).map(|_| async move {
+        let (mut ws, _) =
+            tokio_tungstenite::connect_async_with_config(format!("ws://{addr}"), None, true).await.unwrap();
+        let mut out = Vec::new();
+        for _ in 0..rounds {
+            let start = Instant::now();
+            ws.send(Message::Text("{\"type\":\"ack\",\"commandId\":\"cmd_00000000000000000000000000000000\"}".into()))
+                .await
+                .unwrap();
+            ws.next().await.unwrap().unwrap();
+            out.push(start.elapsed());
+        }
+        out
+    });
+    futures_util::future::join_all(clients).await.into_iter().flatten().collect()
+}
+
+fn main() {
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let rounds = if quick { 2 } else { 40 };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let plane = Arc::new(
+        ControlPlane::open(
+            Arc::new(SqliteStore::open(&dir.path().join("b.db")).unwrap()),
+            Arc::new(SystemClock),
+            Keyring::new([2; 32]),
+        )
+        .unwrap(),
+    );
+    let token = TokenFile::open_or_create(&dir.path().join("executor-token")).unwrap();
+    // Finished workers free their slots: raise the limits so only the bridge is measured.
+    let config = BridgeConfig { limits: Limits { max_launches: 64, max_active: 100_000 }, ..BridgeConfig::default() };
+    let (fake, addr) = rt.block_on(async {
+        let bridge = Bridge::start(plane.clone(), config, token.clone(), CancellationToken::new());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        tokio::spawn(async move { axum::serve(listener, carrier_webext::router(bridge)).await });
+        let fake =
+            FakeExecutor::start(FakeConfig::new(format!("ws://{addr}/executor"), token.current().unwrap(), "bench"));
+        fake.wait_for(|s| s.connections == 1, Duration::from_secs(10)).await;
+        (fake, addr)
+    });
+    let _ = addr;
+
+    for concurrency in [1usize, 16] {
+        let mut dispatch = Vec::new();
+        let mut acked = Vec::new();
+        for round in 0..rounds {
+            let (_, root) = plane.create_run(&format!("bench {concurrency}/{round}"), None).unwrap();
+            let root = plane.worker(&root).unwrap();
+            let mut spawned: Vec<(CommandId, Instant)> = Vec::new();
+            for i in 0..concurrency {
+                let worker = plane.spawn(&root, &format!("w{i}"), &assignment(), None).unwrap();
+                let at = Instant::now();
+                let run = plane.events(&root.run_id, 0, 500, &control::plane::Viewer::Root).unwrap();
+                let command = run
+                    .events
+                    .iter()
+                    .find_map(|e| match &e.body {
+                        EventBody::CommandQueued { command_id, worker_id, .. } if *worker_id == worker => {
+                            Some(command_id.clone())
+                        }
+                        _ => None,
+                    })
+                    .unwrap();
+                spawned.push((command, at));
+            }
+            let ids: Vec<CommandId> = spawned.iter().map(|(c, _)| c.clone()).collect();
+            // Watch the log for the acks, timestamping each as it is committed.
+            let mut changes = plane.subscribe_changes();
+            let mut ack_at: std::collections::HashMap<CommandId, Instant> = Default::default();
+            rt.block_on(async {
+                while ack_at.len() < ids.len() {
+                    for id in &ids {
+                        if !ack_at.contains_key(id)
+                            && plane
+                                .command(id)
+                                .is_some_and(|c| matches!(c.phase, CommandPhase::Acked | CommandPhase::Completed))
+                        {
+                            ack_at.insert(id.clone(), Instant::now());
+                        }
+                    }
+                    if ack_at.len() < ids.len() {
+                        let _ = tokio::time::timeout(Duration::from_secs(10), changes.changed()).await;
+                    }
+                }
+            });
+            let stats = fake.stats();
+            for (id, at) in spawned {
+                dispatch.push(stats.first_received[&id].duration_since(at));
+                acked.push(ack_at[&id].duration_since(at));
+            }
+        }
+        let echo = rt.block_on(echo_baseline(concurrency, rounds));
+        let echo_p50 = {
+            let mut e = echo.clone();
+            e.sort();
+            percentile(&e, 0.5)
+        };
+        let p50 = |xs: &Vec<Duration>| {
+            let mut x = xs.clone();
+            x.sort();
+            percentile(&x, 0.5)
+        };
+        println!(
+            "bridge {concurrency:>2} workers: dispatch {}  ack round trip {}  | baseline ws echo {}  | ratios to echo p50: dispatch {:.1}x, ack {:.1}x",
+            summary(dispatch.clone()),
+            summary(acked.clone()),
+            summary(echo),
+            p50(&dispatch).as_secs_f64() / echo_p50.as_secs_f64(),
+            p50(&acked).as_secs_f64() / echo_p50.as_secs_f64(),
+        );
+    }
+    rt.block_on(fake.stop());
+}
