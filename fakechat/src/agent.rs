@@ -1,0 +1,330 @@
+//! The scripted agent: plays the model behind every submitted turn.
+//!
+//! A turn carrying an orchestrator bootstrap makes it attach over MCP (as a
+//! real ChatGPT conversation would, through the orchestrator's app), read its
+//! assignment, and follow the scenario found there (a line `scenario: ...`);
+//! a wake prompt makes it re-attach and follow the latest follow-up's
+//! scenario, or resume where `end_turn` left off. Any other turn gets a short
+//! streamed echo. Everything it does is streamed into the visible reply.
+//!
+//! Scenario language, steps separated by `;` or new lines:
+//! `progress "x"`, `ask_root "q"`, `await_answer`, `complete "done"`,
+//! `fail "why"`, `say "text"`, `end_turn`, `sleep 2s` (or `500ms`),
+//! `incident delivery_timeout|something_went_wrong|rate_limit|deferral`.
+//! An unknown step is an error shown in the page, never skipped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::hub::Hub;
+use crate::mcp::Client;
+use crate::render::TurnError;
+
+/// One scenario step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// `worker_progress`.
+    Progress(String),
+    /// `message_send` a question to root.
+    AskRoot(String),
+    /// Wait (bounded) for root's answer to the last question.
+    AwaitAnswer,
+    /// `worker_complete`.
+    Complete(String),
+    /// `worker_fail`.
+    Fail(String),
+    /// Stream some text.
+    Say(String),
+    /// Stop this turn without completing; later steps wait for a wake.
+    EndTurn,
+    /// Pause while streaming.
+    Sleep(Duration),
+    /// Show an incident.
+    Incident(Incident),
+}
+
+/// Incidents a scenario can trigger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Incident {
+    /// The turn ends with "Message delivery timed out".
+    DeliveryTimeout,
+    /// The turn ends with "Something went wrong".
+    SomethingWentWrong,
+    /// The rate-limit dialog appears; the turn ends.
+    RateLimit,
+    /// The deferral notice shows while the turn goes on.
+    Deferral,
+}
+
+/// Parses a scenario.
+pub fn parse(script: &str) -> Result<Vec<Step>, String> {
+    let mut steps = Vec::new();
+    for raw in script.split([';', '\n']) {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            continue;
+        }
+        let (word, arg) = match raw.split_once(char::is_whitespace) {
+            Some((w, a)) => (w, a.trim()),
+            None => (raw, ""),
+        };
+        let quoted = || -> Result<String, String> {
+            arg.strip_prefix('"')
+                .and_then(|a| a.strip_suffix('"'))
+                .map(str::to_owned)
+                .ok_or_else(|| format!("`{word}` needs a quoted argument, got `{arg}`"))
+        };
+        let step = match word {
+            "progress" => Step::Progress(quoted()?),
+            "ask_root" => Step::AskRoot(quoted()?),
+            "complete" => Step::Complete(quoted()?),
+            "fail" => Step::Fail(quoted()?),
+            "say" => Step::Say(quoted()?),
+            "await_answer" if arg.is_empty() => Step::AwaitAnswer,
+            "end_turn" if arg.is_empty() => Step::EndTurn,
+            "sleep" => Step::Sleep(parse_duration(arg).ok_or_else(|| format!("bad duration `{arg}`"))?),
+            "incident" => Step::Incident(match arg {
+                "delivery_timeout" => Incident::DeliveryTimeout,
+                "something_went_wrong" => Incident::SomethingWentWrong,
+                "rate_limit" => Incident::RateLimit,
+                "deferral" => Incident::Deferral,
+                other => return Err(format!("unknown incident `{other}`")),
+            }),
+            other => return Err(format!("unknown scenario step `{other}`")),
+        };
+        steps.push(step);
+    }
+    Ok(steps)
+}
+
+fn parse_duration(text: &str) -> Option<Duration> {
+    if let Some(ms) = text.strip_suffix("ms") {
+        return ms.parse().ok().map(Duration::from_millis);
+    }
+    text.strip_suffix('s')?.parse::<f64>().ok().filter(|s| *s >= 0.0 && *s <= 600.0).map(Duration::from_secs_f64)
+}
+
+/// The scenario in a text: everything after `scenario:` on its line.
+pub fn scenario_in(text: &str) -> Option<&str> {
+    text.lines().find_map(|l| l.trim().strip_prefix("scenario:")).map(str::trim)
+}
+
+/// What the agent remembers in a conversation between turns.
+#[derive(Debug, Clone)]
+pub struct Memory {
+    /// The worker's capability.
+    pub capability: String,
+    /// Steps not yet run (after an `end_turn`).
+    pub remaining: Vec<Step>,
+    /// The last question's message id.
+    pub question: Option<String>,
+    /// Events cursor for answers.
+    pub cursor: u64,
+    /// Follow-ups already acted on.
+    pub followups_seen: usize,
+}
+
+fn attach_identity(text: &str) -> Option<String> {
+    text.split('"').find(|p| p.starts_with("att_") && p.len() > 40).map(str::to_owned)
+}
+
+/// Plays the model for one submitted turn.
+pub async fn respond(hub: Arc<Hub>, conversation: String, text: String) {
+    let outcome = if text.contains("[orchestrator bootstrap v") || text.contains("[orchestrator wake v") {
+        work(&hub, &conversation, &text).await
+    } else {
+        stream(&hub, &conversation, &format!("You said: {text}")).await;
+        Ok(None)
+    };
+    match outcome {
+        Ok(error) => hub.end_turn(&conversation, error),
+        Err(e) => {
+            let message = format!("\n[fakechat agent error] {e}");
+            hub.update(&conversation, |c| c.errors.push(e.to_string()));
+            hub.say(&conversation, &message);
+            hub.end_turn(&conversation, None);
+        }
+    }
+}
+
+/// Streams `text` over a short while, a few characters at a time.
+async fn stream(hub: &Hub, conversation: &str, text: &str) {
+    let chars: Vec<char> = text.chars().collect();
+    for chunk in chars.chunks(12) {
+        hub.say(conversation, &chunk.iter().collect::<String>());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn call(mcp: &mut Client, tool: &str, args: serde_json::Value) -> anyhow::Result<serde_json::Value> {
+    mcp.call(tool, args).await?.map_err(|e| anyhow::anyhow!("{tool} refused: {e}"))
+}
+
+/// Attaches, picks the steps for this turn, runs them. `Ok(Some(_))` ends the
+/// turn with an error shown inside it.
+async fn work(hub: &Hub, conversation: &str, text: &str) -> anyhow::Result<Option<TurnError>> {
+    let url =
+        hub.mcp_url.clone().ok_or_else(|| anyhow::anyhow!("fakechat has no --mcp-url: the app is not connected"))?;
+    let attach = attach_identity(text).ok_or_else(|| anyhow::anyhow!("no attach identity in the prompt"))?;
+    let mut mcp = Client::connect(&url).await?;
+    stream(hub, conversation, "Attaching to the orchestrator… ").await;
+    let attached = call(&mut mcp, "worker_attach", json!({ "attach_identity": attach })).await?;
+    let capability = attached["capability"].as_str().unwrap_or_default().to_owned();
+    let followups: Vec<String> = attached["followups"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    let mut memory = hub.read(conversation, |c| c.agent.clone()).flatten().unwrap_or(Memory {
+        capability: capability.clone(),
+        remaining: Vec::new(),
+        question: None,
+        cursor: 0,
+        followups_seen: 0,
+    });
+    memory.capability = capability;
+    let steps = if followups.len() > memory.followups_seen {
+        let latest = followups.last().cloned().unwrap_or_default();
+        memory.followups_seen = followups.len();
+        match scenario_in(&latest) {
+            Some(script) => parse(script).map_err(anyhow::Error::msg)?,
+            None if !memory.remaining.is_empty() => std::mem::take(&mut memory.remaining),
+            None => vec![Step::Complete(format!("follow-up done: {latest}"))],
+        }
+    } else if !memory.remaining.is_empty() {
+        std::mem::take(&mut memory.remaining)
+    } else {
+        let assignment = &attached["assignment"];
+        let objective = assignment["objective"].as_str().unwrap_or_default();
+        let constraints: Vec<&str> = assignment["constraints"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|c| c.as_str()).collect())
+            .unwrap_or_default();
+        let script = scenario_in(objective).or_else(|| constraints.iter().find_map(|c| scenario_in(c)));
+        match script {
+            Some(script) => parse(script).map_err(anyhow::Error::msg)?,
+            None => vec![Step::Complete(format!("done: {objective}"))],
+        }
+    };
+    stream(hub, conversation, &format!("attached; {} step(s).\n", steps.len())).await;
+    let result = run(hub, conversation, &mut mcp, &mut memory, steps).await;
+    hub.update(conversation, |c| c.agent = Some(memory));
+    result
+}
+
+async fn run(
+    hub: &Hub,
+    conversation: &str,
+    mcp: &mut Client,
+    memory: &mut Memory,
+    steps: Vec<Step>,
+) -> anyhow::Result<Option<TurnError>> {
+    let cap = memory.capability.clone();
+    let mut steps = steps.into_iter();
+    while let Some(step) = steps.next() {
+        match step {
+            Step::Progress(summary) => {
+                call(mcp, "worker_progress", json!({"capability": cap, "summary": summary})).await?;
+                stream(hub, conversation, &format!("• progress: {summary}\n")).await;
+            }
+            Step::AskRoot(question) => {
+                let sent = call(
+                    mcp,
+                    "message_send",
+                    json!({"capability": cap, "to": "/root", "kind": "question", "body": question}),
+                )
+                .await?;
+                memory.question = sent["message_id"].as_str().map(str::to_owned);
+                stream(hub, conversation, &format!("• asked root: {question}\n")).await;
+            }
+            Step::AwaitAnswer => {
+                let answer = await_answer(mcp, memory).await?;
+                stream(hub, conversation, &format!("• root answered: {answer}\n")).await;
+            }
+            Step::Complete(summary) => {
+                call(mcp, "worker_complete", json!({"capability": cap, "summary": summary})).await?;
+                stream(hub, conversation, &format!("• completed: {summary}\n")).await;
+            }
+            Step::Fail(reason) => {
+                call(mcp, "worker_fail", json!({"capability": cap, "reason": reason})).await?;
+                stream(hub, conversation, &format!("• failed: {reason}\n")).await;
+            }
+            Step::Say(text) => stream(hub, conversation, &format!("{text}\n")).await,
+            Step::Sleep(d) => {
+                stream(hub, conversation, "…").await;
+                tokio::time::sleep(d).await;
+            }
+            Step::EndTurn => {
+                memory.remaining = steps.collect();
+                stream(hub, conversation, "(ending this turn here)\n").await;
+                return Ok(None);
+            }
+            Step::Incident(Incident::Deferral) => {
+                hub.update(conversation, |c| {
+                    c.deferral = true;
+                    c.incidents.push("deferral".into());
+                });
+            }
+            Step::Incident(Incident::RateLimit) => {
+                memory.remaining = steps.collect();
+                hub.update(conversation, |c| {
+                    c.rate_limited = true;
+                    c.incidents.push("rate_limited".into());
+                });
+                return Ok(None);
+            }
+            Step::Incident(Incident::DeliveryTimeout) => {
+                memory.remaining = steps.collect();
+                return Ok(Some(TurnError::DeliveryTimeout));
+            }
+            Step::Incident(Incident::SomethingWentWrong) => {
+                memory.remaining = steps.collect();
+                return Ok(Some(TurnError::SomethingWentWrong));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Waits (bounded: 10 waits of up to 30 s) for an answer to the last question.
+async fn await_answer(mcp: &mut Client, memory: &mut Memory) -> anyhow::Result<String> {
+    let question = memory.question.clone().ok_or_else(|| anyhow::anyhow!("await_answer without a question"))?;
+    for _ in 0..10 {
+        let page = call(
+            mcp,
+            "events_wait",
+            json!({"capability": memory.capability, "after_cursor": memory.cursor, "timeout_ms": 30_000}),
+        )
+        .await?;
+        for event in page["events"].as_array().into_iter().flatten() {
+            memory.cursor = event["cursor"].as_u64().unwrap_or(memory.cursor);
+            let data = &event["data"];
+            if event["type"] == "worker.message" && data["in_reply_to"] == question.as_str() {
+                return Ok(data["body"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+        memory.cursor = page["cursor"].as_u64().unwrap_or(memory.cursor);
+    }
+    anyhow::bail!("no answer from root within the agent's bound")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenarios_parse_and_unknown_steps_are_errors() {
+        let steps = parse(
+            r#"progress "x"; ask_root "q?"; await_answer; sleep 250ms; incident deferral; end_turn; complete "done""#,
+        )
+        .unwrap();
+        assert_eq!(steps.len(), 7);
+        assert_eq!(steps[3], Step::Sleep(Duration::from_millis(250)));
+        assert_eq!(parse("sleep 2s").unwrap(), vec![Step::Sleep(Duration::from_secs(2))]);
+        assert_eq!(parse("dance").unwrap_err(), "unknown scenario step `dance`");
+        assert!(parse("progress x").unwrap_err().contains("quoted"));
+        assert!(parse("incident meteor").unwrap_err().contains("meteor"));
+        assert_eq!(scenario_in("Build A\nscenario: complete \"ok\""), Some("complete \"ok\""));
+    }
+}

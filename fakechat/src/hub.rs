@@ -1,0 +1,325 @@
+//! fakechat's server-side state: conversations, tabs and what the oracle
+//! reports. Every change bumps the conversation's version and wakes the
+//! pages long-polling for it.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use crate::agent::Memory;
+use crate::render::{Editor, Generation, Integrity, Locale, Role, Screen, Turn, TurnError, View};
+
+/// Per-conversation presentation, switchable through the control API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Settings {
+    /// What occupies the page.
+    pub screen: Screen,
+    /// Frontend generation.
+    pub generation: Generation,
+    /// Composer editor.
+    pub editor: Editor,
+    /// Labels' language.
+    pub locale: Locale,
+    /// Intact or broken.
+    pub integrity: Integrity,
+}
+
+/// One submitted user turn, as the oracle reports it (no text, only its hash).
+#[derive(Debug, Clone, Serialize)]
+pub struct UserTurn {
+    /// SHA-256 of the text, hex.
+    pub sha256: String,
+    /// Length in bytes.
+    pub len: usize,
+    /// When it was submitted (ms since epoch).
+    pub at_ms: u64,
+    /// The tab that submitted it.
+    pub tab: Option<String>,
+    /// Whether it was a worker bootstrap.
+    pub bootstrap: bool,
+}
+
+/// A conversation.
+#[derive(Debug, Default)]
+pub struct Conversation {
+    /// UUID.
+    pub id: String,
+    /// `g-p-…` project, if created inside one.
+    pub project: Option<String>,
+    /// Presentation.
+    pub settings: Settings,
+    /// The thread.
+    pub turns: Vec<Turn>,
+    /// An assistant turn is streaming.
+    pub generating: bool,
+    /// The deferral notice is shown.
+    pub deferral: bool,
+    /// The rate-limit dialog is shown.
+    pub rate_limited: bool,
+    /// Update counter.
+    pub version: u64,
+    /// Submitted user turns.
+    pub user_turns: Vec<UserTurn>,
+    /// Clicks on Retry (the product must never click it).
+    pub retry_clicks: u32,
+    /// Incidents shown, in order.
+    pub incidents: Vec<String>,
+    /// Scenario errors shown.
+    pub errors: Vec<String>,
+    /// The scripted agent's memory across turns.
+    pub agent: Option<Memory>,
+}
+
+/// A browser tab as its page reports it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Tab {
+    /// The conversation it shows.
+    pub conversation: Option<String>,
+    /// Visible now.
+    pub visible: bool,
+    /// Visibility changes: (visible, at_ms).
+    pub changes: Vec<(bool, u64)>,
+}
+
+#[derive(Default)]
+struct Inner {
+    conversations: HashMap<String, Conversation>,
+    defaults: Settings,
+    tabs: HashMap<String, Tab>,
+}
+
+/// Why a submission was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// No such conversation.
+    Unknown,
+    /// The conversation is generating (ChatGPT shows Stop, not Send).
+    Busy,
+    /// The page shows no composer (loading, signed out, challenge, broken).
+    NoComposer,
+}
+
+/// The shared state.
+pub struct Hub {
+    inner: Mutex<Inner>,
+    changed: watch::Sender<u64>,
+    /// The orchestrator's MCP URL the scripted agent calls.
+    pub mcp_url: Option<String>,
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+fn hex_sha256(text: &str) -> String {
+    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Hub {
+    /// An empty hub.
+    pub fn new(mcp_url: Option<String>) -> Self {
+        Self { inner: Mutex::new(Inner::default()), changed: watch::Sender::new(0), mcp_url }
+    }
+
+    /// A receiver that changes whenever anything changes.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn bump(&self, conversation: &mut Conversation) {
+        conversation.version += 1;
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// Runs `f` on a conversation and wakes its pages.
+    pub fn update<T>(&self, id: &str, f: impl FnOnce(&mut Conversation) -> T) -> Option<T> {
+        let mut inner = self.inner.lock().unwrap();
+        let conversation = inner.conversations.get_mut(id)?;
+        let out = f(conversation);
+        self.bump(conversation);
+        Some(out)
+    }
+
+    /// Reads a conversation.
+    pub fn read<T>(&self, id: &str, f: impl FnOnce(&Conversation) -> T) -> Option<T> {
+        self.inner.lock().unwrap().conversations.get(id).map(f)
+    }
+
+    /// The settings new conversations start with.
+    pub fn defaults(&self) -> Settings {
+        self.inner.lock().unwrap().defaults
+    }
+
+    /// Changes the settings new conversations start with.
+    pub fn set_defaults(&self, settings: Settings) {
+        self.inner.lock().unwrap().defaults = settings;
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// The view of a conversation, or of a new chat when `id` is `None`.
+    pub fn view(&self, id: Option<&str>, project: Option<&str>, nonce: String) -> Option<View> {
+        let inner = self.inner.lock().unwrap();
+        let Some(id) = id else {
+            let s = inner.defaults;
+            return Some(View {
+                screen: s.screen,
+                generation: s.generation,
+                editor: s.editor,
+                locale: s.locale,
+                integrity: s.integrity,
+                nonce,
+                project: project.map(str::to_owned),
+                ..View::default()
+            });
+        };
+        let c = inner.conversations.get(id)?;
+        Some(View {
+            screen: c.settings.screen,
+            generation: c.settings.generation,
+            editor: c.settings.editor,
+            locale: c.settings.locale,
+            integrity: c.settings.integrity,
+            turns: c.turns.clone(),
+            generating: c.generating,
+            deferral: c.deferral,
+            rate_limited: c.rate_limited,
+            conversation: Some(c.id.clone()),
+            nonce,
+            project: c.project.clone(),
+            version: c.version,
+        })
+    }
+
+    /// Records a user turn and opens the assistant turn. Creates the
+    /// conversation when `id` is `None`. Returns the conversation id.
+    pub fn submit(
+        &self,
+        id: Option<&str>,
+        project: Option<&str>,
+        text: &str,
+        tab: Option<&str>,
+    ) -> Result<String, Refused> {
+        let mut inner = self.inner.lock().unwrap();
+        let defaults = inner.defaults;
+        let id = match id {
+            Some(id) => id.to_owned(),
+            None => {
+                let id = uuid::Uuid::new_v4().hyphenated().to_string();
+                let c = Conversation {
+                    id: id.clone(),
+                    project: project.map(str::to_owned),
+                    settings: defaults,
+                    ..Conversation::default()
+                };
+                inner.conversations.insert(id.clone(), c);
+                id
+            }
+        };
+        let c = inner.conversations.get_mut(&id).ok_or(Refused::Unknown)?;
+        if c.generating {
+            return Err(Refused::Busy);
+        }
+        if c.settings.screen != Screen::Chat || c.settings.integrity == Integrity::Missing {
+            return Err(Refused::NoComposer);
+        }
+        c.user_turns.push(UserTurn {
+            sha256: hex_sha256(text),
+            len: text.len(),
+            at_ms: now_ms(),
+            tab: tab.map(str::to_owned),
+            bootstrap: text.contains("[orchestrator bootstrap v"),
+        });
+        c.turns.push(Turn { role: Role::User, text: text.to_owned(), finished: true, error: None });
+        c.turns.push(Turn { role: Role::Assistant, text: String::new(), finished: false, error: None });
+        c.generating = true;
+        self.bump(c);
+        Ok(id)
+    }
+
+    /// Appends streamed text to the open assistant turn.
+    pub fn say(&self, id: &str, text: &str) {
+        self.update(id, |c| {
+            if let Some(turn) = c.turns.last_mut().filter(|t| t.role == Role::Assistant) {
+                turn.text.push_str(text);
+            }
+        });
+    }
+
+    /// Ends the open assistant turn: finished, or with an error inside it.
+    pub fn end_turn(&self, id: &str, error: Option<TurnError>) {
+        self.update(id, |c| {
+            c.generating = false;
+            c.deferral = false;
+            if let Some(turn) = c.turns.last_mut().filter(|t| t.role == Role::Assistant) {
+                turn.finished = error.is_none();
+                turn.error = error;
+            }
+            if let Some(e) = error {
+                c.incidents.push(incident_name(e).into());
+            }
+        });
+    }
+
+    /// Records a tab's visibility.
+    pub fn tab(&self, tab: &str, conversation: Option<&str>, visible: bool) {
+        let mut inner = self.inner.lock().unwrap();
+        let entry = inner.tabs.entry(tab.to_owned()).or_default();
+        entry.conversation = conversation.map(str::to_owned).or(entry.conversation.take());
+        if entry.changes.last().is_none_or(|(v, _)| *v != visible) {
+            entry.changes.push((visible, now_ms()));
+        }
+        entry.visible = visible;
+    }
+
+    /// The oracle's report: every conversation's submitted turns, Retry
+    /// clicks, incidents and state, and every tab's visibility.
+    pub fn oracle(&self) -> serde_json::Value {
+        let inner = self.inner.lock().unwrap();
+        let mut conversations: Vec<&Conversation> = inner.conversations.values().collect();
+        conversations.sort_by(|a, b| a.id.cmp(&b.id));
+        let conversations: serde_json::Map<String, serde_json::Value> = conversations
+            .into_iter()
+            .map(|c| {
+                let last = c.turns.last();
+                let state = if c.settings.screen != Screen::Chat {
+                    format!("{:?}", c.settings.screen).to_lowercase()
+                } else if c.generating {
+                    "generating".into()
+                } else if last.is_some_and(|t| t.error.is_some()) {
+                    "error".into()
+                } else if last.is_some() {
+                    "idle".into()
+                } else {
+                    "ready".into()
+                };
+                (
+                    c.id.clone(),
+                    serde_json::json!({
+                        "project": c.project,
+                        "settings": c.settings,
+                        "state": state,
+                        "user_turns": c.user_turns,
+                        "retry_clicks": c.retry_clicks,
+                        "incidents": c.incidents,
+                        "errors": c.errors,
+                        "version": c.version,
+                    }),
+                )
+            })
+            .collect();
+        serde_json::json!({ "conversations": conversations, "tabs": inner.tabs, "defaults": inner.defaults })
+    }
+}
+
+/// The oracle's name of a turn error.
+pub fn incident_name(e: TurnError) -> &'static str {
+    match e {
+        TurnError::DeliveryTimeout => "delivery_timeout",
+        TurnError::SomethingWentWrong => "something_went_wrong",
+    }
+}

@@ -1,0 +1,127 @@
+//! A minimal MCP client over streamable HTTP (legacy session mode): what the
+//! scripted agent uses to call the orchestrator exactly as a ChatGPT
+//! conversation's host would. Plain HTTP on loopback only.
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const VERSION: &str = "2025-11-25";
+
+/// A tool error: its stable code and message.
+#[derive(Debug, Clone)]
+pub struct ToolError {
+    /// For example `FORBIDDEN`.
+    pub code: String,
+    /// Human-readable.
+    pub message: String,
+}
+
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+/// One MCP session.
+pub struct Client {
+    authority: String,
+    path: String,
+    session: String,
+    next_id: u64,
+}
+
+struct Reply {
+    head: String,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+    }
+}
+
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else { break };
+        if size == 0 || tail.len() < size {
+            break;
+        }
+        out.push_str(&tail[..size]);
+        rest = tail[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+async fn post(authority: &str, path: &str, session: Option<&str>, body: &str) -> anyhow::Result<Reply> {
+    let mut stream = TcpStream::connect(authority).await?;
+    stream.set_nodelay(true)?;
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {VERSION}\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if let Some(s) = session {
+        req.push_str(&format!("Mcp-Session-Id: {s}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    stream.write_all(req.as_bytes()).await?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut reply = Reply { head: head.to_owned(), body: body.to_owned() };
+    if reply.header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        reply.body = dechunk(&reply.body);
+    }
+    Ok(reply)
+}
+
+fn message(body: &str) -> anyhow::Result<Value> {
+    let json = body.lines().filter_map(|l| l.strip_prefix("data: ")).find(|l| l.starts_with('{')).unwrap_or(body);
+    Ok(serde_json::from_str(json)?)
+}
+
+impl Client {
+    /// Connects to an `http://host:port/path` MCP endpoint.
+    pub async fn connect(url: &str) -> anyhow::Result<Client> {
+        let rest = url.strip_prefix("http://").ok_or_else(|| anyhow::anyhow!("only http:// MCP URLs on loopback"))?;
+        let (authority, path) =
+            rest.split_once('/').map(|(a, p)| (a.to_owned(), format!("/{p}"))).unwrap_or((rest.to_owned(), "/".into()));
+        let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "fakechat-agent", "version": env!("CARGO_PKG_VERSION")}}});
+        let reply = post(&authority, &path, None, &init.to_string()).await?;
+        let session =
+            reply.header("mcp-session-id").ok_or_else(|| anyhow::anyhow!("no MCP session id in {}", reply.head))?;
+        post(&authority, &path, Some(&session), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await?;
+        Ok(Client { authority, path, session, next_id: 1 })
+    }
+
+    /// Calls a tool; its structured content, or the typed tool error.
+    pub async fn call(&mut self, tool: &str, args: Value) -> anyhow::Result<Result<Value, ToolError>> {
+        self.next_id += 1;
+        let body =
+            json!({"jsonrpc":"2.0","id":self.next_id,"method":"tools/call","params":{"name":tool,"arguments":args}});
+        let reply = post(&self.authority, &self.path, Some(&self.session), &body.to_string()).await?;
+        let msg = message(&reply.body)?;
+        if let Some(err) = msg.get("error") {
+            anyhow::bail!("{tool}: JSON-RPC error {err}");
+        }
+        let result = &msg["result"];
+        if result["isError"] == true {
+            let text = result["content"][0]["text"].as_str().unwrap_or_default();
+            let err: Value = serde_json::from_str(text).unwrap_or_default();
+            return Ok(Err(ToolError {
+                code: err["code"].as_str().unwrap_or("UNKNOWN").to_owned(),
+                message: err["message"].as_str().unwrap_or(text).to_owned(),
+            }));
+        }
+        Ok(Ok(result["structuredContent"].clone()))
+    }
+}

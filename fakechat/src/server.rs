@@ -1,0 +1,314 @@
+//! fakechat's HTTP surface: the pages at the real site's paths, the page
+//! script, the fake backend the page script calls, the control API tests use
+//! to switch states, and the oracle tests assert against.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+
+use crate::agent;
+use crate::hub::{Hub, Refused, Settings, incident_name};
+use crate::render::{self, Editor, Generation, Integrity, Locale, Screen, TurnError};
+
+/// The page's Content-Security-Policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Csp {
+    /// Nonce scripts only, no `'wasm-unsafe-eval'`: the worst case for extensions.
+    Strict,
+    /// Like the captured real header: nonce scripts plus `'wasm-unsafe-eval'`.
+    RealLike,
+    /// No CSP header.
+    None,
+}
+
+impl Csp {
+    fn header(self, nonce: &str) -> Option<String> {
+        let common = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; \
+                      frame-ancestors 'none'; base-uri 'none'; object-src 'none'";
+        match self {
+            Csp::Strict => Some(format!("{common}; script-src 'self' 'nonce-{nonce}'")),
+            Csp::RealLike => Some(format!("{common}; script-src 'nonce-{nonce}' 'self' 'wasm-unsafe-eval'")),
+            Csp::None => None,
+        }
+    }
+}
+
+struct App {
+    hub: Arc<Hub>,
+    csp: Csp,
+}
+
+/// The router over `hub`.
+pub fn router(hub: Arc<Hub>, csp: Csp) -> Router {
+    let app = Arc::new(App { hub, csp });
+    Router::new()
+        .route("/", get(new_chat))
+        .route("/c/{id}", get(conversation))
+        .route("/g/{project}/project", get(project_chat))
+        .route("/g/{project}/c/{id}", get(project_conversation))
+        .route("/_fakechat/app.js", get(script))
+        .route("/_fakechat/api/submit", post(submit))
+        .route("/_fakechat/api/view", get(view))
+        .route("/_fakechat/api/retry", post(retry))
+        .route("/_fakechat/api/tab", post(tab))
+        .route("/_fakechat/control", post(control))
+        .route("/_fakechat/oracle", get(oracle))
+        .route("/_fakechat/healthz", get(|| async { "ok" }))
+        .with_state(app)
+}
+
+fn nonce() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("random source");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `g-p-<32 hex>` optionally followed by `-<slug>`; returns the project id part.
+fn project_id(segment: &str) -> Option<&str> {
+    let hex = segment.strip_prefix("g-p-")?;
+    let (id, rest) = hex.split_at_checked(32)?;
+    let slug_ok = rest.is_empty()
+        || rest
+            .strip_prefix('-')
+            .is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+    (id.bytes().all(|b| b.is_ascii_hexdigit()) && slug_ok).then_some(id)
+}
+
+fn render_page(app: &App, conversation: Option<&str>, project: Option<&str>) -> Response {
+    let nonce = nonce();
+    let Some(view) = app.hub.view(conversation, project, nonce.clone()) else {
+        return (StatusCode::NOT_FOUND, Html("<!DOCTYPE html><title>ChatGPT</title><p>Conversation not found</p>"))
+            .into_response();
+    };
+    let mut response = Html(render::page(&view)).into_response();
+    if let Some(csp) = app.csp.header(&nonce) {
+        response.headers_mut().insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_str(&csp).expect("ascii"));
+    }
+    response
+}
+
+async fn new_chat(State(app): State<Arc<App>>) -> Response {
+    render_page(&app, None, None)
+}
+
+async fn conversation(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
+    render_page(&app, Some(&id), None)
+}
+
+async fn project_chat(State(app): State<Arc<App>>, Path(project): Path<String>) -> Response {
+    match project_id(&project) {
+        Some(_) => render_page(&app, None, Some(&project)),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+async fn project_conversation(State(app): State<Arc<App>>, Path((project, id)): Path<(String, String)>) -> Response {
+    if project_id(&project).is_none()
+        || app.hub.read(&id, |c| c.project.clone()).flatten().as_deref() != Some(project.as_str())
+    {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    render_page(&app, Some(&id), None)
+}
+
+async fn script() -> Response {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("../static/app.js")).into_response()
+}
+
+#[derive(Deserialize)]
+struct SubmitBody {
+    conversation: Option<String>,
+    project: Option<String>,
+    text: String,
+    tab: Option<String>,
+}
+
+async fn submit(State(app): State<Arc<App>>, Json(body): Json<SubmitBody>) -> Response {
+    let text = body.text.trim().to_owned();
+    if text.is_empty() {
+        return (StatusCode::BAD_REQUEST, "empty prompt").into_response();
+    }
+    if body.project.as_deref().is_some_and(|p| project_id(p).is_none()) {
+        return (StatusCode::BAD_REQUEST, "bad project").into_response();
+    }
+    let id = match app.hub.submit(body.conversation.as_deref(), body.project.as_deref(), &text, body.tab.as_deref()) {
+        Ok(id) => id,
+        Err(Refused::Unknown) => return StatusCode::NOT_FOUND.into_response(),
+        Err(Refused::Busy | Refused::NoComposer) => return StatusCode::CONFLICT.into_response(),
+    };
+    tokio::spawn(agent::respond(app.hub.clone(), id.clone(), text));
+    let url = match app.hub.read(&id, |c| c.project.clone()).flatten() {
+        Some(project) => format!("/g/{project}/c/{id}"),
+        None => format!("/c/{id}"),
+    };
+    Json(serde_json::json!({ "conversation": id, "url": url })).into_response()
+}
+
+#[derive(Deserialize)]
+struct ViewQuery {
+    conversation: String,
+    after: u64,
+}
+
+/// Long poll: returns as soon as the conversation's version passes `after`
+/// (or after 25 s with the current view).
+async fn view(State(app): State<Arc<App>>, Query(q): Query<ViewQuery>) -> Response {
+    let mut changes = app.hub.subscribe();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(25);
+    loop {
+        let Some(view) = app.hub.view(Some(&q.conversation), None, String::new()) else {
+            return StatusCode::NOT_FOUND.into_response();
+        };
+        if view.version > q.after || tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
+            return Json(serde_json::json!({
+                "version": view.version,
+                "layout": view.layout(),
+                "thread": render::thread(&view),
+                "actions": render::actions(&view),
+            }))
+            .into_response();
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RetryBody {
+    conversation: String,
+}
+
+async fn retry(State(app): State<Arc<App>>, Json(body): Json<RetryBody>) -> StatusCode {
+    match app.hub.update(&body.conversation, |c| c.retry_clicks += 1) {
+        Some(()) => StatusCode::NO_CONTENT,
+        None => StatusCode::NOT_FOUND,
+    }
+}
+
+#[derive(Deserialize)]
+struct TabBody {
+    tab: String,
+    conversation: Option<String>,
+    visible: bool,
+}
+
+async fn tab(State(app): State<Arc<App>>, Json(body): Json<TabBody>) -> StatusCode {
+    app.hub.tab(&body.tab, body.conversation.as_deref(), body.visible);
+    StatusCode::NO_CONTENT
+}
+
+/// A state switch. Absent fields are left as they are; without a
+/// `conversation` it changes the defaults for new chats.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Control {
+    conversation: Option<String>,
+    screen: Option<Screen>,
+    generation: Option<Generation>,
+    editor: Option<Editor>,
+    locale: Option<Locale>,
+    integrity: Option<Integrity>,
+    /// Start (true) or stop (false) a streaming assistant turn.
+    generating: Option<bool>,
+    deferral: Option<bool>,
+    rate_limited: Option<bool>,
+    /// End the current turn with this error inside it.
+    turn_error: Option<TurnError>,
+}
+
+fn apply(settings: &mut Settings, c: &Control) {
+    settings.screen = c.screen.unwrap_or(settings.screen);
+    settings.generation = c.generation.unwrap_or(settings.generation);
+    settings.editor = c.editor.unwrap_or(settings.editor);
+    settings.locale = c.locale.unwrap_or(settings.locale);
+    settings.integrity = c.integrity.unwrap_or(settings.integrity);
+}
+
+async fn control(State(app): State<Arc<App>>, Json(c): Json<Control>) -> Response {
+    let Some(id) = c.conversation.clone() else {
+        let mut defaults = app.hub.defaults();
+        apply(&mut defaults, &c);
+        app.hub.set_defaults(defaults);
+        return StatusCode::NO_CONTENT.into_response();
+    };
+    let found = app.hub.update(&id, |conv| {
+        apply(&mut conv.settings, &c);
+        if let Some(screen) = c.screen.filter(|s| *s != Screen::Chat) {
+            conv.incidents.push(format!("{screen:?}").to_lowercase());
+        }
+        if let Some(on) = c.deferral {
+            conv.deferral = on;
+            if on {
+                conv.incidents.push("deferral".into());
+            }
+        }
+        if let Some(on) = c.rate_limited {
+            conv.rate_limited = on;
+            if on {
+                conv.incidents.push("rate_limited".into());
+            }
+        }
+        if let Some(on) = c.generating {
+            conv.generating = on;
+            let open = conv
+                .turns
+                .last()
+                .is_some_and(|t| t.role == render::Role::Assistant && !t.finished && t.error.is_none());
+            if on && !open {
+                conv.turns.push(render::Turn {
+                    role: render::Role::Assistant,
+                    text: "Thinking".into(),
+                    finished: false,
+                    error: None,
+                });
+            }
+            if !on && let Some(turn) = conv.turns.last_mut().filter(|t| t.role == render::Role::Assistant) {
+                turn.finished = true;
+            }
+        }
+        if let Some(error) = c.turn_error {
+            conv.generating = false;
+            if conv.turns.last().is_none_or(|t| t.role != render::Role::Assistant) {
+                conv.turns.push(render::Turn {
+                    role: render::Role::Assistant,
+                    text: String::new(),
+                    finished: false,
+                    error: None,
+                });
+            }
+            if let Some(turn) = conv.turns.last_mut() {
+                turn.finished = false;
+                turn.error = Some(error);
+            }
+            conv.incidents.push(incident_name(error).into());
+        }
+    });
+    match found {
+        Some(()) => StatusCode::NO_CONTENT.into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+async fn oracle(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
+    Json(app.hub.oracle())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_segments_follow_the_real_shape() {
+        let hex = "0123456789abcdef0123456789abcdef";
+        assert_eq!(project_id(&format!("g-p-{hex}")), Some(hex));
+        assert_eq!(project_id(&format!("g-p-{hex}-my-workers")), Some(hex));
+        assert_eq!(project_id(&format!("g-p-{hex}-")), None);
+        assert_eq!(project_id("g-p-123"), None);
+        assert_eq!(project_id(&format!("g-x-{hex}")), None);
+    }
+}

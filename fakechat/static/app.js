@@ -1,0 +1,104 @@
+// fakechat's page script: plays chatgpt.com's frontend for the fake site.
+// It is fakechat's own code, never the product's: the product's adapter only
+// reads the DOM this script maintains and uses the page's own controls.
+(() => {
+  "use strict";
+  const body = document.body;
+  let conversation = body.dataset.fakechatConversation || null;
+  const project = body.dataset.fakechatProject || null;
+  const layout = body.dataset.fakechatLayout;
+  let version = Number(body.dataset.fakechatVersion || 0);
+  let tab = sessionStorage.getItem("fakechat-tab");
+  if (!tab) {
+    tab = crypto.randomUUID();
+    sessionStorage.setItem("fakechat-tab", tab);
+  }
+
+  const post = (path, data) =>
+    fetch(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(data) });
+  const editor = () => document.querySelector("form [contenteditable='true']");
+  const isStop = (b) => b.dataset.testid === "stop-button" || b.dataset.state === "stop";
+  const sendButton = () => [...document.querySelectorAll("#composer-actions button")].find((b) => !isStop(b));
+  const textOf = (ed) => (ed ? ed.innerText.trim() : "");
+
+  function updateSend() {
+    const b = sendButton();
+    if (b) b.disabled = textOf(editor()) === "";
+  }
+
+  async function submit() {
+    const ed = editor();
+    const text = textOf(ed);
+    if (!text) return;
+    const response = await post("/_fakechat/api/submit", { conversation, project, text, tab });
+    if (!response.ok) return;
+    ed.innerHTML = "<p></p>";
+    updateSend();
+    const r = await response.json();
+    if (!conversation) {
+      conversation = r.conversation;
+      body.dataset.fakechatConversation = conversation;
+      history.pushState({}, "", r.url);
+      reportVisibility();
+      poll();
+    }
+  }
+
+  async function poll() {
+    while (conversation) {
+      let v;
+      try {
+        const r = await fetch(`/_fakechat/api/view?conversation=${conversation}&after=${version}`);
+        if (!r.ok) throw new Error(String(r.status));
+        v = await r.json();
+      } catch (_) {
+        await new Promise((res) => setTimeout(res, 500));
+        continue;
+      }
+      if (v.layout !== layout) {
+        location.reload();
+        return;
+      }
+      if (v.version === version) continue;
+      version = v.version;
+      const region = document.getElementById("thread-region");
+      if (region) region.outerHTML = v.thread;
+      const actions = document.getElementById("composer-actions");
+      if (actions) actions.outerHTML = v.actions;
+      updateSend();
+    }
+  }
+
+  function reportVisibility() {
+    post("/_fakechat/api/tab", { tab, conversation, visible: !document.hidden });
+  }
+
+  document.addEventListener("input", updateSend);
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && e.target.closest && e.target.closest("[contenteditable='true']")) {
+      e.preventDefault();
+      submit();
+    }
+  });
+  document.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const b = sendButton();
+    if (b && !b.disabled) submit();
+  });
+  document.addEventListener("click", (e) => {
+    const b = e.target.closest && e.target.closest("button");
+    if (!b) return;
+    if (b.dataset.testid === "regenerate-thread-error-button") {
+      post("/_fakechat/api/retry", { conversation });
+    } else if (b.dataset.fakechatDismiss) {
+      b.closest("[role='dialog']").remove();
+    } else if (b.closest("#composer-actions")) {
+      e.preventDefault();
+      if (!isStop(b) && !b.disabled) submit();
+    }
+  });
+  document.addEventListener("visibilitychange", reportVisibility);
+  reportVisibility();
+  updateSend();
+  if (conversation) poll();
+})();
