@@ -129,7 +129,7 @@ async fn every_state_and_incident_is_reachable() {
         site.control(json!({"conversation": id, "integrity": "duplicated", "editor": "prose_mirror"})).await;
         site.page(&id).await
     };
-    assert_eq!(duplicated.matches(r#"id="prompt-textarea""#).count(), 2);
+    assert_eq!(duplicated.matches(r#"<div id="prompt-textarea""#).count(), 2);
     assert_eq!(duplicated.matches(r#"data-testid="send-button""#).count(), 2);
     let incidents = site.oracle().await["conversations"][&id]["incidents"].clone();
     for expected in
