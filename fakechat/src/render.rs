@@ -201,6 +201,14 @@ fn labels(locale: Locale, generation: Generation) -> Labels {
     }
 }
 
+/// Enough layout that elements have boxes a browser can click (inline
+/// styles are allowed by the real site's CSP, as here).
+const STYLE: &str = "<style>body{font-family:sans-serif;margin:0}main{display:flex;flex-direction:column;min-height:100vh}\
+#thread{flex:1;padding:16px}article{margin:8px 0}form.composer{display:flex;gap:8px;padding:16px;align-items:flex-end}\
+form [contenteditable]{flex:1;min-height:40px;min-width:320px;border:1px solid #999;border-radius:8px;padding:8px}\
+#composer-actions button,.turn-actions button,.btn{min-width:36px;min-height:36px}[hidden],.hidden{display:none}\
+[role=dialog]{position:fixed;top:30%;left:30%;background:#fff;border:1px solid #333;padding:24px}</style>";
+
 /// Escapes text for HTML content and attribute values.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -230,7 +238,7 @@ pub fn page(view: &View) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
-        "<!DOCTYPE html>\n<html lang=\"{lang}\">\n<head>\n<meta charset=\"utf-8\">\n<title>ChatGPT</title>\n\
+        "<!DOCTYPE html>\n<html lang=\"{lang}\">\n<head>\n<meta charset=\"utf-8\">\n<title>ChatGPT</title>\n{STYLE}\n\
          <script nonce=\"{nonce}\" src=\"/_fakechat/app.js\" defer></script>\n</head>\n\
          <body data-fakechat-generation=\"{generation}\" data-fakechat-conversation=\"{conv}\" \
          data-fakechat-project=\"{project}\" data-fakechat-version=\"{version}\" data-fakechat-layout=\"{layout}\">\n",
@@ -255,20 +263,20 @@ pub fn page(view: &View) -> String {
         }
         Screen::SignedOut => {
             let l = labels(view.locale, view.generation);
-            let _ = write!(
+            let _ = writeln!(
                 out,
                 "<div id=\"__next\"><div data-testid=\"login-screen\"><h1>{}</h1>\
                  <button data-testid=\"login-button\">{}</button>\
-                 <button data-testid=\"signup-button\">{}</button></div></div>\n",
+                 <button data-testid=\"signup-button\">{}</button></div></div>",
                 l.get_started, l.log_in, l.sign_up
             );
         }
         Screen::Challenge => {
             let l = labels(view.locale, view.generation);
-            let _ = write!(
+            let _ = writeln!(
                 out,
                 "<div id=\"challenge-stage\" data-fakechat-challenge=\"true\"><h1>chatgpt.com</h1><p>{}</p>\
-                 <div class=\"cf-turnstile\" title=\"Widget containing a Cloudflare security challenge\"></div></div>\n",
+                 <div class=\"cf-turnstile\" title=\"Widget containing a Cloudflare security challenge\"></div></div>",
                 l.verify
             );
         }

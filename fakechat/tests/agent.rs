@@ -32,7 +32,10 @@ async fn world() -> World {
     tokio::spawn(async move { axum::serve(listener, app).await });
     let fake = fakechat::start("127.0.0.1:0".parse().unwrap(), Some(mcp_url.clone()), Csp::Strict, None).await.unwrap();
     let mut root = Client::connect(&mcp_url).await.unwrap();
-    let cap = root.call("run_create", json!({"title": "agent"})).await.unwrap().unwrap()["root_capability"].as_str().unwrap().to_owned();
+    let cap = root.call("run_create", json!({"title": "agent"})).await.unwrap().unwrap()["root_capability"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     World { fake, root, cap, _dir: dir }
 }
 
@@ -44,7 +47,12 @@ impl World {
 
     /// Spawns a worker whose objective carries `scenario`; returns (worker id, bootstrap prompt).
     async fn spawn(&mut self, name: &str, scenario: &str) -> (String, String) {
-        let out = self.call("worker_spawn", json!({"name": name, "assignment": {"objective": format!("Do {name}\nscenario: {scenario}")}})).await;
+        let out = self
+            .call(
+                "worker_spawn",
+                json!({"name": name, "assignment": {"objective": format!("Do {name}\nscenario: {scenario}")}}),
+            )
+            .await;
         (out["worker"]["worker_id"].as_str().unwrap().to_owned(), out["bootstrap_prompt"].as_str().unwrap().to_owned())
     }
 
@@ -86,16 +94,30 @@ impl World {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bootstrap_turn_attaches_asks_root_and_completes() {
     let mut w = world().await;
-    let (worker, bootstrap) = w.spawn("alpha", r#"progress "half way"; ask_root "which port?"; await_answer; complete "built A""#).await;
+    let (worker, bootstrap) =
+        w.spawn("alpha", r#"progress "half way"; ask_root "which port?"; await_answer; complete "built A""#).await;
     let conversation = w.submit(None, &bootstrap);
     let mut cursor = 0;
     let question = w.wait_for(&mut cursor, |e| e["type"] == "worker.message" && e["data"]["kind"] == "question").await;
     assert_eq!(question["data"]["from"], worker.as_str());
-    w.call("message_send", json!({"to": worker, "kind": "answer", "body": "7777", "in_reply_to": question["data"]["message_id"]})).await;
+    w.call(
+        "message_send",
+        json!({"to": worker, "kind": "answer", "body": "7777", "in_reply_to": question["data"]["message_id"]}),
+    )
+    .await;
     w.wait_for(&mut cursor, |e| e["type"] == "worker.completed" && e["data"]["worker_id"] == worker.as_str()).await;
     let events = w.call("events_list", json!({"limit": 500})).await;
-    let kinds: Vec<&str> = events["events"].as_array().unwrap().iter().filter(|e| e["data"]["worker_id"] == worker.as_str()).map(|e| e["type"].as_str().unwrap()).collect();
-    assert!(kinds.contains(&"worker.attached") && kinds.contains(&"worker.progress") && kinds.contains(&"worker.completed"), "{kinds:?}");
+    let kinds: Vec<&str> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["data"]["worker_id"] == worker.as_str())
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"worker.attached") && kinds.contains(&"worker.progress") && kinds.contains(&"worker.completed"),
+        "{kinds:?}"
+    );
     let c = w.idle(&conversation).await;
     assert_eq!(c["user_turns"].as_array().unwrap().len(), 1);
     assert_eq!(c["user_turns"][0]["bootstrap"], true);
@@ -113,7 +135,9 @@ async fn end_turn_stops_mid_task_and_a_wake_resumes_it() {
     let c = w.idle(&conversation).await;
     assert_eq!(c["state"], "idle");
     let list = w.call("worker_list", json!({})).await;
-    let state = list["workers"].as_array().unwrap().iter().find(|x| x["worker_id"] == worker.as_str()).unwrap()["state"].clone();
+    let state =
+        list["workers"].as_array().unwrap().iter().find(|x| x["worker_id"] == worker.as_str()).unwrap()["state"]
+            .clone();
     assert_eq!(state, "running", "the turn ended, the worker did not");
     // Root follows up; the wake prompt (what the executor would submit) resumes the scenario.
     w.call("worker_followup", json!({"worker_id": worker, "instructions": "carry on"})).await;
@@ -134,7 +158,11 @@ async fn an_unknown_scenario_step_is_shown_not_skipped() {
     assert!(text.contains("[fakechat agent error]"));
     let events = w.call("events_list", json!({"limit": 500})).await;
     assert!(
-        !events["events"].as_array().unwrap().iter().any(|e| e["type"] == "worker.progress" && e["data"]["worker_id"] == worker.as_str()),
+        !events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "worker.progress" && e["data"]["worker_id"] == worker.as_str()),
         "nothing of a broken scenario runs"
     );
 }

@@ -43,6 +43,13 @@ fn install() -> anyhow::Result<()> {
             run(Command::new("rustup").args(["component", "add", component]))?;
         }
     }
+    // Debian's Chromium for the real-browser tests against fakechat.
+    if !Path::new("/usr/bin/chromium").exists() {
+        run(Command::new("apt-get").args(["update"]))?;
+        run(Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends", "chromium"])
+            .env("DEBIAN_FRONTEND", "noninteractive"))?;
+    }
     let requirements = "server/tests/py/requirements.txt";
     if !succeeds(
         Command::new("python3").args(["-c", "import mcp, importlib.metadata as m; assert m.version('mcp') == '2.3.0'"]),
