@@ -7,7 +7,7 @@ use protocol::executor::{CommandOutcome, ConversationState, ExecutorFrame, Execu
 use protocol::limits::{ITEM_MAX, LIST_MAX, NAME_MAX, TEXT_MAX, TITLE_MAX, WORKERS_PER_RUN_MAX};
 use protocol::{
     Assignment, CommandId, CommandIntent, ErrorCode, EventBody, MessageId, MessageKind, PromptRef, RunId, RunState,
-    WorkerId, WorkerState,
+    SlotHealth, WorkerId, WorkerState,
 };
 
 use crate::error::Error;
@@ -122,6 +122,45 @@ pub enum Command {
         /// Why.
         reason: String,
     },
+    /// Root's pool reserves slots before any external effect: per slot a
+    /// worker, its provisioning record and its (paced) create command.
+    RuntimeProvision {
+        /// Must be root.
+        actor: WorkerId,
+        /// The provisioning operation.
+        operation_id: String,
+        /// The slots to provision.
+        slots: Vec<ProvisionSlot>,
+        /// Unadmitted records expire at this time.
+        expires_at_ms: u64,
+    },
+    /// A slot's conversation proves its MCP peer reached us.
+    RuntimeAdmit {
+        /// The worker its attach identity names.
+        worker_id: WorkerId,
+        /// The calling MCP peer.
+        peer_fingerprint: String,
+        /// Now.
+        now_ms: u64,
+    },
+    /// Root reopens a lost slot's exact conversation.
+    RuntimeRecover {
+        /// Must be root.
+        actor: WorkerId,
+        /// The slot.
+        slot: u32,
+        /// The id for the open command.
+        command_id: CommandId,
+    },
+    /// Root retires a safe idle slot: fence, then close its tab.
+    RuntimeRetire {
+        /// Must be root.
+        actor: WorkerId,
+        /// The slot.
+        slot: u32,
+        /// The id for the close command.
+        command_id: CommandId,
+    },
     /// An executor authenticated.
     ExecutorConnected {
         /// Stable carrier identity.
@@ -158,6 +197,21 @@ pub enum Command {
         /// What it said (never `hello` or `heartbeat`).
         frame: ExecutorFrame,
     },
+}
+
+/// One slot of a provisioning operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProvisionSlot {
+    /// The runtime slot.
+    pub slot: u32,
+    /// The worker reserved for it.
+    pub worker_id: WorkerId,
+    /// Its parked-worker assignment.
+    pub assignment: Assignment,
+    /// The id for its create command.
+    pub command_id: CommandId,
+    /// Pacing: not created before this time.
+    pub not_before_ms: u64,
 }
 
 /// The events that record `command`'s effect on `state`, or why it is refused.
@@ -207,6 +261,7 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                     worker_id: worker_id.clone(),
                     intent: CommandIntent::Create,
                     idempotency_key: format!("create:{worker_id}"),
+                    not_before_ms: None,
                 },
             ])
         }
@@ -409,6 +464,7 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                 worker_id: target.clone(),
                 intent: CommandIntent::Send { prompt: PromptRef::Followup { seq } },
                 idempotency_key: format!("followup:{target}:{seq}"),
+                not_before_ms: None,
             });
             Ok(events)
         }
@@ -468,6 +524,130 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             }
         }
         Command::ExecutorReport { executor_id, frame } => report(state, executor_id, frame),
+        Command::RuntimeProvision { actor, operation_id, slots, expires_at_ms } => {
+            let (run, root) = root_actor(state, actor)?;
+            require_active(run)?;
+            if run.workers.len() + slots.len() > WORKERS_PER_RUN_MAX {
+                return Err(Error::LimitReached(format!("a run holds at most {WORKERS_PER_RUN_MAX} workers")));
+            }
+            let mut paths = run.paths.clone();
+            let mut events = Vec::new();
+            for s in slots {
+                if state.runtime.slot(&run.id, s.slot).is_some_and(|r| r.health != SlotHealth::Retired) {
+                    return Err(Error::InvalidTransition(format!("slot {} is held", s.slot)));
+                }
+                check_assignment(&s.assignment)?;
+                let base = format!("{}/pool-{}", root.path, s.slot);
+                let path = (0..)
+                    .map(|n| if n == 0 { base.clone() } else { format!("{base}-{n}") })
+                    .find(|p| !paths.contains(p))
+                    .expect("a free path");
+                paths.insert(path.clone());
+                events.extend([
+                    EventBody::WorkerCreated {
+                        worker_id: s.worker_id.clone(),
+                        path,
+                        parent_id: Some(actor.clone()),
+                        assignment: Some(s.assignment.clone()),
+                    },
+                    state_change(
+                        &s.worker_id,
+                        WorkerState::Created,
+                        WorkerState::LaunchRequested,
+                        Some("pool provisioning"),
+                    ),
+                    EventBody::RuntimeSlotProvisioning {
+                        operation_id: operation_id.clone(),
+                        slot: s.slot,
+                        worker_id: s.worker_id.clone(),
+                        expires_at_ms: *expires_at_ms,
+                    },
+                    EventBody::CommandQueued {
+                        command_id: s.command_id.clone(),
+                        worker_id: s.worker_id.clone(),
+                        intent: CommandIntent::Create,
+                        idempotency_key: format!("create:{}", s.worker_id),
+                        not_before_ms: Some(s.not_before_ms),
+                    },
+                ]);
+            }
+            Ok(events)
+        }
+        Command::RuntimeAdmit { worker_id, peer_fingerprint, now_ms } => {
+            let (run, worker) = acting(state, worker_id)?;
+            require_open(run)?;
+            let record = state.runtime.by_worker(worker_id).ok_or(Error::Admission(admission::Refusal::NotPooled))?;
+            let claim = admission::Claim { worker: worker_id, peer_fingerprint, now_ms: *now_ms };
+            let decided = admission::admit(record, &claim).map_err(Error::Admission)?;
+            let mut events = Vec::new();
+            if decided == admission::Admission::Admit {
+                events.push(EventBody::RuntimeSlotAdmitted {
+                    slot: record.slot,
+                    worker_id: worker_id.clone(),
+                    peer_fingerprint: peer_fingerprint.clone(),
+                });
+            }
+            events.push(EventBody::WorkerAttached {
+                worker_id: worker_id.clone(),
+                attach_count: worker.attach_count + 1,
+            });
+            if matches!(worker.state, WorkerState::Created | WorkerState::LaunchRequested | WorkerState::Launching) {
+                events.push(state_change(worker_id, worker.state, WorkerState::Running, Some("admitted")));
+            }
+            Ok(events)
+        }
+        Command::RuntimeRecover { actor, slot, command_id } => {
+            let (run, _) = root_actor(state, actor)?;
+            require_open(run)?;
+            let record = state.runtime.slot(&run.id, *slot).ok_or_else(|| Error::NotFound(format!("slot {slot}")))?;
+            if record.health != SlotHealth::Lost || record.conversation.is_none() {
+                return Err(Error::InvalidTransition(format!(
+                    "slot {slot} is {:?}; only a lost, bound slot is reopened",
+                    record.health
+                )));
+            }
+            let worker = record.reserved_worker.clone();
+            Ok(vec![
+                EventBody::RuntimeSlotHealth {
+                    slot: *slot,
+                    worker_id: worker.clone(),
+                    health: SlotHealth::Recovering,
+                    reason: "reopening the exact conversation".into(),
+                },
+                EventBody::CommandQueued {
+                    command_id: command_id.clone(),
+                    worker_id: worker.clone(),
+                    intent: CommandIntent::Open,
+                    idempotency_key: format!("open:{worker}:{}", record.continuation_epoch + 1),
+                    not_before_ms: None,
+                },
+            ])
+        }
+        Command::RuntimeRetire { actor, slot, command_id } => {
+            let (run, _) = root_actor(state, actor)?;
+            let record = state.runtime.slot(&run.id, *slot).ok_or_else(|| Error::NotFound(format!("slot {slot}")))?;
+            let worker = state.worker(&record.reserved_worker).expect("pool workers exist");
+            if let Some(why) = retire_protection(state, record, worker) {
+                return Err(Error::InvalidTransition(format!("slot {slot} is protected: {why}")));
+            }
+            let mut events = vec![EventBody::RuntimeSlotHealth {
+                slot: *slot,
+                worker_id: worker.id.clone(),
+                health: SlotHealth::Retiring,
+                reason: "scale-down".into(),
+            }];
+            if !worker.state.is_terminal() {
+                events.push(state_change(&worker.id, worker.state, WorkerState::Cancelled, Some("retired")));
+            }
+            events.push(EventBody::CommandQueued {
+                command_id: command_id.clone(),
+                worker_id: worker.id.clone(),
+                intent: CommandIntent::Close,
+                idempotency_key: format!("close:{}", worker.id),
+                not_before_ms: None,
+            });
+            Ok(events)
+        }
     }
 }
 
@@ -602,6 +782,27 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
             })
         }
     }
+}
+
+/// Why a pool slot may not be retired now, if it may not: only a parked,
+/// idle slot with nothing queued or in flight is safe.
+pub fn retire_protection(state: &State, record: &registry::CarrierRecord, worker: &Worker) -> Option<&'static str> {
+    if record.health != SlotHealth::Parked {
+        return Some(match record.health {
+            SlotHealth::ReconcileRequired => "reconcile required",
+            SlotHealth::Provisioning => "still provisioning",
+            SlotHealth::Lost | SlotHealth::Recovering => "being recovered",
+            SlotHealth::Retiring | SlotHealth::Retired => "already retiring",
+            SlotHealth::Parked => unreachable!(),
+        });
+    }
+    let open = state.open_commands.iter().filter_map(|id| state.commands.get(id)).any(|c| c.worker_id == worker.id);
+    if open {
+        return Some("a command is queued or in flight (targeted or continuation pending)");
+    }
+    let idle =
+        worker.state == WorkerState::Completed || (worker.state == WorkerState::Running && worker.followups.is_empty());
+    (!idle).then_some("busy with a task")
 }
 
 /// Codes that mean the effect may have happened: never grounds for a retry.

@@ -52,6 +52,12 @@ pub enum Error {
     /// The store failed; nothing committed.
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    /// An uncertain external effect fences this action until it is reconciled.
+    #[error("{0}")]
+    ReconcileRequired(String),
+    /// A pool admission claim was refused.
+    #[error("admission refused: {0}")]
+    Admission(admission::Refusal),
 }
 
 impl Error {
@@ -70,6 +76,8 @@ impl Error {
             Error::LimitReached(_) => ErrorCode::LimitReached,
             Error::Store(StoreError::Corrupt(_)) => ErrorCode::ReconcileRequired,
             Error::Store(_) => ErrorCode::StoreUnavailable,
+            Error::Admission(refusal) => refusal.code(),
+            Error::ReconcileRequired(_) => ErrorCode::ReconcileRequired,
         }
     }
 }

@@ -51,6 +51,9 @@ pub struct Worker {
     pub assignment: Option<Assignment>,
     /// Follow-up instructions, oldest first.
     pub followups: Vec<String>,
+    /// Completion summaries, each with how many follow-ups the worker had then
+    /// (0: the assignment itself; n: follow-up n), for collecting tasks.
+    pub completions: Vec<(u32, String)>,
     /// How many times its conversation attached.
     pub attach_count: u32,
     /// Last progress summary.
@@ -69,6 +72,8 @@ pub struct Worker {
     pub conversation_created: bool,
     /// Last observed coarse conversation state.
     pub conversation_state: Option<ConversationState>,
+    /// The last error the executor reported about the conversation.
+    pub last_error: Option<protocol::ErrorCode>,
     /// Set when the executor reported a different conversation than the bound
     /// one: nothing more is dispatched until the pool reconciles.
     pub fenced: bool,
@@ -106,6 +111,8 @@ pub struct QueuedCommand {
     pub executor_id: Option<String>,
     /// The terminal outcome.
     pub outcome: Option<CommandOutcome>,
+    /// Not dispatched before this time (pacing).
+    pub not_before_ms: Option<u64>,
 }
 
 impl QueuedCommand {
@@ -147,6 +154,8 @@ pub struct State {
     pub open_commands: Vec<CommandId>,
     /// Cursor of the system stream (executor connections).
     pub system_cursor: u64,
+    /// The runtime pools' managed-carrier records.
+    pub runtime: registry::Registry,
 }
 
 impl State {
@@ -221,6 +230,7 @@ impl State {
                         state: WorkerState::Created,
                         assignment: assignment.clone(),
                         followups: Vec::new(),
+                        completions: Vec::new(),
                         attach_count: 0,
                         last_progress: None,
                         outcome: None,
@@ -230,6 +240,7 @@ impl State {
                         conversation: None,
                         conversation_created: false,
                         conversation_state: None,
+                        last_error: None,
                         fenced: false,
                     },
                 );
@@ -263,12 +274,13 @@ impl State {
             EventBody::WorkerCompleted { worker_id, summary, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.outcome = Some(summary.clone());
+                w.completions.push((w.followups.len() as u32, summary.clone()));
             }
             EventBody::WorkerFailed { worker_id, reason } | EventBody::WorkerInterrupted { worker_id, reason } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.outcome = Some(reason.clone());
             }
-            EventBody::CommandQueued { command_id, worker_id, intent, idempotency_key } => {
+            EventBody::CommandQueued { command_id, worker_id, intent, idempotency_key, not_before_ms } => {
                 touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 if self.commands.contains_key(command_id) {
                     return Err(fail("command queued twice"));
@@ -283,6 +295,7 @@ impl State {
                         phase: CommandPhase::Queued,
                         executor_id: None,
                         outcome: None,
+                        not_before_ms: *not_before_ms,
                     },
                 );
                 self.open_commands.push(command_id.clone());
@@ -318,12 +331,14 @@ impl State {
                 w.conversation = Some((conversation_id.clone(), url.clone()));
                 w.executor_id = Some(executor_id.clone());
             }
-            EventBody::ConversationStateChanged { worker_id, state, .. } => {
+            EventBody::ConversationStateChanged { worker_id, state, error } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.conversation_state = Some(*state);
+                w.last_error = *error;
             }
             EventBody::ConversationError { worker_id, code, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.last_error = Some(*code);
                 if *code == protocol::ErrorCode::ConversationIdentityDrift {
                     w.fenced = true;
                 }
@@ -332,10 +347,16 @@ impl State {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.conversation_state = Some(ConversationState::Closed);
             }
+            EventBody::RuntimeSlotProvisioning { worker_id, .. }
+            | EventBody::RuntimeSlotAdmitted { worker_id, .. }
+            | EventBody::RuntimeSlotHealth { worker_id, .. } => {
+                touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+            }
             EventBody::ExecutorConnected { .. } | EventBody::ExecutorDisconnected { .. } => {
                 return Err(fail("executor events belong to the system log"));
             }
         }
+        self.runtime.apply(event).map_err(|e| fail(&e.to_string()))?;
         Ok(())
     }
 }

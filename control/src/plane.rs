@@ -331,7 +331,31 @@ impl ControlPlane {
 
     /// Queued commands to dispatch now (see [`crate::queue`]).
     pub fn next_dispatches(&self, connected: &[String], limits: Limits) -> Vec<Dispatch> {
-        next_dispatches(&self.read(), connected, limits)
+        next_dispatches(&self.read(), connected, limits, self.clock.now_ms())
+    }
+
+    /// The earliest time a queued command waits for (pacing), if any.
+    pub fn next_not_before(&self) -> Option<u64> {
+        let state = self.read();
+        let now = self.clock.now_ms();
+        state
+            .open_commands
+            .iter()
+            .filter_map(|id| state.commands.get(id))
+            .filter(|c| c.phase == crate::model::CommandPhase::Queued)
+            .filter_map(|c| c.not_before_ms)
+            .filter(|t| *t > now)
+            .min()
+    }
+
+    /// Now, from the injected clock.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Reads the state under the read lock.
+    pub fn with_state<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&self.read())
     }
 
     /// Commits the dispatch of a queued command to an executor and returns the
@@ -372,6 +396,15 @@ impl ControlPlane {
                     PromptRef::Followup { seq } => followup_prompt(&attach, *seq),
                 };
                 CommandOp::ConversationSend { conversation_id, prompt }
+            }
+            CommandIntent::Open | CommandIntent::Close => {
+                let (conversation_id, url) = worker.conversation.clone().ok_or_else(|| {
+                    Error::InvalidTransition(format!("worker {} has no bound conversation", worker.id))
+                })?;
+                match command.intent {
+                    CommandIntent::Open => CommandOp::ConversationOpen { conversation_id, url },
+                    _ => CommandOp::ConversationClose { conversation_id },
+                }
             }
         };
         Ok(wire::Command {
@@ -474,7 +507,7 @@ fn run_of(state: &State, command: &Command) -> RunId {
                 unreachable!("decide refuses session frames")
             }
         },
-        Command::Attach { worker_id } => worker_id,
+        Command::Attach { worker_id } | Command::RuntimeAdmit { worker_id, .. } => worker_id,
         Command::Spawn { actor, .. }
         | Command::Progress { actor, .. }
         | Command::Send { actor, .. }
@@ -483,7 +516,10 @@ fn run_of(state: &State, command: &Command) -> RunId {
         | Command::Fail { actor, .. }
         | Command::Interrupt { actor, .. }
         | Command::Followup { actor, .. }
-        | Command::CancelRun { actor, .. } => actor,
+        | Command::CancelRun { actor, .. }
+        | Command::RuntimeProvision { actor, .. }
+        | Command::RuntimeRecover { actor, .. }
+        | Command::RuntimeRetire { actor, .. } => actor,
     };
     state.workers[actor].run_id.clone()
 }

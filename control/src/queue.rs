@@ -51,7 +51,7 @@ fn managed(worker: &Worker) -> bool {
 }
 
 /// The queued commands to dispatch now, given the connected executors.
-pub fn next_dispatches(state: &State, connected: &[String], limits: Limits) -> Vec<Dispatch> {
+pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_ms: u64) -> Vec<Dispatch> {
     let mut busy: HashSet<&WorkerId> = HashSet::new();
     let mut launches = 0;
     for c in state.open_commands.iter().filter_map(|id| state.commands.get(id)).filter(|c| c.in_flight()) {
@@ -76,6 +76,9 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits) -> V
         let Some(worker) = state.workers.get(&command.worker_id) else { continue };
         // Queue order per worker: a later command never overtakes an earlier one.
         busy.insert(&command.worker_id);
+        if command.not_before_ms.is_some_and(|t| t > now_ms) {
+            continue;
+        }
         if worker.fenced || (worker.state.is_terminal() && command.intent == CommandIntent::Create) {
             continue;
         }
@@ -94,6 +97,13 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits) -> V
                     Some(ConversationState::Generating | ConversationState::Loading)
                 );
                 if busy_page || !load.contains_key(executor.as_str()) {
+                    continue;
+                }
+                executor.clone()
+            }
+            CommandIntent::Open | CommandIntent::Close => {
+                let (Some(executor), Some(_)) = (&worker.executor_id, &worker.conversation) else { continue };
+                if !load.contains_key(executor.as_str()) {
                     continue;
                 }
                 executor.clone()

@@ -26,7 +26,8 @@ async fn world() -> World {
     let plane = Arc::new(ControlPlane::open(Arc::new(store), Arc::new(SystemClock), Keyring::generate()).unwrap());
     let token = TokenFile::open_or_create(&dir.path().join("executor-token")).unwrap();
     let bridge = Bridge::start(plane.clone(), BridgeConfig::default(), token, CancellationToken::new());
-    let app = server::http::app(plane, bridge, &server::http::HttpConfig::default(), CancellationToken::new());
+    let pool = Arc::new(pool::Pool::new(plane.clone(), pool::PoolConfig::default()));
+    let app = server::http::app(plane, pool, bridge, &server::http::HttpConfig::default(), CancellationToken::new());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let mcp_url = format!("http://{}/mcp", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });

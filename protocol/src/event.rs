@@ -25,6 +25,32 @@ pub enum CommandIntent {
         /// Which prompt.
         prompt: PromptRef,
     },
+    /// Reopen the worker's exact bound conversation in a new managed tab
+    /// (recovery after the tab or target was lost).
+    Open,
+    /// Close the worker's managed tab (scale-down, stop).
+    Close,
+}
+
+/// Health of a runtime slot's carrier. A browser tab existing is not health:
+/// a slot is `parked` only once its worker was admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotHealth {
+    /// Reserved; the conversation is being created and bootstrapped.
+    Provisioning,
+    /// Admitted and idle or working: available for targeted tasks.
+    Parked,
+    /// The tab or target was lost; the exact conversation must be reopened.
+    Lost,
+    /// The exact conversation is being reopened.
+    Recovering,
+    /// Fenced for scale-down; its tab is being closed.
+    Retiring,
+    /// Closed; the slot is free.
+    Retired,
+    /// An external effect is uncertain; nothing is created or resent until settled.
+    ReconcileRequired,
 }
 
 /// A prompt the orchestrator renders at dispatch time.
@@ -188,6 +214,9 @@ pub enum EventBody {
         intent: CommandIntent,
         /// The executor's journal key, stable across replays.
         idempotency_key: String,
+        /// Not dispatched before this time (ms since epoch): pacing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        not_before_ms: Option<u64>,
     },
     /// The command was assigned to an executor and sent (or is about to be).
     /// From here on it belongs to that executor only.
@@ -273,6 +302,40 @@ pub enum EventBody {
         /// The worker.
         worker_id: WorkerId,
     },
+    /// The pool reserved a slot and its worker, before any external effect.
+    #[serde(rename = "runtime.slot_provisioning")]
+    RuntimeSlotProvisioning {
+        /// The provisioning operation.
+        operation_id: String,
+        /// The runtime slot.
+        slot: u32,
+        /// The worker reserved for the slot (admitted later).
+        worker_id: WorkerId,
+        /// The provisioning record expires unadmitted at this time.
+        expires_at_ms: u64,
+    },
+    /// The slot's conversation proved its MCP peer reached us: the worker is admitted.
+    #[serde(rename = "runtime.slot_admitted")]
+    RuntimeSlotAdmitted {
+        /// The runtime slot.
+        slot: u32,
+        /// The admitted worker.
+        worker_id: WorkerId,
+        /// Fingerprint of the MCP peer that bootstrapped (not a secret).
+        peer_fingerprint: String,
+    },
+    /// The pool moved a slot's health.
+    #[serde(rename = "runtime.slot_health")]
+    RuntimeSlotHealth {
+        /// The runtime slot.
+        slot: u32,
+        /// The worker of the slot.
+        worker_id: WorkerId,
+        /// New health.
+        health: SlotHealth,
+        /// Why.
+        reason: String,
+    },
     /// An executor authenticated (system stream).
     #[serde(rename = "executor.connected")]
     ExecutorConnected {
@@ -324,6 +387,9 @@ impl EventBody {
             EventBody::ConversationStateChanged { .. } => "conversation.state_changed",
             EventBody::ConversationError { .. } => "conversation.error",
             EventBody::ConversationClosed { .. } => "conversation.closed",
+            EventBody::RuntimeSlotProvisioning { .. } => "runtime.slot_provisioning",
+            EventBody::RuntimeSlotAdmitted { .. } => "runtime.slot_admitted",
+            EventBody::RuntimeSlotHealth { .. } => "runtime.slot_health",
             EventBody::ExecutorConnected { .. } => "executor.connected",
             EventBody::ExecutorDisconnected { .. } => "executor.disconnected",
         }
@@ -353,7 +419,10 @@ impl EventBody {
             | EventBody::ConversationBound { worker_id, .. }
             | EventBody::ConversationStateChanged { worker_id, .. }
             | EventBody::ConversationError { worker_id, .. }
-            | EventBody::ConversationClosed { worker_id, .. } => worker_id == worker,
+            | EventBody::ConversationClosed { worker_id, .. }
+            | EventBody::RuntimeSlotProvisioning { worker_id, .. }
+            | EventBody::RuntimeSlotAdmitted { worker_id, .. }
+            | EventBody::RuntimeSlotHealth { worker_id, .. } => worker_id == worker,
         }
     }
 }

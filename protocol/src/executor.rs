@@ -224,6 +224,13 @@ pub enum CommandOp {
         /// The checkpoint text.
         prompt: String,
     },
+    /// Reopen the exact conversation in a new managed tab (recovery).
+    ConversationOpen {
+        /// The bound conversation.
+        conversation_id: ConversationId,
+        /// Its canonical URL.
+        url: String,
+    },
     /// Report the conversation's current state.
     ConversationInspect {
         /// The bound conversation.

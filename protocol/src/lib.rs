@@ -22,6 +22,6 @@ pub mod state;
 
 pub use assignment::{Assignment, Scope};
 pub use error::ErrorCode;
-pub use event::{CommandIntent, Event, EventBody, PromptRef};
+pub use event::{CommandIntent, Event, EventBody, PromptRef, SlotHealth};
 pub use ids::{CommandId, ConversationId, IdError, MessageId, RunId, WorkerId};
 pub use state::{MessageKind, RunState, WorkerDisposition, WorkerState};

@@ -38,7 +38,13 @@ pub struct HttpConfig {
 
 /// The axum app over `plane`, with the executor bridge's `/executor` route.
 /// `shutdown` ends MCP sessions.
-pub fn app(plane: Arc<ControlPlane>, bridge: Arc<Bridge>, config: &HttpConfig, shutdown: CancellationToken) -> Router {
+pub fn app(
+    plane: Arc<ControlPlane>,
+    pool: Arc<pool::Pool>,
+    bridge: Arc<Bridge>,
+    config: &HttpConfig,
+    shutdown: CancellationToken,
+) -> Router {
     let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
     hosts.extend(config.allowed_hosts.iter().cloned());
     let mcp_config = StreamableHttpServerConfig::default()
@@ -46,8 +52,12 @@ pub fn app(plane: Arc<ControlPlane>, bridge: Arc<Bridge>, config: &HttpConfig, s
         .with_allowed_origins(config.allowed_origins.clone())
         .enforce_origin_validation()
         .with_cancellation_token(shutdown);
-    let service: StreamableHttpService<Tools, LocalSessionManager> =
-        StreamableHttpService::new(move || Ok(Tools::new(plane.clone())), Default::default(), mcp_config);
+    let executors = bridge.clone();
+    let service: StreamableHttpService<Tools, LocalSessionManager> = StreamableHttpService::new(
+        move || Ok(Tools::new(plane.clone(), pool.clone(), Some(executors.clone()))),
+        Default::default(),
+        mcp_config,
+    );
     let router = Router::new().route("/healthz", get(healthz)).merge(carrier_webext::router(bridge));
     match &config.mcp_secret {
         None => router.nest_service("/mcp", service),

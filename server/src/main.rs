@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use control::queue::Limits;
 use control::store::SqliteStore;
 use control::{ControlPlane, SystemClock};
+use pool::{Pool, PoolConfig};
 use rmcp::ServiceExt;
 use server::http::{HttpConfig, app};
 use server::state_dir::StateDir;
@@ -42,6 +43,8 @@ enum Cmd {
         allowed_origins: Vec<String>,
         #[command(flatten)]
         executor: ExecutorArgs,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
     },
     /// Show the executor pairing token and how to set up the extension.
     Pair {
@@ -61,6 +64,33 @@ enum Cmd {
         #[arg(long)]
         state_dir: Option<PathBuf>,
     },
+}
+
+/// Runtime pool settings.
+#[derive(clap::Args)]
+struct RuntimeArgs {
+    /// The one maximum of pool workers (runtime_ensure's bound).
+    #[arg(long, default_value_t = 16)]
+    max_pool_workers: u32,
+    /// Spacing between pool conversation creations, in ms.
+    #[arg(long, default_value_t = 3_000)]
+    pool_pacing_ms: u64,
+    /// How long a provisioning record may stay unadmitted, in ms.
+    #[arg(long, default_value_t = 600_000)]
+    pool_provisioning_ttl_ms: u64,
+}
+
+impl RuntimeArgs {
+    fn config(&self) -> anyhow::Result<PoolConfig> {
+        if self.max_pool_workers > protocol::limits::WORKERS_PER_RUN_MAX as u32 - 1 {
+            bail!("--max-pool-workers is at most {}", protocol::limits::WORKERS_PER_RUN_MAX - 1);
+        }
+        Ok(PoolConfig {
+            max_workers: self.max_pool_workers,
+            pacing_ms: self.pool_pacing_ms,
+            provisioning_ttl_ms: self.pool_provisioning_ttl_ms,
+        })
+    }
 }
 
 /// Executor bridge settings.
@@ -163,8 +193,9 @@ async fn main() -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     cancel_on_signals(shutdown.clone())?;
     match Cli::parse().command {
-        Cmd::Serve { state_dir, listen, allowed_hosts, allowed_origins, executor } => {
+        Cmd::Serve { state_dir, listen, allowed_hosts, allowed_origins, executor, runtime } => {
             let bridge_config = executor.config(&allowed_hosts)?;
+            let pool_config = runtime.config()?;
             let mcp_secret = std::env::var("ORCHESTRATOR_MCP_SECRET").ok().filter(|s| !s.is_empty());
             if let Some(secret) = &mcp_secret
                 && (secret.len() < 32 || !secret.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
@@ -186,7 +217,8 @@ async fn main() -> anyhow::Result<()> {
                 dir.path().display()
             ));
             let bridge = Bridge::start(plane.clone(), bridge_config, token, shutdown.child_token());
-            let router = app(plane, bridge, &config, shutdown.child_token());
+            let pool = Arc::new(Pool::new(plane.clone(), pool_config));
+            let router = app(plane, pool, bridge, &config, shutdown.child_token());
             // Executor frames and MCP replies are small and latency-bound: no Nagle.
             let listener = listener.tap_io(|tcp| {
                 let _ = tcp.set_nodelay(true);
@@ -208,7 +240,8 @@ async fn main() -> anyhow::Result<()> {
         }
         Cmd::McpStdio { state_dir } => {
             let (_dir, plane) = open_plane(state_dir)?;
-            let service = Tools::new(plane).serve(rmcp::transport::stdio()).await?;
+            let pool = Arc::new(Pool::new(plane.clone(), PoolConfig::default()));
+            let service = Tools::new(plane, pool, None).serve(rmcp::transport::stdio()).await?;
             tokio::select! {
                 _ = service.waiting() => {}
                 _ = shutdown.cancelled() => {}

@@ -21,7 +21,8 @@ use protocol::limits::WAIT_MAX_MS;
 use protocol::{Assignment, Event, MessageId, MessageKind, RunId, RunState, WorkerId, WorkerState};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
+use rmcp::service::RequestContext;
+use rmcp::{Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -454,10 +455,72 @@ parallel task (each gets its own conversation), then loop on events_wait to answ
 worker more work; worker_complete with root's capability closes the run. As a worker: worker_attach with the \
 attach identity from your bootstrap prompt, then follow its instructions.";
 
+/// `runtime_ensure` and `runtime_scale` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DesiredArgs {
+    /// Root's capability.
+    pub capability: String,
+    /// How many parked workers the pool should hold (at most the configured maximum, default 16).
+    pub desired_workers: u32,
+}
+
+/// Output of the pool's mutating tools.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PoolOut {
+    /// What this call did.
+    pub outcome: pool::Outcome,
+    /// The pool afterwards.
+    pub status: pool::Status,
+}
+
+/// `task_dispatch` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskDispatchArgs {
+    /// Root's capability.
+    pub capability: String,
+    /// The task, delivered to one parked worker.
+    pub instructions: String,
+    /// A specific slot; default: the lowest parked idle one.
+    #[serde(default)]
+    pub slot: Option<u32>,
+    /// Replaying the same key with the same arguments dispatches nothing new.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// `task_collect` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskCollectArgs {
+    /// Root's capability.
+    pub capability: String,
+    /// The task id from task_dispatch.
+    pub task_id: String,
+}
+
+/// The calling MCP peer's fingerprint: its streamable-HTTP session, hashed
+/// (not a secret, but not worth storing raw). Without a session (stdio,
+/// stateless HTTP) every call shares one transport-level peer.
+fn peer_fingerprint(ctx: &RequestContext<RoleServer>) -> String {
+    use sha2::Digest;
+    let session = ctx
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.headers.get("mcp-session-id"))
+        .and_then(|v| v.to_str().ok())
+        .map(|s| format!("http-session:{s}"))
+        .unwrap_or_else(|| "transport:sessionless".into());
+    sha2::Sha256::digest(session.as_bytes()).iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
 /// The MCP tool handler.
 #[derive(Clone)]
 pub struct Tools {
     plane: Arc<ControlPlane>,
+    pool: Arc<pool::Pool>,
+    executors: Option<Arc<carrier_webext::Bridge>>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -485,9 +548,175 @@ impl Tools {
 
 #[tool_router(router = tool_router)]
 impl Tools {
-    /// A handler over `plane`.
-    pub fn new(plane: Arc<ControlPlane>) -> Self {
-        Self { plane, tool_router: Self::tool_router() }
+    /// A handler over `plane`, its runtime `pool` and, when serving HTTP, the executor bridge.
+    pub fn new(
+        plane: Arc<ControlPlane>,
+        pool: Arc<pool::Pool>,
+        executors: Option<Arc<carrier_webext::Bridge>>,
+    ) -> Self {
+        Self { plane, pool, executors, tool_router: Self::tool_router() }
+    }
+
+    async fn connected(&self) -> Vec<String> {
+        match &self.executors {
+            Some(bridge) => bridge.connected().await,
+            None => Vec::new(),
+        }
+    }
+
+    async fn pool_call(
+        &self,
+        capability: String,
+        act: impl FnOnce(&pool::Pool, &Worker) -> Result<pool::Outcome, Error> + Send + 'static,
+    ) -> Result<Json<PoolOut>, String> {
+        let connected = self.connected().await;
+        let (plane, pool) = (self.plane.clone(), self.pool.clone());
+        blocking(move || {
+            let root = root_only(&plane, &capability)?;
+            let outcome = act(&pool, &root)?;
+            Ok(PoolOut { outcome, status: pool.status(&root.run_id, &connected) })
+        })
+        .await
+    }
+
+    /// The pool's readiness and every slot. Root only; read-only and bounded.
+    #[tool(annotations(
+        title = "Runtime status",
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn runtime_status(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<pool::Status>, String> {
+        let args = args?;
+        let connected = self.connected().await;
+        let (plane, pool) = (self.plane.clone(), self.pool.clone());
+        blocking(move || {
+            let root = root_only(&plane, &args.capability)?;
+            Ok(pool.status(&root.run_id, &connected))
+        })
+        .await
+    }
+
+    /// Ensure the pool holds desired_workers parked workers, creating only missing ones (idempotent).
+    #[tool(annotations(
+        title = "Ensure runtime",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = true
+    ))]
+    async fn runtime_ensure(&self, Parameters(args): Parameters<DesiredArgs>) -> Result<Json<PoolOut>, String> {
+        let args = args?;
+        self.pool_call(args.capability, move |pool, root| pool.ensure(root, args.desired_workers)).await
+    }
+
+    /// Scale the pool to desired_workers: add missing workers, or retire safe idle ones (never busy, targeted or uncertain ones).
+    #[tool(annotations(
+        title = "Scale runtime",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = true,
+        open_world_hint = true
+    ))]
+    async fn runtime_scale(&self, Parameters(args): Parameters<DesiredArgs>) -> Result<Json<PoolOut>, String> {
+        let args = args?;
+        self.pool_call(args.capability, move |pool, root| pool.scale(root, args.desired_workers)).await
+    }
+
+    /// Reopen every lost worker conversation exactly (same logical workers).
+    #[tool(annotations(
+        title = "Recover runtime",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = true
+    ))]
+    async fn runtime_recover(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<PoolOut>, String> {
+        let args = args?;
+        self.pool_call(args.capability, |pool, root| pool.recover(root)).await
+    }
+
+    /// Retire every safe idle pool worker (scale to 0, keeping protected ones).
+    #[tool(annotations(
+        title = "Stop runtime",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = true,
+        open_world_hint = true
+    ))]
+    async fn runtime_stop(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<PoolOut>, String> {
+        let args = args?;
+        self.pool_call(args.capability, |pool, root| pool.scale(root, 0)).await
+    }
+
+    /// Called by a freshly bootstrapped pool worker conversation with the attach identity from its prompt: admits it to its slot.
+    #[tool(annotations(
+        title = "Bootstrap pool worker",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn runtime_bootstrap(
+        &self,
+        Parameters(args): Parameters<WorkerAttachArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<WorkerAttachOut>, String> {
+        let args = args?;
+        let peer = peer_fingerprint(&ctx);
+        let (plane, pool) = (self.plane.clone(), self.pool.clone());
+        blocking(move || {
+            let w = pool.bootstrap(&args.attach_identity, &peer)?;
+            Ok(WorkerAttachOut {
+                worker: WorkerView::from(&w),
+                run_id: w.run_id.clone(),
+                capability: plane.keys().capability(&w.id),
+                assignment: w.assignment.clone().ok_or_else(|| Error::Forbidden("root does not bootstrap".into()))?,
+                followups: w.followups.clone(),
+                instructions: WORKER_INSTRUCTIONS.into(),
+            })
+        })
+        .await
+    }
+
+    /// Give one parked pool worker a task (recorded first, then an exact wake). Root only.
+    #[tool(annotations(
+        title = "Dispatch task",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = true
+    ))]
+    async fn task_dispatch(&self, Parameters(args): Parameters<TaskDispatchArgs>) -> Result<Json<pool::Task>, String> {
+        let args = args?;
+        let (plane, pool) = (self.plane.clone(), self.pool.clone());
+        blocking(move || {
+            let root = root_only(&plane, &args.capability)?;
+            pool.dispatch(&root, &args.instructions, args.slot, args.idempotency_key.as_deref())
+        })
+        .await
+    }
+
+    /// Read a dispatched task's status and result. Root only.
+    #[tool(annotations(
+        title = "Collect task",
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn task_collect(
+        &self,
+        Parameters(args): Parameters<TaskCollectArgs>,
+    ) -> Result<Json<pool::TaskStatus>, String> {
+        let args = args?;
+        let (plane, pool) = (self.plane.clone(), self.pool.clone());
+        blocking(move || {
+            let root = root_only(&plane, &args.capability)?;
+            pool.collect(&root, &args.task_id)
+        })
+        .await
     }
 
     /// Create a run for one large goal. Returns the run and root's capability.

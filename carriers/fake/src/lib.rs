@@ -127,6 +127,10 @@ pub struct Stats {
     pub commands: Vec<Command>,
     /// When each command was first received (for latency benchmarks).
     pub first_received: HashMap<CommandId, std::time::Instant>,
+    /// Conversations reopened (recovery), in order.
+    pub reopened: Vec<ConversationId>,
+    /// Conversations closed, in order.
+    pub closed: Vec<ConversationId>,
     /// Close codes and reasons the daemon sent.
     pub closes: Vec<(u16, String)>,
 }
@@ -501,10 +505,24 @@ fn perform(shared: &Shared, outbox: &Outbox, command: &Command) -> CommandOutcom
             send(ExecutorFrame::ConversationState { worker_id: worker, state: ConversationState::Idle, error: None });
             CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }
         }
+        CommandOp::ConversationOpen { conversation_id, .. } => {
+            let managed =
+                shared.stats.lock().unwrap().conversations.iter().any(|(w, c)| *w == worker && c == conversation_id);
+            if !managed {
+                return CommandOutcome::Error {
+                    code: ErrorCode::UnmanagedTarget,
+                    detail: "not a conversation this executor created".into(),
+                };
+            }
+            shared.update(|s| s.reopened.push(conversation_id.clone()));
+            send(ExecutorFrame::ConversationState { worker_id: worker, state: ConversationState::Idle, error: None });
+            CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }
+        }
         CommandOp::ConversationInspect { conversation_id } => {
             CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }
         }
         CommandOp::ConversationClose { conversation_id } => {
+            shared.update(|s| s.closed.push(conversation_id.clone()));
             send(ExecutorFrame::ConversationClosed { worker_id: worker });
             CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }
         }

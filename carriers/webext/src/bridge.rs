@@ -225,7 +225,13 @@ fn blocking<T>(work: impl FnOnce() -> T) -> T {
 async fn dispatch_loop(bridge: Arc<Bridge>, mut replays: mpsc::UnboundedReceiver<(String, u64)>) {
     let mut changes = bridge.plane.subscribe_changes();
     loop {
+        // Paced commands wait for their time: wake then, without polling.
+        let paced = bridge.plane.next_not_before().map(|at| {
+            let wait = at.saturating_sub(bridge.plane.now_ms());
+            tokio::time::Instant::now() + std::time::Duration::from_millis(wait)
+        });
         tokio::select! {
+            _ = async { tokio::time::sleep_until(paced.expect("guarded")).await }, if paced.is_some() => {}
             replay = replays.recv() => {
                 let Some((executor_id, serial)) = replay else { return };
                 let timeout = bridge.config.create_timeout_ms.max(bridge.config.send_timeout_ms);

@@ -1,0 +1,441 @@
+//! The runtime pool manager. Root asks for `desired` parked workers; the pool
+//! keeps that true through ensure, scale, recover and stop, and routes
+//! targeted tasks to exact workers, without ever duplicating an external
+//! effect.
+//!
+//! # Layout
+//! - [`plan`]: the pure reconciler (desired vs observed → slots to provision
+//!   or retire; holds on uncertainty).
+//! - [`Pool`]: the shell over the control plane. Every decision is committed
+//!   as events (provisioning records before any external effect, admission,
+//!   health) and every external effect goes through the executor command
+//!   journal, so a lost response is reconciled by exact readback, never by a
+//!   second create.
+//!
+//! The `Carrier` seam is the executor protocol itself: the pool never knows
+//! which carrier (extension, CDP agent, fake) holds a slot, only the
+//! capabilities it declared.
+//!
+//! Architecture invariant: no IO of its own; the only authority is the
+//! durable log behind `control::ControlPlane`.
+
+pub mod plan;
+
+use std::sync::{Arc, Mutex};
+
+use control::decide::{Command, ProvisionSlot};
+use control::model::{CommandPhase, Worker};
+use control::{ControlPlane, Error};
+use protocol::{Assignment, CommandId, CommandIntent, ErrorCode, RunId, SlotHealth, WorkerId};
+use registry::CarrierRecord;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+pub use plan::{Hold, Plan};
+
+/// Pool settings.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolConfig {
+    /// The one maximum of workers per pool (no second authority).
+    pub max_workers: u32,
+    /// Spacing between conversation creations, so bursts never flood the account.
+    pub pacing_ms: u64,
+    /// How long a provisioning record may stay unadmitted.
+    pub provisioning_ttl_ms: u64,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self { max_workers: 16, pacing_ms: 3_000, provisioning_ttl_ms: 10 * 60_000 }
+    }
+}
+
+/// The pool's readiness, kept apart from worker failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Readiness {
+    /// The pool is switched off (maximum 0).
+    Disabled,
+    /// Configured, but no slot is parked yet or no executor is connected.
+    ConfiguredNotReady,
+    /// Every live slot is parked.
+    Ready,
+    /// Some slots are provisioning, lost or recovering.
+    Degraded,
+    /// An uncertain external effect fences the pool.
+    ReconcileRequired,
+}
+
+/// One slot as `runtime_status` shows it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SlotStatus {
+    /// The runtime slot.
+    pub slot: u32,
+    /// Its worker.
+    pub worker_id: WorkerId,
+    /// Health.
+    pub health: SlotHealth,
+    /// Admitted (its MCP peer reached us).
+    pub admitted: bool,
+    /// The exact conversation, once bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    /// The executor holding it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executor_id: Option<String>,
+    /// Reopenings so far.
+    pub continuation_epoch: u32,
+    /// Idle: available for a targeted task or a scale-down.
+    pub idle: bool,
+}
+
+/// `runtime_status`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Status {
+    /// Overall readiness.
+    pub state: Readiness,
+    /// Why not ready (setup and host states, never task failures).
+    pub reasons: Vec<ErrorCode>,
+    /// Live slots (parked, provisioning, lost, recovering).
+    pub live: u32,
+    /// The configured maximum.
+    pub max_workers: u32,
+    /// Every slot.
+    pub slots: Vec<SlotStatus>,
+}
+
+/// What an ensure or scale did.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct Outcome {
+    /// Slots provisioned now.
+    pub provisioned: Vec<u32>,
+    /// Slots being retired now.
+    pub retiring: Vec<u32>,
+    /// Surplus slots kept because they are protected (busy, targeted, pending, uncertain).
+    pub protected: Vec<u32>,
+    /// Lost slots being reopened now.
+    pub recovering: Vec<u32>,
+}
+
+/// A targeted task: follow-up `seq` of a pool worker.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Task {
+    /// `<worker>:<seq>`.
+    pub task_id: String,
+    /// The slot.
+    pub slot: u32,
+    /// The worker.
+    pub worker_id: WorkerId,
+}
+
+/// Where a task is.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TaskStatus {
+    /// The task.
+    pub task_id: String,
+    /// `pending` or `completed`.
+    pub status: String,
+    /// The worker's completion summary, once completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+}
+
+/// Conditions of the host or its setup: they make the pool not ready, and are
+/// never reported as a worker's or a task's failure.
+pub const HOST_STATES: [ErrorCode; 7] = [
+    ErrorCode::BrowserAuthorizationRequired,
+    ErrorCode::BrowserControlUnavailable,
+    ErrorCode::ChatgptSignedOut,
+    ErrorCode::HostAppBindingNotReady,
+    ErrorCode::HostAppDisabled,
+    ErrorCode::HostAppStale,
+    ErrorCode::ConversationIdentityDrift,
+];
+
+/// The pool manager over one control plane (all runs' pools).
+pub struct Pool {
+    plane: Arc<ControlPlane>,
+    config: PoolConfig,
+    /// Serializes reconciles, so racing ensures see each other's records.
+    reconcile: Mutex<()>,
+}
+
+fn new_id() -> [u8; 16] {
+    *uuid::Uuid::now_v7().as_bytes()
+}
+
+fn parked_assignment(slot: u32) -> Assignment {
+    Assignment {
+        objective: format!(
+            "Parked pool worker for runtime slot {slot}. Wait for targeted tasks: each arrives as a follow-up with a wake \
+             prompt. Carry it out, then call worker_complete with the result and wait for the next."
+        ),
+        constraints: vec!["Work only on tasks the orchestrator gives you.".into()],
+        acceptance_criteria: vec![],
+        dependencies: vec![],
+        scope: Default::default(),
+        artifact_refs: vec![],
+        communication_policy: Some("Ask /root with message_send when blocked.".into()),
+        completion_protocol: Some("worker_complete after each task.".into()),
+    }
+}
+
+impl Pool {
+    /// A pool manager.
+    pub fn new(plane: Arc<ControlPlane>, config: PoolConfig) -> Self {
+        Self { plane, config, reconcile: Mutex::new(()) }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> PoolConfig {
+        self.config
+    }
+
+    fn records(&self, run: &RunId) -> Vec<CarrierRecord> {
+        self.plane.with_state(|s| s.runtime.pool(run).cloned().collect())
+    }
+
+    fn idle(&self, worker: &WorkerId) -> bool {
+        self.plane.with_state(|s| {
+            let (Some(record), Some(w)) = (s.runtime.by_worker(worker), s.worker(worker)) else { return false };
+            control::decide::retire_protection(s, record, w).is_none()
+        })
+    }
+
+    /// The pool's readiness and slots. Read-only and bounded by the maximum.
+    pub fn status(&self, run: &RunId, connected_executors: &[String]) -> Status {
+        let records = self.records(run);
+        let slots: Vec<SlotStatus> = records
+            .iter()
+            .filter(|r| r.health != SlotHealth::Retired)
+            .map(|r| SlotStatus {
+                slot: r.slot,
+                worker_id: r.reserved_worker.clone(),
+                health: r.health,
+                admitted: r.logical_worker_id.is_some(),
+                conversation_id: r.conversation.as_ref().map(|(c, _)| c.to_string()),
+                executor_id: r.executor_id.clone(),
+                continuation_epoch: r.continuation_epoch,
+                idle: self.idle(&r.reserved_worker),
+            })
+            .collect();
+        let live = records.iter().filter(|r| plan::live(r)).count() as u32;
+        let mut reasons = Vec::new();
+        if connected_executors.is_empty() {
+            reasons.push(ErrorCode::BrowserControlUnavailable);
+        }
+        if slots.iter().any(|s| s.health == SlotHealth::Provisioning && s.conversation_id.is_some() && !s.admitted) {
+            reasons.push(ErrorCode::PeerIdentityUnresolved);
+        }
+        // Host and setup states the executors reported for slot workers:
+        // readiness reasons, never worker or task failures.
+        let reported: Vec<ErrorCode> = self.plane.with_state(|s| {
+            records.iter().filter_map(|r| s.worker(&r.reserved_worker).and_then(|w| w.last_error)).collect()
+        });
+        for code in reported {
+            if HOST_STATES.contains(&code) && !reasons.contains(&code) {
+                reasons.push(code);
+            }
+        }
+        let uncertain = slots.iter().any(|s| s.health == SlotHealth::ReconcileRequired);
+        if uncertain {
+            reasons.push(ErrorCode::ReconcileRequired);
+        }
+        let state = if self.config.max_workers == 0 {
+            Readiness::Disabled
+        } else if uncertain {
+            Readiness::ReconcileRequired
+        } else if slots.is_empty() || connected_executors.is_empty() {
+            Readiness::ConfiguredNotReady
+        } else if slots.iter().all(|s| s.health == SlotHealth::Parked) {
+            Readiness::Ready
+        } else {
+            Readiness::Degraded
+        };
+        Status { state, reasons, live, max_workers: self.config.max_workers, slots }
+    }
+
+    fn hold(hold: Hold) -> Error {
+        match hold {
+            Hold::OverMax { max } => {
+                Error::LimitReached(format!("desired_workers is at most {max} (the configured maximum)"))
+            }
+            Hold::Uncertain { slot, why } => Error::ReconcileRequired(format!(
+                "slot {slot}: {why}; nothing new is created until it is reconciled (runtime_recover or inspect)"
+            )),
+        }
+    }
+
+    /// Reconciles toward `desired` parked workers by provisioning missing
+    /// slots only. Idempotent: once the records exist, it does nothing.
+    pub fn ensure(&self, root: &Worker, desired: u32) -> Result<Outcome, Error> {
+        let _one = self.reconcile.lock().expect("reconcile lock");
+        self.provision(root, desired)
+    }
+
+    fn provision(&self, root: &Worker, desired: u32) -> Result<Outcome, Error> {
+        let records = self.records(&root.run_id);
+        let now = self.plane.now_ms();
+        let planned = plan::plan(&records, desired, self.config.max_workers, now).map_err(Self::hold)?;
+        if planned.provision.is_empty() {
+            return Ok(Outcome::default());
+        }
+        // Pacing: continue after the last paced create of this pool.
+        let last = self.plane.with_state(|s| {
+            s.commands
+                .values()
+                .filter(|c| {
+                    c.intent == CommandIntent::Create
+                        && s.runtime.by_worker(&c.worker_id).is_some_and(|r| r.run_id == root.run_id)
+                })
+                .filter_map(|c| c.not_before_ms)
+                .max()
+        });
+        let start = last.map_or(now, |t| now.max(t + self.config.pacing_ms));
+        let slots = planned
+            .provision
+            .iter()
+            .enumerate()
+            .map(|(i, slot)| ProvisionSlot {
+                slot: *slot,
+                worker_id: WorkerId::from_uuid_bytes(new_id()),
+                assignment: parked_assignment(*slot),
+                command_id: CommandId::from_uuid_bytes(new_id()),
+                not_before_ms: start + i as u64 * self.config.pacing_ms,
+            })
+            .collect();
+        let operation_id = format!("ensure-{}", uuid::Uuid::now_v7().simple());
+        self.plane.execute(Command::RuntimeProvision {
+            actor: root.id.clone(),
+            operation_id,
+            slots,
+            expires_at_ms: now + self.config.provisioning_ttl_ms,
+        })?;
+        Ok(Outcome { provisioned: planned.provision, ..Outcome::default() })
+    }
+
+    /// Scales to `desired`: provisions missing slots, or retires safe idle
+    /// tail slots (highest first), keeping protected ones.
+    pub fn scale(&self, root: &Worker, desired: u32) -> Result<Outcome, Error> {
+        let _one = self.reconcile.lock().expect("reconcile lock");
+        let records = self.records(&root.run_id);
+        match plan::plan(&records, desired, self.config.max_workers, self.plane.now_ms()) {
+            Ok(p) if !p.provision.is_empty() => return self.provision(root, desired),
+            // Uncertainty blocks creation, not a careful scale-down.
+            Ok(_) | Err(Hold::Uncertain { .. }) => {}
+            Err(hold) => return Err(Self::hold(hold)),
+        }
+        let mut outcome = Outcome::default();
+        let mut excess = records.iter().filter(|r| plan::live(r)).count().saturating_sub(desired as usize);
+        // Walk every live slot from the tail: retire safe ones until the excess is gone.
+        let mut candidates: Vec<&CarrierRecord> = records.iter().filter(|r| plan::live(r)).collect();
+        candidates.sort_by_key(|r| std::cmp::Reverse(r.slot));
+        for record in candidates {
+            if excess == 0 {
+                break;
+            }
+            let command_id = CommandId::from_uuid_bytes(new_id());
+            match self.plane.execute(Command::RuntimeRetire { actor: root.id.clone(), slot: record.slot, command_id }) {
+                Ok(_) => {
+                    outcome.retiring.push(record.slot);
+                    excess -= 1;
+                }
+                Err(Error::InvalidTransition(_)) => outcome.protected.push(record.slot),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Reopens every lost slot's exact conversation (same logical worker, new
+    /// ephemeral handle in the executor). Nothing else is touched.
+    pub fn recover(&self, root: &Worker) -> Result<Outcome, Error> {
+        let _one = self.reconcile.lock().expect("reconcile lock");
+        let mut outcome = Outcome::default();
+        for record in self.records(&root.run_id).iter().filter(|r| r.health == SlotHealth::Lost) {
+            let command_id = CommandId::from_uuid_bytes(new_id());
+            self.plane.execute(Command::RuntimeRecover { actor: root.id.clone(), slot: record.slot, command_id })?;
+            outcome.recovering.push(record.slot);
+        }
+        Ok(outcome)
+    }
+
+    /// Admits the calling conversation's MCP peer into its slot (see the
+    /// `admission` crate); returns the admitted worker.
+    pub fn bootstrap(&self, attach_identity: &str, peer_fingerprint: &str) -> Result<Worker, Error> {
+        let worker = self.plane.keys().verify_attach_identity(attach_identity).ok_or(Error::Unauthorized)?;
+        self.plane.worker(&worker).ok_or(Error::Unauthorized)?;
+        self.plane.execute(Command::RuntimeAdmit {
+            worker_id: worker.clone(),
+            peer_fingerprint: peer_fingerprint.to_owned(),
+            now_ms: self.plane.now_ms(),
+        })?;
+        self.plane.worker(&worker).ok_or_else(|| Error::NotFound(format!("worker {worker}")))
+    }
+
+    /// Records a task for one parked worker (the given slot, or the lowest
+    /// idle one) and queues its exact wake. The record comes before the wake;
+    /// the wake is only a delivery hint.
+    pub fn dispatch(
+        &self,
+        root: &Worker,
+        instructions: &str,
+        slot: Option<u32>,
+        idem: Option<&str>,
+    ) -> Result<Task, Error> {
+        let records = self.records(&root.run_id);
+        let record = match slot {
+            Some(slot) => records
+                .iter()
+                .find(|r| r.slot == slot && r.health != SlotHealth::Retired)
+                .ok_or_else(|| Error::NotFound(format!("slot {slot}")))?,
+            None => records
+                .iter()
+                .find(|r| r.health == SlotHealth::Parked && self.idle(&r.reserved_worker))
+                .ok_or_else(|| Error::LimitReached("no parked idle worker; runtime_ensure more".into()))?,
+        };
+        if record.logical_worker_id.is_none() {
+            return Err(Error::InvalidTransition(format!("slot {} is not admitted yet", record.slot)));
+        }
+        let seq = self.plane.followup(root, &record.reserved_worker, instructions, idem)?;
+        Ok(Task {
+            task_id: format!("{}:{seq}", record.reserved_worker),
+            slot: record.slot,
+            worker_id: record.reserved_worker.clone(),
+        })
+    }
+
+    /// Where a task is; its result once its worker completed it.
+    pub fn collect(&self, root: &Worker, task_id: &str) -> Result<TaskStatus, Error> {
+        let (worker, seq) =
+            task_id.split_once(':').ok_or_else(|| Error::InvalidArgument("task_id is <worker>:<seq>".into()))?;
+        let worker: WorkerId = worker.parse()?;
+        let seq: u32 = seq.parse().map_err(|_| Error::InvalidArgument("task_id is <worker>:<seq>".into()))?;
+        let w = self
+            .plane
+            .worker(&worker)
+            .filter(|w| w.run_id == root.run_id)
+            .ok_or_else(|| Error::NotFound(format!("task {task_id}")))?;
+        if seq == 0 || seq as usize > w.followups.len() {
+            return Err(Error::NotFound(format!("task {task_id}")));
+        }
+        let result = w.completions.iter().find(|(n, _)| *n == seq).map(|(_, s)| s.clone());
+        Ok(TaskStatus {
+            task_id: task_id.to_owned(),
+            status: if result.is_some() { "completed" } else { "pending" }.into(),
+            result,
+        })
+    }
+
+    /// Whether any command of the pool is uncertain or still in flight (for tests and status).
+    pub fn in_flight(&self, run: &RunId) -> usize {
+        self.plane.with_state(|s| {
+            s.open_commands
+                .iter()
+                .filter_map(|id| s.commands.get(id))
+                .filter(|c| matches!(c.phase, CommandPhase::Dispatched | CommandPhase::Acked))
+                .filter(|c| s.runtime.by_worker(&c.worker_id).is_some_and(|r| &r.run_id == run))
+                .count()
+        })
+    }
+}

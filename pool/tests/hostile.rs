@@ -1,0 +1,398 @@
+//! The pool's hostile controls (seed G1 and WP2), on the control plane with
+//! executor reports injected as the bridge would deliver them. Each test is
+//! named after the control it proves.
+
+use std::sync::Arc;
+
+use control::model::Worker;
+use control::store::{Batch, MemoryStore, SqliteStore, Store};
+use control::{ControlPlane, Keyring, ManualClock};
+use pool::{Pool, PoolConfig, Readiness};
+use protocol::executor::{CommandOutcome, ExecutorFrame};
+use protocol::{CommandIntent, ConversationId, ErrorCode, Event, EventBody, SlotHealth, WorkerId};
+
+const EXEC: &str = "ext-1";
+
+struct World {
+    plane: Arc<ControlPlane>,
+    pool: Arc<Pool>,
+    clock: ManualClock,
+    root: Worker,
+    convs: u32,
+}
+
+fn world_on(store: Arc<dyn Store>) -> World {
+    let clock = ManualClock::at(1_000_000);
+    let plane = Arc::new(ControlPlane::open(store, Arc::new(clock.clone()), Keyring::new([4; 32])).unwrap());
+    let (_, root) = plane.create_run("pool", None).unwrap();
+    let root = plane.worker(&root).unwrap();
+    let config = PoolConfig { max_workers: 8, pacing_ms: 0, provisioning_ttl_ms: 60_000 };
+    World { pool: Arc::new(Pool::new(plane.clone(), config)), plane, clock, root, convs: 0 }
+}
+
+fn world() -> World {
+    world_on(Arc::new(MemoryStore::new()))
+}
+
+impl World {
+    fn slots(&self) -> Vec<pool::SlotStatus> {
+        self.pool.status(&self.root.run_id, &[EXEC.to_string()]).slots
+    }
+
+    fn worker_of(&self, slot: u32) -> WorkerId {
+        self.slots().into_iter().find(|s| s.slot == slot).unwrap().worker_id
+    }
+
+    /// Plays the executor for everything dispatchable: creates conversations
+    /// (binding each, completing the create), or settles opens and closes.
+    fn executor_runs(&mut self) {
+        for d in
+            self.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits { max_launches: 16, max_active: 64 })
+        {
+            let wire = self.plane.dispatch(&d, 60_000).unwrap();
+            let intent = self.plane.command(&d.command_id).unwrap().intent;
+            self.plane.report(EXEC, ExecutorFrame::Ack { command_id: d.command_id.clone() }).unwrap();
+            let conversation_id = match intent {
+                CommandIntent::Create => {
+                    self.convs += 1;
+                    let id: ConversationId = format!("0196b2c4-8e1f-7a3b-9c2d-{:012x}", self.convs).parse().unwrap();
+                    self.plane
+                        .report(
+                            EXEC,
+                            ExecutorFrame::ConversationBound {
+                                worker_id: wire.worker_id.clone(),
+                                conversation_id: id.clone(),
+                                url: format!("https://chatgpt.com/c/{id}"),
+                            },
+                        )
+                        .unwrap();
+                    Some(id)
+                }
+                _ => None,
+            };
+            self.plane
+                .report(
+                    EXEC,
+                    ExecutorFrame::Result { command_id: d.command_id, outcome: CommandOutcome::Ok { conversation_id } },
+                )
+                .unwrap();
+        }
+    }
+
+    fn bootstrap(&self, worker: &WorkerId, peer: &str) -> Result<Worker, control::Error> {
+        self.pool.bootstrap(&self.plane.keys().attach_identity(worker), peer)
+    }
+
+    /// ensure(n), executor creates, each conversation bootstraps with its own peer.
+    fn parked(&mut self, n: u32) {
+        self.pool.ensure(&self.root, n).unwrap();
+        self.executor_runs();
+        for s in self.slots() {
+            if !s.admitted {
+                self.bootstrap(&s.worker_id, &format!("peer-{}", s.slot)).unwrap();
+            }
+        }
+    }
+
+    fn cursor(&self) -> u64 {
+        self.plane.run(&self.root.run_id).unwrap().cursor
+    }
+}
+
+fn code<T: std::fmt::Debug>(r: Result<T, control::Error>) -> ErrorCode {
+    r.unwrap_err().code()
+}
+
+#[test]
+fn ensure_replay_creates_nothing_and_returns_the_same_workers() {
+    let mut w = world();
+    w.parked(3);
+    let before = (w.slots().iter().map(|s| s.worker_id.clone()).collect::<Vec<_>>(), w.cursor());
+    let out = w.pool.ensure(&w.root, 3).unwrap();
+    assert!(out.provisioned.is_empty());
+    assert_eq!(w.cursor(), before.1, "a replayed ensure appends nothing");
+    assert_eq!(w.slots().iter().map(|s| s.worker_id.clone()).collect::<Vec<_>>(), before.0);
+    assert_eq!(w.pool.status(&w.root.run_id, &[EXEC.into()]).state, Readiness::Ready);
+}
+
+#[test]
+fn an_unrelated_conversation_cannot_claim_a_managed_slot() {
+    let mut w = world();
+    w.pool.ensure(&w.root, 1).unwrap();
+    let slot_worker = w.worker_of(0);
+    // A forged attach identity, and one of a worker that is not a pool slot.
+    assert_eq!(code(w.pool.bootstrap("att_nope", "p")), ErrorCode::Unauthorized);
+    let plain =
+        w.plane.spawn(&w.root, "plain", &protocol::Assignment { objective: "x".into(), ..assignment() }, None).unwrap();
+    assert_eq!(code(w.bootstrap(&plain, "p")), ErrorCode::Forbidden);
+    // Before the executor observed and bootstrapped the exact conversation, nobody is admitted.
+    assert_eq!(code(w.bootstrap(&slot_worker, "early-bird")), ErrorCode::PeerIdentityUnresolved);
+    w.executor_runs();
+    w.bootstrap(&slot_worker, "the-conversation").unwrap();
+}
+
+fn assignment() -> protocol::Assignment {
+    protocol::Assignment {
+        objective: String::new(),
+        constraints: vec![],
+        acceptance_criteria: vec![],
+        dependencies: vec![],
+        scope: Default::default(),
+        artifact_refs: vec![],
+        communication_policy: None,
+        completion_protocol: None,
+    }
+}
+
+#[test]
+fn the_same_label_from_a_different_peer_is_refused_and_a_replay_from_the_same_peer_is_not() {
+    let mut w = world();
+    w.parked(1);
+    let worker = w.worker_of(0);
+    let again = w.bootstrap(&worker, "peer-0").unwrap();
+    assert_eq!(again.id, worker, "a replayed bootstrap returns the same worker");
+    assert_eq!(code(w.bootstrap(&worker, "impostor")), ErrorCode::PeerIdentityUnresolved);
+}
+
+#[test]
+fn an_expired_provisioning_record_admits_nobody_and_holds_the_pool() {
+    let mut w = world();
+    w.pool.ensure(&w.root, 1).unwrap();
+    w.executor_runs();
+    w.clock.advance(60_001);
+    assert_eq!(code(w.bootstrap(&w.worker_of(0), "late")), ErrorCode::InvalidTransition);
+    assert_eq!(
+        code(w.pool.ensure(&w.root, 2)),
+        ErrorCode::ReconcileRequired,
+        "nothing new while a record is uncertain"
+    );
+}
+
+#[test]
+fn a_changed_conversation_identity_under_one_operation_fences_the_slot_and_the_ensure() {
+    let mut w = world();
+    w.parked(2);
+    let worker = w.worker_of(1);
+    let other: ConversationId = "0196b2c4-8e1f-7a3b-9c2d-ffffffffffff".parse().unwrap();
+    w.plane
+        .report(
+            EXEC,
+            ExecutorFrame::ConversationBound { worker_id: worker.clone(), conversation_id: other, url: String::new() },
+        )
+        .unwrap();
+    let status = w.pool.status(&w.root.run_id, &[EXEC.into()]);
+    assert_eq!(status.state, Readiness::ReconcileRequired);
+    assert!(
+        status.reasons.contains(&ErrorCode::ReconcileRequired)
+            && status.reasons.contains(&ErrorCode::ConversationIdentityDrift)
+    );
+    let cursor = w.cursor();
+    assert_eq!(code(w.pool.ensure(&w.root, 4)), ErrorCode::ReconcileRequired, "first-uncertain fail-fast");
+    assert_eq!(w.cursor(), cursor);
+}
+
+#[test]
+fn parallel_ensures_racing_for_the_same_slots_create_each_once() {
+    let w = world();
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let (pool, root) = (w.pool.clone(), w.root.clone());
+            std::thread::spawn(move || pool.ensure(&root, 3).unwrap().provisioned.len())
+        })
+        .collect();
+    let created: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(created, 3);
+    assert_eq!(w.slots().len(), 3);
+}
+
+#[test]
+fn a_response_lost_before_or_after_creation_is_reconciled_not_repeated() {
+    let w = world();
+    w.pool.ensure(&w.root, 2).unwrap();
+    // Slot 0: dispatched, then the executor went silent (before creation or its result).
+    let d = w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits { max_launches: 16, max_active: 64 });
+    w.plane.dispatch(&d[0], 60_000).unwrap();
+    // Slot 1: created and bound, but the result was lost.
+    w.plane.dispatch(&d[1], 60_000).unwrap();
+    let conv: ConversationId = "0196b2c4-8e1f-7a3b-9c2d-00000000abcd".parse().unwrap();
+    w.plane
+        .report(
+            EXEC,
+            ExecutorFrame::ConversationBound { worker_id: w.worker_of(1), conversation_id: conv, url: String::new() },
+        )
+        .unwrap();
+    let cursor = w.cursor();
+    assert!(w.pool.ensure(&w.root, 2).unwrap().provisioned.is_empty());
+    assert_eq!(w.cursor(), cursor, "no second create for either slot");
+    // The reconnecting executor gets exactly these two commands back, for readback.
+    let replay = w.plane.replay(EXEC, 60_000).unwrap();
+    assert_eq!(replay.len(), 2);
+    assert!(replay.iter().all(|c| c.idempotency_key.starts_with("create:")));
+}
+
+#[test]
+fn a_response_lost_around_the_admission_commit_replays_to_the_same_worker() {
+    let mut w = world();
+    w.pool.ensure(&w.root, 1).unwrap();
+    w.executor_runs();
+    let worker = w.worker_of(0);
+    // Before the commit: the call failed in transit; the retry admits.
+    let first = w.bootstrap(&worker, "peer").unwrap();
+    // After the commit: the response was lost; the retry returns the same worker, appends no admission.
+    let admitted = w.plane.run(&w.root.run_id).unwrap().cursor;
+    let second = w.bootstrap(&worker, "peer").unwrap();
+    assert_eq!(first.id, second.id);
+    let events = w.plane.events(&w.root.run_id, admitted, 100, &control::plane::Viewer::Root).unwrap().events;
+    assert!(events.iter().all(|e| !matches!(e.body, EventBody::RuntimeSlotAdmitted { .. })));
+}
+
+#[test]
+fn busy_targeted_and_uncertain_workers_are_never_scaled_down() {
+    let mut w = world();
+    w.parked(4);
+    // Slot 3 targeted (task queued, not yet delivered); slot 2 busy (task delivered, not completed).
+    w.pool.dispatch(&w.root, "task for 3", Some(3), None).unwrap();
+    w.pool.dispatch(&w.root, "task for 2", Some(2), None).unwrap();
+    let d = w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits::default());
+    let to_two =
+        d.iter().find(|d| w.plane.command(&d.command_id).unwrap().worker_id == w.worker_of(2)).unwrap().clone();
+    w.plane.dispatch(&to_two, 60_000).unwrap();
+    w.plane
+        .report(
+            EXEC,
+            ExecutorFrame::Result {
+                command_id: to_two.command_id,
+                outcome: CommandOutcome::Ok { conversation_id: None },
+            },
+        )
+        .unwrap();
+    let out = w.pool.scale(&w.root, 1).unwrap();
+    assert_eq!(out.retiring, vec![1, 0]);
+    assert_eq!(out.protected, vec![3, 2]);
+    let health: Vec<_> = w.slots().into_iter().map(|s| (s.slot, s.health)).collect();
+    assert!(health.contains(&(3, SlotHealth::Parked)) && health.contains(&(2, SlotHealth::Parked)));
+}
+
+#[test]
+fn a_lost_close_acknowledgement_is_reconcile_required() {
+    let mut w = world();
+    w.parked(2);
+    w.pool.scale(&w.root, 1).unwrap();
+    let d = w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits::default());
+    w.plane.dispatch(&d[0], 60_000).unwrap();
+    let unknown = CommandOutcome::Error { code: ErrorCode::OutcomeUnknown, detail: "socket dropped".into() };
+    w.plane.report(EXEC, ExecutorFrame::Result { command_id: d[0].command_id.clone(), outcome: unknown }).unwrap();
+    let slot1 = w.slots().into_iter().find(|s| s.slot == 1).unwrap();
+    assert_eq!(slot1.health, SlotHealth::ReconcileRequired);
+    assert_eq!(code(w.pool.ensure(&w.root, 3)), ErrorCode::ReconcileRequired);
+}
+
+#[test]
+fn a_lost_target_recovers_the_same_logical_worker_and_touches_nothing_else() {
+    let mut w = world();
+    w.parked(3);
+    let lost = w.worker_of(1);
+    w.plane.report(EXEC, ExecutorFrame::ConversationClosed { worker_id: lost.clone() }).unwrap();
+    assert_eq!(w.pool.status(&w.root.run_id, &[EXEC.into()]).state, Readiness::Degraded);
+    let cursor_events = w.cursor();
+    let out = w.pool.recover(&w.root).unwrap();
+    assert_eq!(out.recovering, vec![1]);
+    let d = w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits::default());
+    assert_eq!(d.len(), 1, "only the lost slot gets a command");
+    let wire = w.plane.dispatch(&d[0], 60_000).unwrap();
+    assert!(
+        matches!(wire.op, protocol::executor::CommandOp::ConversationOpen { .. }),
+        "the exact conversation is reopened, not recreated"
+    );
+    w.plane
+        .report(
+            EXEC,
+            ExecutorFrame::Result {
+                command_id: d[0].command_id.clone(),
+                outcome: CommandOutcome::Ok { conversation_id: None },
+            },
+        )
+        .unwrap();
+    let slot = w.slots().into_iter().find(|s| s.slot == 1).unwrap();
+    assert_eq!((slot.worker_id, slot.health, slot.continuation_epoch), (lost, SlotHealth::Parked, 1));
+    assert_eq!(w.slots().len(), 3, "no new logical worker was minted");
+    assert!(w.cursor() > cursor_events);
+}
+
+#[test]
+fn host_and_setup_states_are_readiness_reasons_not_worker_failures() {
+    let mut w = world();
+    w.parked(2);
+    for code in [ErrorCode::ChatgptSignedOut, ErrorCode::HostAppDisabled] {
+        w.plane
+            .report(EXEC, ExecutorFrame::ConversationError { worker_id: w.worker_of(0), code, detail: String::new() })
+            .unwrap();
+        let status = w.pool.status(&w.root.run_id, &[EXEC.into()]);
+        assert!(status.reasons.contains(&code), "{status:?}");
+    }
+    let worker = w.plane.worker(&w.worker_of(0)).unwrap();
+    assert_eq!(worker.state, protocol::WorkerState::Running, "the worker did not fail");
+    assert!(w.pool.status(&w.root.run_id, &[]).reasons.contains(&ErrorCode::BrowserControlUnavailable));
+}
+
+#[test]
+fn a_disconnect_never_requeues_a_started_task() {
+    let mut w = world();
+    w.parked(1);
+    let task = w.pool.dispatch(&w.root, "only once", Some(0), None).unwrap();
+    let d = w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits::default());
+    w.plane.dispatch(&d[0], 60_000).unwrap();
+    w.plane.report(EXEC, ExecutorFrame::Ack { command_id: d[0].command_id.clone() }).unwrap();
+    // The executor disconnects and reconnects: the same command is replayed, nothing is requeued.
+    assert!(w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits::default()).is_empty());
+    let replay = w.plane.replay(EXEC, 60_000).unwrap();
+    assert_eq!(replay.iter().map(|c| c.command_id.clone()).collect::<Vec<_>>(), vec![d[0].command_id.clone()]);
+    assert_eq!(w.pool.collect(&w.root, &task.task_id).unwrap().status, "pending");
+}
+
+#[test]
+fn a_corrupted_registry_fails_closed_without_deleting_truth() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let (run, second_worker) = {
+        let mut w = world_on(Arc::new(SqliteStore::open(&path).unwrap()));
+        w.parked(1);
+        (w.root.run_id.clone(), w.worker_of(0))
+    };
+    let store = SqliteStore::open(&path).unwrap();
+    let head = store.events_after(&run, 0, 10_000).unwrap().len() as u64;
+    // A second provisioning of the held slot 0: a conflicting registry.
+    let bogus = Event {
+        cursor: head + 1,
+        run_id: run.clone(),
+        at_ms: 1,
+        body: EventBody::RuntimeSlotProvisioning {
+            operation_id: "rogue".into(),
+            slot: 0,
+            worker_id: second_worker,
+            expires_at_ms: 9,
+        },
+    };
+    store.append(&Batch { events: vec![bogus], idempotency: None }).unwrap();
+    let err = ControlPlane::open(Arc::new(store), Arc::new(ManualClock::at(0)), Keyring::new([4; 32])).err().unwrap();
+    assert_eq!(err.code(), ErrorCode::ReconcileRequired);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.events_after(&run, 0, 10_000).unwrap().len() as u64, head + 1, "nothing was deleted");
+}
+
+#[test]
+fn the_registry_and_log_hold_no_secret_and_no_tab_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let keys = Keyring::new([4; 32]);
+    {
+        let mut w = world_on(Arc::new(SqliteStore::open(&path).unwrap()));
+        w.parked(2);
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    let secret_hex: String = keys.secret().iter().map(|b| format!("{b:02x}")).collect();
+    for needle in ["cap_", "att_", &secret_hex, "token", "cookie", "tabId", "targetId"] {
+        assert!(!text.contains(needle), "the store contains {needle}");
+    }
+}
