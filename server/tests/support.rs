@@ -55,6 +55,11 @@ impl Daemon {
 
     /// SIGKILL: no shutdown path runs.
     pub fn kill9(mut self) {
+        self.kill();
+    }
+
+    /// SIGKILL in place (the handle stays, dead).
+    pub fn kill(&mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
     }

@@ -127,6 +127,8 @@ pub struct Stats {
     pub commands: Vec<Command>,
     /// When each command was first received (for latency benchmarks).
     pub first_received: HashMap<CommandId, std::time::Instant>,
+    /// Tabs the test made the browser lose, by worker.
+    pub lost_tabs: Vec<WorkerId>,
     /// Conversations reopened (recovery), in order.
     pub reopened: Vec<ConversationId>,
     /// Conversations closed, in order.
@@ -161,6 +163,8 @@ struct Shared {
     changed: Notify,
     stop: Notify,
     connected: Mutex<bool>,
+    /// The live session's outbox, for effects the test injects (a lost tab).
+    outbox: Mutex<Option<Outbox>>,
 }
 
 impl Fault {
@@ -240,6 +244,7 @@ impl FakeExecutor {
             changed: Notify::new(),
             stop: Notify::new(),
             connected: Mutex::new(false),
+            outbox: Mutex::new(None),
         });
         let task = tokio::spawn(run(shared.clone()));
         Self { shared, task }
@@ -272,6 +277,20 @@ impl FakeExecutor {
                 );
             }
         }
+    }
+
+    /// Simulates the browser losing a worker's tab: reports the conversation
+    /// closed, as a real carrier would. Returns whether a session was up.
+    pub fn lose_tab(&self, worker: &WorkerId) -> bool {
+        let sent = self
+            .shared
+            .outbox
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|o| o.send(frame(&ExecutorFrame::ConversationClosed { worker_id: worker.clone() })).is_ok());
+        self.shared.update(|s| s.lost_tabs.push(worker.clone()));
+        sent
     }
 
     /// Disconnects for good.
@@ -352,6 +371,7 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
     });
 
     let (outbox, mut rx) = mpsc::unbounded_channel::<Message>();
+    *shared.outbox.lock().unwrap() = Some(outbox.clone());
     let (drop_tx, mut drop_rx) = mpsc::unbounded_channel::<Next>();
     let writer = tokio::spawn(async move {
         while let Some(m) = rx.recv().await {
