@@ -39,21 +39,26 @@ impl Models {
                 let stats = fake.stats();
                 let handled = *d.lock().unwrap();
                 for (conversation, prompt) in stats.submissions.iter().skip(handled) {
-                    let attach = prompt.split('"').find(|p| p.starts_with("att_")).expect("prompts carry the attach identity").to_owned();
+                    let attach = prompt
+                        .split('"')
+                        .find(|p| p.starts_with("att_"))
+                        .expect("prompts carry the attach identity")
+                        .to_owned();
                     let addr = a.lock().unwrap().clone();
                     let peer = peers.entry(conversation.to_string()).or_insert_with(|| Mcp::connect(&addr));
                     let me = match peer.call("runtime_bootstrap", json!({"attach_identity": attach})) {
                         Ok(me) => me,
-                        // The daemon restarted under us: same conversation, new transport session.
-                        Err(_) => {
-                            *peer = Mcp::connect(&addr);
-                            peer.ok("runtime_bootstrap", json!({"attach_identity": attach}))
-                        }
+                        // Not resolved yet (the create's result is still in flight): try again shortly.
+                        Err((code, _)) if code == "PEER_IDENTITY_UNRESOLVED" => break,
+                        Err((code, message)) => panic!("runtime_bootstrap: {code}: {message}"),
                     };
                     if prompt.starts_with("[orchestrator wake v1]") {
                         let task = me["followups"].as_array().unwrap().last().unwrap().as_str().unwrap().to_owned();
                         if !task.contains("hold") {
-                            peer.ok("worker_complete", json!({"capability": me["capability"], "summary": format!("done: {task}")}));
+                            peer.ok(
+                                "worker_complete",
+                                json!({"capability": me["capability"], "summary": format!("done: {task}")}),
+                            );
                         }
                     }
                     *d.lock().unwrap() += 1;
@@ -88,7 +93,11 @@ impl Rig {
     async fn new() -> Rig {
         let state = tempfile::tempdir().unwrap();
         let daemon = Daemon::start_with(state.path(), &DAEMON_ARGS, &[]);
-        let fake = Arc::new(FakeExecutor::start(FakeConfig::new(format!("ws://{}/executor", daemon.addr), token(state.path()), "ext-1")));
+        let fake = Arc::new(FakeExecutor::start(FakeConfig::new(
+            format!("ws://{}/executor", daemon.addr),
+            token(state.path()),
+            "ext-1",
+        )));
         fake.wait_for(|s| s.connections == 1, WAIT).await;
         let root = Mcp::connect(&daemon.addr);
         let cap = root.ok("run_create", json!({"title": "pool"}))["root_capability"].as_str().unwrap().to_owned();
@@ -132,7 +141,9 @@ impl Rig {
         let stats = self.fake.stats();
         let mut from_commands = HashSet::new();
         for c in &stats.commands {
-            if let protocol::executor::CommandOp::ConversationCreate { prompt, .. } | protocol::executor::CommandOp::ConversationSend { prompt, .. } = &c.op {
+            if let protocol::executor::CommandOp::ConversationCreate { prompt, .. }
+            | protocol::executor::CommandOp::ConversationSend { prompt, .. } = &c.op
+            {
                 from_commands.insert(prompt.clone());
             }
         }
@@ -150,7 +161,8 @@ async fn g2_ensure_three_parks_three_distinct_conversations_and_a_replay_does_no
     let stats = rig.fake.stats();
     let conversations: HashSet<_> = stats.conversations.iter().map(|(_, c)| c.clone()).collect();
     assert_eq!(conversations.len(), 3, "three distinct conversations");
-    let ids: HashSet<_> = status["slots"].as_array().unwrap().iter().map(|s| s["conversation_id"].as_str().unwrap().to_owned()).collect();
+    let ids: HashSet<_> =
+        status["slots"].as_array().unwrap().iter().map(|s| s["conversation_id"].as_str().unwrap().to_owned()).collect();
     assert_eq!(ids.len(), 3);
     assert_eq!(stats.submissions.len(), 3, "one bootstrap each");
     let (cursor, commands) = (rig.cursor(), stats.commands.len());
@@ -166,7 +178,9 @@ async fn g3_targeted_tasks_wake_the_exact_workers_and_are_collected_without_cros
     let rig = Rig::new().await;
     rig.call("runtime_ensure", json!({"desired_workers": 3}));
     let status = rig.ready(3).await;
-    let tasks: Vec<Value> = (0..3).map(|slot| rig.call("task_dispatch", json!({"instructions": format!("task for slot {slot}"), "slot": slot}))).collect();
+    let tasks: Vec<Value> = (0..3)
+        .map(|slot| rig.call("task_dispatch", json!({"instructions": format!("task for slot {slot}"), "slot": slot})))
+        .collect();
     for (slot, task) in tasks.iter().enumerate() {
         assert_eq!(task["worker_id"], rig.workers(&status)[slot]);
         let deadline = tokio::time::Instant::now() + WAIT;

@@ -50,6 +50,20 @@ fn domain_crates_stay_free_of_io_frameworks() {
 }
 
 #[test]
+fn pool_crates_stay_pure() {
+    // registry and admission are decision logic over protocol types only.
+    for krate in ["registry", "admission"] {
+        for dep in dependencies(krate) {
+            assert!(["protocol", "registry", "thiserror"].contains(&dep.as_str()), "{krate} must not depend on {dep}");
+        }
+    }
+    // pool reconciles through the control plane; it does no IO of its own.
+    for dep in dependencies("pool") {
+        assert!(!["tokio", "axum", "rmcp", "rusqlite", "tokio-tungstenite", "chromiumoxide"].contains(&dep.as_str()), "pool must not depend on {dep}");
+    }
+}
+
+#[test]
 fn no_forbidden_browser_automation_in_any_manifest() {
     for entry in std::fs::read_dir(root()).unwrap() {
         let manifest = entry.unwrap().path().join("Cargo.toml");

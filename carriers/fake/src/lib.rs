@@ -282,13 +282,10 @@ impl FakeExecutor {
     /// Simulates the browser losing a worker's tab: reports the conversation
     /// closed, as a real carrier would. Returns whether a session was up.
     pub fn lose_tab(&self, worker: &WorkerId) -> bool {
-        let sent = self
-            .shared
-            .outbox
-            .lock()
-            .unwrap()
-            .as_ref()
-            .is_some_and(|o| o.send(frame(&ExecutorFrame::ConversationClosed { worker_id: worker.clone() })).is_ok());
+        let sent =
+            self.shared.outbox.lock().unwrap().as_ref().is_some_and(|o| {
+                o.send(frame(&ExecutorFrame::ConversationClosed { worker_id: worker.clone() })).is_ok()
+            });
         self.shared.update(|s| s.lost_tabs.push(worker.clone()));
         sent
     }
