@@ -396,3 +396,37 @@ fn the_registry_and_log_hold_no_secret_and_no_tab_handle() {
         assert!(!text.contains(needle), "the store contains {needle}");
     }
 }
+
+#[test]
+fn an_unknown_bootstrap_acknowledgement_creates_no_duplicate_conversation_or_worker() {
+    let w = world();
+    w.pool.ensure(&w.root, 1).unwrap();
+    let d = w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits::default());
+    w.plane.dispatch(&d[0], 60_000).unwrap();
+    let unknown =
+        CommandOutcome::Error { code: ErrorCode::AmbiguousSubmission, detail: "submission not observed".into() };
+    w.plane.report(EXEC, ExecutorFrame::Result { command_id: d[0].command_id.clone(), outcome: unknown }).unwrap();
+    assert_eq!(w.slots()[0].health, SlotHealth::ReconcileRequired);
+    let cursor = w.cursor();
+    assert_eq!(code(w.pool.ensure(&w.root, 1)), ErrorCode::ReconcileRequired);
+    assert!(w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits::default()).is_empty());
+    assert_eq!(w.cursor(), cursor, "no second create, no new worker");
+}
+
+#[test]
+fn an_operation_on_one_target_never_reaches_another() {
+    let mut w = world();
+    w.parked(3);
+    let conversations: Vec<Option<String>> = w.slots().iter().map(|s| s.conversation_id.clone()).collect();
+    w.pool.scale(&w.root, 2).unwrap();
+    let d = w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits::default());
+    assert_eq!(d.len(), 1);
+    let wire = w.plane.dispatch(&d[0], 60_000).unwrap();
+    let protocol::executor::CommandOp::ConversationClose { conversation_id } = wire.op else { panic!("a close") };
+    assert_eq!(Some(conversation_id.to_string()), conversations[2], "the close names exactly slot 2's conversation");
+    assert_eq!(wire.worker_id, w.worker_of(2));
+    // Another executor cannot report on this slot's conversation.
+    let err = w.plane.report("ext-2", ExecutorFrame::ConversationClosed { worker_id: w.worker_of(0) }).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Forbidden);
+    assert_eq!(w.slots()[0].health, SlotHealth::Parked);
+}

@@ -59,7 +59,10 @@ fn pool_crates_stay_pure() {
     }
     // pool reconciles through the control plane; it does no IO of its own.
     for dep in dependencies("pool") {
-        assert!(!["tokio", "axum", "rmcp", "rusqlite", "tokio-tungstenite", "chromiumoxide"].contains(&dep.as_str()), "pool must not depend on {dep}");
+        assert!(
+            !["tokio", "axum", "rmcp", "rusqlite", "tokio-tungstenite", "chromiumoxide"].contains(&dep.as_str()),
+            "pool must not depend on {dep}"
+        );
     }
 }
 
