@@ -531,6 +531,24 @@ impl Tools {
         Ok(WorkerOut { worker: WorkerView::from(&w), run_state: run.state, cursor: run.cursor })
     }
 
+    /// Runs a command the caller issues as itself (progress, complete, fail):
+    /// authenticates, checks an optional claimed worker id is the caller's own,
+    /// commits, and returns the caller's worker afterwards.
+    async fn as_self(
+        &self,
+        capability: String,
+        claimed: Option<String>,
+        command: impl FnOnce(WorkerId) -> Command + Send + 'static,
+    ) -> Result<Json<WorkerOut>, String> {
+        let tools = self.clone();
+        blocking(move || {
+            let me = acting_as(&tools.plane, &capability, claimed.as_deref())?;
+            tools.plane.execute(command(me.id.clone()))?;
+            tools.worker_out(&me.id)
+        })
+        .await
+    }
+
     /// Resolves a recipient given as a worker id or a path in `run`.
     fn recipient(&self, run: &RunId, to: &str) -> Result<WorkerId, Error> {
         if to.starts_with('/') {
@@ -870,15 +888,10 @@ impl Tools {
         Parameters(args): Parameters<WorkerProgressArgs>,
     ) -> Result<Json<WorkerOut>, String> {
         let args = args?;
-        let tools = self.clone();
-        blocking(move || {
-            let me = acting_as(&tools.plane, &args.capability, args.worker_id.as_deref())?;
-            tools.plane.execute(Command::Progress {
-                actor: me.id.clone(),
-                summary: args.summary,
-                percent: args.percent,
-            })?;
-            tools.worker_out(&me.id)
+        self.as_self(args.capability, args.worker_id, move |me| Command::Progress {
+            actor: me,
+            summary: args.summary,
+            percent: args.percent,
         })
         .await
     }
@@ -896,12 +909,10 @@ impl Tools {
         Parameters(args): Parameters<WorkerCompleteArgs>,
     ) -> Result<Json<WorkerOut>, String> {
         let args = args?;
-        let tools = self.clone();
-        blocking(move || {
-            let me = acting_as(&tools.plane, &args.capability, args.worker_id.as_deref())?;
-            let cmd = Command::Complete { actor: me.id.clone(), summary: args.summary, artifacts: args.artifacts };
-            tools.plane.execute(cmd)?;
-            tools.worker_out(&me.id)
+        self.as_self(args.capability, args.worker_id, move |me| Command::Complete {
+            actor: me,
+            summary: args.summary,
+            artifacts: args.artifacts,
         })
         .await
     }
@@ -916,13 +927,7 @@ impl Tools {
     ))]
     async fn worker_fail(&self, Parameters(args): Parameters<WorkerFailArgs>) -> Result<Json<WorkerOut>, String> {
         let args = args?;
-        let tools = self.clone();
-        blocking(move || {
-            let me = acting_as(&tools.plane, &args.capability, args.worker_id.as_deref())?;
-            tools.plane.execute(Command::Fail { actor: me.id.clone(), reason: args.reason })?;
-            tools.worker_out(&me.id)
-        })
-        .await
+        self.as_self(args.capability, args.worker_id, move |me| Command::Fail { actor: me, reason: args.reason }).await
     }
 
     /// Stop a worker's work (it becomes cancelled). Root only.

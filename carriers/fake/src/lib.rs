@@ -481,6 +481,16 @@ fn handle(shared: &Arc<Shared>, outbox: &Outbox, drop_tx: &mpsc::UnboundedSender
     }
 }
 
+/// Refuses a conversation this executor did not create for `worker`, as a
+/// real carrier refuses tabs it does not manage.
+fn unmanaged(shared: &Shared, worker: &WorkerId, conversation: &ConversationId) -> Option<CommandOutcome> {
+    let managed = shared.stats.lock().unwrap().conversations.iter().any(|(w, c)| w == worker && c == conversation);
+    (!managed).then(|| CommandOutcome::Error {
+        code: ErrorCode::UnmanagedTarget,
+        detail: "not a conversation this executor created".into(),
+    })
+}
+
 /// The simulated effect: create a conversation and submit its prompt, or
 /// submit a prompt into an existing one. Counted exactly as it happens.
 fn perform(shared: &Shared, outbox: &Outbox, command: &Command) -> CommandOutcome {
@@ -510,26 +520,16 @@ fn perform(shared: &Shared, outbox: &Outbox, command: &Command) -> CommandOutcom
         }
         CommandOp::ConversationSend { conversation_id, prompt }
         | CommandOp::ConversationSteer { conversation_id, prompt } => {
-            let managed =
-                shared.stats.lock().unwrap().conversations.iter().any(|(w, c)| *w == worker && c == conversation_id);
-            if !managed {
-                return CommandOutcome::Error {
-                    code: ErrorCode::UnmanagedTarget,
-                    detail: "not a conversation this executor created".into(),
-                };
+            if let Some(refusal) = unmanaged(shared, &worker, conversation_id) {
+                return refusal;
             }
             shared.update(|s| s.submissions.push((conversation_id.clone(), prompt.clone())));
             send(ExecutorFrame::ConversationState { worker_id: worker, state: ConversationState::Idle, error: None });
             CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }
         }
         CommandOp::ConversationOpen { conversation_id, .. } => {
-            let managed =
-                shared.stats.lock().unwrap().conversations.iter().any(|(w, c)| *w == worker && c == conversation_id);
-            if !managed {
-                return CommandOutcome::Error {
-                    code: ErrorCode::UnmanagedTarget,
-                    detail: "not a conversation this executor created".into(),
-                };
+            if let Some(refusal) = unmanaged(shared, &worker, conversation_id) {
+                return refusal;
             }
             shared.update(|s| s.reopened.push(conversation_id.clone()));
             send(ExecutorFrame::ConversationState { worker_id: worker, state: ConversationState::Idle, error: None });
