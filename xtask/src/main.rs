@@ -66,7 +66,16 @@ fn ci() -> anyhow::Result<()> {
     install()?;
     run(Command::new("cargo").args(["fmt", "--all", "--", "--check"]))?;
     run(Command::new("cargo").args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
-    run(Command::new("cargo").args(["build", "-p", "protocol", "--target", "wasm32-unknown-unknown"]))?;
+    // What the extension will compile: the wire types and the DOM adapter.
+    run(Command::new("cargo").args([
+        "build",
+        "-p",
+        "protocol",
+        "-p",
+        "chatgpt-dom",
+        "--target",
+        "wasm32-unknown-unknown",
+    ]))?;
     run(Command::new("cargo").args(["build", "--workspace", "--all-targets"]))?;
     run(Command::new("cargo").args(["test", "--workspace", "--all-targets"]))?;
     Ok(())

@@ -50,6 +50,14 @@ fn domain_crates_stay_free_of_io_frameworks() {
 }
 
 #[test]
+fn the_dom_adapter_knows_no_browser() {
+    // chatgpt-dom runs in wasm (web-sys) and over CDP: protocol types only.
+    for dep in dependencies("chatgpt-dom") {
+        assert_eq!(dep, "protocol", "chatgpt-dom must not depend on {dep}");
+    }
+}
+
+#[test]
 fn pool_crates_stay_pure() {
     // registry and admission are decision logic over protocol types only.
     for krate in ["registry", "admission"] {

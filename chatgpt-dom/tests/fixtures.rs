@@ -1,0 +1,127 @@
+//! The adapter against every fakechat fixture (the same DOM the browser tests
+//! see), plus hand-made breakage: each fixture classifies as its name says,
+//! and the composer resolves to exactly one editor and one send button.
+
+use std::path::PathBuf;
+
+use chatgpt_dom::{Dom, Element, Incident, PageState, classify, resolve};
+use scraper::{ElementRef, Html, Selector};
+
+/// A parsed HTML page as a [`Dom`].
+struct Page {
+    html: Html,
+}
+
+impl Page {
+    fn parse(text: &str) -> Page {
+        Page { html: Html::parse_document(text) }
+    }
+}
+
+impl Dom for Page {
+    type Node = ego_tree::NodeId;
+
+    fn query_all(&self, scope: Option<&Self::Node>, selector: &str) -> Vec<Self::Node> {
+        let selector = Selector::parse(selector).unwrap_or_else(|e| panic!("bad selector {selector}: {e:?}"));
+        match scope {
+            None => self.html.select(&selector).map(|e| e.id()).collect(),
+            Some(id) => {
+                ElementRef::wrap(self.html.tree.get(*id).unwrap()).unwrap().select(&selector).map(|e| e.id()).collect()
+            }
+        }
+    }
+
+    fn attr(&self, node: &Self::Node, name: &str) -> Option<String> {
+        ElementRef::wrap(self.html.tree.get(*node)?)?.value().attr(name).map(str::to_owned)
+    }
+
+    fn text(&self, node: &Self::Node) -> String {
+        ElementRef::wrap(self.html.tree.get(*node).unwrap()).unwrap().text().collect()
+    }
+
+    fn within(&self, node: &Self::Node, selector: &str) -> bool {
+        let selector = Selector::parse(selector).unwrap();
+        let mut current = self.html.tree.get(*node).unwrap().parent();
+        while let Some(n) = current {
+            if ElementRef::wrap(n).is_some_and(|e| selector.matches(&e)) {
+                return true;
+            }
+            current = n.parent();
+        }
+        false
+    }
+}
+
+fn fixture(name: &str) -> Page {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(format!("{name}.html"));
+    Page::parse(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+}
+
+#[test]
+fn every_fixture_classifies_as_named() {
+    let expectations: &[(&str, Result<PageState, &str>)] = &[
+        ("ready-new-chat", Ok(PageState::Ready)),
+        ("idle", Ok(PageState::Idle)),
+        ("idle-de", Ok(PageState::Idle)),
+        ("generating", Ok(PageState::Generating { deferral: false })),
+        ("generating-deferral", Ok(PageState::Generating { deferral: true })),
+        ("error-delivery-timeout", Ok(PageState::Error(Incident::DeliveryTimeout))),
+        ("error-something-went-wrong", Ok(PageState::Error(Incident::Unknown))),
+        ("rate-limited", Ok(PageState::Error(Incident::RateLimited))),
+        ("loading", Ok(PageState::Loading)),
+        ("signed-out", Ok(PageState::Error(Incident::SignedOut))),
+        ("challenge", Ok(PageState::Error(Incident::Challenge))),
+        ("ui-missing", Err("missing")),
+        ("ui-duplicated", Err("ambiguous")),
+    ];
+    for generation in ["a", "b"] {
+        for (name, expected) in expectations {
+            let page = fixture(&format!("{generation}-{name}"));
+            let got = classify(&page);
+            match (expected, &got) {
+                (Ok(state), Ok(snapshot)) => assert_eq!(&snapshot.state, state, "{generation}-{name}"),
+                (Err(detail), Err(changed)) => {
+                    assert!(changed.detail.starts_with(detail), "{generation}-{name}: {changed:?}");
+                    assert_eq!(changed.code(), protocol::ErrorCode::HostUiChanged);
+                }
+                _ => panic!("{generation}-{name}: expected {expected:?}, got {got:?}"),
+            }
+        }
+    }
+    assert_eq!(classify(&fixture("a-idle-lexical")).unwrap().state, PageState::Idle);
+}
+
+#[test]
+fn the_composer_resolves_to_exactly_one_editor_and_send_button_in_every_generation() {
+    for name in ["a-idle", "a-idle-lexical", "a-idle-de", "b-idle", "b-idle-de", "a-ready-new-chat", "b-ready-new-chat"]
+    {
+        let page = fixture(name);
+        let editor = resolve(&page, Element::Editor).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert_eq!(page.attr(&editor, "contenteditable").as_deref(), Some("true"), "{name}");
+        let send = resolve(&page, Element::SendButton).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert!(page.attr(&send, "disabled").is_some(), "{name}: send is disabled while empty");
+    }
+    // While generating, generation A shows stop instead of send; B keeps the slot.
+    assert!(resolve(&fixture("a-generating"), Element::StopButton).is_ok());
+    assert!(resolve(&fixture("a-generating"), Element::SendButton).is_err());
+}
+
+#[test]
+fn hand_made_breakage_fails_closed() {
+    let idle = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/a-idle.html")).unwrap();
+    // Test ids renamed and the old id dropped: no candidate matches the editor.
+    let renamed = idle
+        .replace(r#"id="prompt-textarea""#, "")
+        .replace(r#"data-testid="prompt-textarea""#, r#"data-testid="composer-v9""#);
+    let renamed = renamed.replace(r#"data-type="unified-composer""#, r#"data-type="unified-composer""#);
+    let err = classify(&Page::parse(&renamed)).unwrap_err();
+    assert_eq!((err.element, err.detail.as_str()), (Element::Editor, "missing"));
+    // Two send buttons: ambiguous, never "the first one".
+    let doubled = idle.replace("</form>", r#"<button data-testid="send-button"></button></form>"#);
+    let err = classify(&Page::parse(&doubled)).unwrap_err();
+    assert!(err.detail.starts_with("ambiguous"), "{err:?}");
+    // Only English labels left (structure gone): not enough to act on.
+    let labels_only = idle.replace(r#"data-testid="send-button""#, "").replace(r#"id="composer-submit-button""#, "");
+    let err = classify(&Page::parse(&labels_only)).unwrap_err();
+    assert_eq!(err.element, Element::SendButton);
+}
