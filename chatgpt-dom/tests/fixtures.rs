@@ -113,7 +113,6 @@ fn hand_made_breakage_fails_closed() {
     let renamed = idle
         .replace(r#"id="prompt-textarea""#, "")
         .replace(r#"data-testid="prompt-textarea""#, r#"data-testid="composer-v9""#);
-    let renamed = renamed.replace(r#"data-type="unified-composer""#, r#"data-type="unified-composer""#);
     let err = classify(&Page::parse(&renamed)).unwrap_err();
     assert_eq!((err.element, err.detail.as_str()), (Element::Editor, "missing"));
     // Two send buttons: ambiguous, never "the first one".
