@@ -703,12 +703,7 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                 (CommandOutcome::Ok { conversation_id: Some(id) }, CommandIntent::Create)
                     if worker.conversation.is_none() =>
                 {
-                    events.push(EventBody::ConversationBound {
-                        worker_id: worker.id.clone(),
-                        conversation_id: id.clone(),
-                        url: format!("https://chatgpt.com/c/{id}"),
-                        executor_id: executor_id.to_owned(),
-                    });
+                    events.push(bind(state, worker, id, &format!("https://chatgpt.com/c/{id}"), executor_id));
                 }
                 (CommandOutcome::Ok { .. }, _) => {}
                 (CommandOutcome::Error { code, .. }, CommandIntent::Create) if !uncertain(*code) => {
@@ -743,12 +738,7 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
         ExecutorFrame::ConversationBound { worker_id, conversation_id, url } => {
             let worker = held_worker(state, executor_id, worker_id)?;
             match &worker.conversation {
-                None => Ok(vec![EventBody::ConversationBound {
-                    worker_id: worker_id.clone(),
-                    conversation_id: conversation_id.clone(),
-                    url: url.clone(),
-                    executor_id: executor_id.to_owned(),
-                }]),
+                None => Ok(vec![bind(state, worker, conversation_id, url, executor_id)]),
                 Some((bound, _)) if bound == conversation_id => Ok(vec![]),
                 Some((bound, _)) => Ok(vec![EventBody::ConversationError {
                     worker_id: worker_id.clone(),
@@ -803,6 +793,35 @@ pub fn retire_protection(state: &State, record: &registry::CarrierRecord, worker
     let idle =
         worker.state == WorkerState::Completed || (worker.state == WorkerState::Running && worker.followups.is_empty());
     (!idle).then_some("busy with a task")
+}
+
+/// Binds a worker's first observed conversation, unless another worker already
+/// holds that conversation: then it is identity drift, recorded and fenced,
+/// never a second mapping of one conversation.
+fn bind(
+    state: &State,
+    worker: &Worker,
+    conversation: &protocol::ConversationId,
+    url: &str,
+    executor_id: &str,
+) -> EventBody {
+    let taken = state
+        .workers
+        .values()
+        .any(|w| w.id != worker.id && w.conversation.as_ref().is_some_and(|(c, _)| c == conversation));
+    if taken {
+        return EventBody::ConversationError {
+            worker_id: worker.id.clone(),
+            code: ErrorCode::ConversationIdentityDrift,
+            detail: format!("conversation {conversation} already belongs to another worker"),
+        };
+    }
+    EventBody::ConversationBound {
+        worker_id: worker.id.clone(),
+        conversation_id: conversation.clone(),
+        url: url.to_owned(),
+        executor_id: executor_id.to_owned(),
+    }
 }
 
 /// Codes that mean the effect may have happened: never grounds for a retry.

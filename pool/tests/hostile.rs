@@ -430,3 +430,24 @@ fn an_operation_on_one_target_never_reaches_another() {
     assert_eq!(err.code(), ErrorCode::Forbidden);
     assert_eq!(w.slots()[0].health, SlotHealth::Parked);
 }
+
+#[test]
+fn one_conversation_reported_for_two_slots_is_drift_not_a_second_mapping() {
+    let mut w = world();
+    w.parked(2);
+    let first = w.slots()[0].conversation_id.clone().unwrap();
+    let events = w
+        .plane
+        .report(
+            EXEC,
+            ExecutorFrame::ConversationBound {
+                worker_id: w.worker_of(1),
+                conversation_id: first.parse().unwrap(),
+                url: String::new(),
+            },
+        )
+        .unwrap();
+    assert!(matches!(&events[0].body, EventBody::ConversationError { code: ErrorCode::ConversationIdentityDrift, .. }));
+    // Recorded as drift (no panic, no second mapping); the slot is fenced.
+    assert_eq!(w.slots()[1].health, SlotHealth::ReconcileRequired);
+}
