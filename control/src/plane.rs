@@ -62,6 +62,8 @@ pub struct ControlPlane {
     keys: Keyring,
     /// Counts commits; the executor bridge's dispatch loop wakes on it.
     changes: tokio::sync::watch::Sender<u64>,
+    /// Set when committed events failed to fold: writes are refused.
+    broken: std::sync::atomic::AtomicBool,
 }
 
 impl ControlPlane {
@@ -75,7 +77,16 @@ impl ControlPlane {
             broker.prime(&run.id, run.cursor);
         }
         let changes = tokio::sync::watch::Sender::new(0);
-        Ok(Self { store, state: RwLock::new(state), writer: Mutex::new(()), broker, clock, keys, changes })
+        Ok(Self {
+            store,
+            state: RwLock::new(state),
+            writer: Mutex::new(()),
+            broker,
+            clock,
+            keys,
+            changes,
+            broken: std::sync::atomic::AtomicBool::new(false),
+        })
     }
 
     /// A receiver that changes on every commit that appended events.
@@ -144,6 +155,11 @@ impl ControlPlane {
         make: impl FnOnce() -> (Command, R),
     ) -> Result<(R, Vec<Event>), Error> {
         let _writer = self.writer.lock().expect("writer lock");
+        if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::ReconcileRequired(
+                "the control plane refused writes after a fold failure; restart it".into(),
+            ));
+        }
         let request_hash = idem.as_ref().map(|_| hash_json(request));
         if let (Some(idem), Some(hash)) = (&idem, &request_hash)
             && let Some(found) = self.store.idempotency(&idem.scope, idem.key)?
@@ -191,8 +207,14 @@ impl ControlPlane {
             let mut state = self.state.write().expect("state lock");
             for event in &events {
                 // The events were decided against this very state under the
-                // writer lock; a fold failure here is a bug, not bad input.
-                state.apply(event).expect("decided events fold");
+                // writer lock, so a fold failure is a bug, not bad input. The
+                // events are durable; memory may now lag them, so fail closed:
+                // refuse every later write until a restart re-folds the log.
+                if let Err(e) = state.apply(event) {
+                    self.broken.store(true, std::sync::atomic::Ordering::SeqCst);
+                    tracing::error!("committed events do not fold ({e}); refusing writes until restart");
+                    return Err(Error::ReconcileRequired(format!("committed events do not fold: {e}")));
+                }
             }
         }
         self.broker.publish(&events);

@@ -1,13 +1,14 @@
 //! The bridge: live sessions by executor id, the dispatch loop, and the
 //! `/executor` route.
 //!
-//! The dispatch loop is the only sender of commands. It wakes on every
-//! control-plane commit and on every (re)connection; on a connection it first
-//! replays the commands that executor holds but has not completed, then
-//! dispatches whatever `control::queue` says is next. Each dispatch is
-//! committed before its frame is sent, so a crash between the two ends in a
-//! replay, never in a lost or doubled effect (the executor's journal answers
-//! a replayed idempotency key without acting twice).
+//! Commands leave in two places, both under the sessions lock so they never
+//! overlap: registration replays the commands the (re)connecting executor
+//! holds but has not completed, and the dispatch loop (woken by every
+//! control-plane commit and by paced deadlines) sends whatever
+//! `control::queue` says is next. Each dispatch is committed before its frame
+//! is sent, so a crash between the two ends in a replay, never in a lost or
+//! doubled effect (the executor's journal answers a replayed idempotency key
+//! without acting twice).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -90,7 +91,6 @@ pub struct Bridge {
     pub(crate) shutdown: CancellationToken,
     sessions: Mutex<HashMap<String, Live>>,
     serials: AtomicU64,
-    replays: mpsc::UnboundedSender<(String, u64)>,
 }
 
 impl Bridge {
@@ -101,7 +101,6 @@ impl Bridge {
         token: TokenFile,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
-        let (replays, replay_rx) = mpsc::unbounded_channel();
         let bridge = Arc::new(Self {
             plane,
             config,
@@ -109,9 +108,8 @@ impl Bridge {
             shutdown,
             sessions: Mutex::new(HashMap::new()),
             serials: AtomicU64::new(0),
-            replays,
         });
-        tokio::spawn(dispatch_loop(bridge.clone(), replay_rx));
+        tokio::spawn(dispatch_loop(bridge.clone()));
         bridge
     }
 
@@ -131,6 +129,24 @@ impl Bridge {
         hello: ExecutorFrame,
     ) -> u64 {
         let serial = self.serials.fetch_add(1, Ordering::SeqCst) + 1;
+        // Under the sessions lock, which the dispatch loop also holds while it
+        // dispatches: the replay and new dispatches never overlap, so nothing
+        // is sent twice and nothing dispatched meanwhile goes missing.
+        let mut sessions = self.sessions.lock().await;
+        let timeout = self.config.create_timeout_ms.max(self.config.send_timeout_ms);
+        match blocking(|| self.plane.replay(executor_id, timeout)) {
+            Ok(commands) => {
+                for command in commands {
+                    tracing::info!(executor = executor_id, command = %command.command_id, "replaying");
+                    let _ = outbox.send(Outgoing::Frame(DaemonFrame::Command(command)));
+                }
+            }
+            Err(e) => tracing::error!(code = %e.code(), "replay failed: {e}"),
+        }
+        if let Some(old) = sessions.insert(executor_id.to_owned(), Live { serial, outbox }) {
+            let _ = old.outbox.send(Outgoing::Close(CloseReason::Superseded));
+        }
+        // Recording the connection wakes the dispatch loop, which then sees this session.
         if let ExecutorFrame::Hello { executor_kind, capabilities, host, .. } = hello {
             let command = Command::ExecutorConnected {
                 executor_id: executor_id.to_owned(),
@@ -141,11 +157,7 @@ impl Bridge {
             };
             self.record(command).await;
         }
-        let old = self.sessions.lock().await.insert(executor_id.to_owned(), Live { serial, outbox });
-        if let Some(old) = old {
-            let _ = old.outbox.send(Outgoing::Close(CloseReason::Superseded));
-        }
-        let _ = self.replays.send((executor_id.to_owned(), serial));
+        drop(sessions);
         serial
     }
 
@@ -197,16 +209,6 @@ impl Bridge {
         let name = name.trim_start_matches('[').trim_end_matches(']');
         ["localhost", "127.0.0.1", "::1"].contains(&name) || self.config.allowed_hosts.iter().any(|h| h == name)
     }
-
-    /// Sends one frame to the executor's live session, if it has one with `serial`
-    /// (or any, when `serial` is `None`).
-    async fn send(&self, executor_id: &str, serial: Option<u64>, frame: DaemonFrame) -> bool {
-        let sessions = self.sessions.lock().await;
-        match sessions.get(executor_id) {
-            Some(live) if serial.is_none_or(|s| s == live.serial) => live.outbox.send(Outgoing::Frame(frame)).is_ok(),
-            _ => false,
-        }
-    }
 }
 
 /// Runs short blocking control-plane work (a SQLite commit) on this task:
@@ -220,9 +222,9 @@ fn blocking<T>(work: impl FnOnce() -> T) -> T {
     }
 }
 
-/// Replays on (re)connection, then dispatches whatever the queue allows;
-/// wakes on every commit.
-async fn dispatch_loop(bridge: Arc<Bridge>, mut replays: mpsc::UnboundedReceiver<(String, u64)>) {
+/// Dispatches whatever the queue allows; wakes on every commit and at the
+/// next paced command's time. (Replays happen at registration.)
+async fn dispatch_loop(bridge: Arc<Bridge>) {
     let mut changes = bridge.plane.subscribe_changes();
     loop {
         // Paced commands wait for their time: wake then, without polling.
@@ -232,19 +234,6 @@ async fn dispatch_loop(bridge: Arc<Bridge>, mut replays: mpsc::UnboundedReceiver
         });
         tokio::select! {
             _ = async { tokio::time::sleep_until(paced.expect("guarded")).await }, if paced.is_some() => {}
-            replay = replays.recv() => {
-                let Some((executor_id, serial)) = replay else { return };
-                let timeout = bridge.config.create_timeout_ms.max(bridge.config.send_timeout_ms);
-                match blocking(|| bridge.plane.replay(&executor_id, timeout)) {
-                    Ok(commands) => {
-                        for command in commands {
-                            tracing::info!(executor = %executor_id, command = %command.command_id, "replaying");
-                            bridge.send(&executor_id, Some(serial), DaemonFrame::Command(command)).await;
-                        }
-                    }
-                    Err(e) => tracing::error!(code = %e.code(), "replay failed: {e}"),
-                }
-            }
             changed = changes.changed() => if changed.is_err() { return },
             _ = bridge.shutdown.cancelled() => return,
         }
@@ -253,7 +242,8 @@ async fn dispatch_loop(bridge: Arc<Bridge>, mut replays: mpsc::UnboundedReceiver
 }
 
 async fn dispatch_ready(bridge: &Arc<Bridge>) {
-    let connected = bridge.connected().await;
+    let sessions = bridge.sessions.lock().await;
+    let connected: Vec<String> = sessions.keys().cloned().collect();
     if connected.is_empty() {
         return;
     }
@@ -275,7 +265,9 @@ async fn dispatch_ready(bridge: &Arc<Bridge>) {
     for (executor_id, command) in ready {
         // If the session died meanwhile, the command stays dispatched to this
         // executor and is replayed when it returns.
-        bridge.send(&executor_id, None, DaemonFrame::Command(command)).await;
+        if let Some(live) = sessions.get(&executor_id) {
+            let _ = live.outbox.send(Outgoing::Frame(DaemonFrame::Command(command)));
+        }
     }
 }
 
