@@ -190,6 +190,11 @@ pub enum Command {
         /// The executor.
         executor_id: String,
     },
+    /// Assign several queued commands (one dispatch round), in one commit.
+    DispatchAll {
+        /// (command, executor) pairs.
+        dispatches: Vec<(CommandId, String)>,
+    },
     /// An executor reported something about its commands or conversations.
     ExecutorReport {
         /// The reporting executor (authenticated by its session).
@@ -502,26 +507,9 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                 reason: reason.clone(),
             }])
         }
-        Command::Dispatch { command_id, executor_id } => {
-            let command = known_command(state, command_id)?;
-            let worker = state
-                .worker(&command.worker_id)
-                .ok_or_else(|| Error::NotFound(format!("worker {}", command.worker_id)))?;
-            if let Some(bound) = &worker.executor_id
-                && bound != executor_id
-            {
-                return Err(Error::Forbidden(format!("worker {} is bound to another executor", worker.id)));
-            }
-            match command.phase {
-                CommandPhase::Queued => Ok(vec![EventBody::CommandDispatched {
-                    command_id: command_id.clone(),
-                    worker_id: command.worker_id.clone(),
-                    executor_id: executor_id.clone(),
-                }]),
-                CommandPhase::Dispatched | CommandPhase::Acked | CommandPhase::Completed | CommandPhase::Cancelled => {
-                    Err(Error::InvalidTransition(format!("command {command_id} is not queued")))
-                }
-            }
+        Command::Dispatch { command_id, executor_id } => Ok(vec![dispatched(state, command_id, executor_id)?]),
+        Command::DispatchAll { dispatches } => {
+            dispatches.iter().map(|(command_id, executor_id)| dispatched(state, command_id, executor_id)).collect()
         }
         Command::ExecutorReport { executor_id, frame } => report(state, executor_id, frame),
         Command::RuntimeProvision { actor, operation_id, slots, expires_at_ms } => {
@@ -647,6 +635,29 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                 not_before_ms: None,
             });
             Ok(events)
+        }
+    }
+}
+
+/// The dispatch of one queued command to an executor, which must be the one
+/// holding the worker, if any holds it.
+fn dispatched(state: &State, command_id: &CommandId, executor_id: &str) -> Result<EventBody, Error> {
+    let command = known_command(state, command_id)?;
+    let worker =
+        state.worker(&command.worker_id).ok_or_else(|| Error::NotFound(format!("worker {}", command.worker_id)))?;
+    if let Some(bound) = &worker.executor_id
+        && bound != executor_id
+    {
+        return Err(Error::Forbidden(format!("worker {} is bound to another executor", worker.id)));
+    }
+    match command.phase {
+        CommandPhase::Queued => Ok(EventBody::CommandDispatched {
+            command_id: command_id.clone(),
+            worker_id: command.worker_id.clone(),
+            executor_id: executor_id.to_owned(),
+        }),
+        CommandPhase::Dispatched | CommandPhase::Acked | CommandPhase::Completed | CommandPhase::Cancelled => {
+            Err(Error::InvalidTransition(format!("command {command_id} is not queued")))
         }
     }
 }

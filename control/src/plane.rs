@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use protocol::executor::{self as wire, CommandOp, ExecutorFrame};
 use protocol::limits::{EVENTS_PAGE_MAX, IDEMPOTENCY_KEY_MAX, WAIT_MAX_MS};
-use protocol::{Assignment, CommandId, CommandIntent, Event, MessageId, MessageKind, PromptRef, RunId, WorkerId};
+use protocol::{
+    Assignment, CommandId, CommandIntent, Event, EventBody, MessageId, MessageKind, PromptRef, RunId, WorkerId,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
@@ -180,7 +182,11 @@ impl ControlPlane {
             bodies
                 .into_iter()
                 .map(|body| {
-                    let run_id = run_of(&state, &command);
+                    // A dispatch round spans runs: each dispatch goes to its worker's run.
+                    let run_id = match &body {
+                        EventBody::CommandDispatched { worker_id, .. } => state.workers[worker_id].run_id.clone(),
+                        _ => run_of(&state, &command),
+                    };
                     let cursor = next.entry(run_id.clone()).or_insert_with(|| {
                         if run_id.is_system() {
                             state.system_cursor
@@ -391,6 +397,32 @@ impl ControlPlane {
         self.render(&dispatch.command_id, timeout_ms)
     }
 
+    /// Commits a whole dispatch round in one transaction (one fsync, not one
+    /// per command) and returns each wire command with its executor. All or
+    /// nothing: if anything changed since the round was planned, nothing is
+    /// dispatched and the next round replans.
+    pub fn dispatch_all(
+        &self,
+        round: &[Dispatch],
+        timeout_ms: impl Fn(&CommandIntent) -> u64,
+    ) -> Result<Vec<(String, wire::Command)>, Error> {
+        if round.is_empty() {
+            return Ok(Vec::new());
+        }
+        let dispatches = round.iter().map(|d| (d.command_id.clone(), d.executor_id.clone())).collect();
+        self.execute(Command::DispatchAll { dispatches })?;
+        round
+            .iter()
+            .map(|d| {
+                let intent = self
+                    .command(&d.command_id)
+                    .map(|c| c.intent)
+                    .ok_or_else(|| Error::NotFound(format!("command {}", d.command_id)))?;
+                Ok((d.executor_id.clone(), self.render(&d.command_id, timeout_ms(&intent))?))
+            })
+            .collect()
+    }
+
     /// The wire commands to replay to `executor_id` on (re)connect.
     pub fn replay(&self, executor_id: &str, timeout_ms: u64) -> Result<Vec<wire::Command>, Error> {
         let ids = replay_for(&self.read(), executor_id);
@@ -516,6 +548,7 @@ fn run_of(state: &State, command: &Command) -> RunId {
         Command::CreateRun { run_id, .. } => return run_id.clone(),
         Command::ExecutorConnected { .. } | Command::ExecutorDisconnected { .. } => return RunId::system(),
         Command::Dispatch { command_id, .. } => &state.commands[command_id].worker_id,
+        Command::DispatchAll { .. } => unreachable!("each dispatch event names its worker"),
         Command::ExecutorReport { frame, .. } => match frame {
             ExecutorFrame::Ack { command_id } | ExecutorFrame::Result { command_id, .. } => {
                 &state.commands[command_id].worker_id

@@ -167,7 +167,16 @@ async fn a_wake_reported_after_its_deadline_is_recorded_once() {
     root.mcp.ok("worker_followup", json!({"capability": root.cap, "worker_id": a, "instructions": "and then B"}));
     let send = root.commands(&a)[1].clone();
     let stats = fake.wait_for(|s| s.submissions.len() == 2, WAIT).await;
-    root.wait_event("executor.command_completed", &a).await;
+    // Wait for the send's own completion (the create's is already there).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !root
+        .events()
+        .iter()
+        .any(|e| e["type"] == "executor.command_completed" && e["data"]["command_id"] == send.as_str())
+    {
+        assert!(tokio::time::Instant::now() < deadline, "the late result was never recorded");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     let late = stats.commands.iter().find(|c| c.command_id.as_str() == send).unwrap();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     assert!(now > late.deadline_ms, "the fake answered after the deadline");

@@ -249,18 +249,15 @@ async fn dispatch_ready(bridge: &Arc<Bridge>) {
     }
     let (plane, config) = (&bridge.plane, &bridge.config);
     let ready = blocking(|| {
-        let mut out = Vec::new();
-        for dispatch in plane.next_dispatches(&connected, config.limits) {
-            let timeout = match plane.command(&dispatch.command_id).map(|c| c.intent) {
-                Some(protocol::CommandIntent::Create) => config.create_timeout_ms,
-                _ => config.send_timeout_ms,
-            };
-            match plane.dispatch(&dispatch, timeout) {
-                Ok(command) => out.push((dispatch.executor_id, command)),
-                Err(e) => tracing::error!(code = %e.code(), "dispatch failed: {e}"),
-            }
-        }
-        out
+        let round = plane.next_dispatches(&connected, config.limits);
+        let timeout = |intent: &protocol::CommandIntent| match intent {
+            protocol::CommandIntent::Create => config.create_timeout_ms,
+            _ => config.send_timeout_ms,
+        };
+        plane.dispatch_all(&round, timeout).unwrap_or_else(|e| {
+            tracing::error!(code = %e.code(), "dispatch round failed, replanning on the next wake: {e}");
+            Vec::new()
+        })
     });
     for (executor_id, command) in ready {
         // If the session died meanwhile, the command stays dispatched to this
