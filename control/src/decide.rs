@@ -275,6 +275,9 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             if worker.is_root() {
                 return Err(Error::Forbidden("root does not attach; it uses the capability from run_create".into()));
             }
+            if state.runtime.by_worker(worker_id).is_some() {
+                return Err(Error::Forbidden("pool workers attach through admission (runtime_bootstrap)".into()));
+            }
             if worker.state == WorkerState::Cancelled
                 || worker.state == WorkerState::LaunchFailed
                 || run.state.is_terminal()

@@ -60,6 +60,19 @@ fn acting_as(plane: &ControlPlane, capability: &str, claimed: Option<&str>) -> R
     Ok(me)
 }
 
+/// What an attached worker receives: itself, its capability, its assignment.
+fn attach_out(plane: &ControlPlane, id: &WorkerId) -> Result<WorkerAttachOut, Error> {
+    let w = plane.worker(id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
+    Ok(WorkerAttachOut {
+        worker: WorkerView::from(&w),
+        run_id: w.run_id.clone(),
+        capability: plane.keys().capability(id),
+        assignment: w.assignment.clone().ok_or_else(|| Error::Forbidden("root does not attach".into()))?,
+        followups: w.followups.clone(),
+        instructions: WORKER_INSTRUCTIONS.into(),
+    })
+}
+
 fn root_only(plane: &ControlPlane, capability: &str) -> Result<Worker, Error> {
     let me = plane.authenticate(capability)?;
     if !me.is_root() {
@@ -686,14 +699,7 @@ impl Tools {
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {
             let w = pool.bootstrap(&args.attach_identity, &peer)?;
-            Ok(WorkerAttachOut {
-                worker: WorkerView::from(&w),
-                run_id: w.run_id.clone(),
-                capability: plane.keys().capability(&w.id),
-                assignment: w.assignment.clone().ok_or_else(|| Error::Forbidden("root does not bootstrap".into()))?,
-                followups: w.followups.clone(),
-                instructions: WORKER_INSTRUCTIONS.into(),
-            })
+            attach_out(&plane, &w.id)
         })
         .await
     }
@@ -837,22 +843,22 @@ impl Tools {
     async fn worker_attach(
         &self,
         Parameters(args): Parameters<WorkerAttachArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<WorkerAttachOut>, String> {
         let args = args?;
-        let plane = self.plane.clone();
+        let peer = peer_fingerprint(&ctx);
+        let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {
             let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
             plane.worker(&id).ok_or(Error::Unauthorized)?;
-            plane.execute(Command::Attach { worker_id: id.clone() })?;
-            let w = plane.worker(&id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
-            Ok(WorkerAttachOut {
-                worker: WorkerView::from(&w),
-                run_id: w.run_id.clone(),
-                capability: plane.keys().capability(&id),
-                assignment: w.assignment.clone().ok_or_else(|| Error::Forbidden("root does not attach".into()))?,
-                followups: w.followups.clone(),
-                instructions: WORKER_INSTRUCTIONS.into(),
-            })
+            // A pool worker following its bootstrap prompt lands here too: it is
+            // admitted exactly as through runtime_bootstrap.
+            if plane.with_state(|s| s.runtime.by_worker(&id).is_some()) {
+                pool.bootstrap(&args.attach_identity, &peer)?;
+            } else {
+                plane.execute(Command::Attach { worker_id: id.clone() })?;
+            }
+            attach_out(&plane, &id)
         })
         .await
     }

@@ -26,7 +26,8 @@ struct Models {
 
 impl Models {
     /// Plays every conversation's model: on its bootstrap prompt it calls
-    /// runtime_bootstrap; on a wake it reads its newest task and completes it,
+    /// worker_attach as the prompt says; on a wake it reads its newest task
+    /// (runtime_bootstrap) and completes it,
     /// unless the task says "hold" (a long-running task).
     fn start(fake: Arc<FakeExecutor>, addr: String) -> Models {
         let addr = Arc::new(Mutex::new(addr));
@@ -46,7 +47,10 @@ impl Models {
                         .to_owned();
                     let addr = a.lock().unwrap().clone();
                     let peer = peers.entry(conversation.to_string()).or_insert_with(|| Mcp::connect(&addr));
-                    let me = match peer.call("runtime_bootstrap", json!({"attach_identity": attach})) {
+                    // The bootstrap prompt says worker_attach (a pool worker is admitted
+                    // through it); a wake re-reads the task through runtime_bootstrap.
+                    let tool = if prompt.starts_with("[orchestrator wake v1]") { "runtime_bootstrap" } else { "worker_attach" };
+                    let me = match peer.call(tool, json!({"attach_identity": attach})) {
                         Ok(me) => me,
                         // Not resolved yet (the create's result is still in flight): try again shortly.
                         Err((code, _)) if code == "PEER_IDENTITY_UNRESOLVED" => break,
