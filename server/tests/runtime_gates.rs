@@ -49,7 +49,11 @@ impl Models {
                     let peer = peers.entry(conversation.to_string()).or_insert_with(|| Mcp::connect(&addr));
                     // The bootstrap prompt says worker_attach (a pool worker is admitted
                     // through it); a wake re-reads the task through runtime_bootstrap.
-                    let tool = if prompt.starts_with("[orchestrator wake v1]") { "runtime_bootstrap" } else { "worker_attach" };
+                    let tool = if prompt.starts_with("[orchestrator wake v1]") {
+                        "runtime_bootstrap"
+                    } else {
+                        "worker_attach"
+                    };
                     let me = match peer.call(tool, json!({"attach_identity": attach})) {
                         Ok(me) => me,
                         // Not resolved yet (the create's result is still in flight): try again shortly.
