@@ -359,12 +359,7 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             let (run, root) = root_actor(state, actor)?;
             require_open(run)?;
             check_text("body", body, TEXT_MAX)?;
-            let recipients: Vec<&Worker> = run
-                .workers
-                .iter()
-                .filter_map(|id| state.worker(id))
-                .filter(|w| !w.is_root() && !w.state.is_terminal())
-                .collect();
+            let recipients = broadcast_recipients(state, run);
             if message_ids.len() < recipients.len() {
                 return Err(Error::InvalidArgument("not enough message ids for the recipients".into()));
             }
@@ -876,6 +871,11 @@ fn cancel_queued<'a>(state: &State, workers: impl IntoIterator<Item = &'a Worker
         .filter(|c| c.phase == CommandPhase::Queued && workers.contains(&&c.worker_id))
         .map(|c| EventBody::CommandCancelled { command_id: c.id.clone(), worker_id: c.worker_id.clone() })
         .collect()
+}
+
+/// Who a broadcast in `run` reaches, in order: every unfinished non-root worker.
+pub fn broadcast_recipients<'a>(state: &'a State, run: &Run) -> Vec<&'a Worker> {
+    run.workers.iter().filter_map(|id| state.worker(id)).filter(|w| !w.is_root() && !w.state.is_terminal()).collect()
 }
 
 fn state_change(worker: &WorkerId, from: WorkerState, to: WorkerState, reason: Option<&str>) -> EventBody {

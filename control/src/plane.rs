@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::broker::Broker;
 use crate::clock::Clock;
-use crate::decide::{Command, decide};
+use crate::decide::{Command, broadcast_recipients, decide};
 use crate::error::Error;
 use crate::keys::Keyring;
 use crate::model::{QueuedCommand, Run, State, Worker};
@@ -148,13 +148,15 @@ impl ControlPlane {
         Ok(Some(IdemKey { scope: scope.into(), key }))
     }
 
-    /// Runs one command. With a key: a replay with the same `request` returns
-    /// the first response; a different `request` is a `CONFLICT`.
+    /// Runs one command. `make` builds it (and the response) from the state
+    /// under the writer lock, so nothing it reads can change before the
+    /// commit. With a key: a replay with the same `request` returns the first
+    /// response; a different `request` is a `CONFLICT`.
     fn commit<R: Serialize + DeserializeOwned>(
         &self,
         idem: Option<IdemKey<'_>>,
         request: &impl Serialize,
-        make: impl FnOnce() -> (Command, R),
+        make: impl FnOnce(&State) -> (Command, R),
     ) -> Result<(R, Vec<Event>), Error> {
         let _writer = self.writer.lock().expect("writer lock");
         if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
@@ -173,7 +175,7 @@ impl ControlPlane {
                 .map_err(|e| StoreError::Corrupt(format!("idempotency response: {e}")))?;
             return Ok((response, Vec::new()));
         }
-        let (command, response) = make();
+        let (command, response) = make(&self.read());
         let bodies = decide(&self.read(), &command)?;
         let at_ms = self.clock.now_ms();
         let events: Vec<Event> = {
@@ -232,13 +234,13 @@ impl ControlPlane {
 
     /// Runs a command that has no idempotency key and returns its events.
     pub fn execute(&self, command: Command) -> Result<Vec<Event>, Error> {
-        self.commit(None, &(), || (command, ())).map(|(_, events)| events)
+        self.commit(None, &(), |_| (command, ())).map(|(_, events)| events)
     }
 
     /// Creates a run and its root worker; returns `(run, root)`.
     pub fn create_run(&self, title: &str, idem: Option<&str>) -> Result<(RunId, WorkerId), Error> {
         let idem = Self::idem_key("run_create", idem)?;
-        self.commit(idem, &title, || {
+        self.commit(idem, &title, |_| {
             let (run_id, root_id) = (RunId::from_uuid_bytes(new_uuid()), WorkerId::from_uuid_bytes(new_uuid()));
             (
                 Command::CreateRun { run_id: run_id.clone(), root_id: root_id.clone(), title: title.to_owned() },
@@ -257,7 +259,7 @@ impl ControlPlane {
         idem: Option<&str>,
     ) -> Result<WorkerId, Error> {
         let idem = Self::idem_key(format!("worker_spawn:{}", actor.run_id), idem)?;
-        self.commit(idem, &(name, assignment), || {
+        self.commit(idem, &(name, assignment), |_| {
             let worker_id = WorkerId::from_uuid_bytes(new_uuid());
             let cmd = Command::Spawn {
                 actor: actor.id.clone(),
@@ -282,7 +284,7 @@ impl ControlPlane {
         idem: Option<&str>,
     ) -> Result<MessageId, Error> {
         let idem = Self::idem_key(format!("message_send:{}", actor.id), idem)?;
-        self.commit(idem, &(to, kind, body, in_reply_to), || {
+        self.commit(idem, &(to, kind, body, in_reply_to), |_| {
             let message_id = MessageId::from_uuid_bytes(new_uuid());
             let cmd = Command::Send {
                 actor: actor.id.clone(),
@@ -297,7 +299,8 @@ impl ControlPlane {
         .map(|(r, _)| r)
     }
 
-    /// Root messages every unfinished worker; returns the message ids.
+    /// Root messages every unfinished worker; returns the message ids (the
+    /// same ids on an idempotent replay).
     pub fn broadcast(
         &self,
         actor: &Worker,
@@ -306,18 +309,14 @@ impl ControlPlane {
         idem: Option<&str>,
     ) -> Result<Vec<MessageId>, Error> {
         let idem = Self::idem_key(format!("message_broadcast:{}", actor.id), idem)?;
-        let (_, events) = self.commit(idem, &(kind, body), || {
-            let ids =
-                (0..protocol::limits::WORKERS_PER_RUN_MAX).map(|_| MessageId::from_uuid_bytes(new_uuid())).collect();
-            (Command::Broadcast { actor: actor.id.clone(), message_ids: ids, kind, body: body.to_owned() }, ())
-        })?;
-        Ok(events
-            .into_iter()
-            .filter_map(|e| match e.body {
-                protocol::EventBody::WorkerMessage { message_id, .. } => Some(message_id),
-                _ => None,
-            })
-            .collect())
+        self.commit(idem, &(kind, body), |state| {
+            let recipients = state.runs.get(&actor.run_id).map_or(0, |run| broadcast_recipients(state, run).len());
+            let ids: Vec<MessageId> = (0..recipients).map(|_| MessageId::from_uuid_bytes(new_uuid())).collect();
+            let cmd =
+                Command::Broadcast { actor: actor.id.clone(), message_ids: ids.clone(), kind, body: body.to_owned() };
+            (cmd, ids)
+        })
+        .map(|(ids, _)| ids)
     }
 
     /// Root gives a worker more work; returns the follow-up's sequence number.
@@ -329,8 +328,9 @@ impl ControlPlane {
         idem: Option<&str>,
     ) -> Result<u32, Error> {
         let idem = Self::idem_key(format!("worker_followup:{}", actor.run_id), idem)?;
-        let seq = self.worker(target).map_or(1, |w| w.followups.len() as u32 + 1);
-        self.commit(idem, &(target, instructions), || {
+        self.commit(idem, &(target, instructions), |state| {
+            // Read under the writer lock: racing follow-ups get distinct numbers.
+            let seq = state.worker(target).map_or(1, |w| w.followups.len() as u32 + 1);
             let cmd = Command::Followup {
                 actor: actor.id.clone(),
                 target: target.clone(),

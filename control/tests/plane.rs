@@ -295,3 +295,35 @@ fn followup_reopens_a_completed_worker() {
     assert_eq!(w.state, WorkerState::Running);
     assert_eq!(w.followups, vec!["also do y".to_string()]);
 }
+
+#[test]
+fn racing_followups_get_distinct_numbers() {
+    let p = Arc::new(plane());
+    let (_run, root_id) = p.create_run("r", None).unwrap();
+    let root = p.worker(&root_id).unwrap();
+    let a = p.spawn(&root, "a", &assignment("x"), None).unwrap();
+    p.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let (p, root, a) = (p.clone(), root.clone(), a.clone());
+            std::thread::spawn(move || p.followup(&root, &a, &format!("step {i}"), None).unwrap())
+        })
+        .collect();
+    let mut seqs: Vec<u32> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    seqs.sort();
+    assert_eq!(seqs, (1..=8).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_replayed_broadcast_returns_the_same_message_ids() {
+    let p = plane();
+    let (_run, root_id) = p.create_run("r", None).unwrap();
+    let root = p.worker(&root_id).unwrap();
+    for name in ["a", "b"] {
+        let w = p.spawn(&root, name, &assignment("x"), None).unwrap();
+        p.execute(Command::Attach { worker_id: w }).unwrap();
+    }
+    let first = p.broadcast(&root, MessageKind::Information, "hello all", Some("b1")).unwrap();
+    assert_eq!(first.len(), 2);
+    assert_eq!(p.broadcast(&root, MessageKind::Information, "hello all", Some("b1")).unwrap(), first);
+}

@@ -404,7 +404,7 @@ pub struct MessageBroadcastArgs {
 /// `message_broadcast` output.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct MessageBroadcastOut {
-    /// One message per recipient (empty on an idempotent replay).
+    /// One message per recipient (the same ids on an idempotent replay).
     pub message_ids: Vec<MessageId>,
 }
 
