@@ -127,12 +127,6 @@ impl ControlPlane {
             .map_or_else(Vec::new, |r| r.workers.iter().filter_map(|w| state.workers.get(w).cloned()).collect())
     }
 
-    /// How many runs and workers exist (for status and tests).
-    pub fn counts(&self) -> (usize, usize) {
-        let state = self.read();
-        (state.runs.len(), state.workers.len())
-    }
-
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
         self.state.read().expect("state lock")
     }

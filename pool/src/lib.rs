@@ -24,7 +24,7 @@ pub mod plan;
 use std::sync::{Arc, Mutex};
 
 use control::decide::{Command, ProvisionSlot};
-use control::model::{CommandPhase, Worker};
+use control::model::Worker;
 use control::{ControlPlane, Error};
 use protocol::{Assignment, CommandId, CommandIntent, ErrorCode, RunId, SlotHealth, WorkerId};
 use registry::CarrierRecord;
@@ -326,21 +326,19 @@ impl Pool {
             Err(hold) => return Err(Self::hold(hold)),
         }
         let mut outcome = Outcome::default();
-        let mut excess = records.iter().filter(|r| plan::live(r)).count().saturating_sub(desired as usize);
-        // Walk every live slot from the tail: retire safe ones until the excess is gone.
-        let mut candidates: Vec<&CarrierRecord> = records.iter().filter(|r| plan::live(r)).collect();
-        candidates.sort_by_key(|r| std::cmp::Reverse(r.slot));
-        for record in candidates {
+        let (mut excess, order) = plan::retire_order(&records, desired);
+        // Retire safe slots from the tail until the excess is gone; protected ones are kept.
+        for slot in order {
             if excess == 0 {
                 break;
             }
             let command_id = CommandId::from_uuid_bytes(new_id());
-            match self.plane.execute(Command::RuntimeRetire { actor: root.id.clone(), slot: record.slot, command_id }) {
+            match self.plane.execute(Command::RuntimeRetire { actor: root.id.clone(), slot, command_id }) {
                 Ok(_) => {
-                    outcome.retiring.push(record.slot);
+                    outcome.retiring.push(slot);
                     excess -= 1;
                 }
-                Err(Error::InvalidTransition(_)) => outcome.protected.push(record.slot),
+                Err(Error::InvalidTransition(_)) => outcome.protected.push(slot),
                 Err(e) => return Err(e),
             }
         }
@@ -424,18 +422,6 @@ impl Pool {
             task_id: task_id.to_owned(),
             status: if result.is_some() { "completed" } else { "pending" }.into(),
             result,
-        })
-    }
-
-    /// Whether any command of the pool is uncertain or still in flight (for tests and status).
-    pub fn in_flight(&self, run: &RunId) -> usize {
-        self.plane.with_state(|s| {
-            s.open_commands
-                .iter()
-                .filter_map(|id| s.commands.get(id))
-                .filter(|c| matches!(c.phase, CommandPhase::Dispatched | CommandPhase::Acked))
-                .filter(|c| s.runtime.by_worker(&c.worker_id).is_some_and(|r| &r.run_id == run))
-                .count()
         })
     }
 }

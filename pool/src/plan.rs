@@ -28,8 +28,15 @@ pub enum Hold {
 pub struct Plan {
     /// Free slot numbers to provision, lowest first.
     pub provision: Vec<u32>,
-    /// Live slots beyond `desired`, highest first: scale-down candidates.
-    pub surplus: Vec<u32>,
+}
+
+/// Scale-down: how many live slots exceed `desired`, and the order to try
+/// retiring them in (every live slot, highest first, so a protected tail slot
+/// is passed over for the next one rather than blocking the scale-down).
+pub fn retire_order(records: &[CarrierRecord], desired: u32) -> (usize, Vec<u32>) {
+    let mut order: Vec<u32> = records.iter().filter(|r| live(r)).map(|r| r.slot).collect();
+    order.sort_unstable_by(|a, b| b.cmp(a));
+    (order.len().saturating_sub(desired as usize), order)
 }
 
 /// Whether a slot counts toward the pool's size. Lost and recovering slots do:
@@ -63,16 +70,12 @@ pub fn plan(records: &[CarrierRecord], desired: u32, max: u32, now_ms: u64) -> R
     let held: Vec<u32> = records.iter().filter(|r| r.health != SlotHealth::Retired).map(|r| r.slot).collect();
     let count = live_slots.len() as u32;
     let mut plan = Plan::default();
-    if desired > count {
-        let mut slot = 0;
-        while plan.provision.len() < (desired - count) as usize {
-            if !held.contains(&slot) {
-                plan.provision.push(slot);
-            }
-            slot += 1;
+    let mut slot = 0;
+    while plan.provision.len() < desired.saturating_sub(count) as usize {
+        if !held.contains(&slot) {
+            plan.provision.push(slot);
         }
-    } else {
-        plan.surplus = live_slots.iter().rev().take((count - desired) as usize).copied().collect();
+        slot += 1;
     }
     Ok(plan)
 }
@@ -108,7 +111,8 @@ mod tests {
         let three = [rec(0, Parked), rec(1, Parked), rec(2, Parked)];
         assert_eq!(plan(&three, 3, 16, 0).unwrap(), Plan::default(), "replay: nothing to do");
         assert_eq!(plan(&three, 5, 16, 0).unwrap().provision, vec![3, 4]);
-        assert_eq!(plan(&three, 1, 16, 0).unwrap().surplus, vec![2, 1]);
+        assert_eq!(plan(&three, 1, 16, 0).unwrap(), Plan::default(), "scale-down is not provisioning");
+        assert_eq!(retire_order(&three, 1), (2, vec![2, 1, 0]));
         let lost = [rec(0, Parked), rec(1, Lost), rec(2, Retired)];
         assert_eq!(
             plan(&lost, 3, 16, 0).unwrap().provision,

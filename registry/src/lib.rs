@@ -185,6 +185,9 @@ impl Registry {
                 }
                 record.revision += 1;
             }
+            EventBody::CommandCancelled { command_id, .. } => {
+                self.commands.remove(command_id);
+            }
             EventBody::ConversationClosed { worker_id } => {
                 if let Some(record) = self.record_of(worker_id)
                     && matches!(record.health, SlotHealth::Parked | SlotHealth::Provisioning)
