@@ -31,10 +31,8 @@ fn succeeds(cmd: &mut Command) -> bool {
 
 /// Installs the test prerequisites; each step is skipped when already done.
 fn install() -> anyhow::Result<()> {
-    if !succeeds(Command::new("rustup").args(["target", "list", "--installed"])) {
-        bail!("rustup is required");
-    }
-    let targets = Command::new("rustup").args(["target", "list", "--installed"]).output()?;
+    let targets =
+        Command::new("rustup").args(["target", "list", "--installed"]).output().context("rustup is required")?;
     if !String::from_utf8_lossy(&targets.stdout).contains("wasm32-unknown-unknown") {
         run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))?;
     }
