@@ -68,7 +68,8 @@ pub struct Snapshot {
 const DELIVERY_TIMEOUT: &[&str] = &["Message delivery timed out", "Zeitüberschreitung bei der Nachrichtenzustellung"];
 const RATE_LIMITED: &[&str] = &["Too many requests", "making requests too quickly", "Zu viele Anfragen"];
 
-const TURN: &str = r#"article[data-testid^="conversation-turn-"]"#;
+/// A conversation turn.
+pub(crate) const TURN: &str = r#"article[data-testid^="conversation-turn-"]"#;
 const ASSISTANT: &str = r#"[data-message-author-role="assistant"]"#;
 const COPY: &str = r#"button[data-testid="copy-turn-action-button"]"#;
 const RETRY: &str = r#"button[data-testid="regenerate-thread-error-button"]"#;

@@ -8,6 +8,7 @@
 //!   structure; never generated classes, never English labels alone).
 //! - [`classify`]: the page's state (`loading | ready | generating | idle |
 //!   error{…} | closed`) from turn-finished evidence, incidents and screens.
+//! - [`compose`]: inserting a prompt and pressing send, exactly once.
 //! - [`identity`]: conversation identity from `/c/<uuid>` and project URLs.
 //!
 //! Fail closed: a locator that matches nothing, or more than one element,
@@ -17,10 +18,12 @@
 //! Architecture invariant: no IO, no browser API; builds for wasm32.
 
 pub mod classify;
+pub mod compose;
 pub mod identity;
 pub mod locators;
 
 pub use classify::{Incident, PageState, Snapshot, classify};
+pub use compose::{Act, Pressed, Refusal, confirmed, ready, submit};
 pub use identity::{ConversationRef, parse_url};
 pub use locators::{Element, Locator, UiChanged, resolve};
 

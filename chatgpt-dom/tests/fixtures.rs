@@ -2,19 +2,45 @@
 //! see), plus hand-made breakage: each fixture classifies as its name says,
 //! and the composer resolves to exactly one editor and one send button.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 
-use chatgpt_dom::{Dom, Element, Incident, PageState, classify, resolve};
+use chatgpt_dom::{Act, Dom, Element, Incident, PageState, classify, confirmed, resolve, submit};
+use protocol::ErrorCode;
 use scraper::{ElementRef, Html, Selector};
 
 /// A parsed HTML page as a [`Dom`].
 struct Page {
     html: Html,
+    /// What [`Act`] did: text typed into a node, and clicks, in order.
+    typed: RefCell<Option<(ego_tree::NodeId, String)>>,
+    clicks: RefCell<Vec<ego_tree::NodeId>>,
+    /// Whether the editor accepts insertion (a broken editor does not).
+    accepts_input: bool,
 }
 
 impl Page {
     fn parse(text: &str) -> Page {
-        Page { html: Html::parse_document(text) }
+        Page {
+            html: Html::parse_document(text),
+            typed: RefCell::new(None),
+            clicks: RefCell::new(Vec::new()),
+            accepts_input: true,
+        }
+    }
+}
+
+/// Acts like the page: typing fills the editor and enables the send button.
+impl Act for Page {
+    fn insert_text(&self, editor: &Self::Node, text: &str) -> bool {
+        if self.accepts_input {
+            *self.typed.borrow_mut() = Some((*editor, text.to_owned()));
+        }
+        self.accepts_input
+    }
+
+    fn click(&self, node: &Self::Node) {
+        self.clicks.borrow_mut().push(*node);
     }
 }
 
@@ -32,10 +58,18 @@ impl Dom for Page {
     }
 
     fn attr(&self, node: &Self::Node, name: &str) -> Option<String> {
+        if name == "disabled" && self.typed.borrow().is_some() {
+            return None;
+        }
         ElementRef::wrap(self.html.tree.get(*node)?)?.value().attr(name).map(str::to_owned)
     }
 
     fn text(&self, node: &Self::Node) -> String {
+        if let Some((typed, text)) = &*self.typed.borrow()
+            && typed == node
+        {
+            return text.clone();
+        }
         ElementRef::wrap(self.html.tree.get(*node).unwrap()).unwrap().text().collect()
     }
 
@@ -123,4 +157,50 @@ fn hand_made_breakage_fails_closed() {
     let labels_only = idle.replace(r#"data-testid="send-button""#, "").replace(r#"id="composer-submit-button""#, "");
     let err = classify(&Page::parse(&labels_only)).unwrap_err();
     assert_eq!(err.element, Element::SendButton);
+}
+
+#[test]
+fn a_prompt_is_typed_and_the_send_button_clicked_once_in_every_generation() {
+    for name in ["a-idle", "a-idle-lexical", "a-idle-de", "b-idle", "b-idle-de", "a-ready-new-chat", "b-ready-new-chat"]
+    {
+        let page = fixture(name);
+        let pressed = submit(&page, "line one\nline two").unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        let send = resolve(&page, Element::SendButton).unwrap();
+        assert_eq!(*page.clicks.borrow(), vec![send], "{name}: exactly one click, on send");
+        // The page has not reacted yet: the editor still holds the prompt.
+        assert!(!confirmed(&page, pressed), "{name}");
+    }
+}
+
+#[test]
+fn nothing_is_clicked_unless_the_page_can_take_the_prompt() {
+    let cases: &[(&str, ErrorCode)] = &[
+        ("a-generating", ErrorCode::Conflict),
+        ("b-generating-deferral", ErrorCode::Conflict),
+        ("a-loading", ErrorCode::Conflict),
+        ("a-error-delivery-timeout", ErrorCode::DeliveryTimeout),
+        ("b-error-something-went-wrong", ErrorCode::HostUiChanged),
+        ("a-rate-limited", ErrorCode::RateLimited),
+        ("b-signed-out", ErrorCode::ChatgptSignedOut),
+        ("a-challenge", ErrorCode::HostUiChanged),
+        ("a-ui-duplicated", ErrorCode::HostUiChanged),
+        ("b-ui-missing", ErrorCode::HostUiChanged),
+    ];
+    for (name, code) in cases {
+        let page = fixture(name);
+        let refusal = submit(&page, "hello").unwrap_err();
+        assert_eq!(refusal.code, *code, "{name}: {refusal:?}");
+        assert!(page.clicks.borrow().is_empty(), "{name}: clicked");
+    }
+    // An editor that does not take the text, a draft, an empty prompt: refused, no click.
+    let mut broken = fixture("a-idle");
+    broken.accepts_input = false;
+    assert_eq!(submit(&broken, "hello").unwrap_err().code, ErrorCode::HostUiChanged);
+    let drafted = fixture("a-idle");
+    *drafted.typed.borrow_mut() = Some((resolve(&drafted, Element::Editor).unwrap(), "my draft".into()));
+    assert_eq!(submit(&drafted, "hello").unwrap_err().code, ErrorCode::Conflict);
+    assert_eq!(submit(&fixture("b-idle"), " \n ").unwrap_err().code, ErrorCode::InvalidArgument);
+    for page in [broken, drafted] {
+        assert!(page.clicks.borrow().is_empty());
+    }
 }
