@@ -3,6 +3,8 @@
 //! - `cargo xtask ci`: installs what the tests need (idempotently) and runs
 //!   every gate: fmt, clippy, the wasm build of `protocol`, all tests, and the
 //!   benchmarks in quick mode. The README's test command and `.ci/run`.
+//! - `cargo xtask dist`: builds the extension into `dist/firefox` and
+//!   `dist/chromium` (see [`dist`]).
 //! - `cargo xtask errors-doc`: regenerates `docs/errors.md` from the codes.
 
 use std::path::{Path, PathBuf};
@@ -10,10 +12,16 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
+mod dist;
 mod errors_doc;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+/// Where cargo puts build output (CI keeps it outside the clone).
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
 }
 
 fn run(cmd: &mut Command) -> anyhow::Result<()> {
@@ -57,6 +65,22 @@ fn install() -> anyhow::Result<()> {
     if !root().join("server/tests/ts/node_modules/@modelcontextprotocol/sdk").is_dir() {
         run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--prefix", "server/tests/ts"]))?;
     }
+    // The extension's build and lint tools: binaryen (wasm-opt) and web-ext.
+    if !root().join("extension/node_modules/.bin/wasm-opt").exists() {
+        run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--prefix", "extension"]))?;
+    }
+    let bindgen = Command::new("wasm-bindgen").arg("--version").output();
+    if !bindgen.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(dist::WASM_BINDGEN)) {
+        // Without --locked: the CLI's lock file pins a crate the registry no longer has.
+        run(Command::new("cargo").args(["install", "wasm-bindgen-cli", "--version", dist::WASM_BINDGEN]))?;
+    }
+    // Firefox ESR for the extension's Firefox run, certutil to trust fakechat's CA there.
+    if !Path::new("/usr/bin/firefox-esr").exists() || !Path::new("/usr/bin/certutil").exists() {
+        run(Command::new("apt-get").args(["update"]))?;
+        run(Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends", "firefox-esr", "libnss3-tools"])
+            .env("DEBIAN_FRONTEND", "noninteractive"))?;
+    }
     Ok(())
 }
 
@@ -64,16 +88,20 @@ fn ci() -> anyhow::Result<()> {
     install()?;
     run(Command::new("cargo").args(["fmt", "--all", "--", "--check"]))?;
     run(Command::new("cargo").args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
-    // What the extension will compile: the wire types and the DOM adapter.
+    // The extension's browser glue exists only on wasm32.
     run(Command::new("cargo").args([
-        "build",
+        "clippy",
         "-p",
-        "protocol",
-        "-p",
-        "chatgpt-dom",
+        "extension",
         "--target",
         "wasm32-unknown-unknown",
+        "--",
+        "-D",
+        "warnings",
     ]))?;
+    // The extension (and with it the wire types and the DOM adapter) for
+    // wasm32, packaged for both browsers: the browser tests load `dist/`.
+    dist::dist()?;
     run(Command::new("cargo").args(["build", "--workspace", "--all-targets"]))?;
     run(Command::new("cargo").args(["test", "--workspace", "--all-targets"]))?;
     Ok(())
@@ -84,10 +112,14 @@ fn main() -> anyhow::Result<()> {
     match task.as_deref() {
         Some("ci") => ci(),
         Some("install") => install(),
+        Some("dist") => {
+            install()?;
+            dist::dist()
+        }
         Some("errors-doc") => {
             std::fs::write(root().join("docs/errors.md"), errors_doc::render())?;
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <ci | install | errors-doc>"),
+        _ => bail!("usage: cargo xtask <ci | install | dist | errors-doc>"),
     }
 }

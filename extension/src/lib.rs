@@ -1,0 +1,20 @@
+//! The WebExtension executor: the primary carrier. Rust compiled to wasm32;
+//! the JavaScript in `static/` only loads the module and forwards browser
+//! events to it.
+//!
+//! # Layout
+//! - [`core`]: sans-IO judgement, tested natively: the idempotency journal
+//!   with phases, the worker ↔ tab ↔ conversation registry, page reports
+//!   turned into executor frames.
+//! - [`messages`]: the typed background ↔ content-script operations.
+//! - `web` (wasm32 only): the browser glue. `background` keeps the daemon
+//!   connection (hello, heartbeats, jittered reconnect, state in
+//!   `storage.local`, `alarms` to wake up) and routes commands; `content`
+//!   runs the shared `chatgpt-dom` adapter in chatgpt.com pages with a
+//!   mutation-driven observer; `pages` drives the options page and popup.
+
+pub mod core;
+pub mod messages;
+
+#[cfg(target_arch = "wasm32")]
+mod web;

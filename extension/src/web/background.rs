@@ -1,0 +1,610 @@
+//! The background (Chromium service worker / Firefox event page): the daemon
+//! connection and the command router. The browser may stop it at any idle
+//! moment, so everything that matters is in `storage.local` (the [`Core`],
+//! the pairing, the executor id) and the loader registers every listener at
+//! top level; a restart reconnects and the daemon replays what is unfinished.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
+use std::rc::Rc;
+
+use js_sys::{Function, Reflect};
+use protocol::executor::{
+    Command, CommandOp, CommandOutcome, ConversationState, DaemonFrame, ExecutorFrame, ExecutorKind, HostFacts,
+    PROTOCOL_VERSION,
+};
+use protocol::{ConversationId, ErrorCode};
+use serde::{Deserialize, Serialize};
+use wasm_bindgen::prelude::*;
+use web_sys::{CloseEvent, MessageEvent, WebSocket};
+
+use super::{call, from_js, now_ms, object, random_hex, set_timeout, sleep, storage_get, storage_set, to_js};
+use crate::core::{Core, Phase, Plan, tab_marker};
+use crate::messages::{PageReply, Report, ToPage};
+
+/// Heartbeats at most this far apart: Chromium keeps a service worker alive
+/// while WebSocket messages flow at least every 30 s.
+const HEARTBEAT_MAX_MS: u64 = 20_000;
+const BACKOFF_MIN_MS: u32 = 500;
+const BACKOFF_MAX_MS: u32 = 30_000;
+
+/// What the options page saves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct Pairing {
+    /// `ws://127.0.0.1:PORT/executor`.
+    pub endpoint: String,
+    /// The daemon's executor token.
+    pub token: String,
+}
+
+/// What the options page and popup show.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Status {
+    /// `connected`, `connecting`, `not paired`, or why the daemon closed.
+    pub connection: String,
+    /// The executor id the daemon knows this installation by.
+    pub executor_id: String,
+    /// Managed workers: worker, conversation, tab, state.
+    pub workers: Vec<WorkerStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct WorkerStatus {
+    pub worker_id: String,
+    pub conversation_id: Option<String>,
+    pub tab: Option<i32>,
+    pub state: Option<ConversationState>,
+}
+
+struct Background {
+    core: RefCell<Core>,
+    executor_id: String,
+    instance_id: String,
+    pairing: RefCell<Option<Pairing>>,
+    socket: RefCell<Option<WebSocket>>,
+    /// Bumped per connection, so callbacks of an old socket do nothing.
+    generation: Cell<u32>,
+    connection: RefCell<String>,
+    heartbeat: Cell<Option<i32>>,
+    heartbeat_seq: Cell<u64>,
+    backoff_ms: Cell<u32>,
+    reconnect_pending: Cell<bool>,
+    /// Idempotency keys being performed right now (a replay only retargets).
+    in_flight: RefCell<HashSet<String>>,
+}
+
+thread_local! {
+    static BACKGROUND: RefCell<Option<Rc<Background>>> = const { RefCell::new(None) };
+}
+
+fn background() -> Option<Rc<Background>> {
+    BACKGROUND.with(|b| b.borrow().clone())
+}
+
+/// Starts the background once per context: loads state, drops tabs that are
+/// gone, repairs managed tabs without a live content script, connects.
+#[wasm_bindgen]
+pub async fn bg_start() {
+    if background().is_some() {
+        return;
+    }
+    let core: Core = match storage_get("local", "core").await {
+        Some(value) => from_js(&value).unwrap_or_default(),
+        None => Core::default(),
+    };
+    let executor_id = match storage_get("local", "executorId").await.and_then(|v| v.as_string()) {
+        Some(id) => id,
+        None => {
+            let id = format!("ext-{}", random_hex());
+            let _ = storage_set("local", "executorId", id.clone().into()).await;
+            id
+        }
+    };
+    let pairing = storage_get("local", "pairing").await.and_then(|v| from_js::<Pairing>(&v).ok());
+    let bg = Rc::new(Background {
+        core: RefCell::new(core),
+        executor_id,
+        instance_id: random_hex(),
+        pairing: RefCell::new(pairing),
+        socket: RefCell::new(None),
+        generation: Cell::new(0),
+        connection: RefCell::new("connecting".into()),
+        heartbeat: Cell::new(None),
+        heartbeat_seq: Cell::new(0),
+        backoff_ms: Cell::new(BACKOFF_MIN_MS),
+        reconnect_pending: Cell::new(false),
+        in_flight: RefCell::new(HashSet::new()),
+    });
+    BACKGROUND.with(|b| *b.borrow_mut() = Some(bg.clone()));
+    let _ = call("alarms.create", &["keepalive".into(), object(&[("periodInMinutes", 0.5.into())])]).await;
+    bg.reattach_tabs().await;
+    bg.connect();
+}
+
+/// A browser event, forwarded by the loader's top-level listeners.
+#[wasm_bindgen]
+pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
+    let Some(bg) = background() else { return };
+    match kind.as_str() {
+        "message" => {
+            // Unsolicited page reports; only managed tabs count (see Core::page_report).
+            let tab = Reflect::get(&second, &"tab".into()).ok().and_then(|t| Reflect::get(&t, &"id".into()).ok());
+            if let (Some(tab), Ok(PageReply::Report(report))) = (tab.and_then(|t| t.as_f64()), from_js(&first)) {
+                bg.on_report(tab as i32, &report);
+            }
+        }
+        "tab_removed" => {
+            if let Some(tab) = first.as_f64() {
+                let frames = bg.core.borrow_mut().tab_removed(tab as i32);
+                if !frames.is_empty() {
+                    bg.emit(frames);
+                    wasm_bindgen_futures::spawn_local(async move { bg.persist().await });
+                }
+            }
+        }
+        "tab_updated" => {
+            // A managed tab the browser discarded: report, then reload the exact conversation.
+            let discarded = Reflect::get(&second, &"discarded".into()).ok().and_then(|d| d.as_bool()) == Some(true);
+            if let (true, Some(tab)) = (discarded, first.as_f64())
+                && let Some(worker) = bg.core.borrow().worker_of(tab as i32).cloned()
+            {
+                bg.emit(vec![ExecutorFrame::ConversationError {
+                    worker_id: worker,
+                    code: ErrorCode::BrowserControlUnavailable,
+                    detail: "the browser discarded the managed tab; reloading it".into(),
+                }]);
+                wasm_bindgen_futures::spawn_local(async move {
+                    let _ = call("tabs.reload", &[tab.into()]).await;
+                });
+            }
+        }
+        "alarm" => bg.connect(),
+        "storage_changed" => {
+            let pairing = Reflect::get(&first, &"pairing".into()).ok().filter(|c| c.is_object());
+            if let Some(change) = pairing {
+                let value = Reflect::get(&change, &"newValue".into()).unwrap_or(JsValue::UNDEFINED);
+                *bg.pairing.borrow_mut() = from_js(&value).ok();
+                bg.backoff_ms.set(BACKOFF_MIN_MS);
+                bg.disconnect();
+                bg.connect();
+            }
+        }
+        _ => {}
+    }
+}
+
+impl Background {
+    async fn persist(&self) {
+        let core = to_js(&*self.core.borrow());
+        let _ = storage_set("local", "core", core).await;
+        self.publish_status().await;
+    }
+
+    async fn publish_status(&self) {
+        let workers = self
+            .core
+            .borrow()
+            .workers()
+            .map(|(w, m)| WorkerStatus {
+                worker_id: w.to_string(),
+                conversation_id: m.conversation.as_ref().map(ConversationId::to_string),
+                tab: m.tab,
+                state: m.state,
+            })
+            .collect();
+        let status =
+            Status { connection: self.connection.borrow().clone(), executor_id: self.executor_id.clone(), workers };
+        let _ = storage_set("local", "status", to_js(&status)).await;
+    }
+
+    fn set_connection(self: &Rc<Self>, text: &str) {
+        *self.connection.borrow_mut() = text.into();
+        let bg = self.clone();
+        wasm_bindgen_futures::spawn_local(async move { bg.publish_status().await });
+    }
+
+    /// Managed tabs that still exist keep their binding; a tab without a
+    /// live content script (the extension was reloaded) is reloaded at its
+    /// exact conversation so the adapter comes back.
+    async fn reattach_tabs(self: &Rc<Self>) {
+        let tabs: Vec<i32> = self.core.borrow().workers().filter_map(|(_, m)| m.tab).collect();
+        let mut alive = Vec::new();
+        for tab in tabs {
+            if call("tabs.get", &[tab.into()]).await.is_ok() {
+                alive.push(tab);
+                if ask(tab, &ToPage::Ping).await.is_err() {
+                    let _ = call("tabs.reload", &[tab.into()]).await;
+                }
+            }
+        }
+        let frames = self.core.borrow_mut().retain_tabs(|t| alive.contains(&t));
+        self.emit(frames);
+        self.persist().await;
+    }
+
+    fn connect(self: &Rc<Self>) {
+        if self.socket.borrow().is_some() {
+            return;
+        }
+        let Some(pairing) = self.pairing.borrow().clone() else {
+            self.set_connection("not paired: set the endpoint and token in the options page");
+            return;
+        };
+        let socket = match WebSocket::new(&pairing.endpoint) {
+            Ok(socket) => socket,
+            Err(_) => {
+                self.set_connection("the endpoint is not a WebSocket URL");
+                return;
+            }
+        };
+        let generation = self.generation.get() + 1;
+        self.generation.set(generation);
+        self.set_connection("connecting");
+        let current = {
+            let bg = self.clone();
+            move || bg.generation.get() == generation
+        };
+        let (bg, live) = (self.clone(), current.clone());
+        let on_open = Closure::<dyn FnMut()>::new(move || {
+            if live() {
+                let hello = ExecutorFrame::Hello {
+                    protocol_version: PROTOCOL_VERSION,
+                    token: pairing.token.clone(),
+                    executor_id: bg.executor_id.clone(),
+                    executor_instance_id: bg.instance_id.clone(),
+                    executor_kind: ExecutorKind::Webext,
+                    capabilities: vec![],
+                    host: HostFacts { os: String::new(), browser: user_agent() },
+                };
+                bg.send(&hello);
+            }
+        });
+        let (bg, live) = (self.clone(), current.clone());
+        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+            if let (true, Some(text)) = (live(), event.data().as_string()) {
+                bg.on_frame(&text);
+            }
+        });
+        let (bg, live) = (self.clone(), current);
+        let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |event: CloseEvent| {
+            if live() {
+                bg.on_closed(event.code(), &event.reason());
+            }
+        });
+        socket.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+        socket.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        socket.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+        // The socket owns its handlers for its whole life; a reconnect makes a new socket.
+        on_open.forget();
+        on_message.forget();
+        on_close.forget();
+        *self.socket.borrow_mut() = Some(socket);
+    }
+
+    fn disconnect(&self) {
+        self.generation.set(self.generation.get() + 1);
+        self.stop_heartbeat();
+        if let Some(socket) = self.socket.borrow_mut().take() {
+            let _ = socket.close();
+        }
+    }
+
+    fn on_closed(self: &Rc<Self>, code: u16, reason: &str) {
+        self.socket.borrow_mut().take();
+        self.stop_heartbeat();
+        let why = if reason.is_empty() { format!("disconnected ({code})") } else { format!("disconnected: {reason}") };
+        self.set_connection(&why);
+        self.schedule_reconnect();
+    }
+
+    /// Reconnects after a jittered, doubling delay.
+    fn schedule_reconnect(self: &Rc<Self>) {
+        if self.reconnect_pending.replace(true) {
+            return;
+        }
+        let base = self.backoff_ms.get();
+        self.backoff_ms.set((base * 2).min(BACKOFF_MAX_MS));
+        let delay = base / 2 + (js_sys::Math::random() * f64::from(base)) as u32;
+        let bg = self.clone();
+        let retry = Closure::once_into_js(move || {
+            bg.reconnect_pending.set(false);
+            bg.connect();
+        });
+        set_timeout(retry.unchecked_ref(), delay as i32);
+    }
+
+    fn stop_heartbeat(&self) {
+        if let Some(id) = self.heartbeat.take() {
+            let clear: Function = Reflect::get(&js_sys::global(), &"clearInterval".into()).unwrap().unchecked_into();
+            let _ = clear.call1(&JsValue::NULL, &id.into());
+        }
+    }
+
+    fn start_heartbeat(self: &Rc<Self>, every_ms: u64) {
+        self.stop_heartbeat();
+        let bg = self.clone();
+        let beat = Closure::<dyn FnMut()>::new(move || {
+            let seq = bg.heartbeat_seq.get() + 1;
+            bg.heartbeat_seq.set(seq);
+            bg.send(&ExecutorFrame::Heartbeat { seq });
+        });
+        let set: Function = Reflect::get(&js_sys::global(), &"setInterval".into()).unwrap().unchecked_into();
+        let id = set.call2(&JsValue::NULL, beat.as_ref(), &(every_ms as f64).into()).ok().and_then(|v| v.as_f64());
+        beat.forget();
+        self.heartbeat.set(id.map(|v| v as i32));
+    }
+
+    fn send(&self, frame: &ExecutorFrame) {
+        if let Some(socket) = &*self.socket.borrow()
+            && socket.ready_state() == WebSocket::OPEN
+        {
+            let _ = socket.send_with_str(&serde_json::to_string(frame).expect("frames serialize"));
+        }
+    }
+
+    fn emit(&self, frames: Vec<ExecutorFrame>) {
+        for frame in &frames {
+            self.send(frame);
+        }
+    }
+
+    fn on_frame(self: &Rc<Self>, text: &str) {
+        match serde_json::from_str::<DaemonFrame>(text) {
+            Ok(DaemonFrame::Welcome { heartbeat_ms, .. }) => {
+                self.backoff_ms.set(BACKOFF_MIN_MS);
+                self.set_connection("connected");
+                self.start_heartbeat(heartbeat_ms.clamp(1_000, HEARTBEAT_MAX_MS));
+                self.resend_bindings();
+            }
+            Ok(DaemonFrame::Command(command)) => {
+                let bg = self.clone();
+                wasm_bindgen_futures::spawn_local(async move { bg.handle(command).await });
+            }
+            // A frame this build does not understand: the daemon is not ours to guess about.
+            Err(_) => self.disconnect_and_retry("unreadable daemon frame"),
+        }
+    }
+
+    fn disconnect_and_retry(self: &Rc<Self>, why: &str) {
+        self.disconnect();
+        self.set_connection(why);
+        self.schedule_reconnect();
+    }
+
+    /// After (re)connecting: what the daemon may have missed while away.
+    fn resend_bindings(&self) {
+        let mut frames = Vec::new();
+        for (worker, managed) in self.core.borrow().workers() {
+            if let Some(conversation) = &managed.conversation {
+                frames.push(ExecutorFrame::ConversationBound {
+                    worker_id: worker.clone(),
+                    conversation_id: conversation.clone(),
+                    url: format!("https://chatgpt.com/c/{conversation}"),
+                });
+            }
+            if let Some(state) = managed.state {
+                frames.push(ExecutorFrame::ConversationState { worker_id: worker.clone(), state, error: None });
+            }
+        }
+        self.emit(frames);
+    }
+
+    fn on_report(self: &Rc<Self>, tab: i32, report: &Report) {
+        let frames = self.core.borrow_mut().page_report(tab, &report.url, report.state, report.error);
+        if !frames.is_empty() {
+            self.emit(frames);
+            let bg = self.clone();
+            wasm_bindgen_futures::spawn_local(async move { bg.persist().await });
+        }
+    }
+
+    /// Journal, persist, acknowledge, act, record, answer.
+    async fn handle(self: Rc<Self>, command: Command) {
+        let key = command.idempotency_key.clone();
+        if self.in_flight.borrow().contains(&key) {
+            // A replay of work in progress: the result will answer the newest id.
+            self.core.borrow_mut().retarget(&key, &command.command_id);
+            self.persist().await;
+            self.send(&ExecutorFrame::Ack { command_id: command.command_id.clone() });
+            return;
+        }
+        let plan = self.core.borrow_mut().receive(&command, now_ms());
+        self.persist().await;
+        self.send(&ExecutorFrame::Ack { command_id: command.command_id.clone() });
+        self.in_flight.borrow_mut().insert(key.clone());
+        let outcome = self.perform(&command, plan).await;
+        self.in_flight.borrow_mut().remove(&key);
+        let result = self.core.borrow_mut().finish(&key, outcome);
+        self.persist().await;
+        if let Some(result) = result {
+            self.send(&result);
+        }
+    }
+
+    async fn perform(self: &Rc<Self>, command: &Command, plan: Plan) -> CommandOutcome {
+        let creating = matches!(command.op, CommandOp::ConversationCreate { .. });
+        match plan {
+            Plan::Reply(outcome) => outcome,
+            Plan::Create { url, prompt } => match self.open_marked(command, &url).await {
+                Ok(tab) => {
+                    self.emit(vec![ExecutorFrame::ConversationCreated {
+                        command_id: command.command_id.clone(),
+                        worker_id: command.worker_id.clone(),
+                    }]);
+                    self.submit(command, tab, &prompt, true).await
+                }
+                Err(outcome) => outcome,
+            },
+            Plan::Submit { tab, prompt } => self.submit(command, tab, &prompt, creating).await,
+            Plan::Reconcile { tab } => self.reconcile(command, tab, creating).await,
+            Plan::Open { url } => {
+                let tab = match open_tab(&url).await {
+                    Ok(tab) => tab,
+                    Err(outcome) => return outcome,
+                };
+                self.core.borrow_mut().tab_opened(&command.worker_id, tab);
+                self.persist().await;
+                match self.wait_for_page(tab, command.deadline_ms).await {
+                    Ok(()) => self.ok(command),
+                    Err(outcome) => outcome,
+                }
+            }
+            Plan::Inspect { tab } => match ask(tab, &ToPage::Ping).await {
+                Ok(PageReply::Report(report)) => {
+                    self.on_report(tab, &report);
+                    self.ok(command)
+                }
+                _ => error(ErrorCode::BrowserControlUnavailable, "the managed tab does not answer"),
+            },
+            Plan::Close { tab } => {
+                let _ = call("tabs.remove", &[tab.into()]).await;
+                let frames = self.core.borrow_mut().tab_removed(tab);
+                self.emit(frames);
+                self.ok(command)
+            }
+        }
+    }
+
+    fn ok(&self, command: &Command) -> CommandOutcome {
+        let conversation = self.core.borrow().managed(&command.worker_id).and_then(|m| m.conversation.clone());
+        CommandOutcome::Ok { conversation_id: conversation }
+    }
+
+    /// Opens the new chat's tab, marked with the command, unless a restart
+    /// interrupted an earlier opening: then that exact tab is found by its
+    /// marker and used.
+    async fn open_marked(&self, command: &Command, url: &str) -> Result<i32, CommandOutcome> {
+        let key = &command.idempotency_key;
+        let marker = tab_marker(&marker_of(key));
+        let resumed = self.core.borrow().entry(key).is_some_and(|e| e.phase == Phase::TabOpening);
+        let found = if resumed { find_marked(&marker).await } else { None };
+        self.core.borrow_mut().advance(key, Phase::TabOpening);
+        self.persist().await;
+        let tab = match found {
+            Some(tab) => tab,
+            None => open_tab(&format!("{url}{marker}")).await?,
+        };
+        self.core.borrow_mut().tab_opened(&command.worker_id, tab);
+        self.persist().await;
+        Ok(tab)
+    }
+
+    /// Hands the prompt to the page once, recording the phase first.
+    async fn submit(self: &Rc<Self>, command: &Command, tab: i32, prompt: &str, creating: bool) -> CommandOutcome {
+        let key = &command.idempotency_key;
+        if let Err(outcome) = self.wait_for_page(tab, command.deadline_ms).await {
+            return outcome;
+        }
+        self.core.borrow_mut().advance(key, Phase::SubmissionStarted);
+        self.persist().await;
+        let request = ToPage::Submit {
+            key: key.clone(),
+            prompt: prompt.into(),
+            deadline_ms: command.deadline_ms,
+            expect_conversation: creating,
+        };
+        match ask(tab, &request).await {
+            Ok(PageReply::Submitted(report)) => {
+                self.on_report(tab, &report);
+                self.core.borrow_mut().advance(key, Phase::Submitted);
+                self.ok(command)
+            }
+            Ok(PageReply::Refused { code, detail }) => error(code, &detail),
+            Ok(PageReply::Ambiguous { detail }) => error(ErrorCode::AmbiguousSubmission, &detail),
+            Ok(_) | Err(_) => error(ErrorCode::AmbiguousSubmission, "the page went away while submitting"),
+        }
+    }
+
+    /// A command found at `submission_started` after a restart: the page
+    /// records a key before it clicks, so its answer settles it.
+    async fn reconcile(self: &Rc<Self>, command: &Command, tab: Option<i32>, creating: bool) -> CommandOutcome {
+        let Some(tab) = tab else {
+            return error(ErrorCode::AmbiguousSubmission, "the tab closed during submission");
+        };
+        if self.wait_for_page(tab, command.deadline_ms).await.is_err() {
+            return error(ErrorCode::AmbiguousSubmission, "the page does not answer");
+        }
+        match ask(tab, &ToPage::WasSubmitted { key: command.idempotency_key.clone() }).await {
+            Ok(PageReply::Known { submitted: true }) => {
+                if let Ok(PageReply::Report(report)) = ask(tab, &ToPage::Ping).await {
+                    self.on_report(tab, &report);
+                }
+                self.ok(command)
+            }
+            Ok(PageReply::Known { submitted: false }) => {
+                let prompt = match &command.op {
+                    CommandOp::ConversationCreate { prompt, .. }
+                    | CommandOp::ConversationSend { prompt, .. }
+                    | CommandOp::ConversationSteer { prompt, .. } => prompt.clone(),
+                    _ => return self.ok(command),
+                };
+                Box::pin(self.submit(command, tab, &prompt, creating)).await
+            }
+            _ => error(ErrorCode::AmbiguousSubmission, "the page cannot say whether it submitted"),
+        }
+    }
+
+    /// Waits until the tab's content script answers (the page loaded).
+    async fn wait_for_page(&self, tab: i32, deadline_ms: u64) -> Result<(), CommandOutcome> {
+        loop {
+            if ask(tab, &ToPage::Ping).await.is_ok() {
+                return Ok(());
+            }
+            if call("tabs.get", &[tab.into()]).await.is_err() {
+                return Err(error(ErrorCode::BrowserControlUnavailable, "the managed tab closed"));
+            }
+            if now_ms() > deadline_ms {
+                return Err(error(ErrorCode::DeadlineExceeded, "the page did not load before the deadline"));
+            }
+            sleep(100).await;
+        }
+    }
+}
+
+fn error(code: ErrorCode, detail: &str) -> CommandOutcome {
+    CommandOutcome::Error { code, detail: detail.into() }
+}
+
+/// Opens an inactive tab that the browser should not discard.
+async fn open_tab(url: &str) -> Result<i32, CommandOutcome> {
+    let tab = call("tabs.create", &[object(&[("url", url.into()), ("active", false.into())])])
+        .await
+        .map_err(|_| error(ErrorCode::BrowserControlUnavailable, "the browser refused to open a tab"))?;
+    let id = Reflect::get(&tab, &"id".into()).ok().and_then(|v| v.as_f64()).map(|v| v as i32);
+    let id = id.ok_or_else(|| error(ErrorCode::BrowserControlUnavailable, "the new tab has no id"))?;
+    // Not every browser knows autoDiscardable; discarding is detected and repaired anyway.
+    let _ = call("tabs.update", &[id.into(), object(&[("autoDiscardable", false.into())])]).await;
+    Ok(id)
+}
+
+/// The marker's text: the idempotency key, URL-fragment safe.
+fn marker_of(key: &str) -> String {
+    key.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect()
+}
+
+/// The one tab whose URL ends with `marker`, if exactly one does.
+async fn find_marked(marker: &str) -> Option<i32> {
+    let tabs = call("tabs.query", &[object(&[("url", "https://chatgpt.com/*".into())])]).await.ok()?;
+    let tabs: js_sys::Array = tabs.dyn_into().ok()?;
+    let matching: Vec<i32> = tabs
+        .iter()
+        .filter(|t| {
+            Reflect::get(t, &"url".into()).ok().and_then(|u| u.as_string()).is_some_and(|u| u.ends_with(marker))
+        })
+        .filter_map(|t| Reflect::get(&t, &"id".into()).ok().and_then(|v| v.as_f64()).map(|v| v as i32))
+        .collect();
+    (matching.len() == 1).then(|| matching[0])
+}
+
+/// Sends a typed request to the tab's content script.
+async fn ask(tab: i32, request: &ToPage) -> Result<PageReply, String> {
+    let reply = call("tabs.sendMessage", &[tab.into(), to_js(request)]).await.map_err(|e| format!("{e:?}"))?;
+    from_js(&reply)
+}
+
+fn user_agent() -> Option<String> {
+    let navigator = Reflect::get(&js_sys::global(), &"navigator".into()).ok()?;
+    Reflect::get(&navigator, &"userAgent".into()).ok()?.as_string()
+}

@@ -1,0 +1,236 @@
+//! The content script in chatgpt.com pages: the shared `chatgpt-dom` adapter
+//! over the live DOM, a mutation-driven observer (no timers: hidden tabs
+//! throttle them) that reports coalesced state changes, and the typed
+//! operations the background may ask for. It never clicks Retry and never
+//! acts on a page unless the background asks, which it does only for the
+//! tabs it manages.
+
+use std::cell::RefCell;
+
+use chatgpt_dom::{Act, Dom, Pressed, classify, confirmed, parse_url, ready, submit};
+use js_sys::{Function, Promise, Reflect};
+use protocol::ErrorCode;
+use protocol::executor::ConversationState;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{Document, Element, HtmlDocument, HtmlElement, MutationObserver, MutationObserverInit};
+
+use super::{call, from_js, now_ms, set_timeout, to_js};
+use crate::messages::{PageReply, Report, ToPage};
+
+/// The live page as the adapter's [`Dom`].
+struct LiveDom {
+    document: Document,
+}
+
+impl Dom for LiveDom {
+    type Node = Element;
+
+    fn query_all(&self, scope: Option<&Element>, selector: &str) -> Vec<Element> {
+        let list = match scope {
+            Some(scope) => scope.query_selector_all(selector),
+            None => self.document.query_selector_all(selector),
+        };
+        let Ok(list) = list else { return vec![] };
+        (0..list.length()).filter_map(|i| list.item(i)?.dyn_into::<Element>().ok()).collect()
+    }
+
+    fn attr(&self, node: &Element, name: &str) -> Option<String> {
+        node.get_attribute(name)
+    }
+
+    fn text(&self, node: &Element) -> String {
+        match node.dyn_ref::<HtmlElement>() {
+            Some(html) => html.inner_text(),
+            None => node.text_content().unwrap_or_default(),
+        }
+    }
+
+    fn within(&self, node: &Element, selector: &str) -> bool {
+        node.parent_element().and_then(|p| p.closest(selector).ok().flatten()).is_some()
+    }
+}
+
+impl Act for LiveDom {
+    /// Types through the editing pipeline (`insertText`), which ProseMirror
+    /// and Lexical both observe as user input.
+    fn insert_text(&self, editor: &Element, text: &str) -> bool {
+        let Some(html) = editor.dyn_ref::<HtmlElement>() else { return false };
+        let _ = html.focus();
+        if let Ok(Some(selection)) = self.document.get_selection() {
+            let _ = selection.select_all_children(editor);
+        }
+        let document: &HtmlDocument = self.document.unchecked_ref();
+        document.exec_command_with_show_ui_and_value("insertText", false, text).unwrap_or(false)
+    }
+
+    fn click(&self, node: &Element) {
+        if let Some(html) = node.dyn_ref::<HtmlElement>() {
+            html.click();
+        }
+    }
+}
+
+thread_local! {
+    /// Resolvers of futures waiting for the next mutation.
+    static WAITERS: RefCell<Vec<Function>> = const { RefCell::new(Vec::new()) };
+    /// The last report sent, to send changes only.
+    static LAST: RefCell<Option<Report>> = const { RefCell::new(None) };
+}
+
+/// Keys this tab has submitted, in `sessionStorage` so a page reload keeps
+/// them: a key is recorded before the click, so absence proves no click.
+const SUBMITTED: &str = "orchestrator-submitted";
+const SUBMITTED_KEEP: usize = 64;
+
+fn dom() -> LiveDom {
+    LiveDom { document: web_sys::window().and_then(|w| w.document()).expect("a content script has a document") }
+}
+
+fn submitted_keys() -> Vec<String> {
+    let storage = web_sys::window().and_then(|w| w.session_storage().ok().flatten());
+    let text = storage.and_then(|s| s.get_item(SUBMITTED).ok().flatten()).unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or_default()
+}
+
+fn set_submitted(keys: &[String]) -> bool {
+    let Some(storage) = web_sys::window().and_then(|w| w.session_storage().ok().flatten()) else { return false };
+    let start = keys.len().saturating_sub(SUBMITTED_KEEP);
+    storage.set_item(SUBMITTED, &serde_json::to_string(&keys[start..]).expect("strings serialize")).is_ok()
+}
+
+fn report(dom: &LiveDom) -> Report {
+    let url = web_sys::window().and_then(|w| w.location().href().ok()).unwrap_or_default();
+    let (state, error) = match classify(dom) {
+        Ok(snapshot) => match snapshot.state {
+            chatgpt_dom::PageState::Error(incident) => {
+                (ConversationState::Error, Some(chatgpt_dom::compose::incident_code(incident)))
+            }
+            state => (state.coarse(), None),
+        },
+        Err(changed) => (ConversationState::Error, Some(changed.code())),
+    };
+    Report { url, state, error }
+}
+
+/// After mutations (or a visibility change): report a change, wake waiters.
+fn observe() {
+    let now = report(&dom());
+    let changed = LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        let changed = last.as_ref() != Some(&now);
+        *last = Some(now.clone());
+        changed
+    });
+    if changed {
+        wasm_bindgen_futures::spawn_local(async move {
+            let _ = call("runtime.sendMessage", &[to_js(&PageReply::Report(now))]).await;
+        });
+    }
+    for resolve in WAITERS.with(|w| std::mem::take(&mut *w.borrow_mut())) {
+        let _ = resolve.call0(&JsValue::NULL);
+    }
+}
+
+/// Resolves on the next observed mutation, or at `deadline_ms` (a throttled
+/// timer is only the ceiling, never the signal).
+async fn next_change(deadline_ms: u64) {
+    let wait = deadline_ms.saturating_sub(now_ms()).min(i32::MAX as u64) as i32;
+    let promise = Promise::new(&mut |resolve, _| {
+        WAITERS.with(|w| w.borrow_mut().push(resolve.clone()));
+        set_timeout(&resolve, wait);
+    });
+    let _ = JsFuture::from(promise).await;
+}
+
+/// Entry point, called by the content-script loader once the module is up.
+#[wasm_bindgen]
+pub fn cs_main() {
+    let document = dom().document;
+    let observer = MutationObserver::new(Closure::<dyn FnMut()>::new(observe).into_js_value().unchecked_ref())
+        .expect("MutationObserver exists");
+    let options = MutationObserverInit::new();
+    options.set_child_list(true);
+    options.set_subtree(true);
+    options.set_attributes(true);
+    options.set_character_data(true);
+    if let Some(root) = document.document_element() {
+        let _ = observer.observe_with_options(&root, &options);
+    }
+    let visibility = Closure::<dyn FnMut()>::new(observe).into_js_value();
+    let _ = document.add_event_listener_with_callback("visibilitychange", visibility.unchecked_ref());
+    let on_message = Closure::<dyn FnMut(JsValue, JsValue, Function) -> bool>::new(
+        |message: JsValue, _sender: JsValue, respond: Function| {
+            let Ok(request) = from_js::<ToPage>(&message) else { return false };
+            wasm_bindgen_futures::spawn_local(async move {
+                let reply = handle(request).await;
+                let _ = respond.call1(&JsValue::NULL, &to_js(&reply));
+            });
+            true
+        },
+    );
+    if let Ok(on) = super::path(super::api(), "runtime.onMessage") {
+        let add: Function = Reflect::get(&on, &"addListener".into()).unwrap().unchecked_into();
+        let _ = add.call1(&on, &on_message.into_js_value());
+    }
+    observe();
+}
+
+async fn handle(request: ToPage) -> PageReply {
+    match request {
+        ToPage::Ping => PageReply::Report(report(&dom())),
+        ToPage::WasSubmitted { key } => PageReply::Known { submitted: submitted_keys().contains(&key) },
+        ToPage::Submit { key, prompt, deadline_ms, expect_conversation } => {
+            submit_once(&key, &prompt, deadline_ms, expect_conversation).await
+        }
+    }
+}
+
+async fn submit_once(key: &str, prompt: &str, deadline_ms: u64, expect_conversation: bool) -> PageReply {
+    let dom = dom();
+    if submitted_keys().iter().any(|k| k == key) {
+        // Asked again (a replay): never click twice; report what the page shows.
+        return PageReply::Submitted(report(&dom));
+    }
+    loop {
+        match ready(&dom) {
+            Ok(true) => break,
+            Ok(false) if now_ms() < deadline_ms => next_change(deadline_ms).await,
+            Ok(false) => {
+                return PageReply::Refused {
+                    code: ErrorCode::DeadlineExceeded,
+                    detail: "the page did not become idle".into(),
+                };
+            }
+            Err(refusal) => return PageReply::Refused { code: refusal.code, detail: refusal.detail },
+        }
+    }
+    let mut keys = submitted_keys();
+    keys.push(key.to_owned());
+    if !set_submitted(&keys) {
+        return PageReply::Refused {
+            code: ErrorCode::BrowserControlUnavailable,
+            detail: "cannot record the submission".into(),
+        };
+    }
+    let pressed: Pressed = match submit(&dom, prompt) {
+        Ok(pressed) => pressed,
+        Err(refusal) => {
+            // Refusals happen before any click: forget the key.
+            keys.pop();
+            set_submitted(&keys);
+            return PageReply::Refused { code: refusal.code, detail: refusal.detail };
+        }
+    };
+    loop {
+        let now = report(&dom);
+        let identified = !expect_conversation || parse_url(&now.url).is_some_and(|r| r.conversation.is_some());
+        if confirmed(&dom, pressed) && identified {
+            return PageReply::Submitted(now);
+        }
+        if now_ms() >= deadline_ms {
+            return PageReply::Ambiguous { detail: "send was clicked but the page did not show the turn".into() };
+        }
+        next_change(deadline_ms).await;
+    }
+}

@@ -1,0 +1,117 @@
+//! The options page (endpoint, token, connection status, managed workers)
+//! and the popup (connected?, workers and their states). Both render the
+//! status the background publishes in `storage.local`.
+
+use js_sys::{Function, Reflect};
+use wasm_bindgen::prelude::*;
+use web_sys::{Document, HtmlInputElement};
+
+use super::background::{Pairing, Status};
+use super::{call, from_js, storage_get, storage_set, to_js};
+
+fn document() -> Document {
+    web_sys::window().and_then(|w| w.document()).expect("extension pages have a document")
+}
+
+fn set_text(id: &str, text: &str) {
+    if let Some(element) = document().get_element_by_id(id) {
+        element.set_text_content(Some(text));
+    }
+}
+
+fn input(id: &str) -> Option<HtmlInputElement> {
+    document().get_element_by_id(id)?.dyn_into().ok()
+}
+
+/// Accepts only a loopback `ws://…/executor` endpoint: the daemon is local,
+/// and the token must never travel anywhere else.
+pub(super) fn check_pairing(endpoint: &str, token: &str) -> Result<Pairing, &'static str> {
+    let rest = endpoint.strip_prefix("ws://").ok_or("the endpoint must start with ws://")?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let hostname = host.rsplit_once(':').map_or(host, |(h, _)| h);
+    if !matches!(hostname, "127.0.0.1" | "localhost" | "[::1]") {
+        return Err("the endpoint must be on this machine (127.0.0.1, localhost or [::1])");
+    }
+    if token.len() < 32 || !token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        return Err("the token is the line printed by `orchestrator pair`");
+    }
+    Ok(Pairing { endpoint: endpoint.into(), token: token.into() })
+}
+
+async fn render_status() {
+    let status: Status = match storage_get("local", "status").await {
+        Some(value) => from_js(&value).unwrap_or_default(),
+        None => Status::default(),
+    };
+    set_text("connection", if status.connection.is_empty() { "starting" } else { &status.connection });
+    set_text("executor-id", &status.executor_id);
+    let workers: Vec<String> = status
+        .workers
+        .iter()
+        .map(|w| {
+            let state = w.state.map(|s| format!("{s:?}").to_lowercase()).unwrap_or_else(|| "unknown".into());
+            let conversation = w.conversation_id.as_deref().unwrap_or("(not bound yet)");
+            let tab = w.tab.map_or("no tab".to_owned(), |t| format!("tab {t}"));
+            format!("{} · {conversation} · {tab} · {state}", w.worker_id)
+        })
+        .collect();
+    set_text("workers", &if workers.is_empty() { "no managed workers".to_owned() } else { workers.join("\n") });
+}
+
+fn rerender_on_change() {
+    let listener = Closure::<dyn FnMut()>::new(|| wasm_bindgen_futures::spawn_local(render_status())).into_js_value();
+    if let Ok(on) = super::path(super::api(), "storage.onChanged") {
+        let add: Function = Reflect::get(&on, &"addListener".into()).unwrap().unchecked_into();
+        let _ = add.call1(&on, &listener);
+    }
+}
+
+/// The options page.
+#[wasm_bindgen]
+pub async fn options_main() {
+    if let Some(value) = storage_get("local", "pairing").await
+        && let Ok(pairing) = from_js::<Pairing>(&value)
+        && let Some(endpoint) = input("endpoint")
+    {
+        endpoint.set_value(&pairing.endpoint);
+    }
+    let save = Closure::<dyn FnMut(web_sys::Event)>::new(|event: web_sys::Event| {
+        event.prevent_default();
+        let endpoint = input("endpoint").map(|i| i.value()).unwrap_or_default();
+        let token = input("token").map(|i| i.value()).unwrap_or_default();
+        match check_pairing(endpoint.trim(), token.trim()) {
+            Ok(pairing) => wasm_bindgen_futures::spawn_local(async move {
+                match storage_set("local", "pairing", to_js(&pairing)).await {
+                    Ok(()) => set_text("message", "saved; connecting…"),
+                    Err(_) => set_text("message", "could not save"),
+                }
+                if let Some(token) = input("token") {
+                    token.set_value("");
+                }
+            }),
+            Err(why) => set_text("message", why),
+        }
+    })
+    .into_js_value();
+    if let Some(form) = document().get_element_by_id("pairing") {
+        let _ = form.add_event_listener_with_callback("submit", save.unchecked_ref());
+    }
+    rerender_on_change();
+    render_status().await;
+}
+
+/// The popup.
+#[wasm_bindgen]
+pub async fn popup_main() {
+    rerender_on_change();
+    render_status().await;
+    let open = Closure::<dyn FnMut()>::new(|| {
+        wasm_bindgen_futures::spawn_local(async {
+            let _ = call("runtime.openOptionsPage", &[]).await;
+        })
+    })
+    .into_js_value();
+    if let Some(link) = document().get_element_by_id("options") {
+        let _ = link.add_event_listener_with_callback("click", open.unchecked_ref());
+    }
+}

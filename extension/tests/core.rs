@@ -1,0 +1,192 @@
+//! The executor's journal and registry across restarts: every command
+//! resumes at its persisted phase, nothing is performed twice, and nothing
+//! unmanaged is touched.
+
+use extension::core::{Core, Phase, Plan};
+use protocol::executor::{Command, CommandOp, CommandOutcome, ConversationState, ExecutorFrame};
+use protocol::{CommandId, ConversationId, ErrorCode, WorkerId};
+
+const CONV: &str = "0196b2c4-8e1f-7a3b-9c2d-4e5f60718293";
+const OTHER: &str = "0196b2c4-8e1f-7a3b-9c2d-4e5f60718294";
+
+fn worker(n: u8) -> WorkerId {
+    WorkerId::from_uuid_bytes([n; 16])
+}
+
+fn command(n: u8, worker: &WorkerId, key: &str, op: CommandOp) -> Command {
+    Command {
+        command_id: CommandId::from_uuid_bytes([n; 16]),
+        worker_id: worker.clone(),
+        deadline_ms: 10_000,
+        idempotency_key: key.into(),
+        op,
+    }
+}
+
+fn create(n: u8, w: &WorkerId) -> Command {
+    command(n, w, &format!("create-{n}"), CommandOp::ConversationCreate { prompt: "boot".into(), project_url: None })
+}
+
+fn send(n: u8, w: &WorkerId, conversation: &str) -> Command {
+    let op = CommandOp::ConversationSend { conversation_id: conversation.parse().unwrap(), prompt: "wake".into() };
+    command(n, w, &format!("send-{n}"), op)
+}
+
+/// Persist and load, as the background does across a service-worker restart.
+fn restart(core: &Core) -> Core {
+    serde_json::from_str(&serde_json::to_string(core).unwrap()).unwrap()
+}
+
+/// A worker with tab 7 bound to `CONV`, its create completed.
+fn bound_worker() -> (Core, WorkerId) {
+    let mut core = Core::default();
+    let w = worker(1);
+    assert!(matches!(core.receive(&create(1, &w), 0), Plan::Create { .. }));
+    core.advance("create-1", Phase::TabOpening);
+    core.tab_opened(&w, 7);
+    core.advance("create-1", Phase::SubmissionStarted);
+    let frames = core.page_report(7, &format!("https://chatgpt.com/c/{CONV}"), ConversationState::Generating, None);
+    assert!(
+        matches!(&frames[0], ExecutorFrame::ConversationBound { conversation_id, .. } if conversation_id.as_str() == CONV)
+    );
+    core.advance("create-1", Phase::Submitted);
+    core.finish("create-1", CommandOutcome::Ok { conversation_id: Some(CONV.parse().unwrap()) });
+    (core, w)
+}
+
+#[test]
+fn a_completed_command_is_answered_from_the_journal_after_a_restart() {
+    let (core, w) = bound_worker();
+    let mut core = restart(&core);
+    // The daemon replays the create under a new command id: same outcome, nothing opened.
+    let mut replay = create(1, &w);
+    replay.command_id = CommandId::from_uuid_bytes([9; 16]);
+    assert_eq!(
+        core.receive(&replay, 0),
+        Plan::Reply(CommandOutcome::Ok { conversation_id: Some(CONV.parse().unwrap()) })
+    );
+    let Some(ExecutorFrame::Result { command_id, .. }) =
+        core.finish("create-1", CommandOutcome::Ok { conversation_id: None })
+    else {
+        panic!()
+    };
+    assert_eq!(command_id, replay.command_id, "the result answers the replay's id");
+}
+
+#[test]
+fn a_restart_inside_submission_reconciles_with_the_page_instead_of_resending() {
+    let (mut core, w) = bound_worker();
+    assert_eq!(core.receive(&send(2, &w, CONV), 0), Plan::Submit { tab: 7, prompt: "wake".into() });
+    core.advance("send-2", Phase::SubmissionStarted);
+    let mut core = restart(&core);
+    assert_eq!(core.receive(&send(2, &w, CONV), 0), Plan::Reconcile { tab: Some(7) });
+    // The tab is gone too: still a reconcile (which then reports AMBIGUOUS_SUBMISSION), never a resend.
+    core.tab_removed(7);
+    assert_eq!(core.receive(&send(2, &w, CONV), 0), Plan::Reconcile { tab: None });
+}
+
+#[test]
+fn a_restart_after_opening_the_tab_submits_there_without_opening_another() {
+    let mut core = Core::default();
+    let w = worker(1);
+    core.receive(&create(1, &w), 0);
+    core.advance("create-1", Phase::TabOpening);
+    core.tab_opened(&w, 3);
+    let mut core = restart(&core);
+    assert_eq!(core.receive(&create(1, &w), 0), Plan::Submit { tab: 3, prompt: "boot".into() });
+    // A second create for the same worker under another key is a conflict, not a second tab.
+    let other = command(5, &w, "create-other", CommandOp::ConversationCreate { prompt: "x".into(), project_url: None });
+    assert!(matches!(core.receive(&other, 0), Plan::Reply(CommandOutcome::Error { code: ErrorCode::Conflict, .. })));
+}
+
+#[test]
+fn commands_naming_conversations_this_executor_did_not_create_are_refused() {
+    let (mut core, w) = bound_worker();
+    let refused =
+        |plan: Plan| matches!(plan, Plan::Reply(CommandOutcome::Error { code: ErrorCode::UnmanagedTarget, .. }));
+    assert!(refused(core.receive(&send(2, &w, OTHER), 0)), "another conversation");
+    assert!(refused(core.receive(&send(3, &worker(2), CONV), 0)), "another worker");
+    let close =
+        command(4, &worker(3), "close-4", CommandOp::ConversationClose { conversation_id: CONV.parse().unwrap() });
+    assert!(refused(core.receive(&close, 0)));
+    let open = command(
+        5,
+        &worker(3),
+        "open-5",
+        CommandOp::ConversationOpen {
+            conversation_id: OTHER.parse().unwrap(),
+            url: format!("https://chatgpt.com/c/{OTHER}"),
+        },
+    );
+    assert!(refused(core.receive(&open, 0)));
+    // Reports from a tab nobody manages mean nothing.
+    assert!(core.page_report(99, &format!("https://chatgpt.com/c/{OTHER}"), ConversationState::Idle, None).is_empty());
+    assert_eq!(core.worker_of(99), None);
+}
+
+#[test]
+fn page_reports_bind_once_flag_drift_and_coalesce_states() {
+    let (mut core, w) = bound_worker();
+    let url = format!("https://chatgpt.com/c/{CONV}");
+    assert!(core.page_report(7, &url, ConversationState::Generating, None).is_empty(), "no change, nothing sent");
+    let frames = core.page_report(7, &url, ConversationState::Idle, None);
+    assert_eq!(
+        frames,
+        vec![ExecutorFrame::ConversationState { worker_id: w.clone(), state: ConversationState::Idle, error: None }]
+    );
+    let frames = core.page_report(7, &format!("https://chatgpt.com/c/{OTHER}"), ConversationState::Idle, None);
+    assert!(matches!(
+        &frames[..],
+        [ExecutorFrame::ConversationError { code: ErrorCode::ConversationIdentityDrift, .. }]
+    ));
+    assert_eq!(
+        core.managed(&w).unwrap().conversation.as_ref().map(ConversationId::as_str),
+        Some(CONV),
+        "never rebinds"
+    );
+    // The tab closes: the conversation is reported closed; a reopen opens the exact URL.
+    assert_eq!(core.tab_removed(7), vec![ExecutorFrame::ConversationClosed { worker_id: w.clone() }]);
+    let open = command(
+        6,
+        &w,
+        "open-6",
+        CommandOp::ConversationOpen { conversation_id: CONV.parse().unwrap(), url: url.clone() },
+    );
+    assert_eq!(core.receive(&open, 0), Plan::Open { url });
+    assert!(matches!(
+        core.receive(&send(7, &w, CONV), 0),
+        Plan::Reply(CommandOutcome::Error { code: ErrorCode::NotFound, .. })
+    ));
+}
+
+#[test]
+fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
+    let mut core = Core::default();
+    let w = worker(1);
+    assert!(matches!(
+        core.receive(&create(1, &w), 20_000),
+        Plan::Reply(CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, .. })
+    ));
+    let op = CommandOp::ConversationCreate { prompt: "p".into(), project_url: Some("https://evil.example/g/x".into()) };
+    assert!(matches!(
+        core.receive(&command(2, &worker(2), "k2", op), 0),
+        Plan::Reply(CommandOutcome::Error { code: ErrorCode::InvalidArgument, .. })
+    ));
+    let project = format!("https://chatgpt.com/g/g-p-{}/project", "a".repeat(32));
+    let op = CommandOp::ConversationCreate { prompt: "p".into(), project_url: Some(project.clone()) };
+    assert_eq!(core.receive(&command(3, &worker(3), "k3", op), 0), Plan::Create { url: project, prompt: "p".into() });
+}
+
+#[test]
+fn the_journal_stays_bounded() {
+    let mut core = Core::default();
+    for n in 0..(extension::core::JOURNAL_KEEP + 40) {
+        let key = format!("k{n}");
+        let w = WorkerId::from_uuid_bytes([(n % 200) as u8 + 1; 16]);
+        let c = command(1, &w, &key, CommandOp::ConversationInspect { conversation_id: CONV.parse().unwrap() });
+        core.receive(&c, 0);
+        core.finish(&key, CommandOutcome::Ok { conversation_id: None });
+    }
+    assert!(core.entry("k0").is_none(), "the oldest completed entries are forgotten");
+    assert!(core.entry(&format!("k{}", extension::core::JOURNAL_KEEP + 39)).is_some());
+}

@@ -1,0 +1,173 @@
+//! `cargo xtask dist`: one Rust source, two extension builds.
+//!
+//! 1. `cargo build -p extension --target wasm32-unknown-unknown --profile wasm-release`
+//! 2. `wasm-bindgen --target web` (the CLI pinned to the crate's version)
+//! 3. binaryen's `wasm-opt -Oz`
+//! 4. `dist/firefox/` (MV3 event page, `browser_specific_settings.gecko`) and
+//!    `dist/chromium/` (MV3 service worker, a fixed `key` so the id is
+//!    stable), each with the loaders, pages and the module.
+//!
+//! Permissions are justified one by one in `docs/permissions.md`.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::{root, run, target_dir};
+
+/// The add-on id Firefox knows the extension by.
+pub const GECKO_ID: &str = "executor@chatgpt-orchestrator.local";
+/// The pinned wasm-bindgen version (crate and CLI must match).
+pub const WASM_BINDGEN: &str = "0.2.130";
+const STATIC: &[&str] = &["bg.js", "cs.js", "options.html", "options.js", "popup.html", "popup.js"];
+
+fn common(version: &str) -> Value {
+    json!({
+        "manifest_version": 3,
+        "name": "ChatGPT orchestrator executor",
+        "version": version,
+        "description": "Runs the local orchestrator's worker conversations in managed chatgpt.com tabs.",
+        "permissions": ["storage", "alarms"],
+        "host_permissions": ["https://chatgpt.com/*"],
+        "content_scripts": [{ "matches": ["https://chatgpt.com/*"], "js": ["cs.js"], "run_at": "document_idle" }],
+        "web_accessible_resources": [{
+            "resources": ["pkg/extension.js", "pkg/extension_bg.wasm"],
+            "matches": ["https://chatgpt.com/*"]
+        }],
+        "options_ui": { "page": "options.html", "open_in_tab": true },
+        "action": { "default_popup": "popup.html", "default_title": "Orchestrator executor" },
+        "content_security_policy": { "extension_pages": "script-src 'self' 'wasm-unsafe-eval'; object-src 'self'" }
+    })
+}
+
+/// The Firefox manifest: an event page.
+pub fn firefox_manifest(version: &str) -> Value {
+    let mut manifest = common(version);
+    manifest["background"] = json!({ "scripts": ["bg.js"], "type": "module" });
+    manifest["browser_specific_settings"] = json!({
+        "gecko": {
+            "id": GECKO_ID,
+            "strict_min_version": "140.0",
+            "data_collection_permissions": { "required": ["none"] }
+        }
+    });
+    manifest
+}
+
+/// The Chromium manifest: a module service worker and a fixed key.
+pub fn chromium_manifest(version: &str, key: &str) -> Value {
+    let mut manifest = common(version);
+    manifest["background"] = json!({ "service_worker": "bg.js", "type": "module" });
+    manifest["minimum_chrome_version"] = json!("116");
+    manifest["key"] = json!(key);
+    manifest
+}
+
+/// The id Chromium derives from a manifest `key`: SHA-256 of the DER
+/// public key, first 16 bytes, each nibble as a letter `a`–`p`.
+pub fn chromium_id(key_base64: &str) -> anyhow::Result<String> {
+    let der = base64_decode(key_base64.trim()).context("the key is not base64")?;
+    let digest = Sha256::digest(der);
+    Ok(digest[..16].iter().flat_map(|b| [b >> 4, b & 15]).map(|n| (b'a' + n) as char).collect())
+}
+
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let bytes: Vec<u8> = text.bytes().filter(|&c| c != b'=').collect();
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    for chunk in bytes.chunks(4) {
+        let mut acc = 0u32;
+        for &c in chunk {
+            acc = (acc << 6) | value(c)?;
+        }
+        acc <<= 6 * (4 - chunk.len() as u32);
+        out.extend_from_slice(&acc.to_be_bytes()[1..chunk.len()]);
+    }
+    Some(out)
+}
+
+fn copy_into(dir: &Path, pkg: &Path, manifest: &Value) -> anyhow::Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    std::fs::create_dir_all(dir.join("pkg"))?;
+    let statics = root().join("extension/static");
+    for file in STATIC {
+        std::fs::copy(statics.join(file), dir.join(file)).with_context(|| format!("copying {file}"))?;
+    }
+    for file in ["extension.js", "extension_bg.wasm"] {
+        std::fs::copy(pkg.join(file), dir.join("pkg").join(file)).with_context(|| format!("copying {file}"))?;
+    }
+    std::fs::write(dir.join("manifest.json"), serde_json::to_string_pretty(manifest)? + "\n")?;
+    Ok(())
+}
+
+/// Builds `dist/firefox` and `dist/chromium`.
+pub fn dist() -> anyhow::Result<()> {
+    let target = target_dir();
+    run(Command::new("cargo").args([
+        "build",
+        "-p",
+        "extension",
+        "--target",
+        "wasm32-unknown-unknown",
+        "--profile",
+        "wasm-release",
+    ]))?;
+    let wasm = target.join("wasm32-unknown-unknown/wasm-release/extension.wasm");
+    let pkg = target.join("extension-pkg");
+    run(Command::new("wasm-bindgen").args(["--target", "web", "--no-typescript", "--out-dir"]).arg(&pkg).arg(&wasm))?;
+    let optimized = pkg.join("extension_bg.wasm");
+    run(Command::new(root().join("extension/node_modules/.bin/wasm-opt"))
+        .args(["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext"])
+        .arg(&optimized)
+        .arg("-o")
+        .arg(&optimized))?;
+    let version = env!("CARGO_PKG_VERSION");
+    let key = std::fs::read_to_string(root().join("extension/static/chromium-key.txt"))?;
+    copy_into(&root().join("dist/firefox"), &pkg, &firefox_manifest(version))?;
+    copy_into(&root().join("dist/chromium"), &pkg, &chromium_manifest(version, key.trim()))?;
+    let size = std::fs::metadata(&optimized)?.len();
+    eprintln!("xtask: dist/firefox and dist/chromium (wasm {} KiB; chromium id {})", size / 1024, chromium_id(&key)?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chromium_id_follows_the_key() {
+        // Chromium's documented derivation, checked against a key and id Chromium reported.
+        let key = std::fs::read_to_string(root().join("extension/static/chromium-key.txt")).unwrap();
+        let id = chromium_id(&key).unwrap();
+        assert_eq!(id.len(), 32);
+        assert!(id.bytes().all(|b| (b'a'..=b'p').contains(&b)));
+        assert_eq!(base64_decode("TWFu").unwrap(), b"Man");
+        assert_eq!(base64_decode("TWE=").unwrap(), b"Ma");
+    }
+
+    #[test]
+    fn manifests_ask_for_the_minimal_permissions() {
+        for manifest in [firefox_manifest("0.1.0"), chromium_manifest("0.1.0", "k")] {
+            assert_eq!(manifest["permissions"], json!(["storage", "alarms"]));
+            assert_eq!(manifest["host_permissions"], json!(["https://chatgpt.com/*"]));
+            let text = manifest.to_string();
+            for forbidden in ["<all_urls>", "debugger", "cookies", "webRequest"] {
+                assert!(!text.contains(forbidden), "{forbidden}");
+            }
+        }
+    }
+}
