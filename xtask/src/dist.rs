@@ -14,7 +14,6 @@ use std::process::Command;
 
 use anyhow::Context;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::{root, run, target_dir};
 
@@ -66,38 +65,6 @@ pub fn chromium_manifest(version: &str, key: &str) -> Value {
     manifest
 }
 
-/// The id Chromium derives from a manifest `key`: SHA-256 of the DER
-/// public key, first 16 bytes, each nibble as a letter `a`–`p`.
-pub fn chromium_id(key_base64: &str) -> anyhow::Result<String> {
-    let der = base64_decode(key_base64.trim()).context("the key is not base64")?;
-    let digest = Sha256::digest(der);
-    Ok(digest[..16].iter().flat_map(|b| [b >> 4, b & 15]).map(|n| (b'a' + n) as char).collect())
-}
-
-fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let value = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let bytes: Vec<u8> = text.bytes().filter(|&c| c != b'=').collect();
-    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
-    for chunk in bytes.chunks(4) {
-        let mut acc = 0u32;
-        for &c in chunk {
-            acc = (acc << 6) | value(c)?;
-        }
-        acc <<= 6 * (4 - chunk.len() as u32);
-        out.extend_from_slice(&acc.to_be_bytes()[1..chunk.len()]);
-    }
-    Some(out)
-}
-
 fn copy_into(dir: &Path, pkg: &Path, manifest: &Value) -> anyhow::Result<()> {
     if dir.exists() {
         std::fs::remove_dir_all(dir)?;
@@ -147,17 +114,6 @@ pub fn dist() -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_chromium_id_follows_the_key() {
-        // Chromium's documented derivation, checked against a key and id Chromium reported.
-        let key = std::fs::read_to_string(root().join("extension/static/chromium-key.txt")).unwrap();
-        let id = chromium_id(&key).unwrap();
-        assert_eq!(id.len(), 32);
-        assert!(id.bytes().all(|b| (b'a'..=b'p').contains(&b)));
-        assert_eq!(base64_decode("TWFu").unwrap(), b"Man");
-        assert_eq!(base64_decode("TWE=").unwrap(), b"Ma");
-    }
 
     #[test]
     fn manifests_ask_for_the_minimal_permissions() {

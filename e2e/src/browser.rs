@@ -1,0 +1,168 @@
+//! Headless Chromium (Debian's) with the built extension, on a fresh
+//! profile, reaching fakechat as `https://chatgpt.com`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use chromiumoxide::{Browser, BrowserConfig, Page};
+use futures_util::StreamExt;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// The browser, and the extension's id in it.
+pub struct Chromium {
+    /// The DevTools connection (the test's observer).
+    pub browser: Browser,
+    /// The extension id (fixed by the manifest key).
+    pub extension_id: String,
+    handler: tokio::task::JoinHandle<()>,
+}
+
+impl Chromium {
+    /// Launches Chromium with `extension` loaded, `chatgpt.com` mapped to
+    /// `127.0.0.1:port`, profile and caches under `dir`.
+    pub async fn launch(extension: &Path, port: u16, dir: &Path) -> anyhow::Result<Chromium> {
+        anyhow::ensure!(Path::new(CHROMIUM).exists(), "{CHROMIUM} is missing: run `cargo xtask install`");
+        let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(extension.join("manifest.json"))?)?;
+        let key = manifest["key"].as_str().context("the Chromium manifest has no key")?;
+        let extension_id = chromium_id(key)?;
+        let ext = extension.display().to_string();
+        let config = BrowserConfig::builder()
+            .chrome_executable(CHROMIUM)
+            .new_headless_mode()
+            .no_sandbox()
+            .user_data_dir(dir.join("profile"))
+            .viewport(None)
+            .extension(ext.clone())
+            .envs([
+                ("XDG_CONFIG_HOME", dir.join("config").display().to_string()),
+                ("XDG_CACHE_HOME", dir.join("cache").display().to_string()),
+            ])
+            .args([
+                format!("host-resolver-rules=MAP chatgpt.com 127.0.0.1:{port}"),
+                format!("disable-extensions-except={ext}"),
+                "ignore-certificate-errors".to_owned(),
+                "disable-gpu".to_owned(),
+                "disable-quic".to_owned(),
+                "no-first-run".to_owned(),
+                "disable-background-networking".to_owned(),
+                "disable-component-update".to_owned(),
+                "disable-sync".to_owned(),
+            ])
+            .build()
+            .map_err(anyhow::Error::msg)?;
+        let (browser, mut handler) = Browser::launch(config).await.context("launching chromium")?;
+        let handler = tokio::spawn(async move { while handler.next().await.is_some() {} });
+        Ok(Chromium { browser, extension_id, handler })
+    }
+
+    /// A URL inside the extension.
+    pub fn extension_url(&self, page: &str) -> String {
+        format!("chrome-extension://{}/{page}", self.extension_id)
+    }
+
+    /// Opens a page (a tab of the test's own, not a managed one).
+    pub async fn open(&self, url: &str) -> anyhow::Result<Page> {
+        Ok(self.browser.new_page(url).await?)
+    }
+
+    /// Pairs the extension through its options page, as a person would, and
+    /// waits until it reports `connected`.
+    pub async fn pair(&self, endpoint: &str, token: &str) -> anyhow::Result<()> {
+        let options = self.open(&self.extension_url("options.html")).await?;
+        until(&options, "!!document.querySelector('#endpoint') && document.readyState === 'complete'").await?;
+        // Give the module a moment to wire the form (it loads asynchronously).
+        until(&options, "document.querySelector('#connection').textContent !== 'starting'").await?;
+        let fill = format!(
+            "document.querySelector('#endpoint').value = {}; document.querySelector('#token').value = {}; \
+             document.querySelector('#pairing').requestSubmit(); true",
+            serde_json::to_string(endpoint)?,
+            serde_json::to_string(token)?
+        );
+        options.evaluate(fill).await?;
+        until(&options, "document.querySelector('#connection').textContent === 'connected'").await?;
+        options.close().await?;
+        Ok(())
+    }
+
+    /// The connection status the options page shows.
+    pub async fn status(&self) -> anyhow::Result<String> {
+        let options = self.open(&self.extension_url("options.html")).await?;
+        until(&options, "document.querySelector('#connection').textContent !== 'starting'").await?;
+        let text = eval::<String>(&options, "document.querySelector('#connection').textContent").await?;
+        options.close().await?;
+        Ok(text)
+    }
+
+    /// Reloads the extension (`runtime.reload()` from its own page), as an
+    /// update or a crash would; waits until it is connected again.
+    pub async fn reload_extension(&self) -> anyhow::Result<()> {
+        let options = self.open(&self.extension_url("options.html")).await?;
+        until(&options, "document.readyState === 'complete'").await?;
+        let _ = options.evaluate("setTimeout(() => chrome.runtime.reload(), 10); true").await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for _ in 0..100 {
+            if self.status().await.is_ok_and(|s| s == "connected") {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        anyhow::bail!("the extension did not reconnect after a reload")
+    }
+}
+
+impl Drop for Chromium {
+    fn drop(&mut self) {
+        self.handler.abort();
+    }
+}
+
+/// Evaluates `js` in `page`.
+pub async fn eval<T: serde::de::DeserializeOwned>(page: &Page, js: &str) -> anyhow::Result<T> {
+    Ok(page.evaluate(js).await?.into_value::<T>()?)
+}
+
+/// Polls `js` in `page` until it is true (bounded: 20 s).
+pub async fn until(page: &Page, js: &str) -> anyhow::Result<()> {
+    for _ in 0..400 {
+        if eval::<bool>(page, js).await.unwrap_or(false) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    anyhow::bail!("never true: {js}")
+}
+
+/// The id Chromium derives from a manifest key (SHA-256 of the DER key,
+/// first 16 bytes, nibbles as `a`–`p`).
+pub fn chromium_id(key_base64: &str) -> anyhow::Result<String> {
+    use sha2::{Digest, Sha256};
+    let der = base64_decode(key_base64.trim()).context("the manifest key is not base64")?;
+    let digest = Sha256::digest(der);
+    Ok(digest[..16].iter().flat_map(|b| [b >> 4, b & 15]).map(|n| (b'a' + n) as char).collect())
+}
+
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let bytes: Vec<u8> = text.bytes().filter(|&c| c != b'=').collect();
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    for chunk in bytes.chunks(4) {
+        let mut acc = 0u32;
+        for &c in chunk {
+            acc = (acc << 6) | value(c)?;
+        }
+        acc <<= 6 * (4 - chunk.len() as u32);
+        out.extend_from_slice(&acc.to_be_bytes()[1..chunk.len()]);
+    }
+    Some(out)
+}

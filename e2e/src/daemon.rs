@@ -1,0 +1,98 @@
+//! The real daemon process on a temporary state dir.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::Context;
+
+/// A running `orchestrator serve`.
+pub struct Daemon {
+    child: Child,
+    binary: PathBuf,
+    state_dir: PathBuf,
+    /// `host:port`.
+    pub addr: String,
+}
+
+impl Daemon {
+    /// Starts `orchestrator serve` and waits for its endpoint line.
+    pub fn start(binary: &Path, state_dir: &Path, listen: &str, extra: &[&str]) -> anyhow::Result<Daemon> {
+        let (child, addr) = spawn(binary, state_dir, listen, extra)?;
+        Ok(Daemon { child, binary: binary.to_owned(), state_dir: state_dir.to_owned(), addr })
+    }
+
+    /// The MCP endpoint.
+    pub fn mcp_url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// The executor endpoint the extension dials.
+    pub fn executor_url(&self) -> String {
+        format!("ws://{}/executor", self.addr)
+    }
+
+    /// The pairing token, as `orchestrator pair` prints it.
+    pub fn token(&self) -> anyhow::Result<String> {
+        let out = Command::new(&self.binary).args(["pair", "--state-dir"]).arg(&self.state_dir).output()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .find_map(|l| l.strip_prefix("token:").map(|t| t.trim().to_owned()))
+            .context("`orchestrator pair` printed no token")
+    }
+
+    /// Kills the daemon and starts it again on the same address and state.
+    pub fn restart(&mut self, extra: &[&str]) -> anyhow::Result<()> {
+        self.kill();
+        // The port was just released; binding it again may take a moment.
+        let mut last = None;
+        for _ in 0..50 {
+            match spawn(&self.binary, &self.state_dir, &self.addr, extra) {
+                Ok((child, addr)) => {
+                    (self.child, self.addr) = (child, addr);
+                    return Ok(());
+                }
+                Err(e) => last = Some(e),
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Err(last.expect("tried at least once"))
+    }
+
+    /// SIGKILL: no shutdown path runs.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn spawn(binary: &Path, state_dir: &Path, listen: &str, extra: &[&str]) -> anyhow::Result<(Child, String)> {
+    let mut child = Command::new(binary)
+        .args(["serve", "--listen", listen, "--state-dir"])
+        .arg(state_dir)
+        .args(extra)
+        .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let addr = loop {
+        let Some(line) = lines.next() else {
+            let _ = child.wait();
+            anyhow::bail!("the daemon exited before printing its endpoint");
+        };
+        if let Some(url) = line?.strip_prefix("MCP endpoint: http://") {
+            break url.trim_end_matches("/mcp").to_owned();
+        }
+    };
+    // Keep draining stdout so the daemon never writes into a closed pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Ok((child, addr))
+}

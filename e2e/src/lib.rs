@@ -1,0 +1,55 @@
+//! The end-to-end rig: the real `orchestrator serve` process, fakechat as
+//! `https://chatgpt.com`, and headless Chromium with `dist/chromium` loaded
+//! and paired through its own options page, each on fresh temporary state.
+//!
+//! The browser's DevTools endpoint is used as a *test observer* (and to
+//! type into the options page as a person would), never as the product path:
+//! everything the product does in the browser, the extension does.
+
+pub mod browser;
+pub mod daemon;
+pub mod scenario;
+
+pub use browser::Chromium;
+pub use daemon::Daemon;
+
+use std::path::{Path, PathBuf};
+
+/// The workspace root (for `dist/`).
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("e2e lives in the workspace").to_owned()
+}
+
+/// The built Chromium extension, or a clear error saying how to build it.
+pub fn chromium_dist() -> anyhow::Result<PathBuf> {
+    let dir = workspace().join("dist/chromium");
+    anyhow::ensure!(dir.join("manifest.json").exists(), "{} is missing: run `cargo xtask dist`", dir.display());
+    Ok(dir)
+}
+
+/// Everything a two-worker run needs, started and paired.
+pub struct World {
+    /// The daemon process.
+    pub daemon: Daemon,
+    /// fakechat, in process.
+    pub fake: fakechat::Running,
+    /// The browser with the extension.
+    pub chromium: Chromium,
+    /// Temporary state (daemon state dir, browser profile).
+    pub dir: tempfile::TempDir,
+}
+
+impl World {
+    /// Starts the daemon (binary `orchestrator`), fakechat wired to its MCP,
+    /// Chromium with the extension, and pairs the extension.
+    pub async fn start(orchestrator: &Path, daemon_args: &[&str]) -> anyhow::Result<World> {
+        let dir = tempfile::tempdir()?;
+        let daemon = Daemon::start(orchestrator, &dir.path().join("state"), "127.0.0.1:0", daemon_args)?;
+        let fake =
+            fakechat::start("127.0.0.1:0".parse()?, Some(daemon.mcp_url()), fakechat::server::Csp::RealLike, None).await?;
+        let chromium = Chromium::launch(&chromium_dist()?, fake.addr.port(), &dir.path().join("chromium")).await?;
+        let token = daemon.token()?;
+        chromium.pair(&daemon.executor_url(), &token).await?;
+        Ok(World { daemon, fake, chromium, dir })
+    }
+}

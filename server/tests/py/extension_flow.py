@@ -1,0 +1,54 @@
+"""Root over the Python MCP SDK, driving two workers that live in real browser
+tabs (the extension) on fakechat: A asks root a question and completes once
+answered, B completes, then root follows A up and A completes again.
+Prints a JSON summary (worker ids, conversation.bound events) for the test.
+
+usage: extension_flow.py URL"""
+
+import asyncio
+import json
+import sys
+
+from harness import call, client, wait_for
+
+
+def spawn_args(root, name, scenario):
+    return {"capability": root, "name": name,
+            "assignment": {"objective": f"Build {name}\nscenario: {scenario}"}}
+
+
+async def main(url):
+    bound = []
+
+    def seen(predicate):
+        def check(event):
+            if event["type"] == "conversation.bound":
+                bound.append([event["data"]["worker_id"], event["data"]["conversation_id"]])
+            return predicate(event)
+        return check
+
+    async with client(url, "auto") as root_c:
+        created = await call(root_c, "run_create", {"title": "extension flow"})
+        root, cursor = created["root_capability"], created["run"]["cursor"]
+        a = await call(root_c, "worker_spawn", spawn_args(root, "alpha", 'ask_root "Which port?"; await_answer; complete "A built"'))
+        b = await call(root_c, "worker_spawn", spawn_args(root, "beta", 'progress "half way"; complete "B built"'))
+        a_id, b_id = a["worker"]["worker_id"], b["worker"]["worker_id"]
+
+        question, cursor = await wait_for(root_c, root, cursor, seen(
+            lambda e: e["type"] == "worker.message" and e["data"]["kind"] == "question" and e["data"]["from"] == a_id), 60)
+        await call(root_c, "message_send", {"capability": root, "to": a_id, "kind": "answer", "body": "7777",
+                                            "in_reply_to": question["data"]["message_id"]})
+        done = set()
+        while done != {a_id, b_id}:
+            event, cursor = await wait_for(root_c, root, cursor, seen(lambda e: e["type"] == "worker.completed"), 60)
+            done.add(event["data"]["worker_id"])
+
+        await call(root_c, "worker_followup", {"capability": root, "worker_id": a_id,
+                                               "instructions": 'Add a test.\nscenario: complete "A tested"'})
+        await wait_for(root_c, root, cursor, seen(
+            lambda e: e["type"] == "worker.completed" and e["data"]["worker_id"] == a_id), 60)
+        print(json.dumps({"a": a_id, "b": b_id, "bound": bound}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
