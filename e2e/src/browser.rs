@@ -5,6 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
+use chromiumoxide::cdp::browser_protocol::extensions::LoadUnpackedParams;
+use chromiumoxide::cdp::browser_protocol::target::GetTargetsParams;
 use chromiumoxide::{Browser, BrowserConfig, Page};
 use futures_util::StreamExt;
 
@@ -16,6 +18,7 @@ pub struct Chromium {
     pub browser: Browser,
     /// The extension id (fixed by the manifest key).
     pub extension_id: String,
+    path: String,
     handler: tokio::task::JoinHandle<()>,
 }
 
@@ -42,6 +45,7 @@ impl Chromium {
             .args([
                 format!("host-resolver-rules=MAP chatgpt.com 127.0.0.1:{port}"),
                 format!("disable-extensions-except={ext}"),
+                "enable-unsafe-extension-debugging".to_owned(),
                 "ignore-certificate-errors".to_owned(),
                 "disable-gpu".to_owned(),
                 "disable-quic".to_owned(),
@@ -54,7 +58,7 @@ impl Chromium {
             .map_err(anyhow::Error::msg)?;
         let (browser, mut handler) = Browser::launch(config).await.context("launching chromium")?;
         let handler = tokio::spawn(async move { while handler.next().await.is_some() {} });
-        Ok(Chromium { browser, extension_id, handler })
+        Ok(Chromium { browser, extension_id, path: ext, handler })
     }
 
     /// A URL inside the extension.
@@ -95,20 +99,51 @@ impl Chromium {
         Ok(text)
     }
 
-    /// Reloads the extension (`runtime.reload()` from its own page), as an
-    /// update or a crash would; waits until it is connected again.
-    pub async fn reload_extension(&self) -> anyhow::Result<()> {
-        let options = self.open(&self.extension_url("options.html")).await?;
-        until(&options, "document.readyState === 'complete'").await?;
-        let _ = options.evaluate("setTimeout(() => chrome.runtime.reload(), 10); true").await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        for _ in 0..100 {
-            if self.status().await.is_ok_and(|s| s == "connected") {
-                return Ok(());
+    /// The extension's service worker target, if one runs.
+    async fn worker_target(&self) -> anyhow::Result<Option<String>> {
+        let targets = self.browser.execute(GetTargetsParams::default()).await?;
+        Ok(targets
+            .result
+            .target_infos
+            .iter()
+            .find(|t| t.r#type == "service_worker" && t.url.starts_with(&self.extension_url("")))
+            .map(|t| t.target_id.inner().clone()))
+    }
+
+    /// Polls the options page until it shows `connected`.
+    pub async fn wait_connected(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        while tokio::time::Instant::now() < deadline {
+            if let Ok(Ok(status)) = tokio::time::timeout(Duration::from_secs(5), self.status()).await
+                && status == "connected"
+            {
+                return true;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        anyhow::bail!("the extension did not reconnect after a reload")
+        false
+    }
+
+    /// Reloads the extension from disk (DevTools `Extensions.loadUnpacked`
+    /// on its own path), as an update would: a new background instance
+    /// whose content scripts in open tabs are orphaned. Waits until the new
+    /// instance is connected.
+    pub async fn reload_extension(&self) -> anyhow::Result<()> {
+        let before = self.worker_target().await?;
+        self.browser.execute(LoadUnpackedParams::new(self.path.clone())).await.context("Extensions.loadUnpacked")?;
+        for _ in 0..100 {
+            let now = self.worker_target().await?;
+            if now.is_some() && now != before {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::ensure!(self.worker_target().await? != before, "no new service worker after the reload");
+        anyhow::ensure!(
+            self.wait_connected(Duration::from_secs(15)).await,
+            "the extension did not reconnect after a reload"
+        );
+        Ok(())
     }
 }
 

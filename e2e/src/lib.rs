@@ -46,7 +46,8 @@ impl World {
         let dir = tempfile::tempdir()?;
         let daemon = Daemon::start(orchestrator, &dir.path().join("state"), "127.0.0.1:0", daemon_args)?;
         let fake =
-            fakechat::start("127.0.0.1:0".parse()?, Some(daemon.mcp_url()), fakechat::server::Csp::RealLike, None).await?;
+            fakechat::start("127.0.0.1:0".parse()?, Some(daemon.mcp_url()), fakechat::server::Csp::RealLike, None)
+                .await?;
         let chromium = Chromium::launch(&chromium_dist()?, fake.addr.port(), &dir.path().join("chromium")).await?;
         let token = daemon.token()?;
         chromium.pair(&daemon.executor_url(), &token).await?;

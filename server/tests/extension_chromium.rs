@@ -1,24 +1,211 @@
 //! The WebExtension executor end to end in headless Chromium: the real
-//! daemon, fakechat as chatgpt.com, `dist/chromium` loaded and paired
-//! through its options page. Root is the Python MCP SDK.
+//! daemon, fakechat as chatgpt.com, `dist/chromium` (built by `cargo xtask
+//! dist`) loaded and paired through its options page. fakechat's oracle is
+//! the ground truth for tabs and turns.
 
 mod support;
 
+use std::path::Path;
 use std::time::Duration;
 
+use chromiumoxide::Page;
+use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
 use e2e::World;
+use e2e::browser::{eval, until};
+use fakechat::mcp::Client;
+use serde_json::{Value, json};
 
-fn orchestrator() -> &'static std::path::Path {
-    std::path::Path::new(env!("CARGO_BIN_EXE_orchestrator"))
+fn orchestrator() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_orchestrator"))
+}
+
+/// The conversations fakechat has, by id.
+fn conversations(oracle: &Value) -> serde_json::Map<String, Value> {
+    oracle["conversations"].as_object().cloned().unwrap_or_default()
+}
+
+fn turns(conversation: &Value) -> Vec<Value> {
+    conversation["user_turns"].as_array().cloned().unwrap_or_default()
+}
+
+/// As a person would in their own tab: type into the composer and press send.
+async fn chat_by_hand(page: &Page, text: &str) -> String {
+    until(page, "!!document.querySelector('#prompt-textarea') && document.readyState === 'complete'").await.unwrap();
+    page.find_element("#prompt-textarea").await.unwrap().click().await.unwrap();
+    page.execute(InsertTextParams::new(text)).await.unwrap();
+    until(page, "document.querySelector('[data-testid=\"send-button\"]').disabled === false").await.unwrap();
+    page.find_element("[data-testid=\"send-button\"]").await.unwrap().click().await.unwrap();
+    until(page, "/^\\/c\\/[0-9a-f-]{36}$/.test(location.pathname)").await.unwrap();
+    eval::<String>(page, "location.pathname.slice(3)").await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rust_root_two_workers() {
+async fn two_workers_in_managed_tabs_and_every_prompt_lands_exactly_once() {
     let world = World::start(orchestrator(), &[]).await.unwrap();
-    let out = e2e::scenario::two_workers(&world.daemon.mcp_url(), Duration::from_secs(60)).await;
+    // The user's own chatgpt.com tab, with a conversation of its own.
+    let mine = world.chromium.open("https://chatgpt.com/").await.unwrap();
+    let my_conversation = chat_by_hand(&mine, "my own chat, not the orchestrator's").await;
+
+    let url = world.daemon.mcp_url();
+    let output = tokio::task::spawn_blocking(move || support::python("extension_flow.py", &[&url])).await.unwrap();
+    let summary: Value = output.lines().rev().find_map(|l| serde_json::from_str(l).ok()).expect("a JSON summary");
     let oracle = world.fake.hub.oracle();
-    match out {
-        Ok(out) => println!("{}\n{oracle:#}", out.trace.join("\n")),
-        Err(e) => panic!("{e}\n{oracle:#}"),
+    let conversations = conversations(&oracle);
+
+    // conversation.bound carried two distinct UUIDs, one per worker.
+    let bound: Vec<(String, String)> =
+        serde_json::from_value(summary["bound"].clone()).unwrap_or_else(|e| panic!("{e}: {summary}"));
+    let conversation_of = |worker: &Value| -> String {
+        let found: Vec<&String> = bound.iter().filter(|(w, _)| w == worker.as_str().unwrap()).map(|(_, c)| c).collect();
+        assert_eq!(found.len(), 1, "one binding per worker: {bound:?}");
+        found[0].clone()
+    };
+    let (a, b) = (conversation_of(&summary["a"]), conversation_of(&summary["b"]));
+    assert_ne!(a, b);
+    assert_ne!(a, my_conversation);
+
+    // Exactly the three conversations: A, B and the user's own (no duplicate tabs or chats).
+    let mut ids: Vec<&String> = conversations.keys().collect();
+    ids.sort();
+    let mut expected = vec![&a, &b, &my_conversation];
+    expected.sort();
+    assert_eq!(ids, expected, "{oracle:#}");
+
+    // A: one bootstrap, then the wake, both in the same tab; B: one bootstrap.
+    let a_turns = turns(&conversations[&a]);
+    assert_eq!(a_turns.iter().map(|t| t["bootstrap"].as_bool().unwrap()).collect::<Vec<_>>(), [true, false]);
+    assert_eq!(a_turns[0]["tab"], a_turns[1]["tab"], "the wake landed in A's existing tab");
+    let b_turns = turns(&conversations[&b]);
+    assert_eq!(b_turns.len(), 1);
+    assert!(b_turns[0]["bootstrap"].as_bool().unwrap());
+    // The user's tab: still its one hand-typed turn; nothing clicked anywhere.
+    assert_eq!(turns(&conversations[&my_conversation]).len(), 1);
+    for (id, c) in &conversations {
+        assert_eq!(c["retry_clicks"], 0, "{id}");
+        assert_eq!(c["errors"], json!([]), "{id}");
     }
+}
+
+/// Root over fakechat's own MCP client (Rust), for steps between restarts.
+struct Root {
+    client: Client,
+    capability: String,
+    cursor: u64,
+}
+
+impl Root {
+    async fn connect(mcp_url: &str) -> Root {
+        let mut client = Client::connect(mcp_url).await.unwrap();
+        let created = client.call("run_create", json!({"title": "restarts"})).await.unwrap().unwrap();
+        Root { client, capability: created["root_capability"].as_str().unwrap().into(), cursor: 0 }
+    }
+
+    /// A fresh MCP session (the old one died with the daemon).
+    async fn reconnect(&mut self, mcp_url: &str) {
+        self.client = Client::connect(mcp_url).await.unwrap();
+    }
+
+    async fn call(&mut self, tool: &str, mut args: Value) -> Value {
+        args["capability"] = json!(self.capability);
+        self.client.call(tool, args).await.unwrap().unwrap_or_else(|e| panic!("{tool}: {e}"))
+    }
+
+    /// Waits (60 s) for an event matching `wanted`; reconnects across a daemon restart.
+    async fn wait(&mut self, mcp_url: &str, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            let args = json!({"capability": self.capability, "after_cursor": self.cursor, "timeout_ms": 3000});
+            let page = match self.client.call("events_wait", args).await {
+                Ok(Ok(page)) => page,
+                _ => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    if let Ok(client) = Client::connect(mcp_url).await {
+                        self.client = client;
+                    }
+                    continue;
+                }
+            };
+            for event in page["events"].as_array().unwrap() {
+                self.cursor = event["cursor"].as_u64().unwrap();
+                if wanted(event) {
+                    return event.clone();
+                }
+            }
+            self.cursor = page["cursor"].as_u64().unwrap();
+        }
+        panic!("no {what} within 60 s");
+    }
+}
+
+/// Waits until fakechat's conversation is idle (its last turn ended).
+async fn idle(world: &World, conversation: &str) {
+    for _ in 0..200 {
+        if world.fake.hub.oracle()["conversations"][conversation]["state"] == "idle" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("conversation {conversation} never went idle");
+}
+
+fn completed(worker: &str) -> impl Fn(&Value) -> bool + '_ {
+    move |e| e["type"] == "worker.completed" && e["data"]["worker_id"] == worker
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_nothing() {
+    let mut world = World::start(orchestrator(), &[]).await.unwrap();
+    let url = world.daemon.mcp_url();
+    let mut root = Root::connect(&url).await;
+    let spawned = root
+        .call("worker_spawn", json!({"name": "alpha", "assignment": {"objective": "Build\nscenario: progress \"up\"; complete \"first\""}}))
+        .await;
+    let worker = spawned["worker"]["worker_id"].as_str().unwrap().to_owned();
+    root.wait(&url, "completion", completed(&worker)).await;
+
+    // 1. The extension reloads (an update, a crash): its tab comes back, bound.
+    world.chromium.reload_extension().await.unwrap();
+    root.call("worker_followup", json!({"worker_id": worker, "instructions": "scenario: complete \"after reload\""}))
+        .await;
+    root.wait(&url, "completion", completed(&worker)).await;
+
+    // 2. The daemon restarts between commands.
+    world.daemon.restart(&[]).unwrap();
+    root.reconnect(&url).await;
+    root.call("worker_followup", json!({"worker_id": worker, "instructions": "scenario: complete \"after restart\""}))
+        .await;
+    root.wait(&url, "completion", completed(&worker)).await;
+
+    // 3. The socket drops mid-send: the page is busy, so the extension holds the
+    //    acknowledged wake (waiting for idle) while the daemon dies and comes back.
+    let conversation = world.fake.hub.oracle()["conversations"].as_object().unwrap().keys().next().unwrap().clone();
+    // The agent reports completion before its turn ends: wait for the end, then hold the page busy.
+    idle(&world, &conversation).await;
+    world.fake.hub.update(&conversation, |c| c.generating = true);
+    root.call("worker_followup", json!({"worker_id": worker, "instructions": "scenario: complete \"after drop\""}))
+        .await;
+    root.wait(&url, "ack", |e| e["type"] == "executor.command_acked" && e["data"]["worker_id"] == worker.as_str())
+        .await;
+    world.daemon.restart(&[]).unwrap();
+    root.reconnect(&url).await;
+    world.fake.hub.update(&conversation, |c| c.generating = false);
+    // The held command completes (live, or answered from the journal on replay) and the worker
+    // finishes, in either order.
+    let after_restart = root.cursor;
+    let is_done = |e: &Value| e["type"] == "executor.command_completed" && e["data"]["worker_id"] == worker.as_str();
+    let done = root.wait(&url, "command result", is_done).await;
+    assert_eq!(done["data"]["outcome"]["status"], "ok", "{done}");
+    root.cursor = after_restart;
+    root.wait(&url, "completion", completed(&worker)).await;
+
+    let oracle = world.fake.hub.oracle();
+    let conversations = conversations(&oracle);
+    assert_eq!(conversations.len(), 1, "one conversation, never a second tab: {oracle:#}");
+    let (_, conversation) = conversations.iter().next().unwrap();
+    let bootstraps: Vec<bool> = turns(conversation).iter().map(|t| t["bootstrap"].as_bool().unwrap()).collect();
+    assert_eq!(bootstraps, [true, false, false, false], "one bootstrap and exactly three wakes: {oracle:#}");
+    let tabs: Vec<&Value> =
+        oracle["tabs"].as_object().unwrap().values().filter(|t| !t["conversation"].is_null()).collect();
+    assert_eq!(tabs.len(), 1, "one managed tab across every restart: {oracle:#}");
+    assert!(world.chromium.wait_connected(Duration::from_secs(10)).await, "the extension reconnected");
 }
