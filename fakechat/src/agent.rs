@@ -162,15 +162,37 @@ async fn call(mcp: &mut Client, tool: &str, args: serde_json::Value) -> anyhow::
     mcp.call(tool, args).await?.map_err(|e| anyhow::anyhow!("{tool} refused: {e}"))
 }
 
+/// Connects and attaches, retrying while the orchestrator is unreachable
+/// (restarting) for up to 10 s, as a host retries a failed app call. A tool
+/// refusal is not retried.
+async fn attach_with_retry(url: &str, attach: &str) -> anyhow::Result<(Client, serde_json::Value)> {
+    let mut attempts = 0;
+    loop {
+        let attempt = async {
+            let mut mcp = Client::connect(url).await?;
+            let reply = mcp.call("worker_attach", json!({ "attach_identity": attach })).await?;
+            anyhow::Ok((mcp, reply))
+        };
+        match attempt.await {
+            Ok((mcp, Ok(attached))) => return Ok((mcp, attached)),
+            Ok((_, Err(refused))) => anyhow::bail!("worker_attach refused: {refused}"),
+            Err(e) if attempts >= 40 => return Err(e),
+            Err(_) => {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    }
+}
+
 /// Attaches, picks the steps for this turn, runs them. `Ok(Some(_))` ends the
 /// turn with an error shown inside it.
 async fn work(hub: &Hub, conversation: &str, text: &str) -> anyhow::Result<Option<TurnError>> {
     let url =
         hub.mcp_url.clone().ok_or_else(|| anyhow::anyhow!("fakechat has no --mcp-url: the app is not connected"))?;
     let attach = attach_identity(text).ok_or_else(|| anyhow::anyhow!("no attach identity in the prompt"))?;
-    let mut mcp = Client::connect(&url).await?;
     stream(hub, conversation, "Attaching to the orchestrator… ").await;
-    let attached = call(&mut mcp, "worker_attach", json!({ "attach_identity": attach })).await?;
+    let (mut mcp, attached) = attach_with_retry(&url, &attach).await?;
     let capability = attached["capability"].as_str().unwrap_or_default().to_owned();
     let followups: Vec<String> = attached["followups"]
         .as_array()

@@ -176,34 +176,37 @@ async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_noth
         .await;
     root.wait(&url, "completion", completed(&worker)).await;
 
-    // 3. The socket drops mid-send: the page is busy, so the extension holds the
-    //    acknowledged wake (waiting for idle) while the daemon dies and comes back.
+    // 3. The socket drops mid-send: the daemon dies as soon as the wake is queued,
+    //    dispatched, or acknowledged (the extension is then submitting it).
     let conversation = world.fake.hub.oracle()["conversations"].as_object().unwrap().keys().next().unwrap().clone();
-    // The agent reports completion before its turn ends: wait for the end, then hold the page busy.
-    idle(&world, &conversation).await;
-    world.fake.hub.update(&conversation, |c| c.generating = true);
-    root.call("worker_followup", json!({"worker_id": worker, "instructions": "scenario: complete \"after drop\""}))
-        .await;
-    root.wait(&url, "ack", |e| e["type"] == "executor.command_acked" && e["data"]["worker_id"] == worker.as_str())
-        .await;
-    world.daemon.restart(&[]).unwrap();
-    root.reconnect(&url).await;
-    world.fake.hub.update(&conversation, |c| c.generating = false);
-    // The held command completes (live, or answered from the journal on replay) and the worker
-    // finishes, in either order.
-    let after_restart = root.cursor;
-    let is_done = |e: &Value| e["type"] == "executor.command_completed" && e["data"]["worker_id"] == worker.as_str();
-    let done = root.wait(&url, "command result", is_done).await;
-    assert_eq!(done["data"]["outcome"]["status"], "ok", "{done}");
-    root.cursor = after_restart;
-    root.wait(&url, "completion", completed(&worker)).await;
+    for moment in ["executor.command_queued", "executor.command_dispatched", "executor.command_acked"] {
+        // The agent reports completion before its turn ends: let the turn end first.
+        idle(&world, &conversation).await;
+        let instructions = format!("scenario: complete \"dropped at {moment}\"");
+        root.call("worker_followup", json!({"worker_id": worker, "instructions": instructions})).await;
+        root.wait(&url, moment, |e| e["type"] == moment && e["data"]["worker_id"] == worker.as_str()).await;
+        world.daemon.restart(&[]).unwrap();
+        root.reconnect(&url).await;
+        // The command completes (live, or from the journal on replay) and the worker finishes, in either order.
+        let after_restart = root.cursor;
+        let is_done =
+            |e: &Value| e["type"] == "executor.command_completed" && e["data"]["worker_id"] == worker.as_str();
+        let done = root.wait(&url, "command result", is_done).await;
+        assert_eq!(done["data"]["outcome"]["status"], "ok", "{moment}: {done}");
+        root.cursor = after_restart;
+        root.wait(&url, "completion", completed(&worker)).await;
+    }
 
     let oracle = world.fake.hub.oracle();
     let conversations = conversations(&oracle);
     assert_eq!(conversations.len(), 1, "one conversation, never a second tab: {oracle:#}");
     let (_, conversation) = conversations.iter().next().unwrap();
     let bootstraps: Vec<bool> = turns(conversation).iter().map(|t| t["bootstrap"].as_bool().unwrap()).collect();
-    assert_eq!(bootstraps, [true, false, false, false], "one bootstrap and exactly three wakes: {oracle:#}");
+    assert_eq!(
+        bootstraps,
+        [true, false, false, false, false, false],
+        "one bootstrap and exactly five wakes: {oracle:#}"
+    );
     let tabs: Vec<&Value> =
         oracle["tabs"].as_object().unwrap().values().filter(|t| !t["conversation"].is_null()).collect();
     assert_eq!(tabs.len(), 1, "one managed tab across every restart: {oracle:#}");
