@@ -212,3 +212,82 @@ async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_noth
     assert_eq!(tabs.len(), 1, "one managed tab across every restart: {oracle:#}");
     assert!(world.chromium.wait_connected(Duration::from_secs(10)).await, "the extension reconnected");
 }
+
+/// A daemon impostor on loopback: accepts the extension's hello, then
+/// sends `commands` one by one and returns each one's terminal result.
+async fn command_the_extension(
+    listener: tokio::net::TcpListener,
+    commands: Vec<protocol::executor::Command>,
+) -> Vec<protocol::executor::CommandOutcome> {
+    use futures_util::{SinkExt, StreamExt};
+    use protocol::executor::{DaemonFrame, ExecutorFrame, PROTOCOL_VERSION};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let (tcp, _) = listener.accept().await.unwrap();
+    let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+    let hello = loop {
+        if let Some(Ok(Message::Text(text))) = ws.next().await {
+            break serde_json::from_str::<ExecutorFrame>(&text).unwrap();
+        }
+    };
+    assert!(matches!(hello, ExecutorFrame::Hello { .. }));
+    let welcome = DaemonFrame::Welcome { protocol_version: PROTOCOL_VERSION, heartbeat_ms: 20_000, lease_ms: 60_000 };
+    let mut outcomes = Vec::new();
+    ws.send(Message::text(serde_json::to_string(&welcome).unwrap())).await.unwrap();
+    for command in commands {
+        ws.send(Message::text(serde_json::to_string(&DaemonFrame::Command(command.clone())).unwrap())).await.unwrap();
+        loop {
+            let Some(Ok(Message::Text(text))) = ws.next().await else { continue };
+            if let Ok(ExecutorFrame::Result { command_id, outcome }) = serde_json::from_str(&text)
+                && command_id == command.command_id
+            {
+                outcomes.push(outcome);
+                break;
+            }
+        }
+    }
+    outcomes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tab_the_extension_did_not_open_is_never_touched_and_commands_naming_it_are_refused() {
+    use protocol::executor::{Command, CommandOp, CommandOutcome};
+    use protocol::{CommandId, ErrorCode, WorkerId};
+
+    let dir = tempfile::tempdir().unwrap();
+    let fake =
+        fakechat::start("127.0.0.1:0".parse().unwrap(), None, fakechat::server::Csp::RealLike, None).await.unwrap();
+    let chromium = e2e::Chromium::launch(&e2e::chromium_dist().unwrap(), fake.addr.port(), dir.path()).await.unwrap();
+    let mine = chromium.open("https://chatgpt.com/").await.unwrap();
+    let my_conversation = chat_by_hand(&mine, "mine").await;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("ws://{}/executor", listener.local_addr().unwrap());
+    let conversation_id: protocol::ConversationId = my_conversation.parse().unwrap();
+    let command = |n: u8, op: CommandOp| Command {
+        command_id: CommandId::from_uuid_bytes([n; 16]),
+        worker_id: WorkerId::from_uuid_bytes([7; 16]),
+        deadline_ms: u64::MAX / 2,
+        idempotency_key: format!("rogue-{n}"),
+        op,
+    };
+    let url = format!("https://chatgpt.com/c/{my_conversation}");
+    let commands = vec![
+        command(1, CommandOp::ConversationSend { conversation_id: conversation_id.clone(), prompt: "hijack".into() }),
+        command(2, CommandOp::ConversationInspect { conversation_id: conversation_id.clone() }),
+        command(3, CommandOp::ConversationOpen { conversation_id: conversation_id.clone(), url }),
+        command(4, CommandOp::ConversationClose { conversation_id }),
+    ];
+    let impostor = tokio::spawn(command_the_extension(listener, commands));
+    chromium.pair(&endpoint, &"t".repeat(43)).await.unwrap();
+    let outcomes = tokio::time::timeout(Duration::from_secs(30), impostor).await.unwrap().unwrap();
+    for outcome in &outcomes {
+        assert!(matches!(outcome, CommandOutcome::Error { code: ErrorCode::UnmanagedTarget, .. }), "{outcome:?}");
+    }
+    assert_eq!(outcomes.len(), 4);
+    // The oracle: still the one hand-typed turn, and the tab is still open.
+    let oracle = fake.hub.oracle();
+    assert_eq!(conversations(&oracle).len(), 1);
+    assert_eq!(turns(&conversations(&oracle)[&my_conversation]).len(), 1, "{oracle:#}");
+    assert_eq!(eval::<String>(&mine, "location.pathname").await.unwrap(), format!("/c/{my_conversation}"));
+}
