@@ -38,6 +38,9 @@ impl Chromium {
             .user_data_dir(dir.join("profile"))
             .viewport(None)
             .extension(ext.clone())
+            // chromiumoxide's defaults switch off background throttling and
+            // renderer backgrounding: a managed tab must face the real thing.
+            .disable_default_args()
             .envs([
                 ("XDG_CONFIG_HOME", dir.join("config").display().to_string()),
                 ("XDG_CACHE_HOME", dir.join("cache").display().to_string()),
@@ -53,6 +56,9 @@ impl Chromium {
                 "disable-background-networking".to_owned(),
                 "disable-component-update".to_owned(),
                 "disable-sync".to_owned(),
+                "disable-dev-shm-usage".to_owned(),
+                "disable-breakpad".to_owned(),
+                "password-store=basic".to_owned(),
             ])
             .build()
             .map_err(anyhow::Error::msg)?;
@@ -75,9 +81,8 @@ impl Chromium {
     /// waits until it reports `connected`.
     pub async fn pair(&self, endpoint: &str, token: &str) -> anyhow::Result<()> {
         let options = self.open(&self.extension_url("options.html")).await?;
-        until(&options, "!!document.querySelector('#endpoint') && document.readyState === 'complete'").await?;
-        // Give the module a moment to wire the form (it loads asynchronously).
-        until(&options, "document.querySelector('#connection').textContent !== 'starting'").await?;
+        // The module loads asynchronously; it marks the body once the form is wired.
+        until(&options, "document.body.hasAttribute('data-ready')").await?;
         let fill = format!(
             "document.querySelector('#endpoint').value = {}; document.querySelector('#token').value = {}; \
              document.querySelector('#pairing').requestSubmit(); true",
@@ -92,9 +97,18 @@ impl Chromium {
 
     /// The connection status the options page shows.
     pub async fn status(&self) -> anyhow::Result<String> {
+        self.options_text("#connection").await
+    }
+
+    /// The managed workers the options page lists (one per line).
+    pub async fn workers(&self) -> anyhow::Result<String> {
+        self.options_text("#workers").await
+    }
+
+    async fn options_text(&self, selector: &str) -> anyhow::Result<String> {
         let options = self.open(&self.extension_url("options.html")).await?;
-        until(&options, "document.querySelector('#connection').textContent !== 'starting'").await?;
-        let text = eval::<String>(&options, "document.querySelector('#connection').textContent").await?;
+        until(&options, "document.body.hasAttribute('data-ready')").await?;
+        let text = eval::<String>(&options, &format!("document.querySelector('{selector}').textContent")).await?;
         options.close().await?;
         Ok(text)
     }

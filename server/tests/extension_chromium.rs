@@ -15,6 +15,9 @@ use e2e::browser::{eval, until};
 use fakechat::mcp::Client;
 use serde_json::{Value, json};
 
+/// One browser at a time: three Chromiums on two cores starve each other.
+static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn orchestrator() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_orchestrator"))
 }
@@ -41,13 +44,32 @@ async fn chat_by_hand(page: &Page, text: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_workers_in_managed_tabs_and_every_prompt_lands_exactly_once() {
+    let _one = ONE_BROWSER.lock().await;
     let world = World::start(orchestrator(), &[]).await.unwrap();
     // The user's own chatgpt.com tab, with a conversation of its own.
     let mine = world.chromium.open("https://chatgpt.com/").await.unwrap();
     let my_conversation = chat_by_hand(&mine, "my own chat, not the orchestrator's").await;
 
     let url = world.daemon.mcp_url();
-    let output = tokio::task::spawn_blocking(move || support::python("extension_flow.py", &[&url])).await.unwrap();
+    let output = match tokio::task::spawn_blocking(move || support::python("extension_flow.py", &[&url])).await {
+        Ok(output) => output,
+        Err(failed) => {
+            let oracle = world.fake.hub.oracle();
+            let texts: Vec<_> = conversations(&oracle)
+                .keys()
+                .map(|id| {
+                    world.fake.hub.read(id, |c| {
+                        c.turns
+                            .iter()
+                            .map(|t| format!("{:?}: {}", t.role, t.text.chars().take(160).collect::<String>()))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            let status = (world.chromium.status().await, world.chromium.workers().await);
+            panic!("{failed}\nstatus {status:?}\nturns {texts:#?}\n{oracle:#}");
+        }
+    };
     let summary: Value = output.lines().rev().find_map(|l| serde_json::from_str(l).ok()).expect("a JSON summary");
     let oracle = world.fake.hub.oracle();
     let conversations = conversations(&oracle);
@@ -154,6 +176,7 @@ fn completed(worker: &str) -> impl Fn(&Value) -> bool + '_ {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_nothing() {
+    let _one = ONE_BROWSER.lock().await;
     let mut world = World::start(orchestrator(), &[]).await.unwrap();
     let url = world.daemon.mcp_url();
     let mut root = Root::connect(&url).await;
@@ -251,6 +274,7 @@ async fn command_the_extension(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tab_the_extension_did_not_open_is_never_touched_and_commands_naming_it_are_refused() {
+    let _one = ONE_BROWSER.lock().await;
     use protocol::executor::{Command, CommandOp, CommandOutcome};
     use protocol::{CommandId, ErrorCode, WorkerId};
 

@@ -107,7 +107,7 @@ pub fn dist() -> anyhow::Result<()> {
     copy_into(&root().join("dist/firefox"), &pkg, &firefox_manifest(version))?;
     copy_into(&root().join("dist/chromium"), &pkg, &chromium_manifest(version, key.trim()))?;
     let size = std::fs::metadata(&optimized)?.len();
-    eprintln!("xtask: dist/firefox and dist/chromium (wasm {} KiB; chromium id {})", size / 1024, chromium_id(&key)?);
+    eprintln!("xtask: dist/firefox and dist/chromium (wasm {} KiB)", size / 1024);
     Ok(())
 }
 

@@ -98,6 +98,10 @@ pub async fn options_main() {
     }
     rerender_on_change();
     render_status().await;
+    // Tells automation (and people reading the DOM) that the form is live and the status shown.
+    if let Some(body) = document().body() {
+        let _ = body.set_attribute("data-ready", "");
+    }
 }
 
 /// The popup.
