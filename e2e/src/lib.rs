@@ -53,4 +53,11 @@ impl World {
         chromium.pair(&daemon.executor_url(), &token).await?;
         Ok(World { daemon, fake, chromium, dir })
     }
+
+    /// Closes the browser and stops the daemon.
+    pub async fn shutdown(mut self) {
+        let _ = self.chromium.browser.close().await;
+        let _ = self.chromium.browser.wait().await;
+        self.daemon.kill();
+    }
 }

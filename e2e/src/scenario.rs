@@ -67,8 +67,8 @@ fn describe(event: &Value, started: Instant, names: &[(String, &str)]) -> String
     let data = &event["data"];
     let worker = data["worker_id"].as_str().unwrap_or_default();
     let who = names.iter().find(|(id, _)| id == worker).map_or("", |(_, name)| *name);
-    let transition = match (data["from"].as_str(), data["to"].as_str()) {
-        (Some(from), Some(to)) => format!("{from} -> {to} "),
+    let transition = match (event["type"].as_str(), data["from"].as_str(), data["to"].as_str()) {
+        (Some("worker.state_changed"), Some(from), Some(to)) => format!("{from} -> {to} "),
         _ => String::new(),
     };
     let detail = ["conversation_id", "state", "kind", "summary", "body", "code"]

@@ -64,6 +64,11 @@ enum Cmd {
         #[arg(long)]
         state_dir: Option<PathBuf>,
     },
+    /// Run the two-worker scenario end to end on this machine: this daemon on
+    /// a temporary state dir, fakechat as chatgpt.com, headless Chromium with
+    /// the extension from `dist/chromium` (`cargo xtask demo` builds it first).
+    /// Prints the event trace and fakechat's per-conversation turn counts.
+    Demo,
 }
 
 /// Runtime pool settings.
@@ -184,6 +189,41 @@ fn cancel_on_signals(token: CancellationToken) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `orchestrator demo`: see [`Cmd::Demo`].
+async fn demo() -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let world = e2e::World::start(&std::env::current_exe()?, &[]).await?;
+    println!(
+        "demo: daemon {} · fakechat https://chatgpt.com -> {} · Chromium with extension {} (ready in {:.1} s)\n",
+        world.daemon.addr,
+        world.fake.addr,
+        world.chromium.extension_id,
+        started.elapsed().as_secs_f64()
+    );
+    let outcome = e2e::scenario::two_workers(&world.daemon.mcp_url(), std::time::Duration::from_secs(60)).await?;
+    println!("event trace (root's view):");
+    for line in &outcome.trace {
+        println!("{line}");
+    }
+    println!("\nfakechat oracle, per conversation:");
+    let oracle = world.fake.hub.oracle();
+    for (id, conversation) in oracle["conversations"].as_object().into_iter().flatten() {
+        let turns = conversation["user_turns"].as_array().map_or(0, Vec::len);
+        let bootstraps =
+            conversation["user_turns"].as_array().into_iter().flatten().filter(|t| t["bootstrap"] == true).count();
+        let worker = outcome.bound.iter().find(|(_, c)| c == id).map_or("?", |(w, _)| w.as_str());
+        let worker = if outcome.workers.first().is_some_and(|a| a == worker) { "alpha" } else { "beta" };
+        println!(
+            "  {id}  worker {worker}  user turns {turns} (bootstrap {bootstraps}, wakes {})  retry clicks {}",
+            turns - bootstraps,
+            conversation["retry_clicks"]
+        );
+    }
+    println!("\ndemo finished in {:.1} s", started.elapsed().as_secs_f64());
+    world.shutdown().await;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -238,6 +278,7 @@ async fn main() -> anyhow::Result<()> {
             }
             println!("\n{PAIRING_STEPS}");
         }
+        Cmd::Demo => demo().await?,
         Cmd::McpStdio { state_dir } => {
             let (_dir, plane) = open_plane(state_dir)?;
             let pool = Arc::new(Pool::new(plane.clone(), PoolConfig::default()));

@@ -5,6 +5,8 @@
 //!   benchmarks in quick mode. The README's test command and `.ci/run`.
 //! - `cargo xtask dist`: builds the extension into `dist/firefox` and
 //!   `dist/chromium` (see [`dist`]).
+//! - `cargo xtask demo`: installs, builds the extension, runs `orchestrator
+//!   demo` (the two-worker scenario in headless Chromium against fakechat).
 //! - `cargo xtask errors-doc`: regenerates `docs/errors.md` from the codes.
 
 use std::path::{Path, PathBuf};
@@ -116,10 +118,15 @@ fn main() -> anyhow::Result<()> {
             install()?;
             dist::dist()
         }
+        Some("demo") => {
+            install()?;
+            dist::dist()?;
+            run(Command::new("cargo").args(["run", "--release", "-p", "server", "--bin", "orchestrator", "--", "demo"]))
+        }
         Some("errors-doc") => {
             std::fs::write(root().join("docs/errors.md"), errors_doc::render())?;
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <ci | install | dist | errors-doc>"),
+        _ => bail!("usage: cargo xtask <ci | install | dist | demo | errors-doc>"),
     }
 }
