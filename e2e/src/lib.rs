@@ -8,6 +8,7 @@
 
 pub mod browser;
 pub mod daemon;
+pub mod firefox;
 pub mod scenario;
 
 pub use browser::Chromium;
@@ -18,6 +19,19 @@ use std::path::{Path, PathBuf};
 /// The workspace root (for `dist/`).
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("e2e lives in the workspace").to_owned()
+}
+
+/// Facts about the built extension that the rig needs.
+pub mod dist {
+    /// The add-on id in the Firefox manifest (`cargo xtask dist` writes it).
+    pub const GECKO_ID: &str = "executor@chatgpt-orchestrator.local";
+}
+
+/// The built Firefox extension, or a clear error saying how to build it.
+pub fn firefox_dist() -> anyhow::Result<PathBuf> {
+    let dir = workspace().join("dist/firefox");
+    anyhow::ensure!(dir.join("manifest.json").exists(), "{} is missing: run `cargo xtask dist`", dir.display());
+    Ok(dir)
 }
 
 /// The built Chromium extension, or a clear error saying how to build it.

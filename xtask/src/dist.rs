@@ -31,9 +31,13 @@ fn common(version: &str) -> Value {
         "description": "Runs the local orchestrator's worker conversations in managed chatgpt.com tabs.",
         "permissions": ["storage", "alarms"],
         "host_permissions": ["https://chatgpt.com/*"],
-        "content_scripts": [{ "matches": ["https://chatgpt.com/*"], "js": ["cs.js"], "run_at": "document_idle" }],
+        "content_scripts": [{
+            "matches": ["https://chatgpt.com/*"],
+            "js": ["pkg/extension_cs.js", "cs.js"],
+            "run_at": "document_idle"
+        }],
         "web_accessible_resources": [{
-            "resources": ["pkg/extension.js", "pkg/extension_bg.wasm"],
+            "resources": ["pkg/extension_cs_bg.wasm"],
             "matches": ["https://chatgpt.com/*"]
         }],
         "options_ui": { "page": "options.html", "open_in_tab": true },
@@ -74,7 +78,7 @@ fn copy_into(dir: &Path, pkg: &Path, manifest: &Value) -> anyhow::Result<()> {
     for file in STATIC {
         std::fs::copy(statics.join(file), dir.join(file)).with_context(|| format!("copying {file}"))?;
     }
-    for file in ["extension.js", "extension_bg.wasm"] {
+    for file in ["extension.js", "extension_bg.wasm", "extension_cs.js", "extension_cs_bg.wasm"] {
         std::fs::copy(pkg.join(file), dir.join("pkg").join(file)).with_context(|| format!("copying {file}"))?;
     }
     std::fs::write(dir.join("manifest.json"), serde_json::to_string_pretty(manifest)? + "\n")?;
@@ -95,13 +99,22 @@ pub fn dist() -> anyhow::Result<()> {
     ]))?;
     let wasm = target.join("wasm32-unknown-unknown/wasm-release/extension.wasm");
     let pkg = target.join("extension-pkg");
-    run(Command::new("wasm-bindgen").args(["--target", "web", "--no-typescript", "--out-dir"]).arg(&pkg).arg(&wasm))?;
+    // Pages and the background load an ES module; content scripts cannot
+    // (Firefox evaluates a dynamically imported module in the page's realm,
+    // under the page's CSP), so they get a classic-script build of the same wasm.
+    for (target, name) in [("web", "extension"), ("no-modules", "extension_cs")] {
+        run(Command::new("wasm-bindgen")
+            .args(["--target", target, "--out-name", name, "--no-typescript", "--out-dir"])
+            .arg(&pkg)
+            .arg(&wasm))?;
+        let optimized = pkg.join(format!("{name}_bg.wasm"));
+        run(Command::new(root().join("extension/node_modules/.bin/wasm-opt"))
+            .args(["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext"])
+            .arg(&optimized)
+            .arg("-o")
+            .arg(&optimized))?;
+    }
     let optimized = pkg.join("extension_bg.wasm");
-    run(Command::new(root().join("extension/node_modules/.bin/wasm-opt"))
-        .args(["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext"])
-        .arg(&optimized)
-        .arg("-o")
-        .arg(&optimized))?;
     let version = env!("CARGO_PKG_VERSION");
     let key = std::fs::read_to_string(root().join("extension/static/chromium-key.txt"))?;
     copy_into(&root().join("dist/firefox"), &pkg, &firefox_manifest(version))?;

@@ -143,9 +143,13 @@ async fn next_change(deadline_ms: u64) {
     let _ = JsFuture::from(promise).await;
 }
 
-/// Entry point, called by the content-script loader once the module is up.
+/// Entry point, called by the content-script loader once the module is up,
+/// with the extension API object of the content script's world.
 #[wasm_bindgen]
-pub fn cs_main() {
+pub fn cs_main(api: JsValue) {
+    if api.is_object() {
+        super::set_api(api);
+    }
     let document = dom().document;
     let observer = MutationObserver::new(Closure::<dyn FnMut()>::new(observe).into_js_value().unchecked_ref())
         .expect("MutationObserver exists");

@@ -12,8 +12,22 @@ use serde::de::DeserializeOwned;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
-/// `browser` where it exists (Firefox), else `chrome`.
+thread_local! {
+    /// The extension API object when the loader hands it over (content scripts).
+    static API: std::cell::RefCell<Option<JsValue>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Uses `api` as the extension API from now on in this context.
+fn set_api(api: JsValue) {
+    API.with(|a| *a.borrow_mut() = Some(api));
+}
+
+/// The extension API: the one handed over, else `browser` where it exists
+/// (Firefox), else `chrome`.
 fn api() -> JsValue {
+    if let Some(api) = API.with(|a| a.borrow().clone()) {
+        return api;
+    }
     let global = js_sys::global();
     match Reflect::get(&global, &"browser".into()) {
         Ok(browser) if browser.is_object() => browser,

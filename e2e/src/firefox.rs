@@ -1,0 +1,159 @@
+//! Headless Firefox ESR with the built extension, driven over WebDriver
+//! BiDi as a test observer: a fresh profile that trusts fakechat's CA and
+//! maps `chatgpt.com` to it, the add-on installed temporarily, and pairing
+//! typed into its options page.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+const FIREFOX: &str = "/usr/bin/firefox-esr";
+/// The add-on's internal UUID, fixed by a pref so its pages have a known URL.
+const UUID: &str = "5d1c2f4e-8a7b-4c3d-9e0f-1a2b3c4d5e6f";
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A running Firefox and its BiDi session.
+pub struct Firefox {
+    child: Child,
+    socket: Socket,
+    next_id: u64,
+}
+
+impl Firefox {
+    /// Launches Firefox on a fresh profile under `dir` with `extension`
+    /// installed; `chatgpt.com:443` goes to `127.0.0.1:port`, whose CA is `ca_pem`.
+    pub async fn launch(extension: &Path, port: u16, ca_pem: &str, dir: &Path) -> anyhow::Result<Firefox> {
+        anyhow::ensure!(Path::new(FIREFOX).exists(), "{FIREFOX} is missing: run `cargo xtask install`");
+        let profile = dir.join("profile");
+        std::fs::create_dir_all(&profile)?;
+        let prefs = [
+            ("network.dns.localDomains", json!("chatgpt.com")),
+            ("network.socket.forcePort", json!(format!("443={port}"))),
+            ("extensions.webextensions.uuids", json!(json!({crate::dist::GECKO_ID: UUID}).to_string())),
+            ("browser.shell.checkDefaultBrowser", json!(false)),
+            ("datareporting.policy.dataSubmissionEnabled", json!(false)),
+            ("toolkit.telemetry.reportingpolicy.firstRun", json!(false)),
+            ("app.update.disabledForTesting", json!(true)),
+            ("network.captive-portal-service.enabled", json!(false)),
+            ("extensions.update.enabled", json!(false)),
+            // MV3 host permissions are opt-in on Firefox; a person grants them at
+            // install (or from the add-on's permissions tab). The profile grants them.
+            ("extensions.originControls.grantByDefault", json!(true)),
+        ];
+        let user_js: String = prefs.iter().map(|(k, v)| format!("user_pref({}, {v});\n", json!(k))).collect();
+        std::fs::write(profile.join("user.js"), user_js)?;
+        // Trust fakechat's CA in the profile's own NSS database.
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, ca_pem)?;
+        let db = format!("sql:{}", profile.display());
+        certutil(&["-N", "--empty-password", "-d", &db])?;
+        certutil(&["-A", "-n", "fakechat", "-t", "C,,", "-i", &ca.display().to_string(), "-d", &db])?;
+
+        let mut child = Command::new(FIREFOX)
+            .args(["--headless", "--no-remote", "--remote-debugging-port=0", "--profile"])
+            .arg(&profile)
+            .env("XDG_CONFIG_HOME", dir.join("config"))
+            .env("XDG_CACHE_HOME", dir.join("cache"))
+            .env("HOME", dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting firefox")?;
+        let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
+        let url = loop {
+            let line = lines.next().context("firefox exited before BiDi listened")??;
+            if let Some(url) = line.split("WebDriver BiDi listening on ").nth(1) {
+                break url.trim().to_owned();
+            }
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        let (socket, _) = tokio_tungstenite::connect_async(format!("{url}/session")).await?;
+        let mut firefox = Firefox { child, socket, next_id: 0 };
+        firefox.command("session.new", json!({"capabilities": {"alwaysMatch": {"acceptInsecureCerts": true}}})).await?;
+        let path = extension.canonicalize()?.display().to_string();
+        firefox.command("webExtension.install", json!({"extensionData": {"type": "path", "path": path}})).await?;
+        Ok(firefox)
+    }
+
+    /// Sends a BiDi command and returns its result.
+    pub async fn command(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.socket.send(Message::text(json!({"id": id, "method": method, "params": params}).to_string())).await?;
+        loop {
+            let message = tokio::time::timeout(Duration::from_secs(30), self.socket.next())
+                .await
+                .with_context(|| format!("{method}: no answer"))?
+                .context("BiDi closed")??;
+            let Message::Text(text) = message else { continue };
+            let reply: Value = serde_json::from_str(&text)?;
+            if reply["id"] != id {
+                continue;
+            }
+            if reply["type"] == "error" {
+                bail!("{method}: {} {}", reply["error"], reply["message"]);
+            }
+            return Ok(reply["result"].clone());
+        }
+    }
+
+    /// A new tab at `url`, loaded; returns its context id.
+    pub async fn open(&mut self, url: &str) -> anyhow::Result<String> {
+        let created = self.command("browsingContext.create", json!({"type": "tab"})).await?;
+        let context = created["context"].as_str().context("no context")?.to_owned();
+        self.command("browsingContext.navigate", json!({"context": context, "url": url, "wait": "complete"})).await?;
+        Ok(context)
+    }
+
+    /// Evaluates `expression` in `context`.
+    pub async fn eval(&mut self, context: &str, expression: &str) -> anyhow::Result<Value> {
+        let params = json!({"expression": expression, "target": {"context": context}, "awaitPromise": true});
+        let out = self.command("script.evaluate", params).await?;
+        Ok(out["result"]["value"].clone())
+    }
+
+    /// Polls `expression` until it is true (20 s).
+    pub async fn until(&mut self, context: &str, expression: &str) -> anyhow::Result<()> {
+        for _ in 0..200 {
+            if self.eval(context, expression).await.ok() == Some(Value::Bool(true)) {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        bail!("never true: {expression}")
+    }
+
+    /// Pairs the add-on through its options page and waits for `connected`.
+    pub async fn pair(&mut self, endpoint: &str, token: &str) -> anyhow::Result<()> {
+        let options = self.open(&format!("moz-extension://{UUID}/options.html")).await?;
+        self.until(&options, "document.body.hasAttribute('data-ready')").await?;
+        let fill = format!(
+            "document.querySelector('#endpoint').value = {}; document.querySelector('#token').value = {}; \
+             document.querySelector('#pairing').requestSubmit(); true",
+            json!(endpoint),
+            json!(token)
+        );
+        self.eval(&options, &fill).await?;
+        self.until(&options, "document.querySelector('#connection').textContent === 'connected'").await
+    }
+}
+
+fn certutil(args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new("certutil").args(args).output().context("certutil (libnss3-tools) is required")?;
+    anyhow::ensure!(out.status.success(), "certutil {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(())
+}
+
+impl Drop for Firefox {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

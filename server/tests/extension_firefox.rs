@@ -1,0 +1,72 @@
+//! The same extension source, built for Firefox: `web-ext lint` is clean,
+//! and headless Firefox ESR runs the two-worker flow (Python root) against
+//! the real daemon and fakechat, each prompt landing exactly once.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+#[test]
+fn web_ext_lint_finds_no_errors() {
+    let dist = e2e::firefox_dist().unwrap();
+    let web_ext = e2e::workspace().join("extension/node_modules/.bin/web-ext");
+    let out = std::process::Command::new(web_ext)
+        .args(["lint", "--output=json", "--self-hosted", "-s"])
+        .arg(&dist)
+        .output()
+        .expect("web-ext is installed by `cargo xtask install`");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    });
+    assert_eq!(report["summary"]["errors"], 0, "{report:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn firefox_runs_the_two_worker_flow() {
+    let dir = tempfile::tempdir().unwrap();
+    let orchestrator = Path::new(env!("CARGO_BIN_EXE_orchestrator"));
+    let daemon = e2e::Daemon::start(orchestrator, &dir.path().join("state"), "127.0.0.1:0", &[]).unwrap();
+    let fake =
+        fakechat::start("127.0.0.1:0".parse().unwrap(), Some(daemon.mcp_url()), fakechat::server::Csp::Strict, None)
+            .await
+            .unwrap();
+    let started = std::time::Instant::now();
+    let mut firefox = e2e::firefox::Firefox::launch(
+        &e2e::firefox_dist().unwrap(),
+        fake.addr.port(),
+        &fake.ca_pem,
+        &dir.path().join("ff"),
+    )
+    .await
+    .unwrap();
+    firefox.pair(&daemon.executor_url(), &daemon.token().unwrap()).await.unwrap();
+    eprintln!("firefox: started, extension installed and paired in {:.1} s", started.elapsed().as_secs_f64());
+
+    let url = daemon.mcp_url();
+    let run = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::task::spawn_blocking(move || support::python("extension_flow.py", &[&url])),
+    )
+    .await;
+    let oracle = fake.hub.oracle();
+    let output = match run {
+        Ok(Ok(output)) => output,
+        other => panic!("{other:?}\n{oracle:#}"),
+    };
+    let summary: Value = output.lines().rev().find_map(|l| serde_json::from_str(l).ok()).expect("a JSON summary");
+    let conversations = oracle["conversations"].as_object().unwrap();
+    assert_eq!(conversations.len(), 2, "{oracle:#}");
+    let mut counts: Vec<(usize, usize)> = conversations
+        .values()
+        .map(|c| {
+            let turns = c["user_turns"].as_array().unwrap();
+            (turns.len(), turns.iter().filter(|t| t["bootstrap"] == true).count())
+        })
+        .collect();
+    counts.sort();
+    assert_eq!(counts, [(1, 1), (2, 1)], "B: one bootstrap; A: bootstrap + wake: {oracle:#}");
+    assert_eq!(summary["bound"].as_array().unwrap().len(), 2, "{summary}");
+}
