@@ -84,3 +84,15 @@ fn no_forbidden_browser_automation_in_any_manifest() {
         }
     }
 }
+
+#[test]
+fn the_extension_judges_without_a_browser() {
+    // The journal and registry build and test natively; browser crates are
+    // wasm32-only (a `[target.'cfg(target_arch = "wasm32")'.dependencies]` section).
+    for dep in dependencies("extension") {
+        assert!(
+            ["protocol", "chatgpt-dom", "serde", "serde_json"].contains(&dep.as_str()),
+            "extension's native build must not depend on {dep}"
+        );
+    }
+}
