@@ -12,6 +12,38 @@ use futures_util::StreamExt;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// Debian's headless Chromium on a fresh profile under `dir`, reaching
+/// `127.0.0.1:port` as `https://chatgpt.com`. Without chromiumoxide's
+/// default flags: they switch off background throttling and renderer
+/// backgrounding, and a managed tab must face the real thing.
+pub fn config(port: u16, dir: &Path) -> chromiumoxide::browser::BrowserConfigBuilder {
+    BrowserConfig::builder()
+        .chrome_executable(CHROMIUM)
+        .new_headless_mode()
+        .no_sandbox()
+        .user_data_dir(dir.join("profile"))
+        .viewport(None)
+        .disable_default_args()
+        .envs([
+            ("XDG_CONFIG_HOME", dir.join("config").display().to_string()),
+            ("XDG_CACHE_HOME", dir.join("cache").display().to_string()),
+        ])
+        .args([
+            format!("host-resolver-rules=MAP chatgpt.com 127.0.0.1:{port}"),
+            "ignore-certificate-errors".to_owned(),
+            "disable-gpu".to_owned(),
+            "disable-quic".to_owned(),
+            "no-first-run".to_owned(),
+            // Without these, Chromium floods the closed network.
+            "disable-background-networking".to_owned(),
+            "disable-component-update".to_owned(),
+            "disable-sync".to_owned(),
+            "disable-dev-shm-usage".to_owned(),
+            "disable-breakpad".to_owned(),
+            "password-store=basic".to_owned(),
+        ])
+}
+
 /// The browser, and the extension's id in it.
 pub struct Chromium {
     /// The DevTools connection (the test's observer).
@@ -31,35 +63,9 @@ impl Chromium {
         let key = manifest["key"].as_str().context("the Chromium manifest has no key")?;
         let extension_id = chromium_id(key)?;
         let ext = extension.display().to_string();
-        let config = BrowserConfig::builder()
-            .chrome_executable(CHROMIUM)
-            .new_headless_mode()
-            .no_sandbox()
-            .user_data_dir(dir.join("profile"))
-            .viewport(None)
+        let config = config(port, dir)
             .extension(ext.clone())
-            // chromiumoxide's defaults switch off background throttling and
-            // renderer backgrounding: a managed tab must face the real thing.
-            .disable_default_args()
-            .envs([
-                ("XDG_CONFIG_HOME", dir.join("config").display().to_string()),
-                ("XDG_CACHE_HOME", dir.join("cache").display().to_string()),
-            ])
-            .args([
-                format!("host-resolver-rules=MAP chatgpt.com 127.0.0.1:{port}"),
-                format!("disable-extensions-except={ext}"),
-                "enable-unsafe-extension-debugging".to_owned(),
-                "ignore-certificate-errors".to_owned(),
-                "disable-gpu".to_owned(),
-                "disable-quic".to_owned(),
-                "no-first-run".to_owned(),
-                "disable-background-networking".to_owned(),
-                "disable-component-update".to_owned(),
-                "disable-sync".to_owned(),
-                "disable-dev-shm-usage".to_owned(),
-                "disable-breakpad".to_owned(),
-                "password-store=basic".to_owned(),
-            ])
+            .args([format!("disable-extensions-except={ext}"), "enable-unsafe-extension-debugging".to_owned()])
             .build()
             .map_err(anyhow::Error::msg)?;
         let (browser, mut handler) = Browser::launch(config).await.context("launching chromium")?;

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
-use chromiumoxide::{Browser, BrowserConfig, Page};
+use chromiumoxide::{Browser, Page};
 use fakechat::server::Csp;
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
@@ -19,28 +19,7 @@ async fn launch(port: u16, profile: &std::path::Path) -> Browser {
         std::path::Path::new(CHROMIUM).exists(),
         "Debian's chromium is missing: run the README test command (it installs it)"
     );
-    let config = BrowserConfig::builder()
-        .chrome_executable(CHROMIUM)
-        .new_headless_mode()
-        .no_sandbox()
-        .user_data_dir(profile.join("profile"))
-        .viewport(None)
-        .envs([
-            ("XDG_CONFIG_HOME", profile.join("config").display().to_string()),
-            ("XDG_CACHE_HOME", profile.join("cache").display().to_string()),
-        ])
-        .args([
-            format!("host-resolver-rules=MAP chatgpt.com 127.0.0.1:{port}"),
-            "ignore-certificate-errors".to_owned(),
-            "disable-gpu".to_owned(),
-            "disable-quic".to_owned(),
-            "no-first-run".to_owned(),
-            "disable-background-networking".to_owned(),
-            "disable-component-update".to_owned(),
-            "disable-sync".to_owned(),
-        ])
-        .build()
-        .unwrap();
+    let config = e2e::browser::config(port, profile).build().unwrap();
     let (browser, mut handler) = Browser::launch(config).await.expect("chromium starts");
     tokio::spawn(async move { while handler.next().await.is_some() {} });
     browser
