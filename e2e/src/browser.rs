@@ -63,6 +63,9 @@ impl Chromium {
         let key = manifest["key"].as_str().context("the Chromium manifest has no key")?;
         let extension_id = chromium_id(key)?;
         let ext = extension.display().to_string();
+        // Developer mode from the first moment: Chromium collects extension errors only then.
+        std::fs::create_dir_all(dir.join("profile/Default"))?;
+        std::fs::write(dir.join("profile/Default/Preferences"), r#"{"extensions":{"ui":{"developer_mode":true}}}"#)?;
         let config = config(port, dir)
             .extension(ext.clone())
             .args([format!("disable-extensions-except={ext}"), "enable-unsafe-extension-debugging".to_owned()])
@@ -71,6 +74,30 @@ impl Chromium {
         let (browser, mut handler) = Browser::launch(config).await.context("launching chromium")?;
         let handler = tokio::spawn(async move { while handler.next().await.is_some() {} });
         Ok(Chromium { browser, extension_id, path: ext, handler })
+    }
+
+    /// Turns on developer mode (Chromium collects extension errors only then).
+    pub async fn collect_errors(&self) -> anyhow::Result<()> {
+        let page = self.open("chrome://extensions/").await?;
+        until(&page, "!!chrome.developerPrivate").await?;
+        page.evaluate("chrome.developerPrivate.updateProfileConfiguration({inDeveloperMode: true}).then(() => true)")
+            .await?;
+        page.close().await?;
+        Ok(())
+    }
+
+    /// The extension's manifest and runtime errors as Chromium's extensions
+    /// page lists them (needs [`Chromium::collect_errors`] first).
+    pub async fn extension_errors(&self) -> anyhow::Result<Vec<String>> {
+        let page = self.open("chrome://extensions/").await?;
+        until(&page, "!!chrome.developerPrivate").await?;
+        let js = format!(
+            "chrome.developerPrivate.getExtensionInfo('{}').then(i =>              [...i.manifestErrors, ...i.runtimeErrors].map(e => e.message + ' @ ' + (e.source || '')))",
+            self.extension_id
+        );
+        let errors = eval::<Vec<String>>(&page, &js).await?;
+        page.close().await?;
+        Ok(errors)
     }
 
     /// A URL inside the extension.

@@ -63,6 +63,7 @@ impl World {
             fakechat::start("127.0.0.1:0".parse()?, Some(daemon.mcp_url()), fakechat::server::Csp::RealLike, None)
                 .await?;
         let chromium = Chromium::launch(&chromium_dist()?, fake.addr.port(), &dir.path().join("chromium")).await?;
+        chromium.collect_errors().await?;
         let token = daemon.token()?;
         chromium.pair(&daemon.executor_url(), &token).await?;
         Ok(World { daemon, fake, chromium, dir })

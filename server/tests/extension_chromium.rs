@@ -106,6 +106,9 @@ async fn two_workers_in_managed_tabs_and_every_prompt_lands_exactly_once() {
         assert_eq!(c["retry_clicks"], 0, "{id}");
         assert_eq!(c["errors"], json!([]), "{id}");
     }
+    // Chromium's own list of the extension's errors (manifest and runtime, as
+    // chrome://extensions shows them in developer mode) is empty.
+    assert_eq!(world.chromium.extension_errors().await.unwrap(), Vec::<String>::new());
 }
 
 /// Root over fakechat's own MCP client (Rust), for steps between restarts.
