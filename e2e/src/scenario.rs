@@ -17,6 +17,8 @@ pub struct Outcome {
     pub workers: Vec<String>,
     /// The conversations bound to A and B, from `conversation.bound` events.
     pub bound: Vec<(String, String)>,
+    /// Workers whose `worker.completed` was seen, in order.
+    pub completed: Vec<String>,
 }
 
 struct Root {
@@ -52,6 +54,9 @@ impl Root {
                         data["worker_id"].as_str().unwrap_or_default().into(),
                         data["conversation_id"].as_str().unwrap_or_default().into(),
                     ));
+                }
+                if event["type"] == "worker.completed" {
+                    out.completed.push(event["data"]["worker_id"].as_str().unwrap_or_default().into());
                 }
                 if wanted(&event) {
                     return Ok(event);
@@ -107,10 +112,9 @@ pub async fn two_workers(mcp_url: &str, budget: Duration) -> anyhow::Result<Outc
         .await?;
     let message_id = question["data"]["message_id"].clone();
     root.call("message_send", json!({"to": a_id, "kind": "answer", "body": "7777", "in_reply_to": message_id})).await?;
-    let mut done = Vec::new();
-    while done.len() < 2 {
-        let event = root.wait(&mut out, budget, |e| e["type"] == "worker.completed").await?;
-        done.push(event["data"]["worker_id"].as_str().unwrap_or_default().to_owned());
+    // B may finish before A asks: completions seen while waiting for the question count.
+    while !(out.completed.contains(&a_id) && out.completed.contains(&b_id)) {
+        root.wait(&mut out, budget, |e| e["type"] == "worker.completed").await?;
     }
     root.call(
         "worker_followup",

@@ -66,6 +66,8 @@ pub struct Managed {
 pub enum Plan {
     /// Nothing to perform: send this result (a replay, or a refusal).
     Reply(CommandOutcome),
+    /// Refused without touching the journal (the key belongs to another worker).
+    Refuse(CommandOutcome),
     /// Open a tab at `url` (marked with the command) and submit `prompt` there.
     Create {
         /// Where the new chat starts.
@@ -148,7 +150,10 @@ impl Core {
         let key = command.idempotency_key.clone();
         if let Some(entry) = self.journal.get_mut(&key) {
             if entry.worker_id != command.worker_id {
-                return refuse(ErrorCode::Conflict, "idempotency key reused for another worker");
+                return Plan::Refuse(CommandOutcome::Error {
+                    code: ErrorCode::Conflict,
+                    detail: "idempotency key reused for another worker".into(),
+                });
             }
             entry.command_id = command.command_id.clone();
             match (entry.phase, &entry.outcome) {
@@ -243,10 +248,16 @@ impl Core {
     }
 
     /// A replay arrived while the command is being performed: the result
-    /// will answer the newest command id.
-    pub fn retarget(&mut self, key: &str, command_id: &CommandId) {
-        if let Some(entry) = self.journal.get_mut(key) {
-            entry.command_id = command_id.clone();
+    /// will answer the newest command id. False (and nothing changed) when
+    /// the key belongs to another worker.
+    pub fn retarget(&mut self, key: &str, command: &Command) -> bool {
+        match self.journal.get_mut(key) {
+            Some(entry) if entry.worker_id == command.worker_id => {
+                entry.command_id = command.command_id.clone();
+                true
+            }
+            Some(_) => false,
+            None => true,
         }
     }
 

@@ -22,11 +22,10 @@ pub enum ToPage {
         deadline_ms: u64,
         /// A new chat: wait for the page to show its `/c/<uuid>` URL.
         expect_conversation: bool,
-    },
-    /// Did this page submit `key`? (Reconciling after a restart.)
-    WasSubmitted {
-        /// The command's idempotency key.
-        key: String,
+        /// The conversation the page must show (none: a new chat); anything
+        /// else is refused before the click.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conversation: Option<String>,
     },
 }
 
@@ -62,10 +61,5 @@ pub enum PageReply {
     Ambiguous {
         /// Detail without page content.
         detail: String,
-    },
-    /// Answer to [`ToPage::WasSubmitted`].
-    Known {
-        /// Whether this page submitted the key.
-        submitted: bool,
     },
 }

@@ -190,3 +190,15 @@ fn the_journal_stays_bounded() {
     assert!(core.entry("k0").is_none(), "the oldest completed entries are forgotten");
     assert!(core.entry(&format!("k{}", extension::core::JOURNAL_KEEP + 39)).is_some());
 }
+
+#[test]
+fn a_key_reused_by_another_worker_is_refused_without_touching_the_journal() {
+    let (mut core, w) = bound_worker();
+    let mut other = create(1, &worker(9));
+    other.command_id = CommandId::from_uuid_bytes([8; 16]);
+    assert!(matches!(core.receive(&other, 0), Plan::Refuse(CommandOutcome::Error { code: ErrorCode::Conflict, .. })));
+    assert!(!core.retarget("create-1", &other));
+    let entry = core.entry("create-1").unwrap();
+    assert_eq!((&entry.worker_id, entry.phase), (&w, Phase::Completed), "the owner's entry is intact");
+    assert_eq!(entry.command_id, CommandId::from_uuid_bytes([1; 16]));
+}

@@ -118,6 +118,13 @@ pub async fn bg_start() {
         in_flight: RefCell::new(HashSet::new()),
     });
     BACKGROUND.with(|b| *b.borrow_mut() = Some(bg.clone()));
+    // Tab ids mean nothing after the browser restarts (a user's tab may now
+    // carry one): `storage.session` is empty exactly then.
+    if storage_get("session", "browserSession").await.is_none() {
+        let frames = bg.core.borrow_mut().retain_tabs(|_| false);
+        bg.emit(frames);
+        let _ = storage_set("session", "browserSession", true.into()).await;
+    }
     let _ = call("alarms.create", &["keepalive".into(), object(&[("periodInMinutes", 0.5.into())])]).await;
     bg.reattach_tabs().await;
     bg.connect();
@@ -403,17 +410,32 @@ impl Background {
     /// Journal, persist, acknowledge, act, record, answer.
     async fn handle(self: Rc<Self>, command: Command) {
         let key = command.idempotency_key.clone();
+        let ack = ExecutorFrame::Ack { command_id: command.command_id.clone() };
         if self.in_flight.borrow().contains(&key) {
             // A replay of work in progress: the result will answer the newest id.
-            self.core.borrow_mut().retarget(&key, &command.command_id);
-            self.persist().await;
-            self.send(&ExecutorFrame::Ack { command_id: command.command_id.clone() });
+            if self.core.borrow_mut().retarget(&key, &command) {
+                self.persist().await;
+                self.send(&ack);
+            } else {
+                self.send(&ack);
+                self.send(&ExecutorFrame::Result {
+                    command_id: command.command_id.clone(),
+                    outcome: error(ErrorCode::Conflict, "idempotency key reused for another worker"),
+                });
+            }
             return;
         }
-        let plan = self.core.borrow_mut().receive(&command, now_ms());
-        self.persist().await;
-        self.send(&ExecutorFrame::Ack { command_id: command.command_id.clone() });
+        // Claimed before any await, so a replay arriving meanwhile only retargets.
         self.in_flight.borrow_mut().insert(key.clone());
+        let plan = self.core.borrow_mut().receive(&command, now_ms());
+        if let Plan::Refuse(outcome) = plan {
+            self.in_flight.borrow_mut().remove(&key);
+            self.send(&ack);
+            self.send(&ExecutorFrame::Result { command_id: command.command_id.clone(), outcome });
+            return;
+        }
+        self.persist().await;
+        self.send(&ack);
         let outcome = self.perform(&command, plan).await;
         self.in_flight.borrow_mut().remove(&key);
         let result = self.core.borrow_mut().finish(&key, outcome);
@@ -426,7 +448,7 @@ impl Background {
     async fn perform(self: &Rc<Self>, command: &Command, plan: Plan) -> CommandOutcome {
         let creating = matches!(command.op, CommandOp::ConversationCreate { .. });
         match plan {
-            Plan::Reply(outcome) => outcome,
+            Plan::Reply(outcome) | Plan::Refuse(outcome) => outcome,
             Plan::Create { url, prompt } => match self.open_marked(command, &url).await {
                 Ok(tab) => {
                     self.emit(vec![ExecutorFrame::ConversationCreated {
@@ -438,7 +460,12 @@ impl Background {
                 Err(outcome) => outcome,
             },
             Plan::Submit { tab, prompt } => self.submit(command, tab, &prompt, creating).await,
-            Plan::Reconcile { tab } => self.reconcile(command, tab, creating).await,
+            // The page settles it: it records a key before clicking and again once confirmed.
+            Plan::Reconcile { tab: None } => error(ErrorCode::AmbiguousSubmission, "the tab closed during submission"),
+            Plan::Reconcile { tab: Some(tab) } => match prompt_of(command) {
+                Some(prompt) => self.submit(command, tab, &prompt, creating).await,
+                None => self.ok(command),
+            },
             Plan::Open { url } => {
                 let tab = match open_tab(&url).await {
                     Ok(tab) => tab,
@@ -499,11 +526,13 @@ impl Background {
         }
         self.core.borrow_mut().advance(key, Phase::SubmissionStarted);
         self.persist().await;
+        let conversation = self.core.borrow().managed(&command.worker_id).and_then(|m| m.conversation.clone());
         let request = ToPage::Submit {
             key: key.clone(),
             prompt: prompt.into(),
             deadline_ms: command.deadline_ms,
             expect_conversation: creating,
+            conversation: conversation.map(|c| c.to_string()),
         };
         match ask(tab, &request).await {
             Ok(PageReply::Submitted(report)) => {
@@ -514,35 +543,6 @@ impl Background {
             Ok(PageReply::Refused { code, detail }) => error(code, &detail),
             Ok(PageReply::Ambiguous { detail }) => error(ErrorCode::AmbiguousSubmission, &detail),
             Ok(_) | Err(_) => error(ErrorCode::AmbiguousSubmission, "the page went away while submitting"),
-        }
-    }
-
-    /// A command found at `submission_started` after a restart: the page
-    /// records a key before it clicks, so its answer settles it.
-    async fn reconcile(self: &Rc<Self>, command: &Command, tab: Option<i32>, creating: bool) -> CommandOutcome {
-        let Some(tab) = tab else {
-            return error(ErrorCode::AmbiguousSubmission, "the tab closed during submission");
-        };
-        if self.wait_for_page(tab, command.deadline_ms).await.is_err() {
-            return error(ErrorCode::AmbiguousSubmission, "the page does not answer");
-        }
-        match ask(tab, &ToPage::WasSubmitted { key: command.idempotency_key.clone() }).await {
-            Ok(PageReply::Known { submitted: true }) => {
-                if let Ok(PageReply::Report(report)) = ask(tab, &ToPage::Ping).await {
-                    self.on_report(tab, &report);
-                }
-                self.ok(command)
-            }
-            Ok(PageReply::Known { submitted: false }) => {
-                let prompt = match &command.op {
-                    CommandOp::ConversationCreate { prompt, .. }
-                    | CommandOp::ConversationSend { prompt, .. }
-                    | CommandOp::ConversationSteer { prompt, .. } => prompt.clone(),
-                    _ => return self.ok(command),
-                };
-                Box::pin(self.submit(command, tab, &prompt, creating)).await
-            }
-            _ => error(ErrorCode::AmbiguousSubmission, "the page cannot say whether it submitted"),
         }
     }
 
@@ -560,6 +560,16 @@ impl Background {
             }
             sleep(100).await;
         }
+    }
+}
+
+/// The prompt a command carries, if any.
+fn prompt_of(command: &Command) -> Option<String> {
+    match &command.op {
+        CommandOp::ConversationCreate { prompt, .. }
+        | CommandOp::ConversationSend { prompt, .. }
+        | CommandOp::ConversationSteer { prompt, .. } => Some(prompt.clone()),
+        _ => None,
     }
 }
 

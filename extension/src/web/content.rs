@@ -76,27 +76,45 @@ thread_local! {
     static WAITERS: RefCell<Vec<Function>> = const { RefCell::new(Vec::new()) };
     /// The last report sent, to send changes only.
     static LAST: RefCell<Option<Report>> = const { RefCell::new(None) };
+    /// Keys being submitted right now in this page.
+    static PENDING: RefCell<std::collections::HashSet<String>> = RefCell::new(std::collections::HashSet::new());
 }
 
-/// Keys this tab has submitted, in `sessionStorage` so a page reload keeps
-/// them: a key is recorded before the click, so absence proves no click.
+/// Keys this tab clicked send for, in `sessionStorage` so a page reload
+/// keeps them: recorded before the click, so absence proves no click.
 const SUBMITTED: &str = "orchestrator-submitted";
-const SUBMITTED_KEEP: usize = 64;
+/// Keys whose submission the page confirmed.
+const CONFIRMED: &str = "orchestrator-confirmed";
+const RECORDS_KEEP: usize = 64;
 
 fn dom() -> LiveDom {
     LiveDom { document: web_sys::window().and_then(|w| w.document()).expect("a content script has a document") }
 }
 
-fn submitted_keys() -> Vec<String> {
-    let storage = web_sys::window().and_then(|w| w.session_storage().ok().flatten());
-    let text = storage.and_then(|s| s.get_item(SUBMITTED).ok().flatten()).unwrap_or_default();
+fn session_storage() -> Option<web_sys::Storage> {
+    web_sys::window().and_then(|w| w.session_storage().ok().flatten())
+}
+
+fn records(list: &str) -> Vec<String> {
+    let text = session_storage().and_then(|s| s.get_item(list).ok().flatten()).unwrap_or_default();
     serde_json::from_str(&text).unwrap_or_default()
 }
 
-fn set_submitted(keys: &[String]) -> bool {
-    let Some(storage) = web_sys::window().and_then(|w| w.session_storage().ok().flatten()) else { return false };
-    let start = keys.len().saturating_sub(SUBMITTED_KEEP);
-    storage.set_item(SUBMITTED, &serde_json::to_string(&keys[start..]).expect("strings serialize")).is_ok()
+fn write_records(list: &str, keys: &[String]) -> bool {
+    let Some(storage) = session_storage() else { return false };
+    let start = keys.len().saturating_sub(RECORDS_KEEP);
+    storage.set_item(list, &serde_json::to_string(&keys[start..]).expect("strings serialize")).is_ok()
+}
+
+fn record(list: &str, key: &str) -> bool {
+    let mut keys = records(list);
+    keys.push(key.to_owned());
+    write_records(list, &keys)
+}
+
+fn forget(list: &str, key: &str) {
+    let keys: Vec<String> = records(list).into_iter().filter(|k| k != key).collect();
+    write_records(list, &keys);
 }
 
 fn report(dom: &LiveDom) -> Report {
@@ -183,19 +201,51 @@ pub fn cs_main(api: JsValue) {
 async fn handle(request: ToPage) -> PageReply {
     match request {
         ToPage::Ping => PageReply::Report(report(&dom())),
-        ToPage::WasSubmitted { key } => PageReply::Known { submitted: submitted_keys().contains(&key) },
-        ToPage::Submit { key, prompt, deadline_ms, expect_conversation } => {
-            submit_once(&key, &prompt, deadline_ms, expect_conversation).await
+        ToPage::Submit { key, prompt, deadline_ms, expect_conversation, conversation } => {
+            submit_once(&key, &prompt, deadline_ms, expect_conversation, conversation.as_deref()).await
         }
     }
 }
 
-async fn submit_once(key: &str, prompt: &str, deadline_ms: u64, expect_conversation: bool) -> PageReply {
-    let dom = dom();
-    if submitted_keys().iter().any(|k| k == key) {
-        // Asked again (a replay): never click twice; report what the page shows.
-        return PageReply::Submitted(report(&dom));
+/// Submits `prompt` for `key` at most once in this tab, whoever asks and
+/// however often: a second request waits for the first, then answers from
+/// the records (clicked and confirmed → submitted; clicked only → ambiguous).
+async fn submit_once(
+    key: &str,
+    prompt: &str,
+    deadline_ms: u64,
+    expect_conversation: bool,
+    conversation: Option<&str>,
+) -> PageReply {
+    while PENDING.with(|p| p.borrow().contains(key)) {
+        if now_ms() >= deadline_ms {
+            return PageReply::Ambiguous { detail: "another submission of this command is still in progress".into() };
+        }
+        next_change(deadline_ms).await;
     }
+    if records(CONFIRMED).iter().any(|k| k == key) {
+        return PageReply::Submitted(report(&dom()));
+    }
+    if records(SUBMITTED).iter().any(|k| k == key) {
+        return PageReply::Ambiguous { detail: "send was clicked earlier but never confirmed".into() };
+    }
+    PENDING.with(|p| p.borrow_mut().insert(key.to_owned()));
+    let reply = submit_fresh(key, prompt, deadline_ms, expect_conversation, conversation).await;
+    if matches!(reply, PageReply::Submitted(_)) {
+        record(CONFIRMED, key);
+    }
+    PENDING.with(|p| p.borrow_mut().remove(key));
+    reply
+}
+
+async fn submit_fresh(
+    key: &str,
+    prompt: &str,
+    deadline_ms: u64,
+    expect_conversation: bool,
+    conversation: Option<&str>,
+) -> PageReply {
+    let dom = dom();
     loop {
         match ready(&dom) {
             Ok(true) => break,
@@ -209,9 +259,15 @@ async fn submit_once(key: &str, prompt: &str, deadline_ms: u64, expect_conversat
             Err(refusal) => return PageReply::Refused { code: refusal.code, detail: refusal.detail },
         }
     }
-    let mut keys = submitted_keys();
-    keys.push(key.to_owned());
-    if !set_submitted(&keys) {
+    // The exact conversation, or a new chat for a create: never another page.
+    let shown = parse_url(&report(&dom).url).and_then(|r| r.conversation).map(|c| c.to_string());
+    if shown.as_deref() != conversation {
+        return PageReply::Refused {
+            code: ErrorCode::ConversationIdentityDrift,
+            detail: "the tab does not show the bound conversation".into(),
+        };
+    }
+    if !record(SUBMITTED, key) {
         return PageReply::Refused {
             code: ErrorCode::BrowserControlUnavailable,
             detail: "cannot record the submission".into(),
@@ -221,8 +277,7 @@ async fn submit_once(key: &str, prompt: &str, deadline_ms: u64, expect_conversat
         Ok(pressed) => pressed,
         Err(refusal) => {
             // Refusals happen before any click: forget the key.
-            keys.pop();
-            set_submitted(&keys);
+            forget(SUBMITTED, key);
             return PageReply::Refused { code: refusal.code, detail: refusal.detail };
         }
     };

@@ -19,11 +19,15 @@ def spawn_args(root, name, scenario):
 
 async def main(url):
     bound = []
+    completed = []
 
     def seen(predicate):
+        """Wraps a predicate so every event passed over is still accounted for."""
         def check(event):
             if event["type"] == "conversation.bound":
                 bound.append([event["data"]["worker_id"], event["data"]["conversation_id"]])
+            if event["type"] == "worker.completed":
+                completed.append(event["data"]["worker_id"])
             return predicate(event)
         return check
 
@@ -38,10 +42,9 @@ async def main(url):
             lambda e: e["type"] == "worker.message" and e["data"]["kind"] == "question" and e["data"]["from"] == a_id), 60)
         await call(root_c, "message_send", {"capability": root, "to": a_id, "kind": "answer", "body": "7777",
                                             "in_reply_to": question["data"]["message_id"]})
-        done = set()
-        while done != {a_id, b_id}:
-            event, cursor = await wait_for(root_c, root, cursor, seen(lambda e: e["type"] == "worker.completed"), 60)
-            done.add(event["data"]["worker_id"])
+        # B may finish before A asks: completions seen while waiting for the question count.
+        while set(completed) != {a_id, b_id}:
+            _, cursor = await wait_for(root_c, root, cursor, seen(lambda e: e["type"] == "worker.completed"), 60)
 
         await call(root_c, "worker_followup", {"capability": root, "worker_id": a_id,
                                                "instructions": 'Add a test.\nscenario: complete "A tested"'})
