@@ -118,13 +118,6 @@ pub async fn bg_start() {
         in_flight: RefCell::new(HashSet::new()),
     });
     BACKGROUND.with(|b| *b.borrow_mut() = Some(bg.clone()));
-    // Tab ids mean nothing after the browser restarts (a user's tab may now
-    // carry one): `storage.session` is empty exactly then.
-    if storage_get("session", "browserSession").await.is_none() {
-        let frames = bg.core.borrow_mut().retain_tabs(|_| false);
-        bg.emit(frames);
-        let _ = storage_set("session", "browserSession", true.into()).await;
-    }
     let _ = call("alarms.create", &["keepalive".into(), object(&[("periodInMinutes", 0.5.into())])]).await;
     bg.reattach_tabs().await;
     bg.connect();
