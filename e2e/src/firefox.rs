@@ -31,12 +31,14 @@ impl Firefox {
     /// installed; `chatgpt.com:443` goes to `127.0.0.1:port`, whose CA is `ca_pem`.
     pub async fn launch(extension: &Path, port: u16, ca_pem: &str, dir: &Path) -> anyhow::Result<Firefox> {
         anyhow::ensure!(Path::new(FIREFOX).exists(), "{FIREFOX} is missing: run `cargo xtask install`");
+        let manifest: Value = serde_json::from_slice(&std::fs::read(extension.join("manifest.json"))?)?;
+        let gecko_id = manifest["browser_specific_settings"]["gecko"]["id"].as_str().context("no gecko id")?;
         let profile = dir.join("profile");
         std::fs::create_dir_all(&profile)?;
         let prefs = [
             ("network.dns.localDomains", json!("chatgpt.com")),
             ("network.socket.forcePort", json!(format!("443={port}"))),
-            ("extensions.webextensions.uuids", json!(json!({crate::dist::GECKO_ID: UUID}).to_string())),
+            ("extensions.webextensions.uuids", json!(json!({gecko_id: UUID}).to_string())),
             ("browser.shell.checkDefaultBrowser", json!(false)),
             ("datareporting.policy.dataSubmissionEnabled", json!(false)),
             ("toolkit.telemetry.reportingpolicy.firstRun", json!(false)),

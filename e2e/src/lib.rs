@@ -21,12 +21,6 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("e2e lives in the workspace").to_owned()
 }
 
-/// Facts about the built extension that the rig needs.
-pub mod dist {
-    /// The add-on id in the Firefox manifest (`cargo xtask dist` writes it).
-    pub const GECKO_ID: &str = "executor@chatgpt-orchestrator.local";
-}
-
 /// The built Firefox extension, or a clear error saying how to build it.
 pub fn firefox_dist() -> anyhow::Result<PathBuf> {
     let dir = workspace().join("dist/firefox");

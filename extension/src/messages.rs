@@ -12,21 +12,26 @@ use serde::{Deserialize, Serialize};
 pub enum ToPage {
     /// Is the content script up? Answered with a [`PageReply::Report`].
     Ping,
-    /// Submit `prompt` once the page is idle, exactly once per `key`.
-    Submit {
-        /// The command's idempotency key.
-        key: String,
-        /// The prompt.
-        prompt: String,
-        /// Give up (without clicking) after this time, ms since the epoch.
-        deadline_ms: u64,
-        /// A new chat: wait for the page to show its `/c/<uuid>` URL.
-        expect_conversation: bool,
-        /// The conversation the page must show (none: a new chat); anything
-        /// else is refused before the click.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        conversation: Option<String>,
-    },
+    /// Submit a prompt once the page is idle, exactly once per key.
+    Submit(Submission),
+}
+
+/// A prompt to submit in a page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Submission {
+    /// The command's idempotency key.
+    pub key: String,
+    /// The prompt.
+    pub prompt: String,
+    /// Give up (without clicking) after this time, ms since the epoch.
+    pub deadline_ms: u64,
+    /// A new chat: wait for the page to show its `/c/<uuid>` URL.
+    pub expect_conversation: bool,
+    /// The conversation the page must show (none: a new chat); anything
+    /// else is refused before the click.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
 }
 
 /// What the page observed: URL and classified state.

@@ -20,7 +20,7 @@ use web_sys::{CloseEvent, MessageEvent, WebSocket};
 
 use super::{call, from_js, now_ms, object, random_hex, set_timeout, sleep, storage_get, storage_set, to_js};
 use crate::core::{Core, Phase, Plan, tab_marker};
-use crate::messages::{PageReply, Report, ToPage};
+use crate::messages::{PageReply, Report, Submission, ToPage};
 
 /// Heartbeats at most this far apart: Chromium keeps a service worker alive
 /// while WebSocket messages flow at least every 30 s.
@@ -520,13 +520,13 @@ impl Background {
         self.core.borrow_mut().advance(key, Phase::SubmissionStarted);
         self.persist().await;
         let conversation = self.core.borrow().managed(&command.worker_id).and_then(|m| m.conversation.clone());
-        let request = ToPage::Submit {
+        let request = ToPage::Submit(Submission {
             key: key.clone(),
             prompt: prompt.into(),
             deadline_ms: command.deadline_ms,
             expect_conversation: creating,
             conversation: conversation.map(|c| c.to_string()),
-        };
+        });
         match ask(tab, &request).await {
             Ok(PageReply::Submitted(report)) => {
                 self.on_report(tab, &report);

@@ -16,7 +16,7 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{Document, Element, HtmlDocument, HtmlElement, MutationObserver, MutationObserverInit};
 
 use super::{call, from_js, now_ms, set_timeout, to_js};
-use crate::messages::{PageReply, Report, ToPage};
+use crate::messages::{PageReply, Report, Submission, ToPage};
 
 /// The live page as the adapter's [`Dom`].
 struct LiveDom {
@@ -201,22 +201,15 @@ pub fn cs_main(api: JsValue) {
 async fn handle(request: ToPage) -> PageReply {
     match request {
         ToPage::Ping => PageReply::Report(report(&dom())),
-        ToPage::Submit { key, prompt, deadline_ms, expect_conversation, conversation } => {
-            submit_once(&key, &prompt, deadline_ms, expect_conversation, conversation.as_deref()).await
-        }
+        ToPage::Submit(submission) => submit_once(&submission).await,
     }
 }
 
 /// Submits `prompt` for `key` at most once in this tab, whoever asks and
 /// however often: a second request waits for the first, then answers from
 /// the records (clicked and confirmed → submitted; clicked only → ambiguous).
-async fn submit_once(
-    key: &str,
-    prompt: &str,
-    deadline_ms: u64,
-    expect_conversation: bool,
-    conversation: Option<&str>,
-) -> PageReply {
+async fn submit_once(submission: &Submission) -> PageReply {
+    let (key, deadline_ms) = (submission.key.as_str(), submission.deadline_ms);
     while PENDING.with(|p| p.borrow().contains(key)) {
         if now_ms() >= deadline_ms {
             return PageReply::Ambiguous { detail: "another submission of this command is still in progress".into() };
@@ -230,7 +223,7 @@ async fn submit_once(
         return PageReply::Ambiguous { detail: "send was clicked earlier but never confirmed".into() };
     }
     PENDING.with(|p| p.borrow_mut().insert(key.to_owned()));
-    let reply = submit_fresh(key, prompt, deadline_ms, expect_conversation, conversation).await;
+    let reply = submit_fresh(submission).await;
     if matches!(reply, PageReply::Submitted(_)) {
         record(CONFIRMED, key);
     }
@@ -238,13 +231,9 @@ async fn submit_once(
     reply
 }
 
-async fn submit_fresh(
-    key: &str,
-    prompt: &str,
-    deadline_ms: u64,
-    expect_conversation: bool,
-    conversation: Option<&str>,
-) -> PageReply {
+async fn submit_fresh(submission: &Submission) -> PageReply {
+    let Submission { key, prompt, deadline_ms, expect_conversation, conversation } = submission;
+    let (deadline_ms, conversation) = (*deadline_ms, conversation.as_deref());
     let dom = dom();
     loop {
         match ready(&dom) {
