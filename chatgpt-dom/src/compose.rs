@@ -20,6 +20,8 @@ pub trait Act: Dom {
     fn insert_text(&self, editor: &Self::Node, text: &str) -> bool;
     /// Clicks `node`.
     fn click(&self, node: &Self::Node);
+    /// Empties `editor` the way deleting would.
+    fn clear(&self, editor: &Self::Node);
 }
 
 /// Why a prompt was not submitted. Nothing was clicked.

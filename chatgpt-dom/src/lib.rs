@@ -9,6 +9,8 @@
 //! - [`classify`]: the page's state (`loading | ready | generating | idle |
 //!   error{…} | closed`) from turn-finished evidence, incidents and screens.
 //! - [`compose`]: inserting a prompt and pressing send, exactly once.
+//! - [`bind`]: binding the conversation to the orchestrator's app, by its
+//!   exact label, before anything is submitted.
 //! - [`identity`]: conversation identity from `/c/<uuid>` and project URLs.
 //!
 //! Fail closed: a locator that matches nothing, or more than one element,
@@ -17,6 +19,7 @@
 //!
 //! Architecture invariant: no IO, no browser API; builds for wasm32.
 
+pub mod bind;
 pub mod classify;
 pub mod compose;
 pub mod identity;

@@ -17,6 +17,8 @@ pub enum Element {
     SendButton,
     /// The stop button (B reuses the submit slot).
     StopButton,
+    /// The composer's `+` ("Add files and more") button.
+    PlusButton,
 }
 
 /// One candidate selector for an element.
@@ -71,6 +73,13 @@ pub const TABLE: &[Locator] = &[
             // B reuses the submit slot; its stop state marker is an assumption
             // (fakechat renders data-state="stop"); turn-finished evidence decides anyway.
             c("B", r#"form[data-chatgpt-composer] button[type="submit"][data-state="stop"]"#),
+        ],
+    },
+    Locator {
+        element: Element::PlusButton,
+        candidates: &[
+            c("A", r#"button[data-testid="composer-plus-btn"]"#),
+            c("B", r#"[data-composer-navigation-target="add-context"]"#),
         ],
     },
 ];

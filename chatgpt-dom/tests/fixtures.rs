@@ -42,6 +42,10 @@ impl Act for Page {
     fn click(&self, node: &Self::Node) {
         self.clicks.borrow_mut().push(*node);
     }
+
+    fn clear(&self, _editor: &Self::Node) {
+        *self.typed.borrow_mut() = None;
+    }
 }
 
 impl Dom for Page {

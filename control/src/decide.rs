@@ -715,6 +715,16 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                     events.push(bind(state, worker, id, &format!("https://chatgpt.com/c/{id}"), executor_id));
                 }
                 (CommandOutcome::Ok { .. }, _) => {}
+                // A host or setup state (the app not bound, signed out…) is not
+                // the worker's failure: it is recorded where runtime_status reads
+                // its readiness reasons, and the worker is not failed.
+                (CommandOutcome::Error { code, detail }, CommandIntent::Create) if code.is_host_state() => {
+                    events.push(EventBody::ConversationError {
+                        worker_id: worker.id.clone(),
+                        code: *code,
+                        detail: detail.clone(),
+                    });
+                }
                 (CommandOutcome::Error { code, .. }, CommandIntent::Create) if !uncertain(*code) => {
                     if matches!(worker.state, WorkerState::LaunchRequested | WorkerState::Launching) {
                         events.push(state_change(

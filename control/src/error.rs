@@ -55,6 +55,9 @@ pub enum Error {
     /// An uncertain external effect fences this action until it is reconciled.
     #[error("{0}")]
     ReconcileRequired(String),
+    /// The caller's host (ChatGPT) holds an outdated catalog of this daemon's tools.
+    #[error("{0}")]
+    HostAppStale(String),
     /// A pool admission claim was refused.
     #[error("admission refused: {0}")]
     Admission(admission::Refusal),
@@ -78,6 +81,7 @@ impl Error {
             Error::Store(_) => ErrorCode::StoreUnavailable,
             Error::Admission(refusal) => refusal.code(),
             Error::ReconcileRequired(_) => ErrorCode::ReconcileRequired,
+            Error::HostAppStale(_) => ErrorCode::HostAppStale,
         }
     }
 }

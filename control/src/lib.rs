@@ -32,4 +32,4 @@ pub mod store;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use keys::Keyring;
-pub use plane::ControlPlane;
+pub use plane::{ControlPlane, HostSetup};

@@ -66,6 +66,19 @@ pub struct ControlPlane {
     changes: tokio::sync::watch::Sender<u64>,
     /// Set when committed events failed to fold: writes are refused.
     broken: std::sync::atomic::AtomicBool,
+    /// Where and how new worker conversations are created.
+    host: HostSetup,
+}
+
+/// The operator's one-time ChatGPT setup, as the daemon was told about it:
+/// rendered into every conversation create so a carrier creates the
+/// conversation in the Project and binds it to the app before the bootstrap.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostSetup {
+    /// The label the operator gave the orchestrator's app (connector) in ChatGPT.
+    pub app_label: Option<String>,
+    /// A `https://chatgpt.com/g/g-p-…/project` URL new workers are created in.
+    pub project_url: Option<String>,
 }
 
 impl ControlPlane {
@@ -88,7 +101,19 @@ impl ControlPlane {
             keys,
             changes,
             broken: std::sync::atomic::AtomicBool::new(false),
+            host: HostSetup::default(),
         })
+    }
+
+    /// The same plane, creating conversations per `host`.
+    pub fn with_host_setup(mut self, host: HostSetup) -> Self {
+        self.host = host;
+        self
+    }
+
+    /// The host setup conversation creates carry.
+    pub fn host_setup(&self) -> &HostSetup {
+        &self.host
     }
 
     /// A receiver that changes on every commit that appended events.
@@ -432,9 +457,11 @@ impl ControlPlane {
             state.worker(&command.worker_id).ok_or_else(|| Error::NotFound(format!("worker {}", command.worker_id)))?;
         let attach = self.keys.attach_identity(&worker.id);
         let op = match &command.intent {
-            CommandIntent::Create => {
-                CommandOp::ConversationCreate { prompt: bootstrap_prompt(&attach), project_url: None }
-            }
+            CommandIntent::Create => CommandOp::ConversationCreate {
+                prompt: bootstrap_prompt(&attach),
+                project_url: self.host.project_url.clone(),
+                app: self.host.app_label.clone(),
+            },
             CommandIntent::Send { prompt } => {
                 let (conversation_id, _) = worker.conversation.clone().ok_or_else(|| {
                     Error::InvalidTransition(format!("worker {} has no bound conversation", worker.id))

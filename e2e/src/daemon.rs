@@ -77,6 +77,7 @@ fn spawn(binary: &Path, state_dir: &Path, listen: &str, extra: &[&str]) -> anyho
         .args(["serve", "--listen", listen, "--state-dir"])
         .arg(state_dir)
         .args(extra)
+        .args(if extra.contains(&"--app-label") { &[][..] } else { &["--app-label", crate::APP_LABEL][..] })
         .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

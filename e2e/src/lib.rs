@@ -35,6 +35,28 @@ pub fn chromium_dist() -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
+/// The app label the rig's daemon is configured with (unless a test passes
+/// its own `--app-label`), and the orchestrator's app in fakechat.
+pub const APP_LABEL: &str = "Orchestrator";
+
+/// Gives fakechat's account the orchestrator's app labelled `label` among
+/// look-alikes: a case variant, a longer name and a disabled one.
+pub fn install_apps(hub: &fakechat::hub::Hub, label: &str, state: fakechat::render::AppState) {
+    use fakechat::hub::AppConfig;
+    use fakechat::render::{App, AppState};
+    let app = |label: &str, orchestrator: bool, state: AppState| AppConfig {
+        app: App { id: String::new(), label: label.into(), state },
+        orchestrator,
+        catalog: None,
+    };
+    hub.set_apps(vec![
+        app(&format!("{label} Dev"), false, AppState::Enabled),
+        app(&label.to_lowercase(), false, AppState::Enabled),
+        app(label, true, state),
+        app(&format!("{label} Legacy"), false, AppState::Disabled),
+    ]);
+}
+
 /// Everything a two-worker run needs, started and paired.
 pub struct World {
     /// The daemon process.
@@ -56,6 +78,7 @@ impl World {
         let fake =
             fakechat::start("127.0.0.1:0".parse()?, Some(daemon.mcp_url()), fakechat::server::Csp::RealLike, None)
                 .await?;
+        install_apps(&fake.hub, APP_LABEL, fakechat::render::AppState::Enabled);
         let chromium = Chromium::launch(&chromium_dist()?, fake.addr.port(), &dir.path().join("chromium")).await?;
         chromium.collect_errors().await?;
         let token = daemon.token()?;

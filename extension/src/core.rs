@@ -200,7 +200,10 @@ impl Core {
                 .ok_or_else(|| refuse(ErrorCode::NotFound, "the conversation has no open tab; open it first"))
         };
         let result = match &command.op {
-            CommandOp::ConversationCreate { prompt, project_url } => {
+            CommandOp::ConversationCreate { prompt, project_url, app } => {
+                if app.as_deref().is_some_and(|label| !protocol::limits::valid_app_label(label)) {
+                    return refuse(ErrorCode::InvalidArgument, "app is not a valid app label");
+                }
                 match managed {
                     // Resuming after a restart: the tab is already open, go on to submit.
                     Some(Managed { tab: Some(tab), conversation: None, .. })

@@ -32,6 +32,10 @@ pub struct Submission {
     /// else is refused before the click.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<String>,
+    /// Bind the conversation to the app with exactly this label first, and
+    /// refuse (nothing typed, nothing clicked) if that cannot be done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
 }
 
 /// What the page observed: URL and classified state.

@@ -24,7 +24,12 @@ fn command(n: u8, worker: &WorkerId, key: &str, op: CommandOp) -> Command {
 }
 
 fn create(n: u8, w: &WorkerId) -> Command {
-    command(n, w, &format!("create-{n}"), CommandOp::ConversationCreate { prompt: "boot".into(), project_url: None })
+    command(
+        n,
+        w,
+        &format!("create-{n}"),
+        CommandOp::ConversationCreate { prompt: "boot".into(), project_url: None, app: None },
+    )
 }
 
 fn send(n: u8, w: &WorkerId, conversation: &str) -> Command {
@@ -95,7 +100,12 @@ fn a_restart_after_opening_the_tab_submits_there_without_opening_another() {
     let mut core = restart(&core);
     assert_eq!(core.receive(&create(1, &w), 0), Plan::Submit { tab: 3, prompt: "boot".into() });
     // A second create for the same worker under another key is a conflict, not a second tab.
-    let other = command(5, &w, "create-other", CommandOp::ConversationCreate { prompt: "x".into(), project_url: None });
+    let other = command(
+        5,
+        &w,
+        "create-other",
+        CommandOp::ConversationCreate { prompt: "x".into(), project_url: None, app: None },
+    );
     assert!(matches!(core.receive(&other, 0), Plan::Reply(CommandOutcome::Error { code: ErrorCode::Conflict, .. })));
 }
 
@@ -167,13 +177,17 @@ fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
         core.receive(&create(1, &w), 20_000),
         Plan::Reply(CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, .. })
     ));
-    let op = CommandOp::ConversationCreate { prompt: "p".into(), project_url: Some("https://evil.example/g/x".into()) };
+    let op = CommandOp::ConversationCreate {
+        prompt: "p".into(),
+        project_url: Some("https://evil.example/g/x".into()),
+        app: None,
+    };
     assert!(matches!(
         core.receive(&command(2, &worker(2), "k2", op), 0),
         Plan::Reply(CommandOutcome::Error { code: ErrorCode::InvalidArgument, .. })
     ));
     let project = format!("https://chatgpt.com/g/g-p-{}/project", "a".repeat(32));
-    let op = CommandOp::ConversationCreate { prompt: "p".into(), project_url: Some(project.clone()) };
+    let op = CommandOp::ConversationCreate { prompt: "p".into(), project_url: Some(project.clone()), app: None };
     assert_eq!(core.receive(&command(3, &worker(3), "k3", op), 0), Plan::Create { url: project, prompt: "p".into() });
 }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::hub::Hub;
+use crate::hub::{Hub, ToolAccess};
 use crate::mcp::Client;
 use crate::render::TurnError;
 
@@ -165,12 +165,33 @@ async fn call(mcp: &mut Client, tool: &str, args: serde_json::Value) -> anyhow::
 /// Connects and attaches, retrying while the orchestrator is unreachable
 /// (restarting) for up to 10 s, as a host retries a failed app call. A tool
 /// refusal is not retried.
-async fn attach_with_retry(url: &str, attach: &str) -> anyhow::Result<(Client, serde_json::Value)> {
+async fn attach_with_retry(
+    hub: &Hub,
+    url: &str,
+    attach: &str,
+    (app, catalog): (&str, Option<String>),
+) -> anyhow::Result<(Client, serde_json::Value)> {
     let mut attempts = 0;
     loop {
         let attempt = async {
             let mut mcp = Client::connect(url).await?;
-            let reply = mcp.call("worker_attach", json!({ "attach_identity": attach })).await?;
+            // ChatGPT fetches an app's tool list once and keeps it until the
+            // app is refreshed; the model calls with what that list says.
+            let catalog = match catalog.clone() {
+                Some(stamp) => Some(stamp),
+                None => {
+                    let stamp = catalog_stamp(&mcp.list_tools().await?);
+                    if let Some(stamp) = &stamp {
+                        hub.cache_catalog(app, stamp);
+                    }
+                    stamp
+                }
+            };
+            let mut args = json!({ "attach_identity": attach });
+            if let Some(stamp) = catalog {
+                args["catalog"] = json!(stamp);
+            }
+            let reply = mcp.call("worker_attach", args).await?;
             anyhow::Ok((mcp, reply))
         };
         match attempt.await {
@@ -185,14 +206,30 @@ async fn attach_with_retry(url: &str, attach: &str) -> anyhow::Result<(Client, s
     }
 }
 
+/// The catalog stamp in `worker_attach`'s description (`Catalog <stamp>.`).
+pub fn catalog_stamp(tools: &[serde_json::Value]) -> Option<String> {
+    let attach = tools.iter().find(|t| t["name"] == "worker_attach")?;
+    let description = attach["description"].as_str()?;
+    let rest = &description[description.find("Catalog ")? + "Catalog ".len()..];
+    let stamp: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+    (!stamp.is_empty()).then_some(stamp)
+}
+
 /// Attaches, picks the steps for this turn, runs them. `Ok(Some(_))` ends the
 /// turn with an error shown inside it.
 async fn work(hub: &Hub, conversation: &str, text: &str) -> anyhow::Result<Option<TurnError>> {
     let url =
         hub.mcp_url.clone().ok_or_else(|| anyhow::anyhow!("fakechat has no --mcp-url: the app is not connected"))?;
     let attach = attach_identity(text).ok_or_else(|| anyhow::anyhow!("no attach identity in the prompt"))?;
+    // A conversation reaches an app's tools only once the app is selected
+    // in it (or inherited from its Project).
+    let access = match hub.tool_access(conversation) {
+        ToolAccess::Orchestrator { app, catalog } => (app, catalog),
+        ToolAccess::None => anyhow::bail!("no app is selected in this chat: worker_attach is not available"),
+        ToolAccess::OtherApp(label) => anyhow::bail!("the app selected in this chat ({label}) has no worker_attach"),
+    };
     stream(hub, conversation, "Attaching to the orchestrator… ").await;
-    let (mut mcp, attached) = attach_with_retry(&url, &attach).await?;
+    let (mut mcp, attached) = attach_with_retry(hub, &url, &attach, (&access.0, access.1)).await?;
     let capability = attached["capability"].as_str().unwrap_or_default().to_owned();
     let followups: Vec<String> = attached["followups"]
         .as_array()

@@ -7,7 +7,9 @@
 
 use std::path::Path;
 
-use crate::render::{self, Editor, Generation, Integrity, Locale, Role, Screen, Turn, TurnError, View};
+use crate::render::{
+    self, App, AppState, Editor, Generation, Integrity, Locale, Menu, Role, Screen, Turn, TurnError, View,
+};
 
 const CONVERSATION: &str = "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f";
 
@@ -24,6 +26,41 @@ fn chat(generation: Generation) -> View {
         version: 1,
         ..View::default()
     }
+}
+
+fn app(id: &str, label: &str, state: AppState) -> App {
+    App { id: id.into(), label: label.into(), state }
+}
+
+/// The app list the binding fixtures show: the configured app among
+/// similarly named ones and a disabled one.
+pub fn apps(orchestrator: AppState) -> Vec<App> {
+    vec![
+        app("connector-1", "Orchestrator Dev", AppState::Enabled),
+        app("connector-0", "Orchestrator", orchestrator),
+        app("connector-2", "orchestrator", AppState::Enabled),
+        app("connector-3", "Orchestrator Legacy", AppState::Disabled),
+    ]
+}
+
+/// The binding fixtures of one generation: menus open, the mention popover, pills.
+fn binding(g: &str, generation: Generation, out: &mut Vec<(String, View)>) {
+    let new_chat = View { generation, nonce: "fixture".into(), apps: apps(AppState::Enabled), ..View::default() };
+    let with = |menu: Option<Menu>| View { menu, ..new_chat.clone() };
+    out.push((format!("{g}-apps-plus-menu"), with(Some(Menu::Root))));
+    if generation == Generation::A {
+        out.push((format!("{g}-apps-more"), with(Some(Menu::More))));
+        out.push((format!("{g}-apps-developer-mode"), with(Some(Menu::Apps))));
+    }
+    out.push((format!("{g}-apps-mention"), with(Some(Menu::Mention("orch".into())))));
+    let stale = View { apps: apps(AppState::Stale), ..with(Some(Menu::Mention("orch".into()))) };
+    out.push((format!("{g}-apps-mention-stale"), stale));
+    let disabled = View { apps: apps(AppState::Disabled), ..with(Some(Menu::Mention("orch".into()))) };
+    out.push((format!("{g}-apps-mention-disabled"), disabled));
+    let bound = View { pill: Some(app("connector-0", "Orchestrator", AppState::Enabled)), ..chat(generation) };
+    out.push((format!("{g}-apps-bound"), bound));
+    let other = View { pill: Some(app("connector-1", "Orchestrator Dev", AppState::Enabled)), ..new_chat.clone() };
+    out.push((format!("{g}-apps-other-bound"), other));
 }
 
 /// Every fixture: its file stem and its view.
@@ -63,6 +100,7 @@ pub fn all() -> Vec<(String, View)> {
         let mut german = chat(generation);
         german.locale = Locale::De;
         out.push((format!("{g}-idle-de"), german));
+        binding(g, generation, &mut out);
     }
     let mut lexical = chat(Generation::A);
     lexical.editor = Editor::Lexical;

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use crate::agent::Memory;
-use crate::render::{Editor, Generation, Integrity, Locale, Role, Screen, Turn, TurnError, View};
+use crate::render::{App, AppState, Editor, Generation, Integrity, Locale, Menu, Role, Screen, Turn, TurnError, View};
 
 /// Per-conversation presentation, switchable through the control API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -43,6 +43,70 @@ pub struct UserTurn {
     pub bootstrap: bool,
 }
 
+/// How a conversation came to be bound to an app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Route {
+    /// Created in a Project whose configured app it inherits.
+    Project,
+    /// Picked from the `@` mention popover.
+    Mention,
+    /// Picked through `+` → More → Developer mode.
+    PlusMenu,
+}
+
+/// The app a conversation may call, and how it got it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Binding {
+    /// The app's id.
+    pub app: String,
+    /// How.
+    pub route: Route,
+}
+
+/// The page's pending app choice, sent with a submission.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Selection {
+    /// The app's id.
+    pub app: String,
+    /// `mention` or `plus_menu`.
+    pub route: Route,
+}
+
+/// An app of the account, and what is behind it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppConfig {
+    /// What the page shows.
+    #[serde(flatten)]
+    pub app: App,
+    /// Its tools are the orchestrator's MCP server (the others are decoys).
+    #[serde(default)]
+    pub orchestrator: bool,
+    /// The tool catalog stamp ChatGPT cached when it last refreshed the app
+    /// (fetched on first use; a stale app keeps an old one).
+    #[serde(default)]
+    pub catalog: Option<String>,
+}
+
+/// What the model in a conversation can call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolAccess {
+    /// No app is bound: no orchestrator tools.
+    None,
+    /// Bound to another app than the orchestrator's.
+    OtherApp(String),
+    /// The orchestrator's app, with ChatGPT's cached catalog stamp.
+    Orchestrator {
+        /// The app's id.
+        app: String,
+        /// The cached catalog stamp, once fetched.
+        catalog: Option<String>,
+    },
+}
+
+/// The catalog stamp a stale app is left with: from before the tools changed.
+pub const STALE_CATALOG: &str = "0000000000000000";
+
 /// A conversation.
 #[derive(Debug, Default)]
 pub struct Conversation {
@@ -72,6 +136,8 @@ pub struct Conversation {
     pub errors: Vec<String>,
     /// The scripted agent's memory across turns.
     pub agent: Option<Memory>,
+    /// The app its model may call.
+    pub binding: Option<Binding>,
 }
 
 /// A browser tab as its page reports it.
@@ -90,6 +156,23 @@ struct Inner {
     conversations: HashMap<String, Conversation>,
     defaults: Settings,
     tabs: HashMap<String, Tab>,
+    apps: Vec<AppConfig>,
+    /// Project (`g-p-…` segment) → the app its conversations inherit.
+    projects: HashMap<String, String>,
+}
+
+impl Inner {
+    fn app(&self, id: &str) -> Option<&AppConfig> {
+        self.apps.iter().find(|a| a.app.id == id)
+    }
+
+    fn project_app(&self, project: Option<&str>) -> Option<&AppConfig> {
+        self.projects.get(project?).and_then(|id| self.app(id))
+    }
+
+    fn views(&self) -> Vec<App> {
+        self.apps.iter().map(|a| a.app.clone()).collect()
+    }
 }
 
 /// Why a submission was refused.
@@ -101,6 +184,8 @@ pub enum Refused {
     Busy,
     /// The page shows no composer (loading, signed out, challenge, broken).
     NoComposer,
+    /// The chosen app does not exist or is disabled.
+    App,
 }
 
 /// The shared state.
@@ -161,12 +246,93 @@ impl Hub {
         self.changed.send_modify(|n| *n += 1);
     }
 
+    /// Replaces the account's apps; ids are assigned where empty.
+    pub fn set_apps(&self, mut apps: Vec<AppConfig>) {
+        for (n, a) in apps.iter_mut().enumerate() {
+            if a.app.id.is_empty() {
+                a.app.id = format!("connector-{n}");
+            }
+            if a.app.state == AppState::Stale && a.catalog.is_none() {
+                a.catalog = Some(STALE_CATALOG.into());
+            }
+        }
+        self.inner.lock().unwrap().apps = apps;
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// The account's apps.
+    pub fn apps(&self) -> Vec<AppConfig> {
+        self.inner.lock().unwrap().apps.clone()
+    }
+
+    /// Makes conversations created in `project` inherit the app labelled
+    /// `label` (none: no app). False when no app has that label.
+    pub fn set_project_app(&self, project: &str, label: Option<&str>) -> bool {
+        let mut inner = self.inner.lock().unwrap();
+        match label {
+            None => {
+                inner.projects.remove(project);
+                true
+            }
+            Some(label) => match inner.apps.iter().find(|a| a.app.label == label) {
+                Some(a) => {
+                    let id = a.app.id.clone();
+                    inner.projects.insert(project.to_owned(), id);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    /// What the model in `conversation` can call.
+    pub fn tool_access(&self, conversation: &str) -> ToolAccess {
+        let inner = self.inner.lock().unwrap();
+        let Some(binding) = inner.conversations.get(conversation).and_then(|c| c.binding.clone()) else {
+            return ToolAccess::None;
+        };
+        match inner.app(&binding.app) {
+            Some(a) if a.orchestrator && a.app.state != AppState::Disabled => {
+                ToolAccess::Orchestrator { app: a.app.id.clone(), catalog: a.catalog.clone() }
+            }
+            Some(a) => ToolAccess::OtherApp(a.app.label.clone()),
+            None => ToolAccess::None,
+        }
+    }
+
+    /// Records the catalog stamp ChatGPT fetched for `app` (first use).
+    pub fn cache_catalog(&self, app: &str, stamp: &str) {
+        let mut inner = self.inner.lock().unwrap();
+        if let Some(a) = inner.apps.iter_mut().find(|a| a.app.id == app && a.catalog.is_none()) {
+            a.catalog = Some(stamp.to_owned());
+        }
+    }
+
+    /// The composer of a page with `menu` open and `pill` chosen (the page
+    /// script's popovers; rendered here so fixtures and the live page agree).
+    pub fn composer(
+        &self,
+        conversation: Option<&str>,
+        project: Option<&str>,
+        menu: Option<Menu>,
+        pill: Option<&str>,
+    ) -> Option<View> {
+        let mut view = self.view(conversation, project, String::new())?;
+        view.menu = menu;
+        if let Some(id) = pill {
+            view.pill = self.inner.lock().unwrap().app(id).map(|a| a.app.clone());
+        }
+        Some(view)
+    }
+
     /// The view of a conversation, or of a new chat when `id` is `None`.
     pub fn view(&self, id: Option<&str>, project: Option<&str>, nonce: String) -> Option<View> {
         let inner = self.inner.lock().unwrap();
         let Some(id) = id else {
             let s = inner.defaults;
             return Some(View {
+                apps: inner.views(),
+                pill: inner.project_app(project).map(|a| a.app.clone()),
                 screen: s.screen,
                 generation: s.generation,
                 editor: s.editor,
@@ -192,6 +358,9 @@ impl Hub {
             nonce,
             project: c.project.clone(),
             version: c.version,
+            apps: inner.views(),
+            pill: c.binding.as_ref().and_then(|b| inner.app(&b.app)).map(|a| a.app.clone()),
+            menu: None,
         })
     }
 
@@ -203,17 +372,28 @@ impl Hub {
         project: Option<&str>,
         text: &str,
         tab: Option<&str>,
+        selection: Option<&Selection>,
     ) -> Result<String, Refused> {
         let mut inner = self.inner.lock().unwrap();
         let defaults = inner.defaults;
+        if let Some(sel) = selection {
+            let usable = inner.app(&sel.app).is_some_and(|a| a.app.state != AppState::Disabled);
+            if !usable || sel.route == Route::Project {
+                return Err(Refused::App);
+            }
+        }
+        let chosen = selection.map(|s| Binding { app: s.app.clone(), route: s.route });
         let id = match id {
             Some(id) => id.to_owned(),
             None => {
                 let id = uuid::Uuid::new_v4().hyphenated().to_string();
+                let inherited =
+                    inner.project_app(project).map(|a| Binding { app: a.app.id.clone(), route: Route::Project });
                 let c = Conversation {
                     id: id.clone(),
                     project: project.map(str::to_owned),
                     settings: defaults,
+                    binding: inherited.or(chosen.clone()),
                     ..Conversation::default()
                 };
                 inner.conversations.insert(id.clone(), c);
@@ -226,6 +406,9 @@ impl Hub {
         }
         if c.settings.screen != Screen::Chat || c.settings.integrity == Integrity::Missing {
             return Err(Refused::NoComposer);
+        }
+        if c.binding.is_none() {
+            c.binding = chosen;
         }
         c.user_turns.push(UserTurn {
             sha256: hex_sha256(text),
@@ -280,6 +463,12 @@ impl Hub {
     /// clicks, incidents and state, and every tab's visibility.
     pub fn oracle(&self) -> serde_json::Value {
         let inner = self.inner.lock().unwrap();
+        let binding = |c: &Conversation| {
+            c.binding.as_ref().map(|b| {
+                let label = inner.app(&b.app).map(|a| a.app.label.clone());
+                serde_json::json!({ "app": label, "route": b.route })
+            })
+        };
         let mut conversations: Vec<&Conversation> = inner.conversations.values().collect();
         conversations.sort_by(|a, b| a.id.cmp(&b.id));
         let conversations: serde_json::Map<String, serde_json::Value> = conversations
@@ -301,6 +490,7 @@ impl Hub {
                     c.id.clone(),
                     serde_json::json!({
                         "project": c.project,
+                        "binding": binding(c),
                         "settings": c.settings,
                         "state": state,
                         "user_turns": c.user_turns,

@@ -29,6 +29,8 @@ pub struct Client {
     path: String,
     session: String,
     next_id: u64,
+    /// The server's `serverInfo` from `initialize`.
+    server_info: Value,
 }
 
 struct Reply {
@@ -99,8 +101,23 @@ impl Client {
         let reply = post(&authority, &path, None, &init.to_string()).await?;
         let session =
             reply.header("mcp-session-id").ok_or_else(|| anyhow::anyhow!("no MCP session id in {}", reply.head))?;
+        let server_info = message(&reply.body)?["result"]["serverInfo"].clone();
         post(&authority, &path, Some(&session), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await?;
-        Ok(Client { authority, path, session, next_id: 1 })
+        Ok(Client { authority, path, session, next_id: 1, server_info })
+    }
+
+    /// The server's `serverInfo` (name, version).
+    pub fn server_info(&self) -> &Value {
+        &self.server_info
+    }
+
+    /// `tools/list`: the catalog as a host fetches it.
+    pub async fn list_tools(&mut self) -> anyhow::Result<Vec<Value>> {
+        self.next_id += 1;
+        let body = json!({"jsonrpc":"2.0","id":self.next_id,"method":"tools/list","params":{}});
+        let reply = post(&self.authority, &self.path, Some(&self.session), &body.to_string()).await?;
+        let msg = message(&reply.body)?;
+        msg["result"]["tools"].as_array().cloned().ok_or_else(|| anyhow::anyhow!("tools/list: no tools in {msg}"))
     }
 
     /// Calls a tool; its structured content, or the typed tool error.

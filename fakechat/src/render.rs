@@ -103,6 +103,45 @@ pub enum Role {
     Assistant,
 }
 
+/// How an app (a developer-mode connector) can be used right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AppState {
+    /// Selectable; its tools reach the model.
+    #[default]
+    Enabled,
+    /// Listed, greyed out, not selectable.
+    Disabled,
+    /// Selectable, but ChatGPT holds an old tool list until it is refreshed.
+    Stale,
+}
+
+/// An app in the account's app list.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct App {
+    /// The connector id (`plugin:<id>` in the page).
+    pub id: String,
+    /// The name the operator gave it.
+    pub label: String,
+    /// Usable, disabled or stale.
+    #[serde(default)]
+    pub state: AppState,
+}
+
+/// Which app popover is open in the composer.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Menu {
+    /// The `+` menu's first level.
+    Root,
+    /// `+` → More.
+    More,
+    /// `+` → More → Developer mode: the app list.
+    Apps,
+    /// The `@` mention popover for this query.
+    Mention(String),
+}
+
 /// Everything the renderer needs.
 #[derive(Debug, Clone, Default)]
 pub struct View {
@@ -132,6 +171,12 @@ pub struct View {
     pub project: Option<String>,
     /// Update counter the page's script resumes from.
     pub version: u64,
+    /// The account's apps (what the `+` menu and the mention popover list).
+    pub apps: Vec<App>,
+    /// The app pill in the composer: chosen, bound, or inherited from the Project.
+    pub pill: Option<App>,
+    /// An open app popover.
+    pub menu: Option<Menu>,
 }
 
 impl View {
@@ -330,6 +375,94 @@ pub fn thread(view: &View) -> String {
     out
 }
 
+/// The app pill, as each generation shows the selected app.
+pub fn pill(generation: Generation, app: &App) -> String {
+    let label = escape(&app.label);
+    match generation {
+        Generation::A => format!(
+            "<span data-inline-selection-pill=\"\" data-keyword=\"{label}\" data-id=\"plugin:{id}\">{label}</span>",
+            id = escape(&app.id)
+        ),
+        Generation::B => format!("<button type=\"button\" aria-label=\"Remove {label}\">{label}</button>"),
+    }
+}
+
+fn app_row(view: &View, app: &App, mention: bool) -> String {
+    let label = escape(&app.label);
+    let status = match (app.state, view.locale) {
+        (AppState::Enabled, _) => String::new(),
+        (AppState::Disabled, Locale::En) => "<span class=\"badge\">Disabled</span>".into(),
+        (AppState::Disabled, Locale::De) => "<span class=\"badge\">Deaktiviert</span>".into(),
+        // An assumption (no public capture shows it): a stale connector is
+        // marked in the list until the operator refreshes it.
+        (AppState::Stale, Locale::En) => "<span data-app-status=\"needs-refresh\">Refresh needed</span>".into(),
+        (AppState::Stale, Locale::De) => "<span data-app-status=\"needs-refresh\">Aktualisieren</span>".into(),
+    };
+    let disabled = if app.state == AppState::Disabled { " aria-disabled=\"true\"" } else { "" };
+    let id = escape(&app.id);
+    match (mention, view.generation) {
+        (true, _) => format!(
+            "<div data-list-navigation-item=\"true\" tabindex=\"0\" data-fakechat-app=\"{id}\"{disabled}><span>{label}</span>{status}</div>"
+        ),
+        (false, Generation::A) => format!(
+            "<div tabindex=\"0\" role=\"menuitem\" data-composer-plugin-impression-id=\"plugin:{id}\" data-fakechat-app=\"{id}\"{disabled}><span>{label}</span>{status}</div>"
+        ),
+        (false, Generation::B) => format!(
+            "<button type=\"button\" data-list-navigation-item=\"true\" data-fakechat-app=\"{id}\"{disabled}><span>{label}</span>{status}</button>"
+        ),
+    }
+}
+
+/// The open app popover, if any (`#composer-popover`'s content).
+pub fn menu(view: &View) -> String {
+    let Some(menu) = &view.menu else { return String::new() };
+    let de = view.locale == Locale::De;
+    let nav = |id: &str, en: &str, german: &str| {
+        format!(
+            "<div tabindex=\"0\" role=\"menuitem\" data-composer-plugin-impression-id=\"{id}\" data-fakechat-nav=\"{id}\"><span>{}</span></div>",
+            if de { german } else { en }
+        )
+    };
+    let rows: String = match (menu, view.generation) {
+        (Menu::Mention(query), _) => {
+            let query = query.to_lowercase();
+            let rows: String = view
+                .apps
+                .iter()
+                .filter(|a| a.label.to_lowercase().contains(&query))
+                .map(|a| app_row(view, a, true))
+                .collect();
+            return format!("<div data-mention-list-scroll-area=\"\" role=\"listbox\">{rows}</div>");
+        }
+        (Menu::Root, Generation::A) => [
+            nav("files", "Add photos &amp; files", "Fotos &amp; Dateien hinzufügen"),
+            nav("deep_research", "Deep research", "Deep Research"),
+            nav("more", "More", "Mehr"),
+        ]
+        .concat(),
+        (Menu::More, Generation::A) => {
+            [nav("canvas", "Canvas", "Canvas"), nav("developer_mode", "Developer mode", "Entwicklermodus")].concat()
+        }
+        (Menu::Apps, Generation::A) => view.apps.iter().map(|a| app_row(view, a, false)).collect(),
+        // The redesign lists apps directly in the "add context" list.
+        (_, Generation::B) => {
+            let files = if de { "Fotos &amp; Dateien hinzufügen" } else { "Add photos &amp; files" };
+            let rows: String = view.apps.iter().map(|a| app_row(view, a, false)).collect();
+            return format!(
+                "<div data-mention-list-scroll-area=\"\"><button type=\"button\" data-list-navigation-item=\"true\" \
+                 data-fakechat-nav=\"files\"><span>{files}</span></button>{rows}</div>"
+            );
+        }
+    };
+    format!("<div role=\"menu\" data-fakechat-menu=\"{menu:?}\">{rows}</div>")
+}
+
+/// The composer's app strip: the pill, if any (replaced on every update).
+pub fn apps(view: &View) -> String {
+    let pill = view.pill.as_ref().map(|a| pill(view.generation, a)).unwrap_or_default();
+    format!("<div id=\"composer-apps\">{pill}</div>")
+}
+
 /// The composer's action area (send or stop), replaced on every update.
 pub fn actions(view: &View) -> String {
     let l = labels(view.locale, view.generation);
@@ -384,7 +517,21 @@ fn composer(view: &View) -> String {
         Generation::A => "<textarea name=\"prompt-textarea\" class=\"hidden\" hidden></textarea>",
         Generation::B => "",
     };
-    format!("<div id=\"composer-region\">{form_open}{editors}{fallback}{}</form></div>\n", actions(view))
+    let plus = match view.generation {
+        Generation::A => "<button type=\"button\" data-testid=\"composer-plus-btn\" aria-haspopup=\"menu\"",
+        Generation::B => {
+            "<button type=\"button\" data-composer-navigation-target=\"add-context\" aria-haspopup=\"menu\""
+        }
+    };
+    let plus_label = if view.locale == Locale::De { "Dateien und mehr hinzufügen" } else { "Add files and more" };
+    let expanded = matches!(view.menu, Some(Menu::Root | Menu::More | Menu::Apps));
+    format!(
+        "<div id=\"composer-region\">{form_open}{apps}{plus} aria-expanded=\"{expanded}\" aria-label=\"{plus_label}\" class=\"btn\">+</button>\
+         {editors}{fallback}{}</form><div id=\"composer-popover\">{}</div></div>\n",
+        actions(view),
+        menu(view),
+        apps = apps(view),
+    )
 }
 
 fn rate_limit_dialog(view: &View) -> String {

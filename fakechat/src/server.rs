@@ -14,8 +14,8 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 use crate::agent;
-use crate::hub::{Hub, Refused, Settings, incident_name};
-use crate::render::{self, Editor, Generation, Integrity, Locale, Screen, TurnError};
+use crate::hub::{AppConfig, Hub, Refused, Selection, Settings, incident_name};
+use crate::render::{self, Editor, Generation, Integrity, Locale, Menu, Screen, TurnError};
 
 /// The page's Content-Security-Policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +58,9 @@ pub fn router(hub: Arc<Hub>, csp: Csp) -> Router {
         .route("/_fakechat/api/view", get(view))
         .route("/_fakechat/api/retry", post(retry))
         .route("/_fakechat/api/tab", post(tab))
+        .route("/_fakechat/api/composer", get(composer))
         .route("/_fakechat/control", post(control))
+        .route("/_fakechat/control/apps", post(control_apps))
         .route("/_fakechat/oracle", get(oracle))
         .route("/_fakechat/healthz", get(|| async { "ok" }))
         .with_state(app)
@@ -128,6 +130,8 @@ struct SubmitBody {
     project: Option<String>,
     text: String,
     tab: Option<String>,
+    /// The app the page's composer had chosen, if any.
+    app: Option<Selection>,
 }
 
 async fn submit(State(app): State<Arc<App>>, Json(body): Json<SubmitBody>) -> Response {
@@ -138,9 +142,16 @@ async fn submit(State(app): State<Arc<App>>, Json(body): Json<SubmitBody>) -> Re
     if body.project.as_deref().is_some_and(|p| project_id(p).is_none()) {
         return (StatusCode::BAD_REQUEST, "bad project").into_response();
     }
-    let id = match app.hub.submit(body.conversation.as_deref(), body.project.as_deref(), &text, body.tab.as_deref()) {
+    let id = match app.hub.submit(
+        body.conversation.as_deref(),
+        body.project.as_deref(),
+        &text,
+        body.tab.as_deref(),
+        body.app.as_ref(),
+    ) {
         Ok(id) => id,
         Err(Refused::Unknown) => return StatusCode::NOT_FOUND.into_response(),
+        Err(Refused::App) => return (StatusCode::BAD_REQUEST, "no such usable app").into_response(),
         Err(Refused::Busy | Refused::NoComposer) => return StatusCode::CONFLICT.into_response(),
     };
     tokio::spawn(agent::respond(app.hub.clone(), id.clone(), text));
@@ -172,10 +183,70 @@ async fn view(State(app): State<Arc<App>>, Query(q): Query<ViewQuery>) -> Respon
                 "layout": view.layout(),
                 "thread": render::thread(&view),
                 "actions": render::actions(&view),
+                "apps": render::apps(&view),
             }))
             .into_response();
         }
     }
+}
+
+#[derive(Deserialize)]
+struct ComposerQuery {
+    conversation: Option<String>,
+    project: Option<String>,
+    /// `root`, `more`, `apps`, `mention`, or absent (closed).
+    menu: Option<String>,
+    #[serde(default)]
+    query: String,
+    /// The chosen app's id.
+    pill: Option<String>,
+}
+
+/// The composer's app strip and popover for the page script, rendered by
+/// the same code as the page.
+async fn composer(State(app): State<Arc<App>>, Query(q): Query<ComposerQuery>) -> Response {
+    let menu = match q.menu.as_deref() {
+        None | Some("") => None,
+        Some("root") => Some(Menu::Root),
+        Some("more") => Some(Menu::More),
+        Some("apps") => Some(Menu::Apps),
+        Some("mention") => Some(Menu::Mention(q.query.clone())),
+        Some(_) => return (StatusCode::BAD_REQUEST, "unknown menu").into_response(),
+    };
+    let conversation = q.conversation.as_deref().filter(|c| !c.is_empty());
+    let project = q.project.as_deref().filter(|p| !p.is_empty());
+    match app.hub.composer(conversation, project, menu, q.pill.as_deref()) {
+        Some(view) => {
+            Json(serde_json::json!({ "apps": render::apps(&view), "popover": render::menu(&view) })).into_response()
+        }
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// The account's apps and the Projects' inherited apps.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AppsControl {
+    /// Replaces the app list when present.
+    apps: Option<Vec<AppConfig>>,
+    /// Project segment (`g-p-…`) → the label of the app its conversations inherit (null: none).
+    #[serde(default)]
+    projects: std::collections::HashMap<String, Option<String>>,
+}
+
+async fn control_apps(State(app): State<Arc<App>>, Json(c): Json<AppsControl>) -> Response {
+    if let Some(apps) = c.apps {
+        app.hub.set_apps(apps);
+    }
+    for (project, label) in &c.projects {
+        if project_id(project).is_none() {
+            return (StatusCode::BAD_REQUEST, "bad project").into_response();
+        }
+        if !app.hub.set_project_app(project, label.as_deref()) {
+            return (StatusCode::BAD_REQUEST, "no app with that label").into_response();
+        }
+    }
+    StatusCode::NO_CONTENT.into_response()
 }
 
 #[derive(Deserialize)]

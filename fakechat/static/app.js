@@ -20,6 +20,53 @@
   const isStop = (b) => b.dataset.testid === "stop-button" || b.dataset.state === "stop";
   const sendButton = () => [...document.querySelectorAll("#composer-actions button")].find((b) => !isStop(b));
   const textOf = (ed) => (ed ? ed.innerText.trim() : "");
+  // The app chosen in the composer and how ({app, route}); sent with the next turn.
+  let selection = null;
+  const popover = () => document.getElementById("composer-popover");
+  const plusButton = () =>
+    document.querySelector("[data-testid='composer-plus-btn'], [data-composer-navigation-target='add-context']");
+
+  async function composer(params) {
+    const q = new URLSearchParams({ conversation: conversation || "", project: project || "", ...params });
+    const r = await fetch(`/_fakechat/api/composer?${q}`);
+    return r.ok ? r.json() : null;
+  }
+
+  async function openMenu(menu, query) {
+    const c = await composer({ menu, query: query || "" });
+    if (!c || !popover()) return;
+    popover().innerHTML = c.popover;
+    const plus = plusButton();
+    if (plus) plus.setAttribute("aria-expanded", String(menu !== "mention"));
+  }
+
+  function closeMenu() {
+    if (popover()) popover().innerHTML = "";
+    const plus = plusButton();
+    if (plus) plus.setAttribute("aria-expanded", "false");
+  }
+
+  async function choose(row, route) {
+    const app = row.dataset.fakechatApp;
+    const c = await composer({ pill: app });
+    if (!c) return;
+    selection = { app, route };
+    document.getElementById("composer-apps").outerHTML = c.apps;
+    closeMenu();
+    if (route === "mention") {
+      // Picking a mention replaces the editor (as the real one can): locate it again.
+      const ed = editor();
+      const fresh = ed.cloneNode(false);
+      fresh.innerHTML = "<p></p>";
+      ed.replaceWith(fresh);
+      updateSend();
+    }
+  }
+
+  function mentionQuery() {
+    const m = /(?:^|\s)@([^\s@]*)$/.exec(textOf(editor()));
+    return m ? m[1] : null;
+  }
 
   function updateSend() {
     const b = sendButton();
@@ -30,8 +77,9 @@
     const ed = editor();
     const text = textOf(ed);
     if (!text) return;
-    const response = await post("/_fakechat/api/submit", { conversation, project, text, tab });
+    const response = await post("/_fakechat/api/submit", { conversation, project, text, tab, app: selection });
     if (!response.ok) return;
+    selection = null;
     ed.innerHTML = "<p></p>";
     updateSend();
     const r = await response.json();
@@ -65,6 +113,8 @@
       if (region) region.outerHTML = v.thread;
       const actions = document.getElementById("composer-actions");
       if (actions) actions.outerHTML = v.actions;
+      const apps = document.getElementById("composer-apps");
+      if (apps && !selection) apps.outerHTML = v.apps;
       updateSend();
     }
   }
@@ -73,7 +123,12 @@
     post("/_fakechat/api/tab", { tab, conversation, visible: !document.hidden });
   }
 
-  document.addEventListener("input", updateSend);
+  document.addEventListener("input", () => {
+    updateSend();
+    const query = mentionQuery();
+    if (query !== null) openMenu("mention", query);
+    else if (popover() && popover().querySelector("[role='listbox']")) closeMenu();
+  });
   document.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && e.target.closest && e.target.closest("[contenteditable='true']")) {
       e.preventDefault();
@@ -86,8 +141,26 @@
     if (b && !b.disabled) submit();
   });
   document.addEventListener("click", (e) => {
+    const row = e.target.closest && e.target.closest("[data-fakechat-app], [data-fakechat-nav]");
+    if (row) {
+      e.preventDefault();
+      if (row.getAttribute("aria-disabled") === "true") return;
+      if (row.dataset.fakechatNav === "more") openMenu("more");
+      else if (row.dataset.fakechatNav === "developer_mode") openMenu("apps");
+      else if (row.dataset.fakechatApp) {
+        const mention = !!row.closest("#composer-popover [role='listbox']");
+        choose(row, mention ? "mention" : "plus_menu");
+      } else closeMenu();
+      return;
+    }
     const b = e.target.closest && e.target.closest("button");
     if (!b) return;
+    if (b === plusButton()) {
+      e.preventDefault();
+      if (b.getAttribute("aria-expanded") === "true") closeMenu();
+      else openMenu("root");
+      return;
+    }
     if (b.dataset.testid === "regenerate-thread-error-button") {
       post("/_fakechat/api/retry", { conversation });
     } else if (b.dataset.fakechatDismiss) {

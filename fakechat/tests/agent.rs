@@ -1,6 +1,8 @@
 //! The scripted agent against a real orchestrator (in process, over real
 //! HTTP): a bootstrap turn attaches, follows its scenario, asks root, gets the
-//! answer, completes; `end_turn` waits for a wake; unknown steps are shown.
+//! answer, completes; `end_turn` waits for a wake; unknown steps are shown;
+//! a conversation without the orchestrator's app selected never reaches it,
+//! and one whose app holds an old tool catalog is told `HOST_APP_STALE`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +10,9 @@ use std::time::Duration;
 use carrier_webext::{Bridge, BridgeConfig, TokenFile};
 use control::store::SqliteStore;
 use control::{ControlPlane, Keyring, SystemClock};
+use fakechat::hub::{AppConfig, Route, Selection};
 use fakechat::mcp::Client;
+use fakechat::render::{App, AppState};
 use fakechat::server::Csp;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -32,12 +36,26 @@ async fn world() -> World {
     let mcp_url = format!("http://{}/mcp", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
     let fake = fakechat::start("127.0.0.1:0".parse().unwrap(), Some(mcp_url.clone()), Csp::Strict, None).await.unwrap();
+    fake.hub.set_apps(vec![
+        app_config("Orchestrator", true, AppState::Enabled),
+        app_config("Orchestrator Dev", false, AppState::Enabled),
+    ]);
     let mut root = Client::connect(&mcp_url).await.unwrap();
     let cap = root.call("run_create", json!({"title": "agent"})).await.unwrap().unwrap()["root_capability"]
         .as_str()
         .unwrap()
         .to_owned();
     World { fake, root, cap, _dir: dir }
+}
+
+fn app_config(label: &str, orchestrator: bool, state: AppState) -> AppConfig {
+    AppConfig { app: App { id: String::new(), label: label.into(), state }, orchestrator, catalog: None }
+}
+
+/// The page's choice of the app labelled `label`, through the mention popover.
+fn mention(w: &World, label: &str) -> Selection {
+    let id = w.fake.hub.apps().into_iter().find(|a| a.app.label == label).unwrap().app.id;
+    Selection { app: id, route: Route::Mention }
 }
 
 impl World {
@@ -57,9 +75,14 @@ impl World {
         (out["worker"]["worker_id"].as_str().unwrap().to_owned(), out["bootstrap_prompt"].as_str().unwrap().to_owned())
     }
 
-    /// Submits a prompt as the page does, in a new or existing conversation.
+    /// Submits a prompt as the page does, in a new or existing conversation
+    /// with the orchestrator's app selected.
     fn submit(&self, conversation: Option<&str>, prompt: &str) -> String {
-        let id = self.fake.hub.submit(conversation, None, prompt, Some("tab-1")).expect("accepted");
+        self.submit_with(conversation, prompt, Some(mention(self, "Orchestrator")))
+    }
+
+    fn submit_with(&self, conversation: Option<&str>, prompt: &str, app: Option<Selection>) -> String {
+        let id = self.fake.hub.submit(conversation, None, prompt, Some("tab-1"), app.as_ref()).expect("accepted");
         tokio::spawn(fakechat::agent::respond(self.fake.hub.clone(), id.clone(), prompt.to_owned()));
         id
     }
@@ -177,4 +200,38 @@ async fn incidents_from_a_scenario_end_the_turn_visibly() {
     assert_eq!(c["state"], "error");
     assert_eq!(c["incidents"], json!(["deferral", "delivery_timeout"]));
     assert_eq!(c["retry_clicks"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_orchestrators_app_the_model_cannot_attach() {
+    let mut w = world().await;
+    let (worker, bootstrap) = w.spawn("epsilon", r#"complete "x""#).await;
+    for app in [None, Some(mention(&w, "Orchestrator Dev"))] {
+        let conversation = w.submit_with(None, &bootstrap, app);
+        let c = w.idle(&conversation).await;
+        assert!(c["errors"][0].as_str().unwrap().contains("worker_attach"), "{c}");
+    }
+    let workers = w.call("worker_list", json!({})).await;
+    let me = workers["workers"].as_array().unwrap().iter().find(|x| x["worker_id"] == worker.as_str()).unwrap();
+    assert_eq!(me["state"], "launch_requested", "never attached: {me}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_with_an_old_tool_catalog_is_told_host_app_stale() {
+    let mut w = world().await;
+    w.fake.hub.set_apps(vec![app_config("Orchestrator", true, AppState::Stale)]);
+    let (_, bootstrap) = w.spawn("zeta", r#"complete "x""#).await;
+    let conversation = w.submit(None, &bootstrap);
+    let c = w.idle(&conversation).await;
+    assert!(c["errors"][0].as_str().unwrap().contains("HOST_APP_STALE"), "{c}");
+    // A fresh app fetches the current catalog, caches it, and attaches with it.
+    w.fake.hub.set_apps(vec![app_config("Orchestrator", true, AppState::Enabled)]);
+    let (worker, bootstrap) = w.spawn("eta", r#"complete "fine""#).await;
+    let conversation = w.submit(None, &bootstrap);
+    w.idle(&conversation).await;
+    let stamp = w.fake.hub.apps()[0].catalog.clone().expect("cached on first use");
+    assert_eq!(stamp.len(), 16);
+    let workers = w.call("worker_list", json!({})).await;
+    let me = workers["workers"].as_array().unwrap().iter().find(|x| x["worker_id"] == worker.as_str()).unwrap();
+    assert_eq!(me["state"], "completed", "{me}");
 }

@@ -140,18 +140,6 @@ pub struct TaskStatus {
     pub result: Option<String>,
 }
 
-/// Conditions of the host or its setup: they make the pool not ready, and are
-/// never reported as a worker's or a task's failure.
-pub const HOST_STATES: [ErrorCode; 7] = [
-    ErrorCode::BrowserAuthorizationRequired,
-    ErrorCode::BrowserControlUnavailable,
-    ErrorCode::ChatgptSignedOut,
-    ErrorCode::HostAppBindingNotReady,
-    ErrorCode::HostAppDisabled,
-    ErrorCode::HostAppStale,
-    ErrorCode::ConversationIdentityDrift,
-];
-
 /// The pool manager over one control plane (all runs' pools).
 pub struct Pool {
     plane: Arc<ControlPlane>,
@@ -233,7 +221,7 @@ impl Pool {
             records.iter().filter_map(|r| s.worker(&r.reserved_worker).and_then(|w| w.last_error)).collect()
         });
         for code in reported {
-            if HOST_STATES.contains(&code) && !reasons.contains(&code) {
+            if code.is_host_state() && !reasons.contains(&code) {
                 reasons.push(code);
             }
         }

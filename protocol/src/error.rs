@@ -101,6 +101,24 @@ error_codes! {
     UnmanagedTarget = "UNMANAGED_TARGET", "Only tabs the orchestrator created or a person attached can be controlled.";
 }
 
+impl ErrorCode {
+    /// Conditions of the host or its one-time setup (browser, sign-in, the
+    /// ChatGPT app): they make the pool not ready and are never reported as
+    /// a worker's or a task's failure.
+    pub fn is_host_state(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::BrowserAuthorizationRequired
+                | ErrorCode::BrowserControlUnavailable
+                | ErrorCode::ChatgptSignedOut
+                | ErrorCode::HostAppBindingNotReady
+                | ErrorCode::HostAppDisabled
+                | ErrorCode::HostAppStale
+                | ErrorCode::ConversationIdentityDrift
+        )
+    }
+}
+
 impl fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -202,13 +202,19 @@ pub struct Command {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", rename_all_fields = "camelCase")]
 pub enum CommandOp {
-    /// Open a new managed conversation and submit `prompt` exactly once.
+    /// Open a new managed conversation, bind it to the orchestrator's app
+    /// when `app` is set, and submit `prompt` exactly once.
     ConversationCreate {
         /// The bootstrap prompt.
         prompt: String,
         /// Create it inside this ChatGPT Project, when configured.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         project_url: Option<String>,
+        /// The label the operator gave the orchestrator's app (connector) in
+        /// ChatGPT: the conversation is bound to exactly this app before the
+        /// prompt is submitted, and nothing is submitted if it cannot be.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        app: Option<String>,
     },
     /// Submit `prompt` into the bound conversation once it is idle.
     ConversationSend {

@@ -19,3 +19,13 @@ pub const WORKERS_PER_RUN_MAX: usize = 256;
 pub const WAIT_MAX_MS: u64 = 50_000;
 /// Most events returned by one list or wait.
 pub const EVENTS_PAGE_MAX: usize = 500;
+
+/// Longest app (connector) label accepted, in characters.
+pub const APP_LABEL_MAX: usize = 64;
+
+/// Whether `label` can name a ChatGPT app: 1-64 characters, no control
+/// characters, no leading or trailing whitespace.
+pub fn valid_app_label(label: &str) -> bool {
+    let count = label.chars().count();
+    (1..=APP_LABEL_MAX).contains(&count) && label.trim() == label && !label.chars().any(char::is_control)
+}

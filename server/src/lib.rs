@@ -4,12 +4,14 @@
 //! # Layout
 //! - [`state_dir`]: the state directory: lock, daemon secret, database.
 //! - [`tools`]: the MCP tool handler (one struct, served over HTTP and stdio).
+//! - [`doctor`]: `orchestrator doctor`, the one-time ChatGPT setup checks.
 //! - [`http`]: the axum app: `/mcp`, `/healthz`, Host/Origin/secret checks.
 //!
 //! Architecture invariant: no domain rule lives here; tools authenticate,
 //! translate arguments, call the control plane and shape the output.
 
 mod args;
+pub mod doctor;
 pub mod http;
 pub mod state_dir;
 pub mod tools;

@@ -45,6 +45,18 @@ enum Cmd {
         executor: ExecutorArgs,
         #[command(flatten)]
         runtime: RuntimeArgs,
+        #[command(flatten)]
+        host: HostArgs,
+    },
+    /// Check the one-time ChatGPT setup against the running daemon: its
+    /// identity and tool catalog, the app label and the worker Project, and
+    /// say what is still to do (docs/setup.md).
+    Doctor {
+        /// The daemon's MCP endpoint.
+        #[arg(long, default_value = "http://127.0.0.1:7777/mcp")]
+        mcp_url: String,
+        #[command(flatten)]
+        host: HostArgs,
     },
     /// Show the executor pairing token and how to set up the extension.
     Pair {
@@ -69,6 +81,26 @@ enum Cmd {
     /// the extension from `dist/chromium` (`cargo xtask demo` builds it first).
     /// Prints the event trace and fakechat's per-conversation turn counts.
     Demo,
+}
+
+/// The operator's ChatGPT setup.
+#[derive(clap::Args)]
+struct HostArgs {
+    /// The exact name you gave the orchestrator's app (connector) in ChatGPT;
+    /// every new worker conversation is bound to it before its bootstrap.
+    #[arg(long)]
+    app_label: Option<String>,
+    /// A ChatGPT Project (https://chatgpt.com/g/g-p-…/project) to create
+    /// worker conversations in; they inherit the Project's app.
+    #[arg(long)]
+    worker_project_url: Option<String>,
+}
+
+impl HostArgs {
+    fn setup(&self) -> anyhow::Result<control::HostSetup> {
+        server::doctor::host_setup(self.app_label.as_deref(), self.worker_project_url.as_deref())
+            .map_err(anyhow::Error::msg)
+    }
 }
 
 /// Runtime pool settings.
@@ -166,12 +198,12 @@ To pair the browser extension:
   3. Save: the status shows \"connected\" once the daemon accepts the hello.
 The token is a secret: never paste it into a chat, a prompt or a URL.";
 
-fn open_plane(state_dir: Option<PathBuf>) -> anyhow::Result<(StateDir, Arc<ControlPlane>)> {
+fn open_plane(state_dir: Option<PathBuf>, host: control::HostSetup) -> anyhow::Result<(StateDir, Arc<ControlPlane>)> {
     let dir = StateDir::open(&state_path(state_dir)?)?;
     let store = SqliteStore::open(&dir.database()).context("opening the store")?;
     let plane = ControlPlane::open(Arc::new(store), Arc::new(SystemClock), dir.keyring()?)
         .map_err(|e| anyhow::anyhow!("{}: {e}", e.code()))?;
-    Ok((dir, Arc::new(plane)))
+    Ok((dir, Arc::new(plane.with_host_setup(host))))
 }
 
 /// Cancels `token` on SIGINT or SIGTERM.
@@ -233,9 +265,10 @@ async fn main() -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     cancel_on_signals(shutdown.clone())?;
     match Cli::parse().command {
-        Cmd::Serve { state_dir, listen, allowed_hosts, allowed_origins, executor, runtime } => {
+        Cmd::Serve { state_dir, listen, allowed_hosts, allowed_origins, executor, runtime, host } => {
             let bridge_config = executor.config(&allowed_hosts)?;
             let pool_config = runtime.config()?;
+            let host = host.setup()?;
             let mcp_secret = std::env::var("ORCHESTRATOR_MCP_SECRET").ok().filter(|s| !s.is_empty());
             if let Some(secret) = &mcp_secret
                 && (secret.len() < 32 || !secret.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
@@ -247,7 +280,7 @@ async fn main() -> anyhow::Result<()> {
                     "refusing to listen on {listen} without ORCHESTRATOR_MCP_SECRET: the tools would be open to the network"
                 );
             }
-            let (dir, plane) = open_plane(state_dir)?;
+            let (dir, plane) = open_plane(state_dir, host)?;
             let token = TokenFile::open_or_create(&dir.path().join("executor-token"))?;
             let config = HttpConfig { allowed_hosts, allowed_origins, mcp_secret };
             let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
@@ -279,8 +312,13 @@ async fn main() -> anyhow::Result<()> {
             println!("\n{PAIRING_STEPS}");
         }
         Cmd::Demo => demo().await?,
+        Cmd::Doctor { mcp_url, host } => {
+            if !server::doctor::run(&mcp_url, host.app_label.as_deref(), host.worker_project_url.as_deref()).await {
+                std::process::exit(1);
+            }
+        }
         Cmd::McpStdio { state_dir } => {
-            let (_dir, plane) = open_plane(state_dir)?;
+            let (_dir, plane) = open_plane(state_dir, control::HostSetup::default())?;
             let pool = Arc::new(Pool::new(plane.clone(), PoolConfig::default()));
             let service = Tools::new(plane, pool, None).serve(rmcp::transport::stdio()).await?;
             tokio::select! {

@@ -233,6 +233,60 @@ pub struct WorkerSpawnOut {
 pub struct WorkerAttachArgs {
     /// The attach identity from your bootstrap prompt.
     pub attach_identity: String,
+    /// The catalog stamp shown in this tool's description, exactly as your tool list has it.
+    #[serde(default)]
+    pub catalog: Option<String>,
+}
+
+/// The identity of this daemon's tool catalog: what a ChatGPT app (connector)
+/// must have fetched for its conversations to call these tools as they are.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Catalog {
+    /// SHA-256 (hex) over every tool's name, input schema and output schema, in name order.
+    pub hash: String,
+    /// The hash's first 16 hex digits, shown in `worker_attach`'s description.
+    pub stamp: String,
+    /// How many tools.
+    pub tools: usize,
+}
+
+/// The catalog of this build (computed once).
+pub fn catalog() -> &'static Catalog {
+    static CATALOG: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+    CATALOG.get_or_init(|| {
+        use sha2::{Digest, Sha256};
+        let mut tools = Tools::tool_router().list_all();
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut hasher = Sha256::new();
+        for tool in &tools {
+            let schemas = serde_json::json!([tool.input_schema, tool.output_schema]);
+            hasher.update(format!("{}\n{schemas}\n", tool.name).as_bytes());
+        }
+        let hash: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        Catalog { stamp: hash[..16].to_owned(), hash, tools: tools.len() }
+    })
+}
+
+/// Refuses a caller whose host lists an older catalog than this daemon's.
+fn check_catalog(stamp: Option<&str>) -> Result<(), Error> {
+    let current = &catalog().stamp;
+    match stamp {
+        Some(stamp) if stamp != current => Err(Error::HostAppStale(format!(
+            "ChatGPT lists this daemon's tools from catalog {stamp}, the daemon serves {current}: \
+             refresh the app in ChatGPT (Settings → Apps → the orchestrator's app → Refresh), then retry"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// `runtime_status` output: the pool's readiness and the tool catalog.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StatusOut {
+    /// The pool.
+    #[serde(flatten)]
+    pub status: pool::Status,
+    /// The tool catalog this daemon serves.
+    pub catalog: Catalog,
 }
 
 /// `worker_attach` output.
@@ -618,13 +672,13 @@ impl Tools {
         idempotent_hint = true,
         open_world_hint = false
     ))]
-    async fn runtime_status(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<pool::Status>, String> {
+    async fn runtime_status(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<StatusOut>, String> {
         let args = args?;
         let connected = self.connected().await;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {
             let root = root_only(&plane, &args.capability)?;
-            Ok(pool.status(&root.run_id, &connected))
+            Ok(StatusOut { status: pool.status(&root.run_id, &connected), catalog: catalog().clone() })
         })
         .await
     }
@@ -698,6 +752,7 @@ impl Tools {
         let peer = peer_fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {
+            check_catalog(args.catalog.as_deref())?;
             let w = pool.bootstrap(&args.attach_identity, &peer)?;
             attach_out(&plane, &w.id)
         })
@@ -849,6 +904,7 @@ impl Tools {
         let peer = peer_fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {
+            check_catalog(args.catalog.as_deref())?;
             let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
             plane.worker(&id).ok_or(Error::Unauthorized)?;
             // A pool worker following its bootstrap prompt lands here too: it is
@@ -1081,6 +1137,29 @@ impl Tools {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Tools {
+    /// The tools, with the catalog stamp in the attach tools' descriptions:
+    /// ChatGPT caches this list per app, so a stale app shows an old stamp.
+    async fn list_tools(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        let stamp = &catalog().stamp;
+        let tools = self
+            .tool_router
+            .list_all()
+            .into_iter()
+            .map(|mut tool| {
+                if matches!(&*tool.name, "worker_attach" | "runtime_bootstrap") {
+                    let text = tool.description.as_deref().unwrap_or_default();
+                    tool.description = Some(format!("{text} Catalog {stamp}: pass it as catalog.").into());
+                }
+                tool
+            })
+            .collect();
+        Ok(rmcp::model::ListToolsResult::with_all_items(tools))
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("chatgpt-orchestrator", env!("CARGO_PKG_VERSION")))

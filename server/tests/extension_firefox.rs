@@ -33,6 +33,7 @@ async fn firefox_runs_the_two_worker_flow() {
         fakechat::start("127.0.0.1:0".parse().unwrap(), Some(daemon.mcp_url()), fakechat::server::Csp::Strict, None)
             .await
             .unwrap();
+    e2e::install_apps(&fake.hub, e2e::APP_LABEL, fakechat::render::AppState::Enabled);
     let started = std::time::Instant::now();
     let mut firefox = e2e::firefox::Firefox::launch(
         &e2e::firefox_dist().unwrap(),

@@ -526,6 +526,10 @@ impl Background {
             deadline_ms: command.deadline_ms,
             expect_conversation: creating,
             conversation: conversation.map(|c| c.to_string()),
+            app: match &command.op {
+                CommandOp::ConversationCreate { app, .. } => app.clone(),
+                _ => None,
+            },
         });
         match ask(tab, &request).await {
             Ok(PageReply::Submitted(report)) => {

@@ -69,6 +69,32 @@ impl Act for LiveDom {
             html.click();
         }
     }
+
+    fn clear(&self, editor: &Element) {
+        if let Some(html) = editor.dyn_ref::<HtmlElement>() {
+            let _ = html.focus();
+        }
+        if let Ok(Some(selection)) = self.document.get_selection() {
+            let _ = selection.select_all_children(editor);
+        }
+        let document: &HtmlDocument = self.document.unchecked_ref();
+        let _ = document.exec_command("delete");
+    }
+}
+
+/// Mutation-driven waiting with a deadline, for the binding steps.
+struct Until {
+    deadline_ms: u64,
+}
+
+impl chatgpt_dom::bind::Wait for Until {
+    async fn change(&self, ceiling_ms: u64) -> bool {
+        if now_ms() >= self.deadline_ms {
+            return false;
+        }
+        next_change(self.deadline_ms.min(now_ms() + ceiling_ms)).await;
+        now_ms() < self.deadline_ms
+    }
 }
 
 thread_local! {
@@ -232,7 +258,7 @@ async fn submit_once(submission: &Submission) -> PageReply {
 }
 
 async fn submit_fresh(submission: &Submission) -> PageReply {
-    let Submission { key, prompt, deadline_ms, expect_conversation, conversation } = submission;
+    let Submission { key, prompt, deadline_ms, expect_conversation, conversation, app } = submission;
     let (deadline_ms, conversation) = (*deadline_ms, conversation.as_deref());
     let dom = dom();
     loop {
@@ -255,6 +281,12 @@ async fn submit_fresh(submission: &Submission) -> PageReply {
             code: ErrorCode::ConversationIdentityDrift,
             detail: "the tab does not show the bound conversation".into(),
         };
+    }
+    // The app first: a conversation that cannot reach the orchestrator gets no prompt.
+    if let Some(label) = app
+        && let Err(refusal) = chatgpt_dom::bind::bind(&dom, label, &Until { deadline_ms }).await
+    {
+        return PageReply::Refused { code: refusal.code, detail: refusal.detail };
     }
     if !record(SUBMITTED, key) {
         return PageReply::Refused {

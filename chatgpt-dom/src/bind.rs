@@ -1,0 +1,264 @@
+//! Binding a conversation to the orchestrator's app (a developer-mode
+//! connector) before its bootstrap: a conversation reaches an app's tools
+//! only once the app is selected in it, or inherited from its Project.
+//!
+//! Routes, in order: already bound (the Project's app, or an earlier pick)
+//! → the `@` mention popover → `+` → More → Developer mode. Each pick is
+//! verified by the pill it leaves. Only a row whose title is exactly the
+//! configured label is ever clicked: a similar name, two rows with the
+//! label, a disabled or a stale app are refused with the typed host/setup
+//! state, and the editor is left empty as found.
+
+use protocol::ErrorCode;
+
+use crate::Dom;
+use crate::compose::{Act, Refusal};
+use crate::locators::{Element, resolve};
+
+/// App pills: generation A's selection pill and its mention-path variant,
+/// then the redesign's remove button (English label: the only evidence).
+const PILLS: &[(&str, Option<&str>)] = &[
+    ("[data-inline-selection-pill][data-keyword]", Some("data-keyword")),
+    ("[app-mention-path][app-mention-display-name]", Some("app-mention-display-name")),
+    (r#"form[data-chatgpt-composer] button[aria-label^="Remove "]"#, None),
+];
+
+/// App rows: the `+` menu's plugin rows, and the rows of the mention popover
+/// or the redesign's "add context" list.
+const ROWS: &str = r#"[data-composer-plugin-impression-id^="plugin:"], [data-mention-list-scroll-area] [data-list-navigation-item="true"]"#;
+
+/// The `+` menu rows leading to the developer-mode app list. Their ids are
+/// an assumption (the evidence names the path, not the ids).
+const NAV_MORE: &str = r#"[data-composer-plugin-impression-id="more"]"#;
+const NAV_DEVELOPER_MODE: &str = r#"[data-composer-plugin-impression-id="developer_mode"]"#;
+
+/// A stale app's marker in a row (an assumption, see fakechat's README).
+const STALE: &str = r#"[data-app-status="needs-refresh"]"#;
+
+/// How the binding was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// It was bound already: inherited from the Project, or picked earlier.
+    Already,
+    /// Picked in the `@` mention popover.
+    Mention,
+    /// Picked through the `+` menu.
+    PlusMenu,
+}
+
+/// The conversation's app selection as the composer shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selected {
+    /// No app pill.
+    None,
+    /// Exactly the app labelled as configured.
+    Bound,
+    /// Another app (or several).
+    Other(Vec<String>),
+}
+
+/// Labels of the app pills in the composer.
+pub fn pills<D: Dom>(dom: &D) -> Vec<String> {
+    let mut out = Vec::new();
+    for (selector, attribute) in PILLS {
+        for node in dom.query_all(None, selector) {
+            let label = match attribute {
+                Some(name) => dom.attr(&node, name).unwrap_or_default(),
+                None => dom.text(&node),
+            };
+            out.push(label.trim().to_owned());
+        }
+    }
+    out
+}
+
+/// Whether the composer shows exactly the app labelled `label` selected.
+pub fn selected<D: Dom>(dom: &D, label: &str) -> Selected {
+    let pills = pills(dom);
+    match pills.as_slice() {
+        [] => Selected::None,
+        [one] if one == label => Selected::Bound,
+        _ => Selected::Other(pills),
+    }
+}
+
+/// What the open list offers for `label`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Offer<N> {
+    /// Exactly one usable row with that title.
+    Pick(N),
+    /// The row is disabled.
+    Disabled,
+    /// The row is marked as needing a refresh.
+    Stale,
+    /// Several rows carry that exact title.
+    Ambiguous(usize),
+    /// App rows are open, none with that exact title.
+    Absent,
+    /// No app rows are open.
+    Closed,
+}
+
+fn title<D: Dom>(dom: &D, row: &D::Node) -> String {
+    let text = match dom.query_all(Some(row), "span").first() {
+        Some(span) => dom.text(span),
+        None => dom.text(row),
+    };
+    text.trim().to_owned()
+}
+
+/// The open app list's offer for `label` (exact, case-sensitive title).
+pub fn offer<D: Dom>(dom: &D, label: &str) -> Offer<D::Node> {
+    let rows = dom.query_all(None, ROWS);
+    if rows.is_empty() {
+        return Offer::Closed;
+    }
+    let mut exact: Vec<D::Node> = rows.into_iter().filter(|r| title(dom, r) == label).collect();
+    match exact.len() {
+        0 => Offer::Absent,
+        1 => {
+            let row = exact.remove(0);
+            if dom.attr(&row, "aria-disabled").as_deref() == Some("true") || dom.attr(&row, "disabled").is_some() {
+                Offer::Disabled
+            } else if !dom.query_all(Some(&row), STALE).is_empty() {
+                Offer::Stale
+            } else {
+                Offer::Pick(row)
+            }
+        }
+        n => Offer::Ambiguous(n),
+    }
+}
+
+/// Waiting for the page: resolves after the next change, or after
+/// `ceiling_ms`; false once the operation's deadline has passed.
+pub trait Wait {
+    /// Waits for a change.
+    #[allow(async_fn_in_trait)]
+    async fn change(&self, ceiling_ms: u64) -> bool;
+}
+
+/// How long one step may wait for the page to answer a click or keystroke.
+pub const STEP_MS: u64 = 5_000;
+
+fn refuse(code: ErrorCode, detail: String) -> Refusal {
+    Refusal { code, detail }
+}
+
+/// Waits until `done` holds, up to [`STEP_MS`] per step.
+async fn until<D: Dom, W: Wait>(dom: &D, wait: &W, done: impl Fn(&D) -> bool) -> bool {
+    for _ in 0..64 {
+        if done(dom) {
+            return true;
+        }
+        if !wait.change(STEP_MS).await {
+            return done(dom);
+        }
+    }
+    done(dom)
+}
+
+/// What an offer means once a list is open: pick it, refuse, or look further.
+fn settle<N>(offer: Offer<N>, label: &str) -> Result<Option<N>, Refusal> {
+    match offer {
+        Offer::Pick(row) => Ok(Some(row)),
+        Offer::Disabled => Err(refuse(ErrorCode::HostAppDisabled, format!("the app \"{label}\" is disabled"))),
+        Offer::Stale => Err(refuse(ErrorCode::HostAppStale, format!("the app \"{label}\" needs a refresh"))),
+        Offer::Ambiguous(n) => {
+            Err(refuse(ErrorCode::HostAppBindingNotReady, format!("{n} apps are labelled \"{label}\"; not guessing")))
+        }
+        Offer::Absent | Offer::Closed => Ok(None),
+    }
+}
+
+/// Binds the conversation shown to the app labelled `label`, or refuses with
+/// a host/setup state. Nothing is submitted here; the editor is left empty.
+pub async fn bind<D: Act, W: Wait>(dom: &D, label: &str, wait: &W) -> Result<Route, Refusal> {
+    let ui = |e: crate::UiChanged| refuse(e.code(), format!("{:?}: {}", e.element, e.detail));
+    match selected(dom, label) {
+        Selected::Bound => return Ok(Route::Already),
+        Selected::Other(labels) => {
+            return Err(refuse(
+                ErrorCode::HostAppBindingNotReady,
+                format!("another app is selected in this conversation ({})", labels.join(", ")),
+            ));
+        }
+        Selected::None => {}
+    }
+    let editor = resolve(dom, Element::Editor).map_err(ui)?;
+    if !dom.text(&editor).trim().is_empty() {
+        return Err(refuse(ErrorCode::Conflict, "the composer holds a draft; not overwriting it".into()));
+    }
+    // The mention popover.
+    if dom.insert_text(&editor, &format!("@{label}")) {
+        until(dom, wait, |d| !matches!(offer(d, label), Offer::Closed)).await;
+        let picked = settle(offer(dom, label), label);
+        if let Ok(Some(row)) = &picked {
+            dom.click(row);
+            if until(dom, wait, |d| selected(d, label) == Selected::Bound).await {
+                clear_editor(dom);
+                return Ok(Route::Mention);
+            }
+        }
+        clear_editor(dom);
+        picked?;
+    }
+    // The `+` menu: app rows, else More, else Developer mode.
+    let plus = resolve(dom, Element::PlusButton).map_err(ui)?;
+    dom.click(&plus);
+    let mut followed = Vec::new();
+    loop {
+        until(dom, wait, |d| !matches!(offer(d, label), Offer::Closed) || nav(d, &followed).is_some()).await;
+        match settle(offer(dom, label), label) {
+            Ok(Some(row)) => {
+                dom.click(&row);
+                if until(dom, wait, |d| selected(d, label) == Selected::Bound).await {
+                    return Ok(Route::PlusMenu);
+                }
+                return Err(refuse(ErrorCode::HostUiChanged, "the app was picked but no pill appeared".into()));
+            }
+            Ok(None) => {}
+            Err(refusal) => {
+                close_menu(dom);
+                return Err(refusal);
+            }
+        }
+        match nav(dom, &followed) {
+            Some((selector, row)) => {
+                followed.push(selector);
+                dom.click(&row);
+            }
+            None => {
+                close_menu(dom);
+                return Err(refuse(
+                    ErrorCode::HostAppBindingNotReady,
+                    format!("no app labelled exactly \"{label}\" is offered; see docs/setup.md"),
+                ));
+            }
+        }
+    }
+}
+
+/// The next `+` menu row towards the app list not yet followed.
+fn nav<D: Dom>(dom: &D, followed: &[&'static str]) -> Option<(&'static str, D::Node)> {
+    [NAV_DEVELOPER_MODE, NAV_MORE].into_iter().filter(|s| !followed.contains(s)).find_map(|selector| {
+        let mut found = dom.query_all(None, selector);
+        (found.len() == 1).then(|| (selector, found.remove(0)))
+    })
+}
+
+fn clear_editor<D: Act>(dom: &D) {
+    if let Ok(editor) = resolve(dom, Element::Editor)
+        && !dom.text(&editor).trim().is_empty()
+    {
+        dom.clear(&editor);
+    }
+}
+
+fn close_menu<D: Act>(dom: &D) {
+    if let Ok(plus) = resolve(dom, Element::PlusButton)
+        && dom.attr(&plus, "aria-expanded").as_deref() == Some("true")
+    {
+        dom.click(&plus);
+    }
+}
