@@ -130,12 +130,14 @@ pub fn offer<D: Dom>(dom: &D, label: &str) -> Offer<D::Node> {
     }
 }
 
-/// Waiting for the page: resolves after the next change, or after
-/// `ceiling_ms`; false once the operation's deadline has passed.
+/// Waiting for the page, on the carrier's clock.
 pub trait Wait {
-    /// Waits for a change.
+    /// Now, in milliseconds.
+    fn now_ms(&self) -> u64;
+    /// Resolves after the page's next change, or at `until_ms`; false once
+    /// the whole operation's deadline has passed.
     #[allow(async_fn_in_trait)]
-    async fn change(&self, ceiling_ms: u64) -> bool;
+    async fn change(&self, until_ms: u64) -> bool;
 }
 
 /// How long one step may wait for the page to answer a click or keystroke.
@@ -145,17 +147,17 @@ fn refuse(code: ErrorCode, detail: String) -> Refusal {
     Refusal { code, detail }
 }
 
-/// Waits until `done` holds, up to [`STEP_MS`] per step.
+/// Waits until `done` holds, for at most [`STEP_MS`].
 async fn until<D: Dom, W: Wait>(dom: &D, wait: &W, done: impl Fn(&D) -> bool) -> bool {
-    for _ in 0..64 {
+    let end = wait.now_ms() + STEP_MS;
+    loop {
         if done(dom) {
             return true;
         }
-        if !wait.change(STEP_MS).await {
+        if wait.now_ms() >= end || !wait.change(end).await {
             return done(dom);
         }
     }
-    done(dom)
 }
 
 /// What an offer means once a list is open: pick it, refuse, or look further.

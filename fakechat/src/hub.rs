@@ -159,6 +159,8 @@ struct Inner {
     apps: Vec<AppConfig>,
     /// Project (`g-p-…` segment) → the app its conversations inherit.
     projects: HashMap<String, String>,
+    /// The `@` mention popover does not list apps (only the `+` menu does).
+    no_app_mentions: bool,
 }
 
 impl Inner {
@@ -265,6 +267,11 @@ impl Hub {
         self.inner.lock().unwrap().apps.clone()
     }
 
+    /// Whether the `@` mention popover lists apps (it does by default).
+    pub fn set_app_mentions(&self, on: bool) {
+        self.inner.lock().unwrap().no_app_mentions = !on;
+    }
+
     /// Makes conversations created in `project` inherit the app labelled
     /// `label` (none: no app). False when no app has that label.
     pub fn set_project_app(&self, project: &str, label: Option<&str>) -> bool {
@@ -318,6 +325,9 @@ impl Hub {
         pill: Option<&str>,
     ) -> Option<View> {
         let mut view = self.view(conversation, project, String::new())?;
+        if matches!(menu, Some(Menu::Mention(_))) && self.inner.lock().unwrap().no_app_mentions {
+            view.apps.clear();
+        }
         view.menu = menu;
         if let Some(id) = pill {
             view.pill = self.inner.lock().unwrap().app(id).map(|a| a.app.clone());

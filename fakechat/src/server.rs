@@ -232,11 +232,16 @@ struct AppsControl {
     /// Project segment (`g-p-…`) → the label of the app its conversations inherit (null: none).
     #[serde(default)]
     projects: std::collections::HashMap<String, Option<String>>,
+    /// Whether the `@` mention popover lists apps.
+    mentions: Option<bool>,
 }
 
 async fn control_apps(State(app): State<Arc<App>>, Json(c): Json<AppsControl>) -> Response {
     if let Some(apps) = c.apps {
         app.hub.set_apps(apps);
+    }
+    if let Some(on) = c.mentions {
+        app.hub.set_app_mentions(on);
     }
     for (project, label) in &c.projects {
         if project_id(project).is_none() {

@@ -88,11 +88,15 @@ struct Until {
 }
 
 impl chatgpt_dom::bind::Wait for Until {
-    async fn change(&self, ceiling_ms: u64) -> bool {
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+
+    async fn change(&self, until_ms: u64) -> bool {
         if now_ms() >= self.deadline_ms {
             return false;
         }
-        next_change(self.deadline_ms.min(now_ms() + ceiling_ms)).await;
+        next_change(self.deadline_ms.min(until_ms)).await;
         now_ms() < self.deadline_ms
     }
 }
