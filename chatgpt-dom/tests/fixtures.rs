@@ -208,3 +208,31 @@ fn nothing_is_clicked_unless_the_page_can_take_the_prompt() {
         assert!(page.clicks.borrow().is_empty());
     }
 }
+
+#[test]
+fn the_configured_app_is_offered_only_by_its_exact_label() {
+    use chatgpt_dom::bind::{Offer, Selected, offer, selected};
+    for g in ["a", "b"] {
+        // Rows "Orchestrator Dev", "Orchestrator", "orchestrator", "Orchestrator Legacy" (disabled).
+        let page = fixture(&format!("{g}-apps-mention"));
+        let Offer::Pick(row) = offer(&page, "Orchestrator") else { panic!("{g}: exact label offered") };
+        assert_eq!(page.attr(&row, "data-fakechat-app").as_deref(), Some("connector-0"), "{g}");
+        assert_eq!(offer(&page, "Orchestrator Legacy"), Offer::Disabled, "{g}");
+        assert_eq!(offer(&page, "Orch"), Offer::Absent, "{g}: a prefix is not a label");
+        assert_eq!(offer(&fixture(&format!("{g}-apps-mention-stale")), "Orchestrator"), Offer::Stale, "{g}");
+        assert_eq!(offer(&fixture(&format!("{g}-apps-mention-disabled")), "Orchestrator"), Offer::Disabled, "{g}");
+        assert_eq!(offer(&fixture(&format!("{g}-idle")), "Orchestrator"), Offer::Closed, "{g}");
+        assert_eq!(selected(&fixture(&format!("{g}-apps-bound")), "Orchestrator"), Selected::Bound, "{g}");
+        assert_eq!(selected(&fixture(&format!("{g}-idle")), "Orchestrator"), Selected::None, "{g}");
+        assert_eq!(
+            selected(&fixture(&format!("{g}-apps-other-bound")), "Orchestrator"),
+            Selected::Other(vec!["Orchestrator Dev".into()]),
+            "{g}"
+        );
+        assert!(resolve(&fixture(&format!("{g}-idle")), Element::PlusButton).is_ok(), "{g}");
+    }
+    // Generation A: + → More → Developer mode → the app list; B lists apps at once.
+    assert_eq!(offer(&fixture("a-apps-plus-menu"), "Orchestrator"), Offer::Closed);
+    assert!(matches!(offer(&fixture("b-apps-plus-menu"), "Orchestrator"), Offer::Pick(_)));
+    assert!(matches!(offer(&fixture("a-apps-developer-mode"), "Orchestrator"), Offer::Pick(_)));
+}
