@@ -586,6 +586,18 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             let (run, _) = root_actor(state, actor)?;
             require_open(run)?;
             let record = state.runtime.slot(&run.id, *slot).ok_or_else(|| Error::NotFound(format!("slot {slot}")))?;
+            if let Some(attempts) = setup_refused(state, record) {
+                // Nothing was submitted before: create afresh under a new key
+                // (the executor's journal answers the old key with its refusal).
+                let worker = record.reserved_worker.clone();
+                return Ok(vec![EventBody::CommandQueued {
+                    command_id: command_id.clone(),
+                    idempotency_key: format!("create:{worker}:retry-{attempts}"),
+                    worker_id: worker,
+                    intent: CommandIntent::Create,
+                    not_before_ms: None,
+                }]);
+            }
             if record.health != SlotHealth::Lost || record.conversation.is_none() {
                 return Err(Error::InvalidTransition(format!(
                     "slot {slot} is {:?}; only a lost, bound slot is reopened",
@@ -791,6 +803,26 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
             })
         }
     }
+}
+
+/// The number of conversation creates a provisioning slot's worker has had,
+/// when every one of them was refused for a host or setup state (the app not
+/// bound, signed out…: nothing was submitted) and none is open: the slot
+/// waits for `runtime_recover` to try again once the setup is fixed.
+pub fn setup_refused(state: &State, record: &registry::CarrierRecord) -> Option<usize> {
+    if record.health != SlotHealth::Provisioning || record.conversation.is_some() {
+        return None;
+    }
+    let creates: Vec<&QueuedCommand> = state
+        .commands
+        .values()
+        .filter(|c| c.worker_id == record.reserved_worker && c.intent == CommandIntent::Create)
+        .collect();
+    let refused = |c: &&QueuedCommand| {
+        c.phase == CommandPhase::Completed
+            && matches!(&c.outcome, Some(CommandOutcome::Error { code, .. }) if code.is_host_state())
+    };
+    (!creates.is_empty() && creates.iter().all(refused)).then_some(creates.len())
 }
 
 /// Why a pool slot may not be retired now, if it may not: only a parked,

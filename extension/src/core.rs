@@ -285,6 +285,17 @@ impl Core {
         self.workers.entry(worker.clone()).or_default().tab = Some(tab);
     }
 
+    /// A create was refused before anything was submitted (the app could
+    /// not be bound, the page was signed out…): the worker no longer owns a
+    /// conversation-less tab, so a later retry starts clean. Returns the tab
+    /// to close. A worker whose page already showed a conversation keeps it.
+    pub fn release_unbound(&mut self, worker: &WorkerId) -> Option<i32> {
+        if self.workers.get(worker).is_some_and(|m| m.conversation.is_none()) {
+            return self.workers.remove(worker).and_then(|m| m.tab);
+        }
+        None
+    }
+
     /// A tab went away. For a managed tab, the worker's conversation is closed.
     pub fn tab_removed(&mut self, tab: i32) -> Vec<ExecutorFrame> {
         let Some(worker) = self.worker_of(tab).cloned() else { return vec![] };

@@ -216,3 +216,29 @@ fn a_key_reused_by_another_worker_is_refused_without_touching_the_journal() {
     assert_eq!((&entry.worker_id, entry.phase), (&w, Phase::Completed), "the owner's entry is intact");
     assert_eq!(entry.command_id, CommandId::from_uuid_bytes([1; 16]));
 }
+
+#[test]
+fn a_refused_create_releases_its_tab_so_a_retry_under_a_new_key_starts_clean() {
+    let mut core = Core::default();
+    let w = worker(1);
+    assert!(matches!(core.receive(&create(1, &w), 0), Plan::Create { .. }));
+    core.advance("create-1", Phase::TabOpening);
+    core.tab_opened(&w, 3);
+    let refused = CommandOutcome::Error { code: ErrorCode::HostAppDisabled, detail: String::new() };
+    core.finish("create-1", refused.clone());
+    assert_eq!(core.release_unbound(&w), Some(3));
+    assert_eq!(core.worker_of(3), None, "the tab is no longer managed");
+    // The same key answers from the journal; a retry under a new key creates afresh.
+    assert_eq!(core.receive(&create(1, &w), 0), Plan::Reply(refused));
+    let retry = command(
+        2,
+        &w,
+        "create-1:retry-1",
+        CommandOp::ConversationCreate { prompt: "boot".into(), project_url: None, app: Some("Orchestrator".into()) },
+    );
+    assert!(matches!(core.receive(&retry, 0), Plan::Create { .. }));
+    // A worker whose page already showed its conversation keeps it.
+    core.tab_opened(&w, 4);
+    core.page_report(4, &format!("https://chatgpt.com/c/{CONV}"), ConversationState::Idle, None);
+    assert_eq!(core.release_unbound(&w), None);
+}

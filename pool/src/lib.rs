@@ -334,11 +334,17 @@ impl Pool {
     }
 
     /// Reopens every lost slot's exact conversation (same logical worker, new
-    /// ephemeral handle in the executor). Nothing else is touched.
+    /// ephemeral handle in the executor), and creates again the conversation
+    /// of every slot whose creates were all refused for a setup state (see
+    /// [`control::decide::setup_refused`]). Nothing else is touched.
     pub fn recover(&self, root: &Worker) -> Result<Outcome, Error> {
         let _one = self.reconcile.lock().expect("reconcile lock");
         let mut outcome = Outcome::default();
-        for record in self.records(&root.run_id).iter().filter(|r| r.health == SlotHealth::Lost) {
+        let retry = |r: &CarrierRecord| {
+            (r.health == SlotHealth::Lost && r.conversation.is_some())
+                || self.plane.with_state(|s| control::decide::setup_refused(s, r).is_some())
+        };
+        for record in self.records(&root.run_id).iter().filter(|r| retry(r)) {
             let command_id = CommandId::from_uuid_bytes(new_id());
             self.plane.execute(Command::RuntimeRecover { actor: root.id.clone(), slot: record.slot, command_id })?;
             outcome.recovering.push(record.slot);

@@ -336,6 +336,31 @@ fn host_and_setup_states_are_readiness_reasons_not_worker_failures() {
 }
 
 #[test]
+fn a_create_refused_for_setup_is_retried_by_recover_under_a_new_key_and_nothing_else_is() {
+    let w = world();
+    w.pool.ensure(&w.root, 1).unwrap();
+    let create = |w: &World| {
+        let d = w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits::default());
+        assert_eq!(d.len(), 1);
+        let wire = w.plane.dispatch(&d[0], 60_000).unwrap();
+        assert!(matches!(wire.op, protocol::executor::CommandOp::ConversationCreate { .. }));
+        wire
+    };
+    let first = create(&w);
+    // Before any refusal there is nothing to retry.
+    assert!(w.pool.recover(&w.root).unwrap().recovering.is_empty());
+    let refused = CommandOutcome::Error { code: ErrorCode::HostAppBindingNotReady, detail: String::new() };
+    w.plane.report(EXEC, ExecutorFrame::Result { command_id: first.command_id.clone(), outcome: refused }).unwrap();
+    let status = w.pool.status(&w.root.run_id, &[EXEC.into()]);
+    assert!(status.reasons.contains(&ErrorCode::HostAppBindingNotReady), "{status:?}");
+    assert_eq!(w.pool.recover(&w.root).unwrap().recovering, vec![0]);
+    let second = create(&w);
+    assert_ne!(second.idempotency_key, first.idempotency_key, "the executor's journal would answer the old key");
+    assert!(w.pool.recover(&w.root).unwrap().recovering.is_empty(), "one retry in flight at a time");
+    assert!(w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits::default()).is_empty());
+}
+
+#[test]
 fn a_disconnect_never_requeues_a_started_task() {
     let mut w = world();
     w.parked(1);

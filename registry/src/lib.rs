@@ -178,6 +178,9 @@ impl Registry {
                         record.health = SlotHealth::Retired;
                     }
                     _ if uncertain => record.health = SlotHealth::ReconcileRequired,
+                    // A create refused for a host or setup state submitted
+                    // nothing: the slot waits for the setup, then a recover.
+                    (CommandIntent::Create, CommandOutcome::Error { code, .. }) if code.is_host_state() => {}
                     (CommandIntent::Create | CommandIntent::Open, CommandOutcome::Error { .. }) => {
                         record.health = SlotHealth::Lost
                     }

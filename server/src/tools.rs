@@ -709,7 +709,7 @@ impl Tools {
         self.pool_call(args.capability, move |pool, root| pool.scale(root, args.desired_workers)).await
     }
 
-    /// Reopen every lost worker conversation exactly (same logical workers).
+    /// Reopen every lost worker conversation exactly (same logical workers), and create again those refused for a setup state once it is fixed.
     #[tool(annotations(
         title = "Recover runtime",
         read_only_hint = false,

@@ -3,7 +3,8 @@
 //! its exact label before its bootstrap — through the Project it is created
 //! in, the `@` mention popover, or `+` → More → Developer mode — with no test
 //! step touching the page; look-alike, disabled and stale apps are refused
-//! with their typed setup state and nothing is submitted. fakechat's oracle
+//! with their typed setup state and nothing is submitted, and once the setup
+//! is fixed `runtime_recover` creates the conversation. fakechat's oracle
 //! reports each conversation's binding and the route that made it.
 
 use std::path::Path;
@@ -118,7 +119,7 @@ async fn look_alike_disabled_and_stale_apps_are_setup_states_and_nothing_is_subm
         ("disabled", Some(AppState::Disabled), "HOST_APP_DISABLED"),
         ("stale", Some(AppState::Stale), "HOST_APP_STALE"),
     ];
-    for (name, state, code) in variants {
+    for (fixed, (name, state, code)) in variants.into_iter().enumerate() {
         match state {
             Some(state) => e2e::install_apps(&world.fake.hub, e2e::APP_LABEL, state),
             None => {
@@ -133,7 +134,7 @@ async fn look_alike_disabled_and_stale_apps_are_setup_states_and_nothing_is_subm
             root.status_until(code, |s| s["reasons"].as_array().is_some_and(|r| r.iter().any(|c| c == code))).await;
         assert_ne!(status["state"], "READY", "{name}: {status}");
         assert!(
-            conversations(&world).is_empty(),
+            conversations(&world).len() == fixed,
             "{name}: nothing submitted, no conversation: {:?}",
             conversations(&world)
         );
@@ -141,6 +142,26 @@ async fn look_alike_disabled_and_stale_apps_are_setup_states_and_nothing_is_subm
         let pool_worker =
             workers["workers"].as_array().unwrap().iter().find(|w| w["path"] != "/root").cloned().unwrap();
         assert_ne!(pool_worker["state"], "launch_failed", "{name}: a setup state is not the worker's failure");
+        // The operator fixes the app; recover creates the conversation, once.
+        e2e::install_apps(&world.fake.hub, e2e::APP_LABEL, AppState::Enabled);
+        let recovered = root.call("runtime_recover", json!({})).await;
+        assert_eq!(recovered["outcome"]["recovering"], json!([0]), "{name}: {recovered}");
+        let status = root
+            .status_until("ready after the fix", |s| {
+                s["state"] == "READY" && s["slots"][0]["admitted"] == true && s["reasons"] == json!([])
+            })
+            .await;
+        let conversation = status["slots"][0]["conversation_id"].as_str().unwrap().to_owned();
+        let all = conversations(&world);
+        assert_eq!(all.len(), fixed + 1, "{name}: one new conversation");
+        let turns = all[&conversation]["user_turns"].as_array().unwrap().clone();
+        assert_eq!(turns.len(), 1, "{name}: one bootstrap: {turns:?}");
+        // The refused create's tab was closed: only the conversations' tabs remain.
+        let mut chats = 0;
+        for page in world.chromium.browser.pages().await.unwrap() {
+            chats += usize::from(page.url().await.unwrap().is_some_and(|u| u.starts_with("https://chatgpt.com/")));
+        }
+        assert_eq!(chats, fixed + 1, "{name}: one tab per conversation, none left from refusals");
     }
     world.shutdown().await;
 }

@@ -17,8 +17,13 @@ use anyhow::{Context, bail};
 mod dist;
 mod errors_doc;
 
+/// The workspace root. Read at run time (`cargo run` sets it): two clones
+/// sharing one target dir share the uplifted `xtask` binary, whose
+/// compile-time path may be the other clone's.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+    let dir =
+        std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    dir.parent().expect("xtask lives in the workspace").to_owned()
 }
 
 /// Where cargo puts build output (CI keeps it outside the clone).

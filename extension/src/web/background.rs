@@ -448,11 +448,19 @@ impl Background {
                         command_id: command.command_id.clone(),
                         worker_id: command.worker_id.clone(),
                     }]);
-                    self.submit(command, tab, &prompt, true).await
+                    let outcome = self.submit(command, tab, &prompt, true).await;
+                    self.release_if_refused(command, &outcome).await;
+                    outcome
                 }
                 Err(outcome) => outcome,
             },
-            Plan::Submit { tab, prompt } => self.submit(command, tab, &prompt, creating).await,
+            Plan::Submit { tab, prompt } => {
+                let outcome = self.submit(command, tab, &prompt, creating).await;
+                if creating {
+                    self.release_if_refused(command, &outcome).await;
+                }
+                outcome
+            }
             // The page settles it: it records a key before clicking and again once confirmed.
             Plan::Reconcile { tab: None } => error(ErrorCode::AmbiguousSubmission, "the tab closed during submission"),
             Plan::Reconcile { tab: Some(tab) } => match prompt_of(command) {
@@ -540,6 +548,20 @@ impl Background {
             Ok(PageReply::Refused { code, detail }) => error(code, &detail),
             Ok(PageReply::Ambiguous { detail }) => error(ErrorCode::AmbiguousSubmission, &detail),
             Ok(_) | Err(_) => error(ErrorCode::AmbiguousSubmission, "the page went away while submitting"),
+        }
+    }
+
+    /// After a create refused before any click, closes its conversation-less
+    /// tab and forgets it, so a retry (after the setup is fixed) starts clean.
+    async fn release_if_refused(&self, command: &Command, outcome: &CommandOutcome) {
+        let CommandOutcome::Error { code, .. } = outcome else { return };
+        if matches!(code, ErrorCode::AmbiguousSubmission | ErrorCode::OutcomeUnknown) {
+            return;
+        }
+        let tab = self.core.borrow_mut().release_unbound(&command.worker_id);
+        self.persist().await;
+        if let Some(tab) = tab {
+            let _ = call("tabs.remove", &[tab.into()]).await;
         }
     }
 
