@@ -202,6 +202,17 @@ pub enum Command {
         /// What it said (never `hello` or `heartbeat`).
         frame: ExecutorFrame,
     },
+    /// A worker's MCP peer showed a host or setup state (its ChatGPT app
+    /// lists an older tool catalog): recorded where `runtime_status` reads
+    /// its readiness reasons, never as the worker's failure.
+    HostState {
+        /// The worker whose conversation called.
+        worker_id: WorkerId,
+        /// A host state (`ErrorCode::is_host_state`).
+        code: ErrorCode,
+        /// Detail for the operator.
+        detail: String,
+    },
 }
 
 /// One slot of a provisioning operation.
@@ -510,6 +521,17 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
             dispatches.iter().map(|(command_id, executor_id)| dispatched(state, command_id, executor_id)).collect()
         }
         Command::ExecutorReport { executor_id, frame } => report(state, executor_id, frame),
+        Command::HostState { worker_id, code, detail } => {
+            let worker = state.worker(worker_id).ok_or_else(|| Error::NotFound(format!("worker {worker_id}")))?;
+            if !code.is_host_state() {
+                return Err(Error::InvalidArgument(format!("{code} is not a host state")));
+            }
+            Ok(if worker.last_error == Some(*code) {
+                vec![]
+            } else {
+                vec![EventBody::ConversationError { worker_id: worker_id.clone(), code: *code, detail: detail.clone() }]
+            })
+        }
         Command::RuntimeProvision { actor, operation_id, slots, expires_at_ms } => {
             let (run, root) = root_actor(state, actor)?;
             require_active(run)?;

@@ -583,7 +583,9 @@ fn run_of(state: &State, command: &Command) -> RunId {
                 unreachable!("decide refuses session frames")
             }
         },
-        Command::Attach { worker_id } | Command::RuntimeAdmit { worker_id, .. } => worker_id,
+        Command::Attach { worker_id }
+        | Command::RuntimeAdmit { worker_id, .. }
+        | Command::HostState { worker_id, .. } => worker_id,
         Command::Spawn { actor, .. }
         | Command::Progress { actor, .. }
         | Command::Send { actor, .. }

@@ -220,10 +220,18 @@ async fn without_the_orchestrators_app_the_model_cannot_attach() {
 async fn an_app_with_an_old_tool_catalog_is_told_host_app_stale() {
     let mut w = world().await;
     w.fake.hub.set_apps(vec![app_config("Orchestrator", true, AppState::Stale)]);
-    let (_, bootstrap) = w.spawn("zeta", r#"complete "x""#).await;
+    let (stale, bootstrap) = w.spawn("zeta", r#"complete "x""#).await;
     let conversation = w.submit(None, &bootstrap);
     let c = w.idle(&conversation).await;
     assert!(c["errors"][0].as_str().unwrap().contains("HOST_APP_STALE"), "{c}");
+    // The daemon recorded it against the worker (where runtime_status reads setup states).
+    let events = w.call("events_list", json!({"limit": 500})).await;
+    assert!(
+        events["events"].as_array().unwrap().iter().any(|e| e["type"] == "conversation.error"
+            && e["data"]["worker_id"] == stale.as_str()
+            && e["data"]["code"] == "HOST_APP_STALE"),
+        "{events}"
+    );
     // A fresh app fetches the current catalog, caches it, and attaches with it.
     w.fake.hub.set_apps(vec![app_config("Orchestrator", true, AppState::Enabled)]);
     let (worker, bootstrap) = w.spawn("eta", r#"complete "fine""#).await;

@@ -267,16 +267,21 @@ pub fn catalog() -> &'static Catalog {
     })
 }
 
-/// Refuses a caller whose host lists an older catalog than this daemon's.
-fn check_catalog(stamp: Option<&str>) -> Result<(), Error> {
+/// Refuses a caller whose host lists an older catalog than this daemon's,
+/// and records that against the worker it would attach (a setup state the
+/// pool shows in `runtime_status`, not the worker's failure).
+fn check_catalog(plane: &ControlPlane, attach_identity: &str, stamp: Option<&str>) -> Result<(), Error> {
     let current = &catalog().stamp;
-    match stamp {
-        Some(stamp) if stamp != current => Err(Error::HostAppStale(format!(
-            "ChatGPT lists this daemon's tools from catalog {stamp}, the daemon serves {current}: \
-             refresh the app in ChatGPT (Settings → Apps → the orchestrator's app → Refresh), then retry"
-        ))),
-        _ => Ok(()),
+    let Some(stamp) = stamp.filter(|s| s != current) else { return Ok(()) };
+    let detail = format!(
+        "ChatGPT lists this daemon's tools from catalog {stamp}, the daemon serves {current}: \
+         refresh the app in ChatGPT (Settings → Apps → the orchestrator's app → Refresh), then retry"
+    );
+    if let Some(worker_id) = plane.keys().verify_attach_identity(attach_identity) {
+        let code = protocol::ErrorCode::HostAppStale;
+        plane.execute(Command::HostState { worker_id, code, detail: detail.clone() })?;
     }
+    Err(Error::HostAppStale(detail))
 }
 
 /// `runtime_status` output: the pool's readiness and the tool catalog.
@@ -752,7 +757,7 @@ impl Tools {
         let peer = peer_fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {
-            check_catalog(args.catalog.as_deref())?;
+            check_catalog(&plane, &args.attach_identity, args.catalog.as_deref())?;
             let w = pool.bootstrap(&args.attach_identity, &peer)?;
             attach_out(&plane, &w.id)
         })
@@ -904,7 +909,7 @@ impl Tools {
         let peer = peer_fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {
-            check_catalog(args.catalog.as_deref())?;
+            check_catalog(&plane, &args.attach_identity, args.catalog.as_deref())?;
             let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
             plane.worker(&id).ok_or(Error::Unauthorized)?;
             // A pool worker following its bootstrap prompt lands here too: it is
