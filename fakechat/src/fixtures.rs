@@ -51,6 +51,8 @@ fn binding(g: &str, generation: Generation, out: &mut Vec<(String, View)>) {
     if generation == Generation::A {
         out.push((format!("{g}-apps-more"), with(Some(Menu::More))));
         out.push((format!("{g}-apps-developer-mode"), with(Some(Menu::Apps))));
+        let stale = View { apps: apps(AppState::Stale), ..with(Some(Menu::Apps)) };
+        out.push((format!("{g}-apps-developer-mode-stale"), stale));
     }
     out.push((format!("{g}-apps-mention"), with(Some(Menu::Mention("orch".into())))));
     let stale = View { apps: apps(AppState::Stale), ..with(Some(Menu::Mention("orch".into()))) };
