@@ -18,7 +18,7 @@ use crate::locators::{Element, resolve};
 /// App pills: generation A's selection pill and its mention-path variant,
 /// then the redesign's remove button (English label: the only evidence).
 const PILLS: &[(&str, Option<&str>)] = &[
-    ("[data-inline-selection-pill][data-keyword]", Some("data-keyword")),
+    (r#"[data-inline-selection-pill][data-keyword][data-id^="plugin:"]"#, Some("data-keyword")),
     ("[app-mention-path][app-mention-display-name]", Some("app-mention-display-name")),
     (r#"form[data-chatgpt-composer] button[aria-label^="Remove "]"#, None),
 ];
@@ -191,16 +191,24 @@ pub async fn bind<D: Act, W: Wait>(dom: &D, label: &str, wait: &W) -> Result<Rou
     if !dom.text(&editor).trim().is_empty() {
         return Err(refuse(ErrorCode::Conflict, "the composer holds a draft; not overwriting it".into()));
     }
-    // The mention popover.
+    // The mention popover. Several rows with the label may include other
+    // kinds of items (GPTs, files): the `+` menu lists apps only, so look there.
     if dom.insert_text(&editor, &format!("@{label}")) {
         until(dom, wait, |d| !matches!(offer(d, label), Offer::Closed)).await;
-        let picked = settle(offer(dom, label), label);
+        let picked = match offer(dom, label) {
+            Offer::Ambiguous(_) => Ok(None),
+            offer => settle(offer, label),
+        };
         if let Ok(Some(row)) = &picked {
             dom.click(row);
-            if until(dom, wait, |d| selected(d, label) == Selected::Bound).await {
-                clear_editor(dom);
-                return Ok(Route::Mention);
-            }
+            let bound = until(dom, wait, |d| selected(d, label) == Selected::Bound).await;
+            clear_editor(dom);
+            // Verified after the leftover text is gone: a pill inside the
+            // editor would have gone with it.
+            return match (bound, selected(dom, label)) {
+                (true, Selected::Bound) => Ok(Route::Mention),
+                _ => Err(refuse(ErrorCode::HostUiChanged, "the app was picked but its pill did not stay".into())),
+            };
         }
         clear_editor(dom);
         picked?;
@@ -210,7 +218,9 @@ pub async fn bind<D: Act, W: Wait>(dom: &D, label: &str, wait: &W) -> Result<Rou
     dom.click(&plus);
     let mut followed = Vec::new();
     loop {
-        until(dom, wait, |d| !matches!(offer(d, label), Offer::Closed) || nav(d, &followed).is_some()).await;
+        // Absence is an answer only once the page has had its time to open the list.
+        let decided = |d: &D| !matches!(offer(d, label), Offer::Closed | Offer::Absent) || nav(d, &followed).is_some();
+        until(dom, wait, decided).await;
         match settle(offer(dom, label), label) {
             Ok(Some(row)) => {
                 dom.click(&row);

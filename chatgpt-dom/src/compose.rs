@@ -77,6 +77,17 @@ fn normalized(text: &str) -> String {
 /// Inserts `prompt` and clicks send, exactly once. Call only when [`ready`]
 /// said `Ok(true)`; it is checked again here.
 pub fn submit<D: Act>(dom: &D, prompt: &str) -> Result<Pressed, Refusal> {
+    submit_with(dom, prompt, None)
+}
+
+/// Like [`submit`], and the app labelled `app` must still be selected once
+/// the prompt is in, right before the click (typing must not have removed
+/// its pill); otherwise the prompt is cleared and nothing is clicked.
+pub fn submit_bound<D: Act>(dom: &D, prompt: &str, app: &str) -> Result<Pressed, Refusal> {
+    submit_with(dom, prompt, Some(app))
+}
+
+fn submit_with<D: Act>(dom: &D, prompt: &str, app: Option<&str>) -> Result<Pressed, Refusal> {
     if normalized(prompt).is_empty() {
         return Err(Refusal::new(ErrorCode::InvalidArgument, "empty prompt"));
     }
@@ -91,6 +102,12 @@ pub fn submit<D: Act>(dom: &D, prompt: &str) -> Result<Pressed, Refusal> {
     }
     if !dom.insert_text(&editor, prompt) || normalized(&dom.text(&editor)) != normalized(prompt) {
         return Err(Refusal::new(ErrorCode::HostUiChanged, "the editor did not take the prompt verbatim"));
+    }
+    if let Some(label) = app
+        && crate::bind::selected(dom, label) != crate::bind::Selected::Bound
+    {
+        dom.clear(&editor);
+        return Err(Refusal::new(ErrorCode::HostAppBindingNotReady, "the app's pill is gone; not sending unbound"));
     }
     let send = resolve(dom, Element::SendButton).map_err(ui)?;
     if dom.attr(&send, "disabled").is_some() || dom.attr(&send, "aria-disabled").as_deref() == Some("true") {

@@ -26,7 +26,7 @@ pub mod identity;
 pub mod locators;
 
 pub use classify::{Incident, PageState, Snapshot, classify};
-pub use compose::{Act, Pressed, Refusal, confirmed, ready, submit};
+pub use compose::{Act, Pressed, Refusal, confirmed, ready, submit, submit_bound};
 pub use identity::{ConversationRef, parse_url};
 pub use locators::{Element, Locator, UiChanged, resolve};
 

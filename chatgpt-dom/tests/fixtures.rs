@@ -236,3 +236,18 @@ fn the_configured_app_is_offered_only_by_its_exact_label() {
     assert!(matches!(offer(&fixture("b-apps-plus-menu"), "Orchestrator"), Offer::Pick(_)));
     assert!(matches!(offer(&fixture("a-apps-developer-mode"), "Orchestrator"), Offer::Pick(_)));
 }
+
+#[test]
+fn a_bound_submission_clicks_only_while_the_apps_pill_is_there() {
+    use chatgpt_dom::submit_bound;
+    for g in ["a", "b"] {
+        let bound = fixture(&format!("{g}-apps-bound"));
+        assert!(submit_bound(&bound, "bootstrap", "Orchestrator").is_ok(), "{g}");
+        assert_eq!(bound.clicks.borrow().len(), 1, "{g}");
+        let unbound = fixture(&format!("{g}-idle"));
+        let refused = submit_bound(&unbound, "bootstrap", "Orchestrator").unwrap_err();
+        assert_eq!(refused.code, ErrorCode::HostAppBindingNotReady, "{g}");
+        assert!(unbound.clicks.borrow().is_empty(), "{g}: nothing clicked");
+        assert!(unbound.typed.borrow().is_none(), "{g}: the prompt was cleared");
+    }
+}

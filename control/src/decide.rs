@@ -749,10 +749,13 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                     events.push(bind(state, worker, id, &format!("https://chatgpt.com/c/{id}"), executor_id));
                 }
                 (CommandOutcome::Ok { .. }, _) => {}
-                // A host or setup state (the app not bound, signed out…) is not
-                // the worker's failure: it is recorded where runtime_status reads
-                // its readiness reasons, and the worker is not failed.
-                (CommandOutcome::Error { code, detail }, CommandIntent::Create) if code.is_host_state() => {
+                // A host or setup state (the app not bound, signed out…) is not a
+                // pool worker's failure: it is recorded where runtime_status reads
+                // its readiness reasons, and runtime_recover retries the create.
+                // A spawned worker has no retry: its launch fails, with the code.
+                (CommandOutcome::Error { code, detail }, CommandIntent::Create)
+                    if code.is_host_state() && state.runtime.by_worker(&worker.id).is_some() =>
+                {
                     events.push(EventBody::ConversationError {
                         worker_id: worker.id.clone(),
                         code: *code,

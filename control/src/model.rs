@@ -261,6 +261,7 @@ impl State {
             EventBody::WorkerAttached { worker_id, attach_count } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.attach_count = *attach_count;
+                w.last_error = w.last_error.filter(|e| !app_setup_state(*e));
             }
             EventBody::WorkerProgress { worker_id, summary, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
@@ -315,7 +316,16 @@ impl State {
                 let c = self.commands.get_mut(command_id).ok_or_else(|| fail("unknown command"))?;
                 c.phase = CommandPhase::Completed;
                 c.outcome = Some(outcome.clone());
+                let refused_create = c.intent == CommandIntent::Create
+                    && matches!(outcome, CommandOutcome::Error { code, .. } if code.is_host_state());
+                let worker_id = c.worker_id.clone();
                 self.open_commands.retain(|id| id != command_id);
+                // The executor closed the tab of a create refused for a setup
+                // state: the worker is nobody's until a retry is dispatched.
+                if refused_create && let Some(w) = self.workers.get_mut(&worker_id).filter(|w| w.conversation.is_none())
+                {
+                    w.executor_id = None;
+                }
             }
             EventBody::CommandCancelled { command_id, .. } => {
                 let c = self.commands.get_mut(command_id).ok_or_else(|| fail("unknown command"))?;
@@ -334,7 +344,11 @@ impl State {
             EventBody::ConversationStateChanged { worker_id, state, error } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.conversation_state = Some(*state);
-                w.last_error = *error;
+                // An app setup state outlives page state changes: it clears when the
+                // worker attaches (its MCP peer reached us), or with a new error.
+                if error.is_some() || !w.last_error.is_some_and(app_setup_state) {
+                    w.last_error = *error;
+                }
             }
             EventBody::ConversationError { worker_id, code, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
@@ -371,4 +385,11 @@ fn touch<'a>(
     let w = workers.get_mut(id).filter(|w| &w.run_id == run)?;
     w.updated_at_ms = at;
     Some(w)
+}
+
+/// The ChatGPT app's setup states: they stay on a worker until its MCP peer
+/// reaches the daemon (an attach), whatever its page shows meanwhile.
+fn app_setup_state(code: protocol::ErrorCode) -> bool {
+    use protocol::ErrorCode::{HostAppBindingNotReady, HostAppDisabled, HostAppStale};
+    matches!(code, HostAppBindingNotReady | HostAppDisabled | HostAppStale)
 }

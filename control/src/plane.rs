@@ -111,11 +111,6 @@ impl ControlPlane {
         self
     }
 
-    /// The host setup conversation creates carry.
-    pub fn host_setup(&self) -> &HostSetup {
-        &self.host
-    }
-
     /// A receiver that changes on every commit that appended events.
     pub fn subscribe_changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.subscribe()

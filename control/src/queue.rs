@@ -84,18 +84,11 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
         }
         let executor = match &command.intent {
             CommandIntent::Create => {
-                if worker.conversation.is_some() || launches >= limits.max_launches || active >= limits.max_active {
+                if worker.executor_id.is_some() || launches >= limits.max_launches || active >= limits.max_active {
                     continue;
                 }
-                match &worker.executor_id {
-                    // A retry after a refused create goes where the first attempt went.
-                    Some(executor) if load.contains_key(executor.as_str()) => executor.clone(),
-                    Some(_) => continue,
-                    None => {
-                        let Some((executor, _)) = load.iter().min_by_key(|(id, n)| (**n, **id)) else { continue };
-                        executor.to_string()
-                    }
-                }
+                let Some((executor, _)) = load.iter().min_by_key(|(id, n)| (**n, **id)) else { continue };
+                executor.to_string()
             }
             CommandIntent::Send { .. } => {
                 let (Some(executor), Some(_)) = (&worker.executor_id, &worker.conversation) else { continue };

@@ -32,15 +32,20 @@
     return r.ok ? r.json() : null;
   }
 
+  // Popover requests in flight: only the newest may render.
+  let menuSeq = 0;
+
   async function openMenu(menu, query) {
+    const seq = ++menuSeq;
     const c = await composer({ menu, query: query || "" });
-    if (!c || !popover()) return;
+    if (!c || !popover() || seq !== menuSeq) return;
     popover().innerHTML = c.popover;
     const plus = plusButton();
     if (plus) plus.setAttribute("aria-expanded", String(menu !== "mention"));
   }
 
   function closeMenu() {
+    menuSeq++;
     if (popover()) popover().innerHTML = "";
     const plus = plusButton();
     if (plus) plus.setAttribute("aria-expanded", "false");
@@ -51,7 +56,8 @@
     const c = await composer({ pill: app });
     if (!c) return;
     selection = { app, route };
-    document.getElementById("composer-apps").outerHTML = c.apps;
+    const strip = document.getElementById("composer-apps");
+    if (strip) strip.outerHTML = c.apps;
     closeMenu();
     if (route === "mention") {
       // Picking a mention replaces the editor (as the real one can): locate it again.
@@ -127,7 +133,7 @@
     updateSend();
     const query = mentionQuery();
     if (query !== null) openMenu("mention", query);
-    else if (popover() && popover().querySelector("[role='listbox']")) closeMenu();
+    else if (!(plusButton() && plusButton().getAttribute("aria-expanded") === "true")) closeMenu();
   });
   document.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && e.target.closest && e.target.closest("[contenteditable='true']")) {

@@ -448,19 +448,11 @@ impl Background {
                         command_id: command.command_id.clone(),
                         worker_id: command.worker_id.clone(),
                     }]);
-                    let outcome = self.submit(command, tab, &prompt, true).await;
-                    self.release_if_refused(command, &outcome).await;
-                    outcome
+                    self.submit(command, tab, &prompt, true).await
                 }
                 Err(outcome) => outcome,
             },
-            Plan::Submit { tab, prompt } => {
-                let outcome = self.submit(command, tab, &prompt, creating).await;
-                if creating {
-                    self.release_if_refused(command, &outcome).await;
-                }
-                outcome
-            }
+            Plan::Submit { tab, prompt } => self.submit(command, tab, &prompt, creating).await,
             // The page settles it: it records a key before clicking and again once confirmed.
             Plan::Reconcile { tab: None } => error(ErrorCode::AmbiguousSubmission, "the tab closed during submission"),
             Plan::Reconcile { tab: Some(tab) } => match prompt_of(command) {
@@ -520,7 +512,16 @@ impl Background {
     }
 
     /// Hands the prompt to the page once, recording the phase first.
+    /// Submits in `tab`; a create refused there releases its tab.
     async fn submit(self: &Rc<Self>, command: &Command, tab: i32, prompt: &str, creating: bool) -> CommandOutcome {
+        let outcome = self.submit_in(command, tab, prompt, creating).await;
+        if creating {
+            self.release_if_refused(command, &outcome).await;
+        }
+        outcome
+    }
+
+    async fn submit_in(self: &Rc<Self>, command: &Command, tab: i32, prompt: &str, creating: bool) -> CommandOutcome {
         let key = &command.idempotency_key;
         if let Err(outcome) = self.wait_for_page(tab, command.deadline_ms).await {
             return outcome;

@@ -298,7 +298,11 @@ async fn submit_fresh(submission: &Submission) -> PageReply {
             detail: "cannot record the submission".into(),
         };
     }
-    let pressed: Pressed = match submit(&dom, prompt) {
+    let submitted = match app {
+        Some(label) => chatgpt_dom::submit_bound(&dom, prompt, label),
+        None => submit(&dom, prompt),
+    };
+    let pressed: Pressed = match submitted {
         Ok(pressed) => pressed,
         Err(refusal) => {
             // Refusals happen before any click: forget the key.
