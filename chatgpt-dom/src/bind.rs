@@ -27,6 +27,9 @@ const PILLS: &[(&str, Option<&str>)] = &[
 /// or the redesign's "add context" list.
 const ROWS: &str = r#"[data-composer-plugin-impression-id^="plugin:"], [data-mention-list-scroll-area] [data-list-navigation-item="true"]"#;
 
+/// Open lists that hold app rows.
+const LISTS: &str = "[data-mention-list-scroll-area]";
+
 /// The `+` menu rows leading to the developer-mode app list. Their ids are
 /// an assumption (the evidence names the path, not the ids).
 const NAV_MORE: &str = r#"[data-composer-plugin-impression-id="more"]"#;
@@ -111,7 +114,9 @@ fn title<D: Dom>(dom: &D, row: &D::Node) -> String {
 pub fn offer<D: Dom>(dom: &D, label: &str) -> Offer<D::Node> {
     let rows = dom.query_all(None, ROWS);
     if rows.is_empty() {
-        return Offer::Closed;
+        // An open list with nothing in it is an answer too.
+        let open = !dom.query_all(None, LISTS).is_empty();
+        return if open { Offer::Absent } else { Offer::Closed };
     }
     let mut exact: Vec<D::Node> = rows.into_iter().filter(|r| title(dom, r) == label).collect();
     match exact.len() {
