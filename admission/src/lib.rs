@@ -111,6 +111,7 @@ mod tests {
             health: SlotHealth::Provisioning,
             expires_at_ms: 1_000,
             bootstrapped: true,
+            awaiting_setup: None,
             revision: 3,
         }
     }

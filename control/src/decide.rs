@@ -831,23 +831,15 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
 }
 
 /// The number of conversation creates a provisioning slot's worker has had,
-/// when every one of them was refused for a host or setup state (the app not
-/// bound, signed out…: nothing was submitted) and none is open: the slot
-/// waits for `runtime_recover` to try again once the setup is fixed.
+/// when the last was refused for a host or setup state (nothing was
+/// submitted; see `CarrierRecord::awaiting_setup`) and none is queued since:
+/// the slot waits for `runtime_recover` to try again once the setup is fixed.
 pub fn setup_refused(state: &State, record: &registry::CarrierRecord) -> Option<usize> {
-    if record.health != SlotHealth::Provisioning || record.conversation.is_some() {
+    if record.awaiting_setup.is_none() || record.health != SlotHealth::Provisioning || record.conversation.is_some() {
         return None;
     }
-    let creates: Vec<&QueuedCommand> = state
-        .commands
-        .values()
-        .filter(|c| c.worker_id == record.reserved_worker && c.intent == CommandIntent::Create)
-        .collect();
-    let refused = |c: &&QueuedCommand| {
-        c.phase == CommandPhase::Completed
-            && matches!(&c.outcome, Some(CommandOutcome::Error { code, .. }) if code.is_host_state())
-    };
-    (!creates.is_empty() && creates.iter().all(refused)).then_some(creates.len())
+    let worker = &record.reserved_worker;
+    Some(state.commands.values().filter(|c| &c.worker_id == worker && c.intent == CommandIntent::Create).count())
 }
 
 /// Why a pool slot may not be retired now, if it may not: only a parked,

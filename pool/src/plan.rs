@@ -61,7 +61,11 @@ pub fn plan(records: &[CarrierRecord], desired: u32, max: u32, now_ms: u64) -> R
         if r.health == SlotHealth::ReconcileRequired {
             return Err(Hold::Uncertain { slot: r.slot, why: "reconcile required" });
         }
-        if r.health == SlotHealth::Provisioning && r.logical_worker_id.is_none() && now_ms > r.expires_at_ms {
+        if r.health == SlotHealth::Provisioning
+            && r.logical_worker_id.is_none()
+            && r.awaiting_setup.is_none()
+            && now_ms > r.expires_at_ms
+        {
             return Err(Hold::Uncertain { slot: r.slot, why: "provisioning expired unadmitted" });
         }
     }
@@ -100,6 +104,7 @@ mod tests {
             health,
             expires_at_ms: 100,
             bootstrapped: true,
+            awaiting_setup: None,
             revision: 1,
         }
     }

@@ -353,6 +353,10 @@ fn a_create_refused_for_setup_is_retried_by_recover_under_a_new_key_and_nothing_
     w.plane.report(EXEC, ExecutorFrame::Result { command_id: first.command_id.clone(), outcome: refused }).unwrap();
     let status = w.pool.status(&w.root.run_id, &[EXEC.into()]);
     assert!(status.reasons.contains(&ErrorCode::HostAppBindingNotReady), "{status:?}");
+    // The operator may take longer than the provisioning TTL: waiting for the
+    // setup is not an uncertain effect, so the pool does not fence.
+    w.clock.advance(60_001);
+    assert!(w.pool.ensure(&w.root, 1).is_ok(), "no RECONCILE_REQUIRED for a slot awaiting setup");
     assert_eq!(w.pool.recover(&w.root).unwrap().recovering, vec![0]);
     let second = create(&w);
     assert_ne!(second.idempotency_key, first.idempotency_key, "the executor's journal would answer the old key");

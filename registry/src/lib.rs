@@ -46,6 +46,10 @@ pub struct CarrierRecord {
     pub expires_at_ms: u64,
     /// Whether the bootstrap (create) command completed successfully.
     pub bootstrapped: bool,
+    /// The host or setup state its last create was refused for (nothing was
+    /// submitted); cleared when a retry is queued. Such a slot waits for the
+    /// operator, so its provisioning expiry does not make it uncertain.
+    pub awaiting_setup: Option<ErrorCode>,
     /// Compare-and-swap revision: bumped on every change.
     pub revision: u64,
 }
@@ -122,6 +126,7 @@ impl Registry {
                         health: SlotHealth::Provisioning,
                         expires_at_ms: *expires_at_ms,
                         bootstrapped: false,
+                        awaiting_setup: None,
                         revision,
                     },
                 );
@@ -130,6 +135,12 @@ impl Registry {
                 if self.by_worker.contains_key(worker_id) =>
             {
                 self.commands.insert(command_id.clone(), (worker_id.clone(), intent.clone()));
+                if *intent == CommandIntent::Create
+                    && let Some(record) = self.record_of(worker_id)
+                    && record.awaiting_setup.take().is_some()
+                {
+                    record.revision += 1;
+                }
             }
             EventBody::ConversationBound { worker_id, conversation_id, url, executor_id } => {
                 let Some(key) = self.by_worker.get(worker_id).cloned() else { return Ok(()) };
@@ -180,7 +191,9 @@ impl Registry {
                     _ if uncertain => record.health = SlotHealth::ReconcileRequired,
                     // A create refused for a host or setup state submitted
                     // nothing: the slot waits for the setup, then a recover.
-                    (CommandIntent::Create, CommandOutcome::Error { code, .. }) if code.is_host_state() => {}
+                    (CommandIntent::Create, CommandOutcome::Error { code, .. }) if code.is_host_state() => {
+                        record.awaiting_setup = Some(*code);
+                    }
                     (CommandIntent::Create | CommandIntent::Open, CommandOutcome::Error { .. }) => {
                         record.health = SlotHealth::Lost
                     }
