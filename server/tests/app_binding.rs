@@ -99,6 +99,14 @@ async fn every_binding_route_binds_bootstraps_once_and_attaches() {
     one_worker_binds_through(&world, "plus_menu").await;
     world.shutdown().await;
 
+    // The redesign (generation B): its add-context list holds the apps directly.
+    let world = World::start(orchestrator(), &[]).await.unwrap();
+    let generation_b = fakechat::hub::Settings { generation: fakechat::render::Generation::B, ..Default::default() };
+    world.fake.hub.set_defaults(generation_b);
+    world.fake.hub.set_app_mentions(false);
+    one_worker_binds_through(&world, "plus_menu").await;
+    world.shutdown().await;
+
     // The Project: created in it, the conversation inherits its app.
     let project_url = format!("https://chatgpt.com/g/{PROJECT}/project");
     let world = World::start(orchestrator(), &["--worker-project-url", &project_url]).await.unwrap();
