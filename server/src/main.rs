@@ -246,7 +246,8 @@ async fn demo() -> anyhow::Result<()> {
         let worker = outcome.bound.iter().find(|(_, c)| c == id).map_or("?", |(w, _)| w.as_str());
         let worker = if outcome.workers.first().is_some_and(|a| a == worker) { "alpha" } else { "beta" };
         println!(
-            "  {id}  worker {worker}  user turns {turns} (bootstrap {bootstraps}, wakes {})  retry clicks {}",
+            "  {id}  worker {worker}  app via {}  user turns {turns} (bootstrap {bootstraps}, wakes {})  retry clicks {}",
+            conversation["binding"]["route"].as_str().unwrap_or("none"),
             turns - bootstraps,
             conversation["retry_clicks"]
         );
