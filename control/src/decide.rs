@@ -750,11 +750,12 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                 }
                 (CommandOutcome::Ok { .. }, _) => {}
                 // A host or setup state (the app not bound, signed out…) is not a
-                // pool worker's failure: it is recorded where runtime_status reads
-                // its readiness reasons, and runtime_recover retries the create.
-                // A spawned worker has no retry: its launch fails, with the code.
-                (CommandOutcome::Error { code, detail }, CommandIntent::Create)
-                    if code.is_host_state() && state.runtime.by_worker(&worker.id).is_some() =>
+                // worker's failure: it is recorded where runtime_status reads its
+                // readiness reasons; runtime_recover retries a pool create. A
+                // spawned worker's create has no retry: its launch fails, with the code.
+                (CommandOutcome::Error { code, detail }, intent)
+                    if code.is_host_state()
+                        && (*intent != CommandIntent::Create || state.runtime.by_worker(&worker.id).is_some()) =>
                 {
                     events.push(EventBody::ConversationError {
                         worker_id: worker.id.clone(),

@@ -465,7 +465,7 @@ impl ControlPlane {
                     PromptRef::Bootstrap => bootstrap_prompt(&attach),
                     PromptRef::Followup { seq } => followup_prompt(&attach, *seq),
                 };
-                CommandOp::ConversationSend { conversation_id, prompt }
+                CommandOp::ConversationSend { conversation_id, prompt, app: self.host.app_label.clone() }
             }
             CommandIntent::Open | CommandIntent::Close => {
                 let (conversation_id, url) = worker.conversation.clone().ok_or_else(|| {

@@ -172,7 +172,7 @@ fn creates_spread_over_executors_and_sends_go_only_to_the_holder() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].1, ha);
     assert!(
-        matches!(&out[0].2, CommandOp::ConversationSend { conversation_id, prompt } if conversation_id.as_str() == CONV_A && prompt.contains("follow-up #1"))
+        matches!(&out[0].2, CommandOp::ConversationSend { conversation_id, prompt, .. } if conversation_id.as_str() == CONV_A && prompt.contains("follow-up #1"))
     );
     // Reports about A from B's executor are refused.
     let err = w.plane.report(&hb, ExecutorFrame::ConversationClosed { worker_id: a.clone() }).unwrap_err();

@@ -200,10 +200,13 @@ impl Core {
                 .ok_or_else(|| refuse(ErrorCode::NotFound, "the conversation has no open tab; open it first"))
         };
         let result = match &command.op {
-            CommandOp::ConversationCreate { prompt, project_url, app } => {
-                if app.as_deref().is_some_and(|label| !protocol::limits::valid_app_label(label)) {
-                    return refuse(ErrorCode::InvalidArgument, "app is not a valid app label");
-                }
+            CommandOp::ConversationCreate { app: Some(label), .. }
+            | CommandOp::ConversationSend { app: Some(label), .. }
+                if !protocol::limits::valid_app_label(label) =>
+            {
+                return refuse(ErrorCode::InvalidArgument, "app is not a valid app label");
+            }
+            CommandOp::ConversationCreate { prompt, project_url, .. } => {
                 match managed {
                     // Resuming after a restart: the tab is already open, go on to submit.
                     Some(Managed { tab: Some(tab), conversation: None, .. })
@@ -231,7 +234,7 @@ impl Core {
                     }
                 }
             }
-            CommandOp::ConversationSend { conversation_id, prompt }
+            CommandOp::ConversationSend { conversation_id, prompt, .. }
             | CommandOp::ConversationSteer { conversation_id, prompt } => {
                 open_tab(conversation_id).map(|tab| Plan::Submit { tab, prompt: prompt.clone() })
             }

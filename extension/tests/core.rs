@@ -33,7 +33,11 @@ fn create(n: u8, w: &WorkerId) -> Command {
 }
 
 fn send(n: u8, w: &WorkerId, conversation: &str) -> Command {
-    let op = CommandOp::ConversationSend { conversation_id: conversation.parse().unwrap(), prompt: "wake".into() };
+    let op = CommandOp::ConversationSend {
+        conversation_id: conversation.parse().unwrap(),
+        prompt: "wake".into(),
+        app: None,
+    };
     command(n, w, &format!("send-{n}"), op)
 }
 
@@ -189,6 +193,23 @@ fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
     let project = format!("https://chatgpt.com/g/g-p-{}/project", "a".repeat(32));
     let op = CommandOp::ConversationCreate { prompt: "p".into(), project_url: Some(project.clone()), app: None };
     assert_eq!(core.receive(&command(3, &worker(3), "k3", op), 0), Plan::Create { url: project, prompt: "p".into() });
+    // An app label that cannot name an app is refused before anything opens or types.
+    for label in ["", " padded", "line\nbreak"] {
+        let op = CommandOp::ConversationCreate { prompt: "p".into(), project_url: None, app: Some(label.into()) };
+        assert!(matches!(
+            core.receive(&command(4, &worker(4), &format!("k4{label}"), op), 0),
+            Plan::Reply(CommandOutcome::Error { code: ErrorCode::InvalidArgument, .. })
+        ));
+        let op = CommandOp::ConversationSend {
+            conversation_id: CONV.parse().unwrap(),
+            prompt: "wake".into(),
+            app: Some(label.into()),
+        };
+        assert!(matches!(
+            core.receive(&command(5, &worker(5), &format!("k5{label}"), op), 0),
+            Plan::Reply(CommandOutcome::Error { code: ErrorCode::InvalidArgument, .. })
+        ));
+    }
 }
 
 #[test]

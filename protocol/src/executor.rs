@@ -222,6 +222,10 @@ pub enum CommandOp {
         conversation_id: ConversationId,
         /// The prompt (wake, follow-up, continuation).
         prompt: String,
+        /// The orchestrator's app label: the conversation must (still) show
+        /// that app selected, or is bound to it again, before the prompt.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        app: Option<String>,
     },
     /// Submit a mid-turn checkpoint without waiting for idle (reserved).
     ConversationSteer {
@@ -279,6 +283,7 @@ mod tests {
             op: CommandOp::ConversationSend {
                 conversation_id: "0196b2c4-8e1f-7a3b-9c2d-4e5f60718293".parse().unwrap(),
                 prompt: "resume".into(),
+                app: None,
             },
         });
         let json = serde_json::to_value(&cmd).unwrap();

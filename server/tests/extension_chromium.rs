@@ -334,7 +334,14 @@ async fn a_tab_the_extension_did_not_open_is_never_touched_and_commands_naming_i
     };
     let url = format!("https://chatgpt.com/c/{my_conversation}");
     let commands = vec![
-        command(1, CommandOp::ConversationSend { conversation_id: conversation_id.clone(), prompt: "hijack".into() }),
+        command(
+            1,
+            CommandOp::ConversationSend {
+                conversation_id: conversation_id.clone(),
+                prompt: "hijack".into(),
+                app: None,
+            },
+        ),
         command(2, CommandOp::ConversationInspect { conversation_id: conversation_id.clone() }),
         command(3, CommandOp::ConversationOpen { conversation_id: conversation_id.clone(), url }),
         command(4, CommandOp::ConversationClose { conversation_id }),

@@ -518,7 +518,7 @@ fn perform(shared: &Shared, outbox: &Outbox, command: &Command) -> CommandOutcom
             send(ExecutorFrame::ConversationState { worker_id: worker, state: ConversationState::Idle, error: None });
             CommandOutcome::Ok { conversation_id: Some(id) }
         }
-        CommandOp::ConversationSend { conversation_id, prompt }
+        CommandOp::ConversationSend { conversation_id, prompt, .. }
         | CommandOp::ConversationSteer { conversation_id, prompt } => {
             if let Some(refusal) = unmanaged(shared, &worker, conversation_id) {
                 return refusal;

@@ -536,7 +536,7 @@ impl Background {
             expect_conversation: creating,
             conversation: conversation.map(|c| c.to_string()),
             app: match &command.op {
-                CommandOp::ConversationCreate { app, .. } => app.clone(),
+                CommandOp::ConversationCreate { app, .. } | CommandOp::ConversationSend { app, .. } => app.clone(),
                 _ => None,
             },
         });
