@@ -42,6 +42,20 @@ pub fn parse_url(url: &str) -> Option<ConversationRef> {
     }
 }
 
+/// Whether `url` is exactly a Project page, `https://chatgpt.com/g/g-p-<32 hex>[-slug]/project`
+/// (no query, fragment or port): where new worker conversations may be created.
+pub fn is_project_page(url: &str) -> bool {
+    let Some(segment) = url.strip_prefix("https://chatgpt.com/g/").and_then(|r| r.strip_suffix("/project")) else {
+        return false;
+    };
+    let Some((hex, slug)) = segment.strip_prefix("g-p-").and_then(|h| h.split_at_checked(32)) else { return false };
+    let slug_ok = slug.is_empty()
+        || slug
+            .strip_prefix('-')
+            .is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+    hex.bytes().all(|b| b.is_ascii_hexdigit()) && slug_ok
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,6 +80,22 @@ mod tests {
             format!("https://chatgpt.com/g/g-p-123/c/{ID}"),
         ] {
             assert_eq!(parse_url(&bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_exact_project_pages_are_project_pages() {
+        assert!(is_project_page(&format!("https://chatgpt.com/g/g-p-{HEX}/project")));
+        assert!(is_project_page(&format!("https://chatgpt.com/g/g-p-{HEX}-my-workers/project")));
+        for bad in [
+            format!("https://chatgpt.com/g/g-p-{HEX}-/project"),
+            format!("https://chatgpt.com/g/g-p-{HEX}/project?x=1"),
+            format!("https://chatgpt.com/g/g-p-{HEX}/c/{ID}"),
+            format!("http://chatgpt.com/g/g-p-{HEX}/project"),
+            format!("https://evil.example/g/g-p-{HEX}/project"),
+            "https://chatgpt.com/g/g-p-123/project".to_owned(),
+        ] {
+            assert!(!is_project_page(&bad), "{bad}");
         }
     }
 }

@@ -27,7 +27,7 @@ pub mod locators;
 
 pub use classify::{Incident, PageState, Snapshot, classify};
 pub use compose::{Act, Pressed, Refusal, confirmed, ready, submit, submit_bound};
-pub use identity::{ConversationRef, parse_url};
+pub use identity::{ConversationRef, is_project_page, parse_url};
 pub use locators::{Element, Locator, UiChanged, resolve};
 
 /// The DOM as a carrier sees it. Implementations: web-sys in the extension,

@@ -43,12 +43,8 @@ pub const APP_LABEL: &str = "Orchestrator";
 /// look-alikes: a case variant, a longer name and a disabled one.
 pub fn install_apps(hub: &fakechat::hub::Hub, label: &str, state: fakechat::render::AppState) {
     use fakechat::hub::AppConfig;
-    use fakechat::render::{App, AppState};
-    let app = |label: &str, orchestrator: bool, state: AppState| AppConfig {
-        app: App { id: String::new(), label: label.into(), state },
-        orchestrator,
-        catalog: None,
-    };
+    use fakechat::render::AppState;
+    let app = AppConfig::new;
     hub.set_apps(vec![
         app(&format!("{label} Dev"), false, AppState::Enabled),
         app(&label.to_lowercase(), false, AppState::Enabled),

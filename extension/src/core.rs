@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use chatgpt_dom::parse_url;
+use chatgpt_dom::{is_project_page, parse_url};
 use protocol::executor::{Command, CommandOp, CommandOutcome, ConversationState, ExecutorFrame};
 use protocol::{CommandId, ConversationId, ErrorCode, WorkerId};
 use serde::{Deserialize, Serialize};
@@ -217,11 +217,7 @@ impl Core {
                     Some(_) => Err(refuse(ErrorCode::Conflict, "the worker already has a managed conversation")),
                     None => {
                         let base = match project_url {
-                            Some(url)
-                                if parse_url(url).is_some_and(|r| r.project.is_some() && r.conversation.is_none()) =>
-                            {
-                                url.clone()
-                            }
+                            Some(url) if is_project_page(url) => url.clone(),
                             Some(_) => {
                                 return refuse(
                                     ErrorCode::InvalidArgument,

@@ -88,6 +88,14 @@ pub struct AppConfig {
     pub catalog: Option<String>,
 }
 
+impl AppConfig {
+    /// An app labelled `label` (its id assigned by [`Hub::set_apps`]), the
+    /// orchestrator's when `orchestrator`, its catalog not yet fetched.
+    pub fn new(label: &str, orchestrator: bool, state: AppState) -> Self {
+        AppConfig { app: App { id: String::new(), label: label.into(), state }, orchestrator, catalog: None }
+    }
+}
+
 /// What the model in a conversation can call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolAccess {

@@ -12,7 +12,7 @@ use control::store::SqliteStore;
 use control::{ControlPlane, Keyring, SystemClock};
 use fakechat::hub::{AppConfig, Route, Selection};
 use fakechat::mcp::Client;
-use fakechat::render::{App, AppState};
+use fakechat::render::AppState;
 use fakechat::server::Csp;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -37,8 +37,8 @@ async fn world() -> World {
     tokio::spawn(async move { axum::serve(listener, app).await });
     let fake = fakechat::start("127.0.0.1:0".parse().unwrap(), Some(mcp_url.clone()), Csp::Strict, None).await.unwrap();
     fake.hub.set_apps(vec![
-        app_config("Orchestrator", true, AppState::Enabled),
-        app_config("Orchestrator Dev", false, AppState::Enabled),
+        AppConfig::new("Orchestrator", true, AppState::Enabled),
+        AppConfig::new("Orchestrator Dev", false, AppState::Enabled),
     ]);
     let mut root = Client::connect(&mcp_url).await.unwrap();
     let cap = root.call("run_create", json!({"title": "agent"})).await.unwrap().unwrap()["root_capability"]
@@ -46,10 +46,6 @@ async fn world() -> World {
         .unwrap()
         .to_owned();
     World { fake, root, cap, _dir: dir }
-}
-
-fn app_config(label: &str, orchestrator: bool, state: AppState) -> AppConfig {
-    AppConfig { app: App { id: String::new(), label: label.into(), state }, orchestrator, catalog: None }
 }
 
 /// The page's choice of the app labelled `label`, through the mention popover.
@@ -219,7 +215,7 @@ async fn without_the_orchestrators_app_the_model_cannot_attach() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_with_an_old_tool_catalog_is_told_host_app_stale() {
     let mut w = world().await;
-    w.fake.hub.set_apps(vec![app_config("Orchestrator", true, AppState::Stale)]);
+    w.fake.hub.set_apps(vec![AppConfig::new("Orchestrator", true, AppState::Stale)]);
     let (stale, bootstrap) = w.spawn("zeta", r#"complete "x""#).await;
     let conversation = w.submit(None, &bootstrap);
     let c = w.idle(&conversation).await;
@@ -233,7 +229,7 @@ async fn an_app_with_an_old_tool_catalog_is_told_host_app_stale() {
         "{events}"
     );
     // A fresh app fetches the current catalog, caches it, and attaches with it.
-    w.fake.hub.set_apps(vec![app_config("Orchestrator", true, AppState::Enabled)]);
+    w.fake.hub.set_apps(vec![AppConfig::new("Orchestrator", true, AppState::Enabled)]);
     let (worker, bootstrap) = w.spawn("eta", r#"complete "fine""#).await;
     let conversation = w.submit(None, &bootstrap);
     w.idle(&conversation).await;

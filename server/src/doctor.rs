@@ -9,19 +9,6 @@ use protocol::limits::{APP_LABEL_MAX, valid_app_label};
 
 use crate::tools::catalog;
 
-/// Whether `url` is a ChatGPT Project page: `https://chatgpt.com/g/g-p-<32 hex>[-slug]/project`.
-pub fn valid_project_url(url: &str) -> bool {
-    let Some(segment) = url.strip_prefix("https://chatgpt.com/g/").and_then(|r| r.strip_suffix("/project")) else {
-        return false;
-    };
-    let Some((id, rest)) = segment.strip_prefix("g-p-").and_then(|h| h.split_at_checked(32)) else { return false };
-    let slug_ok = rest.is_empty()
-        || rest
-            .strip_prefix('-')
-            .is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
-    id.bytes().all(|b| b.is_ascii_hexdigit()) && slug_ok
-}
-
 /// The host setup from its two settings, or why they are not valid.
 pub fn host_setup(app_label: Option<&str>, project_url: Option<&str>) -> Result<HostSetup, String> {
     if let Some(label) = app_label
@@ -32,7 +19,7 @@ pub fn host_setup(app_label: Option<&str>, project_url: Option<&str>) -> Result<
         ));
     }
     if let Some(url) = project_url
-        && !valid_project_url(url)
+        && !chatgpt_dom::is_project_page(url)
     {
         return Err("--worker-project-url must look like https://chatgpt.com/g/g-p-<32 hex>[-name]/project".into());
     }

@@ -270,17 +270,15 @@ pub fn catalog() -> &'static Catalog {
 /// Refuses a caller whose host lists an older catalog than this daemon's,
 /// and records that against the worker it would attach (a setup state the
 /// pool shows in `runtime_status`, not the worker's failure).
-fn check_catalog(plane: &ControlPlane, attach_identity: &str, stamp: Option<&str>) -> Result<(), Error> {
+fn check_catalog(plane: &ControlPlane, worker_id: &WorkerId, stamp: Option<&str>) -> Result<(), Error> {
     let current = &catalog().stamp;
     let Some(stamp) = stamp.filter(|s| s != current) else { return Ok(()) };
     let detail = format!(
         "ChatGPT lists this daemon's tools from catalog {stamp}, the daemon serves {current}: \
          refresh the app in ChatGPT (Settings → Apps → the orchestrator's app → Refresh), then retry"
     );
-    if let Some(worker_id) = plane.keys().verify_attach_identity(attach_identity) {
-        let code = protocol::ErrorCode::HostAppStale;
-        plane.execute(Command::HostState { worker_id, code, detail: detail.clone() })?;
-    }
+    let code = protocol::ErrorCode::HostAppStale;
+    plane.execute(Command::HostState { worker_id: worker_id.clone(), code, detail: detail.clone() })?;
     Err(Error::HostAppStale(detail))
 }
 
@@ -644,7 +642,20 @@ impl Tools {
         pool: Arc<pool::Pool>,
         executors: Option<Arc<carrier_webext::Bridge>>,
     ) -> Self {
-        Self { plane, pool, executors, tool_router: Self::tool_router() }
+        Self { plane, pool, executors, tool_router: Self::stamped_router() }
+    }
+
+    /// The tools, with the catalog stamp in the attach tools' descriptions:
+    /// ChatGPT caches the tool list per app, so a stale app shows an old stamp.
+    fn stamped_router() -> ToolRouter<Self> {
+        let mut router = Self::tool_router();
+        let stamp = &catalog().stamp;
+        for name in ["worker_attach", "runtime_bootstrap"] {
+            let tool = &mut router.map.get_mut(name).expect("the attach tools exist").attr;
+            let text = tool.description.as_deref().unwrap_or_default();
+            tool.description = Some(format!("{text} Catalog {stamp}: pass it as catalog.").into());
+        }
+        router
     }
 
     async fn connected(&self) -> Vec<String> {
@@ -757,7 +768,9 @@ impl Tools {
         let peer = peer_fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {
-            check_catalog(&plane, &args.attach_identity, args.catalog.as_deref())?;
+            let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
+            plane.worker(&id).ok_or(Error::Unauthorized)?;
+            check_catalog(&plane, &id, args.catalog.as_deref())?;
             let w = pool.bootstrap(&args.attach_identity, &peer)?;
             attach_out(&plane, &w.id)
         })
@@ -909,9 +922,9 @@ impl Tools {
         let peer = peer_fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {
-            check_catalog(&plane, &args.attach_identity, args.catalog.as_deref())?;
             let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
             plane.worker(&id).ok_or(Error::Unauthorized)?;
+            check_catalog(&plane, &id, args.catalog.as_deref())?;
             // A pool worker following its bootstrap prompt lands here too: it is
             // admitted exactly as through runtime_bootstrap.
             if plane.with_state(|s| s.runtime.by_worker(&id).is_some()) {
@@ -1142,29 +1155,6 @@ impl Tools {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Tools {
-    /// The tools, with the catalog stamp in the attach tools' descriptions:
-    /// ChatGPT caches this list per app, so a stale app shows an old stamp.
-    async fn list_tools(
-        &self,
-        _request: Option<rmcp::model::PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
-        let stamp = &catalog().stamp;
-        let tools = self
-            .tool_router
-            .list_all()
-            .into_iter()
-            .map(|mut tool| {
-                if matches!(&*tool.name, "worker_attach" | "runtime_bootstrap") {
-                    let text = tool.description.as_deref().unwrap_or_default();
-                    tool.description = Some(format!("{text} Catalog {stamp}: pass it as catalog.").into());
-                }
-                tool
-            })
-            .collect();
-        Ok(rmcp::model::ListToolsResult::with_all_items(tools))
-    }
-
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("chatgpt-orchestrator", env!("CARGO_PKG_VERSION")))

@@ -55,13 +55,8 @@ impl Act for LiveDom {
     /// Types through the editing pipeline (`insertText`), which ProseMirror
     /// and Lexical both observe as user input.
     fn insert_text(&self, editor: &Element, text: &str) -> bool {
-        let Some(html) = editor.dyn_ref::<HtmlElement>() else { return false };
-        let _ = html.focus();
-        if let Ok(Some(selection)) = self.document.get_selection() {
-            let _ = selection.select_all_children(editor);
-        }
-        let document: &HtmlDocument = self.document.unchecked_ref();
-        document.exec_command_with_show_ui_and_value("insertText", false, text).unwrap_or(false)
+        self.select_contents(editor)
+            && self.html_document().exec_command_with_show_ui_and_value("insertText", false, text).unwrap_or(false)
     }
 
     fn click(&self, node: &Element) {
@@ -71,14 +66,26 @@ impl Act for LiveDom {
     }
 
     fn clear(&self, editor: &Element) {
-        if let Some(html) = editor.dyn_ref::<HtmlElement>() {
-            let _ = html.focus();
+        if self.select_contents(editor) {
+            let _ = self.html_document().exec_command("delete");
         }
+    }
+}
+
+impl LiveDom {
+    /// Focuses `editor` and selects everything in it, as a person would
+    /// before typing over it.
+    fn select_contents(&self, editor: &Element) -> bool {
+        let Some(html) = editor.dyn_ref::<HtmlElement>() else { return false };
+        let _ = html.focus();
         if let Ok(Some(selection)) = self.document.get_selection() {
             let _ = selection.select_all_children(editor);
         }
-        let document: &HtmlDocument = self.document.unchecked_ref();
-        let _ = document.exec_command("delete");
+        true
+    }
+
+    fn html_document(&self) -> &HtmlDocument {
+        self.document.unchecked_ref()
     }
 }
 
