@@ -10,7 +10,7 @@ use chromiumoxide::cdp::browser_protocol::target::GetTargetsParams;
 use chromiumoxide::{Browser, BrowserConfig, Page};
 use futures_util::StreamExt;
 
-const CHROMIUM: &str = "/usr/bin/chromium";
+pub(crate) const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// Debian's headless Chromium on a fresh profile under `dir`, reaching
 /// `127.0.0.1:port` as `https://chatgpt.com`. Without chromiumoxide's
@@ -59,6 +59,7 @@ impl Chromium {
     /// `127.0.0.1:port`, profile and caches under `dir`.
     pub async fn launch(extension: &Path, port: u16, dir: &Path) -> anyhow::Result<Chromium> {
         anyhow::ensure!(Path::new(CHROMIUM).exists(), "{CHROMIUM} is missing: run `cargo xtask install`");
+        crate::print_versions();
         let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(extension.join("manifest.json"))?)?;
         let key = manifest["key"].as_str().context("the Chromium manifest has no key")?;
         let extension_id = chromium_id(key)?;

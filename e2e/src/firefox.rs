@@ -13,7 +13,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-const FIREFOX: &str = "/usr/bin/firefox-esr";
+pub(crate) const FIREFOX: &str = "/usr/bin/firefox-esr";
 /// The add-on's internal UUID, fixed by a pref so its pages have a known URL.
 const UUID: &str = "5d1c2f4e-8a7b-4c3d-9e0f-1a2b3c4d5e6f";
 
@@ -31,6 +31,7 @@ impl Firefox {
     /// installed; `chatgpt.com:443` goes to `127.0.0.1:port`, whose CA is `ca_pem`.
     pub async fn launch(extension: &Path, port: u16, ca_pem: &str, dir: &Path) -> anyhow::Result<Firefox> {
         anyhow::ensure!(Path::new(FIREFOX).exists(), "{FIREFOX} is missing: run `cargo xtask install`");
+        crate::print_versions();
         let manifest: Value = serde_json::from_slice(&std::fs::read(extension.join("manifest.json"))?)?;
         let gecko_id = manifest["browser_specific_settings"]["gecko"]["id"].as_str().context("no gecko id")?;
         let profile = dir.join("profile");
@@ -132,9 +133,15 @@ impl Firefox {
         bail!("never true: {expression}")
     }
 
-    /// Pairs the add-on through its options page and waits for `connected`.
+    /// Pairs the add-on through the options page it opened on install, as a
+    /// person would, and waits for `connected`.
+    ///
+    /// The rig never navigates to the page itself: Firefox 153 refuses a
+    /// BiDi `browsingContext.navigate` to a `moz-extension:` URL ("not
+    /// allowed in this context"), which ESR 140 allowed. The add-on opening
+    /// its own pairing page on a fresh install works on both.
     pub async fn pair(&mut self, endpoint: &str, token: &str) -> anyhow::Result<()> {
-        let options = self.open(&format!("moz-extension://{UUID}/options.html")).await?;
+        let options = self.extension_page("/options.html").await?;
         self.until(&options, "document.body.hasAttribute('data-ready')").await?;
         let fill = format!(
             "document.querySelector('#endpoint').value = {}; document.querySelector('#token').value = {}; \
@@ -144,6 +151,25 @@ impl Firefox {
         );
         self.eval(&options, &fill).await?;
         self.until(&options, "document.querySelector('#connection').textContent === 'connected'").await
+    }
+
+    /// The top-level context showing the add-on's page `path`, waiting for
+    /// the add-on to open it (20 s).
+    pub async fn extension_page(&mut self, path: &str) -> anyhow::Result<String> {
+        let prefix = format!("moz-extension://{UUID}{path}");
+        for _ in 0..200 {
+            let tree = self.command("browsingContext.getTree", json!({"maxDepth": 0})).await?;
+            let found = tree["contexts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["url"].as_str().is_some_and(|u| u.starts_with(&prefix)));
+            if let Some(context) = found.and_then(|c| c["context"].as_str()) {
+                return Ok(context.to_owned());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        bail!("the add-on never opened {prefix}")
     }
 }
 

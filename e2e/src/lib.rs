@@ -89,3 +89,34 @@ impl World {
         self.daemon.kill();
     }
 }
+
+/// The browser rig's versions on one line (Chromium, Firefox, web-ext,
+/// wasm-bindgen), so a break after a distribution update is diagnosed from
+/// a failing test's output alone. A tool that is missing says so.
+pub fn versions() -> String {
+    let web_ext = workspace().join("extension/node_modules/.bin/web-ext");
+    let tools: [(&str, &std::ffi::OsStr); 4] = [
+        ("chromium", browser::CHROMIUM.as_ref()),
+        ("firefox", firefox::FIREFOX.as_ref()),
+        ("web-ext", web_ext.as_os_str()),
+        ("wasm-bindgen", "wasm-bindgen".as_ref()),
+    ];
+    let found: Vec<String> = tools
+        .iter()
+        .map(|(name, program)| {
+            let out = std::process::Command::new(program).arg("--version").output();
+            let line = out.ok().filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+            let version = line
+                .as_deref()
+                .and_then(|l| l.split_whitespace().find(|w| w.starts_with(|c: char| c.is_ascii_digit())));
+            format!("{name} {}", version.unwrap_or("missing"))
+        })
+        .collect();
+    format!("versions: {}", found.join(", "))
+}
+
+/// Prints [`versions`] once per test binary (on the first browser launch).
+pub fn print_versions() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| eprintln!("e2e {}", versions()));
+}

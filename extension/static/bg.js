@@ -15,4 +15,4 @@ api.tabs.onUpdated.addListener(forward("tab_updated"));
 api.alarms.onAlarm.addListener(forward("alarm"));
 api.storage.onChanged.addListener(forward("storage_changed"));
 api.runtime.onStartup.addListener(() => ready);
-api.runtime.onInstalled.addListener(() => ready);
+api.runtime.onInstalled.addListener(forward("installed"));

@@ -44,6 +44,28 @@ fn succeeds(cmd: &mut Command) -> bool {
     cmd.current_dir(root()).output().is_ok_and(|o| o.status.success())
 }
 
+/// Prints, on one line, the versions the browser tests will run against:
+/// when a distribution update breaks the rig, this line says what moved.
+fn print_versions() {
+    let version = |program: &str, args: &[&str]| -> String {
+        let out = Command::new(program).args(args).current_dir(root()).output();
+        let text = out.ok().filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+        let words = text.as_deref().map(str::split_whitespace).into_iter().flatten();
+        let word = words.map(|w| w.trim_start_matches('v')).find(|w| w.starts_with(|c: char| c.is_ascii_digit()));
+        word.unwrap_or("missing").to_owned()
+    };
+    let web_ext = root().join("extension/node_modules/.bin/web-ext").display().to_string();
+    eprintln!(
+        "xtask versions: chromium {}, firefox {}, web-ext {}, wasm-bindgen {}, rustc {}, node {}",
+        version("/usr/bin/chromium", &["--version"]),
+        version("/usr/bin/firefox-esr", &["--version"]),
+        version(&web_ext, &["--version"]),
+        version("wasm-bindgen", &["--version"]),
+        version("rustc", &["--version"]),
+        version("node", &["--version"]),
+    );
+}
+
 /// Installs the test prerequisites; each step is skipped when already done.
 fn install() -> anyhow::Result<()> {
     let targets =
@@ -93,6 +115,7 @@ fn install() -> anyhow::Result<()> {
 
 fn ci() -> anyhow::Result<()> {
     install()?;
+    print_versions();
     run(Command::new("cargo").args(["fmt", "--all", "--", "--check"]))?;
     run(Command::new("cargo").args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     // The extension's browser glue exists only on wasm32.

@@ -161,6 +161,16 @@ pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
             }
         }
         "alarm" => bg.connect(),
+        "installed" => {
+            // A fresh install has nothing to connect with: show the person the
+            // pairing form at once instead of leaving them to find it.
+            let reason = Reflect::get(&first, &"reason".into()).ok().and_then(|r| r.as_string());
+            if reason.as_deref() == Some("install") && bg.pairing.borrow().is_none() {
+                wasm_bindgen_futures::spawn_local(async {
+                    let _ = call("runtime.openOptionsPage", &[]).await;
+                });
+            }
+        }
         "storage_changed" => {
             let pairing = Reflect::get(&first, &"pairing".into()).ok().filter(|c| c.is_object());
             if let Some(change) = pairing {
