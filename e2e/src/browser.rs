@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chromiumoxide::cdp::browser_protocol::extensions::LoadUnpackedParams;
-use chromiumoxide::cdp::browser_protocol::target::GetTargetsParams;
+use chromiumoxide::cdp::browser_protocol::target::{CloseTargetParams, GetTargetsParams};
 use chromiumoxide::{Browser, BrowserConfig, Page};
 use futures_util::StreamExt;
 
@@ -74,7 +74,28 @@ impl Chromium {
             .map_err(anyhow::Error::msg)?;
         let (browser, mut handler) = Browser::launch(config).await.context("launching chromium")?;
         let handler = tokio::spawn(async move { while handler.next().await.is_some() {} });
-        Ok(Chromium { browser, extension_id, path: ext, handler })
+        let chromium = Chromium { browser, extension_id, path: ext, handler };
+        chromium.close_welcome_tab().await?;
+        Ok(chromium)
+    }
+
+    /// On a fresh install the extension opens its pairing page by itself.
+    /// The rig waits for that tab and closes it, as a person who pairs
+    /// later would: a page target appearing while the rig opens its own
+    /// tabs races chromiumoxide's `new_page`, which then never returns.
+    async fn close_welcome_tab(&self) -> anyhow::Result<()> {
+        let options = self.extension_url("options.html");
+        for _ in 0..200 {
+            let targets = self.browser.execute(GetTargetsParams::default()).await?;
+            if let Some(tab) =
+                targets.result.target_infos.iter().find(|t| t.r#type == "page" && t.url.starts_with(&options))
+            {
+                self.browser.execute(CloseTargetParams::new(tab.target_id.clone())).await?;
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::bail!("the extension did not open its pairing page on a fresh install")
     }
 
     /// Turns on developer mode (Chromium collects extension errors only then).

@@ -1,6 +1,11 @@
 //! The same extension source, built for Firefox: `web-ext lint` is clean,
 //! and headless Firefox ESR runs the two-worker flow (Python root) against
 //! the real daemon and fakechat, each prompt landing exactly once.
+//!
+//! Versions covered: Firefox ESR 140 (Debian 12's until late 2026) and 153,
+//! which refuses a WebDriver BiDi navigation to a `moz-extension:` URL. The
+//! rig pairs through the page the add-on opens by itself on a fresh install,
+//! the same on both; a failing run prints the versions it ran against.
 
 mod support;
 
