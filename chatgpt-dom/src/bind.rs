@@ -15,13 +15,24 @@ use crate::Dom;
 use crate::compose::{Act, Refusal};
 use crate::locators::{Element, resolve};
 
-/// App pills: generation A's selection pill and its mention-path variant,
-/// then the redesign's remove button (English label: the only evidence).
-const PILLS: &[(&str, Option<&str>)] = &[
-    (r#"[data-inline-selection-pill][data-keyword][data-id^="plugin:"]"#, Some("data-keyword")),
-    ("[app-mention-path][app-mention-display-name]", Some("app-mention-display-name")),
-    (r#"form[data-chatgpt-composer] button[aria-label^="Remove "]"#, None),
+/// App pills by structure: generation A's selection pill with a plugin id
+/// (as `data-id` or `data-system-hint-type`), and the inline app mention.
+/// Each with the attribute that holds the app's name.
+const PILLS: &[(&str, &str)] = &[
+    (r#"[data-inline-selection-pill][data-keyword][data-id^="plugin:"]"#, "data-keyword"),
+    (r#"[data-inline-selection-pill][data-keyword][data-system-hint-type^="plugin:"]:not([data-id])"#, "data-keyword"),
+    ("[app-mention-path][app-mention-display-name]", "app-mention-display-name"),
 ];
+
+/// The redesign's app chip has nothing but its remove control's label:
+/// "Remove <App>" (en, 2026-09 map), "移除 <App>" (zh-CN). Attachment chips
+/// use the same label form and never count; any other chip reads as
+/// another selection (fail closed). Generation A's "<x>, click to remove"
+/// labels are not read: non-app pills ("Extended thinking") use them too,
+/// and A's app pills carry a plugin id.
+const REMOVE_PREFIXES: &[&str] = &["Remove ", "移除 "];
+const CHIPS: &str = "form[data-chatgpt-composer] button[aria-label]";
+const ATTACHMENTS: &str = r#"[data-composer-attachments], [class~="group/composer-attachment"]"#;
 
 /// App rows: the `+` menu's plugin rows, and the rows of the mention popover
 /// or the redesign's "add context" list.
@@ -60,16 +71,26 @@ pub enum Selected {
     Other(Vec<String>),
 }
 
-/// Labels of the app pills in the composer.
+/// Labels of the app pills in the composer (visible ones, each once).
 pub fn pills<D: Dom>(dom: &D) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |label: String| {
+        let label = label.trim().to_owned();
+        if !out.contains(&label) {
+            out.push(label);
+        }
+    };
     for (selector, attribute) in PILLS {
-        for node in dom.query_all(None, selector) {
-            let label = match attribute {
-                Some(name) => dom.attr(&node, name).unwrap_or_default(),
-                None => dom.text(&node),
-            };
-            out.push(label.trim().to_owned());
+        for node in crate::locators::visible(dom, None, selector) {
+            add(dom.attr(&node, attribute).unwrap_or_default());
+        }
+    }
+    for chip in crate::locators::visible(dom, None, CHIPS) {
+        let label = dom.attr(&chip, "aria-label").unwrap_or_default();
+        if let Some(app) = REMOVE_PREFIXES.iter().find_map(|p| label.strip_prefix(p))
+            && !dom.within(&chip, ATTACHMENTS)
+        {
+            add(app.to_owned());
         }
     }
     out

@@ -94,7 +94,7 @@ fn submit_with<D: Act>(dom: &D, prompt: &str, app: Option<&str>) -> Result<Press
     if !ready(dom)? {
         return Err(Refusal::new(ErrorCode::Conflict, "the page is busy"));
     }
-    let turns_before = dom.query_all(None, crate::classify::TURN).len();
+    let turns_before = crate::classify::turns(dom).len();
     let ui = |e: crate::UiChanged| Refusal::new(e.code(), format!("{:?}: {}", e.element, e.detail));
     let editor = resolve(dom, Element::Editor).map_err(ui)?;
     if !normalized(&dom.text(&editor)).is_empty() {
@@ -103,15 +103,27 @@ fn submit_with<D: Act>(dom: &D, prompt: &str, app: Option<&str>) -> Result<Press
     if !dom.insert_text(&editor, prompt) || normalized(&dom.text(&editor)) != normalized(prompt) {
         return Err(Refusal::new(ErrorCode::HostUiChanged, "the editor did not take the prompt verbatim"));
     }
+    // From here on every refusal empties the editor again: nothing is left half-done.
+    let refuse = |refusal: Refusal| {
+        dom.clear(&editor);
+        Err(refusal)
+    };
     if let Some(label) = app
         && crate::bind::selected(dom, label) != crate::bind::Selected::Bound
     {
-        dom.clear(&editor);
-        return Err(Refusal::new(ErrorCode::HostAppBindingNotReady, "the app's pill is gone; not sending unbound"));
+        return refuse(Refusal::new(ErrorCode::HostAppBindingNotReady, "the app's pill is gone; not sending unbound"));
     }
-    let send = resolve(dom, Element::SendButton).map_err(ui)?;
+    // The send button exists only now that the editor holds text. Stop
+    // evidence anywhere means the page is not ours to submit into.
+    if !crate::locators::stop_buttons(dom).is_empty() {
+        return refuse(Refusal::new(ErrorCode::Conflict, "a stop button appeared; the page is busy"));
+    }
+    let send = match resolve(dom, Element::SendButton) {
+        Ok(send) => send,
+        Err(e) => return refuse(ui(e)),
+    };
     if dom.attr(&send, "disabled").is_some() || dom.attr(&send, "aria-disabled").as_deref() == Some("true") {
-        return Err(Refusal::new(ErrorCode::HostUiChanged, "the send button stayed disabled"));
+        return refuse(Refusal::new(ErrorCode::HostUiChanged, "the send button stayed disabled"));
     }
     dom.click(&send);
     Ok(Pressed { turns_before })
@@ -120,7 +132,7 @@ fn submit_with<D: Act>(dom: &D, prompt: &str, app: Option<&str>) -> Result<Press
 /// Whether the page shows that it took the prompt: a new turn, or the
 /// editor emptied.
 pub fn confirmed<D: Dom>(dom: &D, pressed: Pressed) -> bool {
-    if dom.query_all(None, crate::classify::TURN).len() > pressed.turns_before {
+    if crate::classify::turns(dom).len() > pressed.turns_before {
         return true;
     }
     resolve(dom, Element::Editor).is_ok_and(|editor| normalized(&dom.text(&editor)).is_empty())

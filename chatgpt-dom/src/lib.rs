@@ -12,6 +12,9 @@
 //! - [`bind`]: binding the conversation to the orchestrator's app, by its
 //!   exact label, before anything is submitted.
 //! - [`identity`]: conversation identity from `/c/<uuid>` and project URLs.
+//! - [`inspect`]: a read-only account of how this build reads a page.
+//! - `html` (feature `html`): a parsed HTML document as a [`Dom`], for
+//!   saved pages and the corpus in `fixtures/`.
 //!
 //! Fail closed: a locator that matches nothing, or more than one element,
 //! is `HOST_UI_CHANGED`; nothing is ever clicked approximately, and the
@@ -22,13 +25,16 @@
 pub mod bind;
 pub mod classify;
 pub mod compose;
+#[cfg(feature = "html")]
+pub mod html;
 pub mod identity;
+pub mod inspect;
 pub mod locators;
 
-pub use classify::{Incident, PageState, Snapshot, classify};
+pub use classify::{Incident, PageState, Snapshot, classify, reading};
 pub use compose::{Act, Pressed, Refusal, confirmed, ready, submit, submit_bound};
 pub use identity::{ConversationRef, is_project_page, parse_url};
-pub use locators::{Element, Locator, UiChanged, resolve};
+pub use locators::{Element, Locator, UiChanged, is_stop, resolve};
 
 /// The DOM as a carrier sees it. Implementations: web-sys in the extension,
 /// DevTools in the CDP agent, an HTML parser in tests.
@@ -43,4 +49,11 @@ pub trait Dom {
     fn text(&self, node: &Self::Node) -> String;
     /// Whether the node lies inside any element matching `selector`.
     fn within(&self, node: &Self::Node, selector: &str) -> bool;
+    /// Whether a person could see the node: neither it nor an ancestor is
+    /// `hidden`, `display: none` or `visibility: hidden`, and it has a box
+    /// (not 0×0), where the carrier can tell. The redesign keeps hidden
+    /// legacy elements (an old editor, a stop button, a second composer
+    /// form): only visible controls count. `aria-hidden` is not asked: the
+    /// site's modal menus set it on everything else while they are open.
+    fn visible(&self, node: &Self::Node) -> bool;
 }

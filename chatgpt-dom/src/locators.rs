@@ -1,6 +1,13 @@
-//! The locator table. Each element has ordered candidates; the first that
-//! matches exactly one element wins. Sources: `../shared/CHATGPT-DOM.md`
-//! (generation A: 2025 – mid 2026; generation B: the 2026-09 redesign).
+//! The locator table, as data. Each element has ordered candidates across UI
+//! generations; only elements a person can see count, and the first
+//! candidate with a visible match decides: one match wins, several are
+//! ambiguous (never guess). Sources: `../shared/CHATGPT-DOM.md` and the
+//! corpus in `chatgpt-dom/fixtures/README.md` (generation A: 2025 – mid
+//! 2026; generation B: the 2026-09 redesign).
+//!
+//! Stop semantics are decided here, once, by [`is_stop`]: the stop button
+//! shares the send button's id in generation A and has nothing but its
+//! label in generation B, so no send candidate may ever carry them.
 
 use protocol::ErrorCode;
 
@@ -11,12 +18,11 @@ use crate::Dom;
 pub enum Element {
     /// The composer form.
     ComposerForm,
-    /// The composer's text editor.
+    /// The composer's text editor (inside the composer form).
     Editor,
-    /// The send button (not the stop button).
+    /// The send button: the composer's submit control, present only once
+    /// the editor holds text, never one with stop semantics.
     SendButton,
-    /// The stop button (B reuses the submit slot).
-    StopButton,
     /// The composer's `+` ("Add files and more") button.
     PlusButton,
 }
@@ -49,30 +55,25 @@ pub const TABLE: &[Locator] = &[
         element: Element::ComposerForm,
         candidates: &[c("A", r#"form[data-type="unified-composer"]"#), c("B", "form[data-chatgpt-composer]")],
     },
+    // Looked up inside the composer form only: B keeps a hidden legacy
+    // `#prompt-textarea` and an inline "Edit message" editor elsewhere.
     Locator {
         element: Element::Editor,
         candidates: &[
             c("A", r#"#prompt-textarea[contenteditable="true"]"#),
             c("A", r#"[data-testid="prompt-textarea"][contenteditable="true"]"#),
-            c("A", r#"form[data-type="unified-composer"] [contenteditable="true"][data-lexical-editor="true"]"#),
-            c("B", r#"form[data-chatgpt-composer] [contenteditable="true"][role="textbox"]"#),
+            c("A", r#"[contenteditable="true"][data-lexical-editor="true"]"#),
+            c("B", r#"[contenteditable="true"][role="textbox"]"#),
         ],
     },
+    // Inside the composer form, and filtered by [`is_stop`]: generation A's
+    // stop button reuses `#composer-submit-button`.
     Locator {
         element: Element::SendButton,
         candidates: &[
             c("A", r#"button[data-testid="send-button"]"#),
             c("A", "button#composer-submit-button"),
-            c("B", r#"form[data-chatgpt-composer] button[type="submit"]:not([data-state="stop"])"#),
-        ],
-    },
-    Locator {
-        element: Element::StopButton,
-        candidates: &[
-            c("A", r#"button[data-testid="stop-button"]"#),
-            // B reuses the submit slot; its stop state marker is an assumption
-            // (fakechat renders data-state="stop"); turn-finished evidence decides anyway.
-            c("B", r#"form[data-chatgpt-composer] button[type="submit"][data-state="stop"]"#),
+            c("B", r#"button[type="submit"]"#),
         ],
     },
     Locator {
@@ -84,12 +85,52 @@ pub const TABLE: &[Locator] = &[
     },
 ];
 
+/// Stop-button labels per locale, exactly as the site renders them. In
+/// generation B the label is the *only* stop marker, so a page in a locale
+/// missing here is refused ([`supported_locale`]) rather than guessed.
+/// Sources: en "Stop" (2026-10 capture), "Stop streaming"/"Stop answering"
+/// (generation A); ja 停止, ko 중지/스트리밍 중지, zh-CN 停止/停止生成/停止流式传输
+/// (2025-12 capture, 2026-09 maps).
+pub const STOP_LABELS: &[&str] =
+    &["Stop", "Stop streaming", "Stop answering", "停止", "停止生成", "停止流式传输", "중지", "스트리밍 중지"];
+
+/// Locales whose stop labels are in [`STOP_LABELS`] (the `lang` prefix).
+pub const LOCALES: &[&str] = &["en", "ja", "ko", "zh"];
+
+/// Whether `lang` (the page's `html[lang]`) is a locale whose labels the
+/// adapter carries. No `lang` counts as English, as the site defaults to it.
+pub fn supported_locale(lang: Option<&str>) -> bool {
+    let lang = lang.unwrap_or("en").trim().to_ascii_lowercase();
+    let primary = lang.split(['-', '_']).next().unwrap_or_default();
+    LOCALES.contains(&primary)
+}
+
+/// Whether `node` has stop semantics: generation A's test id, a stop label
+/// in any supported locale, or a stop-state marker (the logged-out mobile
+/// surface's `data-stop-generating`). Never a send candidate.
+pub fn is_stop<D: Dom>(dom: &D, node: &D::Node) -> bool {
+    dom.attr(node, "data-testid").is_some_and(|id| id.contains("stop"))
+        || dom.attr(node, "aria-label").is_some_and(|label| STOP_LABELS.contains(&label.trim()))
+        || dom.attr(node, "data-stop-generating").is_some()
+        || dom.attr(node, "data-state").as_deref() == Some("stop")
+}
+
+/// Every visible button on the page with stop semantics.
+pub fn stop_buttons<D: Dom>(dom: &D) -> Vec<D::Node> {
+    dom.query_all(None, "button").into_iter().filter(|b| dom.visible(b) && is_stop(dom, b)).collect()
+}
+
+/// Every visible match of `selector`, within `scope` or the document.
+pub fn visible<D: Dom>(dom: &D, scope: Option<&D::Node>, selector: &str) -> Vec<D::Node> {
+    dom.query_all(scope, selector).into_iter().filter(|n| dom.visible(n)).collect()
+}
+
 /// The page does not match the locator table: typed, fail-closed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UiChanged {
     /// The element.
     pub element: Element,
-    /// `missing` or `ambiguous (n matches)`.
+    /// `missing`, `ambiguous (n matches)` or why the page cannot be read.
     pub detail: String,
 }
 
@@ -100,12 +141,19 @@ impl UiChanged {
     }
 }
 
-/// Resolves `element` to exactly one node. The first candidate with any
-/// match decides: one match wins, several are ambiguous (never guess).
+/// Resolves `element` to exactly one visible node. The first candidate with
+/// a visible match decides: one match wins, several are ambiguous.
 pub fn resolve<D: Dom>(dom: &D, element: Element) -> Result<D::Node, UiChanged> {
+    let scope = match element {
+        Element::ComposerForm | Element::PlusButton => None,
+        Element::Editor | Element::SendButton => Some(resolve(dom, Element::ComposerForm)?),
+    };
     let locator = TABLE.iter().find(|l| l.element == element).expect("every element has a locator");
     for candidate in locator.candidates {
-        let mut found = dom.query_all(None, candidate.selector);
+        let mut found = visible(dom, scope.as_ref(), candidate.selector);
+        if element == Element::SendButton {
+            found.retain(|n| !is_stop(dom, n));
+        }
         match found.len() {
             0 => continue,
             1 => return Ok(found.remove(0)),
@@ -127,4 +175,10 @@ pub fn find<D: Dom>(dom: &D, element: Element) -> Result<Option<D::Node>, UiChan
         Err(e) if e.detail == "missing" => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// Which generation's candidate matched `element`, for diagnostics.
+pub fn generation_of<D: Dom>(dom: &D, element: Element) -> Option<&'static str> {
+    let locator = TABLE.iter().find(|l| l.element == element)?;
+    locator.candidates.iter().find(|c| !visible(dom, None, c.selector).is_empty()).map(|c| c.generation)
 }

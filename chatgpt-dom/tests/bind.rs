@@ -87,6 +87,10 @@ impl Dom for Scripted {
         }
         false
     }
+
+    fn visible(&self, node: &Self::Node) -> bool {
+        chatgpt_dom::html::visible(&self.html.borrow(), *node)
+    }
 }
 
 impl Act for Scripted {

@@ -99,9 +99,23 @@ pub fn all() -> Vec<(String, View)> {
             v.integrity = integrity;
             out.push((format!("{g}-{name}"), v));
         }
-        let mut german = chat(generation);
-        german.locale = Locale::De;
-        out.push((format!("{g}-idle-de"), german));
+        let mut japanese = chat(generation);
+        japanese.locale = Locale::Ja;
+        let mut japanese_timeout = japanese.clone();
+        out.push((format!("{g}-idle-ja"), japanese));
+        japanese_timeout.turns[1] = Turn {
+            role: Role::Assistant,
+            text: String::new(),
+            finished: false,
+            error: Some(TurnError::DeliveryTimeout),
+        };
+        out.push((format!("{g}-error-delivery-timeout-ja"), japanese_timeout));
+        let mut draft = chat(generation);
+        draft.screen = Screen::LoggedOutChat;
+        out.push((format!("{g}-logged-out-chat"), draft));
+        let prehydration =
+            View { screen: Screen::PreHydration, generation, nonce: "fixture".into(), ..View::default() };
+        out.push((format!("{g}-pre-hydration"), prehydration));
         binding(g, generation, &mut out);
     }
     let mut lexical = chat(Generation::A);
@@ -147,4 +161,50 @@ pub fn stale(dir: &Path) -> Vec<String> {
         }
     }
     out
+}
+
+/// The view fakechat renders for a corpus structure (`fakechat:` in the
+/// header of a file in `chatgpt-dom/fixtures/corpus/`): control fields
+/// (`screen`, `generation`, `locale`, `generating`, `deferral`,
+/// `rate_limited`, `turn_error`) applied to a finished two-turn chat, or to
+/// a new chat with `new_chat`. The corpus freshness test renders it and
+/// asks the adapter for the same reading as the real structure's.
+pub fn corpus_view(control: &str) -> Result<View, String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct CorpusView {
+        #[serde(default)]
+        screen: Screen,
+        #[serde(default)]
+        generation: Generation,
+        #[serde(default)]
+        locale: Locale,
+        #[serde(default)]
+        generating: bool,
+        #[serde(default)]
+        deferral: bool,
+        #[serde(default)]
+        rate_limited: bool,
+        turn_error: Option<TurnError>,
+        #[serde(default)]
+        new_chat: bool,
+    }
+    let c: CorpusView = serde_json::from_str(control).map_err(|e| format!("{control}: {e}"))?;
+    let mut view = if c.new_chat {
+        View { generation: c.generation, nonce: "fixture".into(), ..View::default() }
+    } else {
+        chat(c.generation)
+    };
+    view.screen = c.screen;
+    view.locale = c.locale;
+    view.deferral = c.deferral;
+    view.rate_limited = c.rate_limited;
+    if c.generating {
+        view.generating = true;
+        view.turns[1] = turn(Role::Assistant, "Here is the pl", false);
+    }
+    if let Some(error) = c.turn_error {
+        view.turns[1] = Turn { role: Role::Assistant, text: String::new(), finished: false, error: Some(error) };
+    }
+    Ok(view)
 }

@@ -138,6 +138,8 @@ pub struct Conversation {
     pub user_turns: Vec<UserTurn>,
     /// Clicks on Retry (the product must never click it).
     pub retry_clicks: u32,
+    /// Clicks on the stop button (the product must never click it).
+    pub stop_clicks: u32,
     /// Incidents shown, in order.
     pub incidents: Vec<String>,
     /// Scenario errors shown.
@@ -379,6 +381,7 @@ impl Hub {
             apps: inner.views(),
             pill: c.binding.as_ref().and_then(|b| inner.app(&b.app)).map(|a| a.app.clone()),
             menu: None,
+            first_paint: false,
         })
     }
 
@@ -513,6 +516,7 @@ impl Hub {
                         "state": state,
                         "user_turns": c.user_turns,
                         "retry_clicks": c.retry_clicks,
+                        "stop_clicks": c.stop_clicks,
                         "incidents": c.incidents,
                         "errors": c.errors,
                         "version": c.version,

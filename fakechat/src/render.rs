@@ -2,10 +2,14 @@
 //! same function serves the live page, its live updates and the fixtures in
 //! `chatgpt-dom/fixtures/`, so adapter unit tests and browser tests see one DOM.
 //!
-//! Facts and their sources: `fakechat/README.md`. Two UI generations (A: the
-//! 2025–mid-2026 composer with test ids; B: the 2026-09 redesign without them),
-//! two editors (ProseMirror, Lexical), two locales (English, German), and a
-//! deliberately broken variant (elements missing or duplicated).
+//! Every structure comes from the real-evidence corpus in
+//! `chatgpt-dom/fixtures/corpus/` (named per function below; the table and
+//! the gaps are in `chatgpt-dom/fixtures/README.md`). Two UI generations (A:
+//! the 2025–mid-2026 composer with test ids and `<section>` turns; B: the
+//! 2026-09 redesign with turn keys, label-only stop, hidden legacy
+//! elements), two editors (ProseMirror, Lexical), two locales (English,
+//! Japanese), the first paint before hydration, and a deliberately broken
+//! variant (elements missing or duplicated).
 
 use std::fmt::Write;
 
@@ -38,8 +42,10 @@ pub enum Locale {
     /// English.
     #[default]
     En,
-    /// German.
-    De,
+    /// Japanese: generation B's labels from the 2026-09 map
+    /// (`b-2026-09-ja-*`); generation A reads its test ids, its Japanese
+    /// labels are an assumption.
+    Ja,
 }
 
 /// Whether the expected elements are intact.
@@ -66,8 +72,15 @@ pub enum Screen {
     Loading,
     /// Signed out: the login screen.
     SignedOut,
-    /// A bot challenge interstitial.
+    /// A bot challenge interstitial (no chatgpt.com capture: Cloudflare's
+    /// generic markup).
     Challenge,
+    /// The server-rendered page that never hydrates: the fallback textarea,
+    /// no editor (`a-2025-09-new-chat-prehydration`, `b-2026-09-prehydration`).
+    PreHydration,
+    /// A logged-out chat: composer and turns, and Log in / Sign up
+    /// (`a-2026-04-signed-out-sections`).
+    LoggedOutChat,
 }
 
 /// An error shown inside the last assistant turn.
@@ -177,6 +190,10 @@ pub struct View {
     pub pill: Option<App>,
     /// An open app popover.
     pub menu: Option<Menu>,
+    /// The server's first paint: the fallback textarea shows and the editor
+    /// arrives with hydration (the page script inserts it), as on the real
+    /// site. Fixtures show the hydrated page.
+    pub first_paint: bool,
 }
 
 impl View {
@@ -192,8 +209,13 @@ impl View {
 struct Labels {
     send: &'static str,
     stop: &'static str,
+    voice: &'static str,
+    dictate: &'static str,
     textbox: &'static str,
     copy: &'static str,
+    copy_message: &'static str,
+    you_said: &'static str,
+    chatgpt_said: &'static str,
     retry: &'static str,
     delivery_timeout: &'static str,
     went_wrong: &'static str,
@@ -207,17 +229,31 @@ struct Labels {
     verify: &'static str,
 }
 
+/// Labels per locale and generation. English: generation A from the
+/// 2025–2026 captures ("Send prompt", "Stop streaming", "Start Voice",
+/// "Copy response"), B from the 2026-09 map ("Send", "Stop", "Ask
+/// ChatGPT"). Japanese: B from the 2026-09 map (送信, 停止, 再試行, the
+/// delivery-timeout alert); A's Japanese labels and the texts marked below
+/// have no capture.
 fn labels(locale: Locale, generation: Generation) -> Labels {
-    match (locale, generation) {
-        (Locale::En, g) => Labels {
-            send: if g == Generation::A { "Send prompt" } else { "Send" },
-            stop: if g == Generation::A { "Stop streaming" } else { "Stop" },
-            textbox: if g == Generation::A { "Message ChatGPT" } else { "Ask ChatGPT" },
-            copy: "Copy",
+    let a = generation == Generation::A;
+    match locale {
+        Locale::En => Labels {
+            send: if a { "Send prompt" } else { "Send" },
+            stop: if a { "Stop streaming" } else { "Stop" },
+            voice: "Start Voice",
+            dictate: if a { "Dictate button" } else { "Dictate" },
+            textbox: "Ask ChatGPT",
+            copy: if a { "Copy response" } else { "Copy" },
+            copy_message: "Copy message",
+            you_said: "You said:",
+            chatgpt_said: "ChatGPT said:",
             retry: "Retry",
             delivery_timeout: "Message delivery timed out. Please try again.",
             went_wrong: "Something went wrong. Please try again.",
-            deferral: "Our systems are thinking a bit more…",
+            // A constant in public code; no rendered capture.
+            deferral: "Our systems are thinking a bit more about this request before responding.",
+            // ../shared/CHATGPT-DOM.md; no rendered capture.
             too_many: "Too many requests",
             too_quickly: "You're making requests too quickly. We've temporarily limited access to your conversations.",
             got_it: "Got it",
@@ -226,22 +262,28 @@ fn labels(locale: Locale, generation: Generation) -> Labels {
             get_started: "Get started",
             verify: "Verify you are human by completing the action below.",
         },
-        (Locale::De, g) => Labels {
-            send: if g == Generation::A { "Prompt senden" } else { "Senden" },
-            stop: if g == Generation::A { "Streaming stoppen" } else { "Stoppen" },
-            textbox: if g == Generation::A { "Nachricht an ChatGPT" } else { "Frag ChatGPT" },
-            copy: "Kopieren",
-            retry: "Erneut versuchen",
-            delivery_timeout: "Zeitüberschreitung bei der Nachrichtenzustellung. Bitte versuche es erneut.",
-            went_wrong: "Etwas ist schiefgelaufen. Bitte versuche es erneut.",
-            deferral: "Unsere Systeme denken etwas länger nach …",
-            too_many: "Zu viele Anfragen",
-            too_quickly: "Du sendest Anfragen zu schnell. Wir haben den Zugriff vorübergehend eingeschränkt.",
-            got_it: "Verstanden",
-            log_in: "Anmelden",
-            sign_up: "Kostenlos registrieren",
-            get_started: "Los geht's",
-            verify: "Bestätige, dass du ein Mensch bist, indem du die folgende Aktion ausführst.",
+        Locale::Ja => Labels {
+            send: if a { "プロンプトを送信する" } else { "送信" },
+            stop: if a { "ストリーミングの停止" } else { "停止" },
+            voice: "音声モードを開始",
+            dictate: "音声入力",
+            textbox: "ChatGPT に質問",
+            copy: "コピーする",
+            copy_message: "メッセージをコピーする",
+            you_said: "あなたの発言:",
+            chatgpt_said: "ChatGPT の発言:",
+            retry: "再試行",
+            delivery_timeout: "メッセージ配信がタイムアウトしました。もう一度お試しください。",
+            // No capture of these in Japanese: the adapter reads them as unknown incidents.
+            went_wrong: "問題が発生しました。もう一度お試しください。",
+            deferral: "システムがこのリクエストについてもう少し考えています。",
+            too_many: "リクエストが多すぎます",
+            too_quickly: "リクエストの送信が速すぎます。",
+            got_it: "了解しました",
+            log_in: "ログイン",
+            sign_up: "無料でサインアップ",
+            get_started: "はじめる",
+            verify: "人間であることを確認してください。",
         },
     }
 }
@@ -270,31 +312,62 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// The page's permanent live regions, empty, outside every turn (every
+/// 2026 capture: `a-2026-04-signed-out-sections`, `b-2026-09-*`).
+const LIVE_REGIONS: &str = "<div id=\"aria-notify-live-region-assertive\" class=\"sr-only\" role=\"alert\" aria-live=\"assertive\" \
+aria-atomic=\"true\" aria-relevant=\"additions text\"><span></span></div>\
+<div id=\"aria-notify-live-region-polite\" class=\"sr-only\" role=\"status\" aria-live=\"polite\" aria-atomic=\"true\" \
+aria-relevant=\"additions text\"><span></span></div>\n";
+
+fn lang(locale: Locale) -> &'static str {
+    match locale {
+        Locale::En => "en",
+        Locale::Ja => "ja",
+    }
+}
+
 /// The whole document.
 pub fn page(view: &View) -> String {
-    let lang = match view.locale {
-        Locale::En => "en",
-        Locale::De => "de",
-    };
     let generation = match view.generation {
         Generation::A => "a",
         Generation::B => "b",
     };
+    // The composer slot's two idle forms, for the page script to swap as the
+    // editor fills and empties (the real frontend re-renders the slot).
+    let slot = |draft| escape(&slot(view, draft));
+    let hydrate =
+        if view.first_paint && view.screen != Screen::PreHydration { escape(&editors(view)) } else { String::new() };
     let mut out = String::new();
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"{lang}\">\n<head>\n<meta charset=\"utf-8\">\n<title>ChatGPT</title>\n{STYLE}\n\
          <script nonce=\"{nonce}\" src=\"/_fakechat/app.js\" defer></script>\n</head>\n\
          <body data-fakechat-generation=\"{generation}\" data-fakechat-conversation=\"{conv}\" \
-         data-fakechat-project=\"{project}\" data-fakechat-version=\"{version}\" data-fakechat-layout=\"{layout}\">\n",
+         data-fakechat-project=\"{project}\" data-fakechat-version=\"{version}\" data-fakechat-layout=\"{layout}\" \
+         data-fakechat-slot-empty=\"{empty}\" data-fakechat-slot-draft=\"{draft}\" data-fakechat-editor=\"{hydrate}\">\n",
+        lang = lang(view.locale),
         nonce = escape(&view.nonce),
         conv = escape(view.conversation.as_deref().unwrap_or("")),
         project = escape(view.project.as_deref().unwrap_or("")),
         version = view.version,
         layout = escape(&view.layout()),
+        empty = slot(false),
+        draft = slot(true),
     );
+    let l = labels(view.locale, view.generation);
     match view.screen {
-        Screen::Chat => {
+        Screen::Chat | Screen::PreHydration | Screen::LoggedOutChat => {
+            if view.screen == Screen::LoggedOutChat {
+                let _ = writeln!(
+                    out,
+                    "<div class=\"header\"><button class=\"btn btn-primary\" data-testid=\"login-button\">{}</button>\
+                     <button data-testid=\"signup-button\">{}</button></div>",
+                    l.log_in, l.sign_up
+                );
+            }
+            if view.generation == Generation::B {
+                out.push_str(&hidden_legacy(view));
+            }
             out.push_str("<div id=\"__next\"><main id=\"main\">\n");
             out.push_str(&thread(view));
             out.push_str(&composer(view));
@@ -302,12 +375,12 @@ pub fn page(view: &View) -> String {
             if view.rate_limited {
                 out.push_str(&rate_limit_dialog(view));
             }
+            out.push_str(LIVE_REGIONS);
         }
         Screen::Loading => {
             out.push_str("<div id=\"__next\"><main id=\"main\" aria-busy=\"true\"><div class=\"fakechat-skeleton\" data-fakechat-loading=\"true\"></div></main></div>\n");
         }
         Screen::SignedOut => {
-            let l = labels(view.locale, view.generation);
             let _ = writeln!(
                 out,
                 "<div id=\"__next\"><div data-testid=\"login-screen\"><h1>{}</h1>\
@@ -317,7 +390,6 @@ pub fn page(view: &View) -> String {
             );
         }
         Screen::Challenge => {
-            let l = labels(view.locale, view.generation);
             let _ = writeln!(
                 out,
                 "<div id=\"challenge-stage\" data-fakechat-challenge=\"true\"><h1>chatgpt.com</h1><p>{}</p>\
@@ -330,49 +402,158 @@ pub fn page(view: &View) -> String {
     out
 }
 
+/// Generation B keeps legacy elements hidden in the page: an old
+/// `#prompt-textarea`, an old stop button, and on a conversation the home
+/// composer (`b-2026-09-home-empty-hidden-legacy`,
+/// `b-2026-09-thread-idle-finished`; *how* they are hidden is not
+/// recorded: the `hidden` attribute is an assumption).
+fn hidden_legacy(view: &View) -> String {
+    let l = labels(view.locale, view.generation);
+    let mut out = String::from(
+        "<div hidden><div id=\"prompt-textarea\" contenteditable=\"true\"></div></div>\
+         <button data-testid=\"stop-button\" aria-label=\"Stop streaming\" hidden></button>\n",
+    );
+    if view.conversation.is_some() {
+        let _ = writeln!(
+            out,
+            "<form data-chatgpt-composer=\"\" data-composer-placement=\"home\" hidden><div contenteditable=\"true\" \
+             role=\"textbox\" aria-label=\"{}\" class=\"ProseMirror\"><p></p></div></form>",
+            l.textbox
+        );
+    }
+    out
+}
+
+fn turn_error(view: &View, error: TurnError) -> String {
+    let l = labels(view.locale, view.generation);
+    let text = match error {
+        TurnError::DeliveryTimeout => l.delivery_timeout,
+        TurnError::SomethingWentWrong => l.went_wrong,
+    };
+    match view.generation {
+        // `a-2026-06-error-delivery-timeout`: the error text and Retry inside the message.
+        Generation::A => format!(
+            "<div class=\"text-token-text-error\"><div class=\"markdown\"><p>{text}</p></div></div>\
+             <button data-testid=\"regenerate-thread-error-button\" class=\"btn\">{}</button>",
+            l.retry
+        ),
+        // `b-2026-09-ja-error-delivery-timeout`: an alert in the turn, Retry without a test id.
+        Generation::B => format!(
+            "<aside role=\"alert\"><div aria-hidden=\"true\"></div><p>{text}</p>\
+             <button type=\"button\" class=\"btn\" data-fakechat-retry=\"true\">{}</button></aside>",
+            l.retry
+        ),
+    }
+}
+
 /// The thread region (replaced on every update).
 pub fn thread(view: &View) -> String {
-    let l = labels(view.locale, view.generation);
     let mut out = String::from("<div id=\"thread-region\"><div id=\"thread\" role=\"presentation\">\n");
-    for (i, turn) in view.turns.iter().enumerate() {
-        let n = i + 1;
-        let role = match turn.role {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        };
-        let _ = write!(
-            out,
-            "<article data-testid=\"conversation-turn-{n}\" data-turn=\"{role}\" data-turn-id=\"turn-{n}\">\
-             <div data-message-author-role=\"{role}\" data-message-id=\"msg-{n}\">\
-             <div class=\"markdown\">{}</div></div>",
-            escape(&turn.text)
-        );
-        if let Some(error) = turn.error {
-            let text = match error {
-                TurnError::DeliveryTimeout => l.delivery_timeout,
-                TurnError::SomethingWentWrong => l.went_wrong,
-            };
-            let _ = write!(
-                out,
-                "<div class=\"text-token-text-error\">{text}</div>\
-                 <button data-testid=\"regenerate-thread-error-button\" class=\"btn\">{}</button>",
-                l.retry
-            );
-        } else if turn.finished && turn.role == Role::Assistant {
-            let _ = write!(
-                out,
-                "<div class=\"turn-actions\"><button data-testid=\"copy-turn-action-button\" aria-label=\"{}\"></button></div>",
-                l.copy
-            );
-        }
-        out.push_str("</article>\n");
+    match view.generation {
+        Generation::A => thread_a(view, &mut out),
+        Generation::B => thread_b(view, &mut out),
     }
     out.push_str("</div>\n");
     if view.deferral {
-        let _ = write!(out, "<div class=\"fakechat-deferral\" role=\"status\">{}</div>", l.deferral);
+        let l = labels(view.locale, view.generation);
+        let _ = write!(out, "<div class=\"text-token-text-tertiary\" role=\"status\">{}</div>", l.deferral);
     }
     out.push_str("</div>\n");
     out
+}
+
+/// Generation A, 2026: one `<section>` per message with the test id and
+/// `data-turn`, a screen-reader heading, the message, and Copy once an
+/// answer is finished (`a-2026-04-signed-out-sections`,
+/// `a-2026-07-idle-section-containers`).
+fn thread_a(view: &View, out: &mut String) {
+    let l = labels(view.locale, view.generation);
+    for (i, turn) in view.turns.iter().enumerate() {
+        let n = i + 1;
+        let (role, said, copy) = match turn.role {
+            Role::User => ("user", l.you_said, l.copy_message),
+            Role::Assistant => ("assistant", l.chatgpt_said, l.copy),
+        };
+        let _ = write!(
+            out,
+            "<section class=\"text-token-text-primary\" dir=\"auto\" data-turn-id=\"turn-{n}\" \
+             data-testid=\"conversation-turn-{n}\" data-scroll-anchor=\"false\" data-turn=\"{role}\">\
+             <h4 class=\"sr-only select-none\">{said}</h4>\
+             <div class=\"min-h-8 text-message\" data-message-author-role=\"{role}\" data-message-id=\"msg-{n}\" dir=\"auto\">\
+             <div class=\"markdown\">{}</div>",
+            escape(&turn.text)
+        );
+        if let Some(error) = turn.error {
+            out.push_str(&turn_error(view, error));
+        }
+        out.push_str("</div>");
+        if turn.error.is_none() && (turn.finished || turn.role == Role::User) {
+            let _ = write!(
+                out,
+                "<div class=\"turn-actions\"><button data-testid=\"copy-turn-action-button\" aria-label=\"{copy}\" \
+                 data-state=\"closed\"></button></div>"
+            );
+        }
+        out.push_str("</section>\n");
+    }
+}
+
+/// Generation B: one `[data-turn-key]` per exchange, the user's unit with
+/// its own action row, the assistant's unit (`data-markdown-animated`
+/// while it streams) and, once finished, the assistant's action bar
+/// (`b-2026-09-streaming`, `b-2026-09-thread-idle-finished`).
+fn thread_b(view: &View, out: &mut String) {
+    let l = labels(view.locale, view.generation);
+    let mut exchanges: Vec<(Option<&Turn>, Option<&Turn>)> = Vec::new();
+    for turn in &view.turns {
+        match (turn.role, exchanges.last_mut()) {
+            (Role::Assistant, Some((_, answer @ None))) => *answer = Some(turn),
+            (Role::User, _) => exchanges.push((Some(turn), None)),
+            (Role::Assistant, _) => exchanges.push((None, Some(turn))),
+        }
+    }
+    for (k, (question, answer)) in exchanges.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<div data-turn-key=\"turn-{k}\"><div data-content-search-turn-key=\"fallback-turn-{k}\"><div><div>"
+        );
+        if let Some(q) = question {
+            let _ = write!(
+                out,
+                "<h4 class=\"sr-only\">{}</h4><div data-content-search-unit-key=\"fallback-turn-{k}:0:user\">\
+                 <div data-user-message-bubble=\"true\"><div dir=\"auto\">{}</div></div>\
+                 <div class=\"turn-action-controls\"><button type=\"button\" aria-label=\"{}\"></button></div></div>",
+                l.you_said,
+                escape(&q.text),
+                l.copy_message
+            );
+        }
+        out.push_str("</div><div><span hidden=\"\" data-chatgpt-agent-turn-start=\"\"></span>");
+        if let Some(a) = answer {
+            if let Some(error) = a.error {
+                out.push_str(&turn_error(view, error));
+            } else {
+                let streaming = if a.finished { "" } else { " data-markdown-animated=\"\"" };
+                let _ = write!(
+                    out,
+                    "<div data-content-search-unit-key=\"fallback-turn-{k}:2:assistant\">\
+                     <h4 data-conversation-role=\"assistant\" tabindex=\"-1\" class=\"sr-only\">{}</h4>\
+                     <div dir=\"auto\"{streaming} data-markdown-text-style=\"assistant-message\"><p>{}</p></div></div>",
+                    l.chatgpt_said,
+                    escape(&a.text)
+                );
+                if a.finished {
+                    let _ = write!(
+                        out,
+                        "<div class=\"turn-action-controls\"><button type=\"button\" aria-label=\"{}\"></button>\
+                         <button type=\"button\" aria-label=\"Share\"></button></div>",
+                        l.copy
+                    );
+                }
+            }
+        }
+        out.push_str("</div></div></div></div>\n");
+    }
 }
 
 /// The app pill, as each generation shows the selected app.
@@ -392,11 +573,11 @@ fn app_row(view: &View, app: &App, mention: bool) -> String {
     let status = match (app.state, view.locale) {
         (AppState::Enabled, _) => String::new(),
         (AppState::Disabled, Locale::En) => "<span class=\"badge\">Disabled</span>".into(),
-        (AppState::Disabled, Locale::De) => "<span class=\"badge\">Deaktiviert</span>".into(),
+        (AppState::Disabled, Locale::Ja) => "<span class=\"badge\">無効</span>".into(),
         // An assumption (no public capture shows it): a stale connector is
         // marked in the list until the operator refreshes it.
         (AppState::Stale, Locale::En) => "<span data-app-status=\"needs-refresh\">Refresh needed</span>".into(),
-        (AppState::Stale, Locale::De) => "<span data-app-status=\"needs-refresh\">Aktualisieren</span>".into(),
+        (AppState::Stale, Locale::Ja) => "<span data-app-status=\"needs-refresh\">更新が必要</span>".into(),
     };
     let disabled = if app.state == AppState::Disabled { " aria-disabled=\"true\"" } else { "" };
     let id = escape(&app.id);
@@ -416,11 +597,11 @@ fn app_row(view: &View, app: &App, mention: bool) -> String {
 /// The open app popover, if any (`#composer-popover`'s content).
 pub fn menu(view: &View) -> String {
     let Some(menu) = &view.menu else { return String::new() };
-    let de = view.locale == Locale::De;
-    let nav = |id: &str, en: &str, german: &str| {
+    let ja = view.locale == Locale::Ja;
+    let nav = |id: &str, en: &str, japanese: &str| {
         format!(
             "<div tabindex=\"0\" role=\"menuitem\" data-composer-plugin-impression-id=\"{id}\" data-fakechat-nav=\"{id}\"><span>{}</span></div>",
-            if de { german } else { en }
+            if ja { japanese } else { en }
         )
     };
     let rows: String = match (menu, view.generation) {
@@ -435,18 +616,18 @@ pub fn menu(view: &View) -> String {
             return format!("<div data-mention-list-scroll-area=\"\" role=\"listbox\">{rows}</div>");
         }
         (Menu::Root, Generation::A) => [
-            nav("files", "Add photos &amp; files", "Fotos &amp; Dateien hinzufügen"),
+            nav("files", "Add photos &amp; files", "写真とファイルを追加"),
             nav("deep_research", "Deep research", "Deep Research"),
-            nav("more", "More", "Mehr"),
+            nav("more", "More", "さらに表示"),
         ]
         .concat(),
         (Menu::More, Generation::A) => {
-            [nav("canvas", "Canvas", "Canvas"), nav("developer_mode", "Developer mode", "Entwicklermodus")].concat()
+            [nav("canvas", "Canvas", "Canvas"), nav("developer_mode", "Developer mode", "開発者モード")].concat()
         }
         (Menu::Apps, Generation::A) => view.apps.iter().map(|a| app_row(view, a, false)).collect(),
         // The redesign lists apps directly in the "add context" list.
         (_, Generation::B) => {
-            let files = if de { "Fotos &amp; Dateien hinzufügen" } else { "Add photos &amp; files" };
+            let files = if ja { "写真とファイルを追加" } else { "Add photos &amp; files" };
             let rows: String = view.apps.iter().map(|a| app_row(view, a, false)).collect();
             return format!(
                 "<div data-mention-list-scroll-area=\"\"><button type=\"button\" data-list-navigation-item=\"true\" \
@@ -463,74 +644,114 @@ pub fn apps(view: &View) -> String {
     format!("<div id=\"composer-apps\">{pill}</div>")
 }
 
-/// The composer's action area (send or stop), replaced on every update.
-pub fn actions(view: &View) -> String {
+/// The composer's send slot when not generating: the voice button while
+/// the editor is empty (no send button at all: every real idle capture,
+/// `a-2026-02-idle-articles`, `b-2026-09-home-empty-hidden-legacy`), the
+/// send button once it holds text (`a-2026-draft-send-prompt`,
+/// `b-2026-09-draft-send`).
+pub fn slot(view: &View, draft: bool) -> String {
     let l = labels(view.locale, view.generation);
-    let button = match (view.generation, view.generating) {
+    match (view.generation, draft) {
         (Generation::A, false) => format!(
-            "<button id=\"composer-submit-button\" data-testid=\"send-button\" aria-label=\"{}\" disabled></button>",
+            "<button type=\"button\" aria-label=\"{}\" class=\"composer-submit-button-color\" \
+             style=\"view-transition-name: var(--vt-composer-speech-button)\"></button>",
+            l.voice
+        ),
+        (Generation::A, true) => format!(
+            "<button id=\"composer-submit-button\" aria-label=\"{}\" data-testid=\"send-button\" \
+             class=\"composer-submit-btn composer-submit-button-color\"></button>",
             l.send
         ),
-        (Generation::A, true) => {
-            format!("<button data-testid=\"stop-button\" aria-label=\"{}\" type=\"button\"></button>", l.stop)
-        }
-        (Generation::B, false) => format!("<button type=\"submit\" aria-label=\"{}\" disabled></button>", l.send),
-        (Generation::B, true) => {
-            format!("<button type=\"submit\" aria-label=\"{}\" data-state=\"stop\"></button>", l.stop)
-        }
+        (Generation::B, false) => format!("<button type=\"button\" aria-label=\"{}\"></button>", l.voice),
+        (Generation::B, true) => format!("<button type=\"submit\" aria-label=\"{}\"></button>", l.send),
+    }
+}
+
+/// The composer's action area, replaced on every update: the stop button
+/// while generating — generation A's shares the send button's id
+/// (`a-2026-generating-stop-streaming`), B's has only its label and
+/// `type="button"` (`b-2026-09-streaming`) — else the empty slot (the page
+/// script swaps in the send button as the editor fills).
+pub fn actions(view: &View) -> String {
+    let l = labels(view.locale, view.generation);
+    let (state, button) = match (view.generation, view.generating) {
+        (_, false) => ("empty", slot(view, false)),
+        (Generation::A, true) => (
+            "stop",
+            format!(
+                "<button id=\"composer-submit-button\" aria-label=\"{}\" data-testid=\"stop-button\" \
+                 class=\"composer-submit-btn composer-secondary-button-color\"></button>",
+                l.stop
+            ),
+        ),
+        (Generation::B, true) => ("stop", format!("<button type=\"button\" aria-label=\"{}\"></button>", l.stop)),
     };
     let count = match view.integrity {
         Integrity::Intact => 1,
         Integrity::Missing => 0,
         Integrity::Duplicated => 2,
     };
-    format!("<div id=\"composer-actions\">{}</div>", button.repeat(count))
+    format!("<div id=\"composer-actions\" data-slot=\"{state}\">{}</div>", button.repeat(count))
+}
+
+/// The composer's editor(s): generation A's ProseMirror `#prompt-textarea`
+/// (signed in: no role, no label: `a-2026-02-idle-articles`) or its Lexical
+/// variant; B's labelled ProseMirror textbox (`b-2026-09-*`).
+fn editors(view: &View) -> String {
+    let l = labels(view.locale, view.generation);
+    let editor = match (view.generation, view.editor) {
+        (Generation::A, Editor::ProseMirror) => "<div contenteditable=\"true\" translate=\"no\" class=\"ProseMirror\" \
+             id=\"prompt-textarea\" data-virtualkeyboard=\"true\"><p></p></div>"
+            .to_owned(),
+        (Generation::A, Editor::Lexical) => {
+            "<div contenteditable=\"true\" data-lexical-editor=\"true\" role=\"textbox\"><p></p></div>".to_owned()
+        }
+        (Generation::B, _) => format!(
+            "<div contenteditable=\"true\" role=\"textbox\" aria-label=\"{}\" class=\"ProseMirror\" \
+             data-composer-markdown=\"\"><p></p></div>",
+            l.textbox
+        ),
+    };
+    let count = match view.integrity {
+        Integrity::Intact => 1,
+        Integrity::Missing => 0,
+        Integrity::Duplicated => 2,
+    };
+    editor.repeat(count)
 }
 
 fn composer(view: &View) -> String {
     let l = labels(view.locale, view.generation);
-    let editor = match (view.generation, view.editor) {
-        (Generation::A, Editor::ProseMirror) => format!(
-            "<div id=\"prompt-textarea\" class=\"ProseMirror\" contenteditable=\"true\" data-testid=\"prompt-textarea\" \
-             role=\"textbox\" translate=\"no\" aria-label=\"{}\"><p></p></div>",
-            l.textbox
+    // Before hydration the fallback textarea shows and no editor exists
+    // (`a-2025-09-new-chat-prehydration`); after it, the textarea is hidden.
+    let painted_only = view.first_paint || view.screen == Screen::PreHydration;
+    let editors = if painted_only { String::new() } else { editors(view) };
+    let fallback_style = if painted_only { "" } else { " style=\"display: none\"" };
+    let (form_open, fallback, plus) = match view.generation {
+        Generation::A => (
+            "<form data-type=\"unified-composer\" class=\"composer\">",
+            format!("<textarea name=\"prompt-textarea\" placeholder=\"Ask anything\"{fallback_style}></textarea>"),
+            "<button type=\"button\" data-testid=\"composer-plus-btn\" aria-haspopup=\"menu\"",
         ),
-        (Generation::A, Editor::Lexical) => format!(
-            "<div contenteditable=\"true\" data-lexical-editor=\"true\" role=\"textbox\" aria-label=\"{}\"><p></p></div>",
-            l.textbox
+        Generation::B => (
+            "<form data-chatgpt-composer=\"\" data-composer-placement=\"thread\" class=\"composer\">",
+            format!(
+                "<textarea name=\"prompt\" aria-label=\"{}\" placeholder=\"{}\"{fallback_style}></textarea>",
+                l.textbox, l.textbox
+            ),
+            "<button type=\"button\" data-composer-navigation-target=\"add-context\" aria-haspopup=\"menu\"",
         ),
-        (Generation::B, _) => {
-            format!("<div contenteditable=\"true\" role=\"textbox\" aria-label=\"{}\"><p></p></div>", l.textbox)
-        }
     };
-    let count = match view.integrity {
-        Integrity::Intact => 1,
-        Integrity::Missing => 0,
-        Integrity::Duplicated => 2,
-    };
-    let editors = editor.repeat(count);
-    let form_open = match view.generation {
-        Generation::A => "<form data-type=\"unified-composer\" class=\"composer\">",
-        Generation::B => "<form data-chatgpt-composer=\"\" class=\"composer\">",
-    };
-    let fallback = match view.generation {
-        Generation::A => "<textarea name=\"prompt-textarea\" class=\"hidden\" hidden></textarea>",
-        Generation::B => "",
-    };
-    let plus = match view.generation {
-        Generation::A => "<button type=\"button\" data-testid=\"composer-plus-btn\" aria-haspopup=\"menu\"",
-        Generation::B => {
-            "<button type=\"button\" data-composer-navigation-target=\"add-context\" aria-haspopup=\"menu\""
-        }
-    };
-    let plus_label = if view.locale == Locale::De { "Dateien und mehr hinzufügen" } else { "Add files and more" };
+    let plus_label = if view.locale == Locale::Ja { "ファイルなどを追加" } else { "Add files and more" };
     let expanded = matches!(view.menu, Some(Menu::Root | Menu::More | Menu::Apps));
     format!(
         "<div id=\"composer-region\">{form_open}{apps}{plus} aria-expanded=\"{expanded}\" aria-label=\"{plus_label}\" class=\"btn\">+</button>\
-         {editors}{fallback}{}</form><div id=\"composer-popover\">{}</div></div>\n",
-        actions(view),
-        menu(view),
+         {fallback}{editors}<button type=\"button\" aria-label=\"{dictate}\" class=\"btn\"></button>{actions}</form>\
+         <div id=\"composer-popover\">{menu}</div></div>\n",
+        actions = actions(view),
+        menu = menu(view),
         apps = apps(view),
+        dictate = l.dictate,
     )
 }
 

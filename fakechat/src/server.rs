@@ -57,6 +57,7 @@ pub fn router(hub: Arc<Hub>, csp: Csp) -> Router {
         .route("/_fakechat/api/submit", post(submit))
         .route("/_fakechat/api/view", get(view))
         .route("/_fakechat/api/retry", post(retry))
+        .route("/_fakechat/api/stop", post(stop))
         .route("/_fakechat/api/tab", post(tab))
         .route("/_fakechat/api/composer", get(composer))
         .route("/_fakechat/control", post(control))
@@ -89,6 +90,8 @@ fn render_page(app: &App, conversation: Option<&str>, project: Option<&str>) -> 
         return (StatusCode::NOT_FOUND, Html("<!DOCTYPE html><title>ChatGPT</title><p>Conversation not found</p>"))
             .into_response();
     };
+    // A page load is the server's first paint; the page script hydrates it.
+    let view = render::View { first_paint: true, ..view };
     let mut response = Html(render::page(&view)).into_response();
     if let Some(csp) = app.csp.header(&nonce) {
         response.headers_mut().insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_str(&csp).expect("ascii"));
@@ -261,6 +264,15 @@ struct RetryBody {
 
 async fn retry(State(app): State<Arc<App>>, Json(body): Json<RetryBody>) -> StatusCode {
     match app.hub.update(&body.conversation, |c| c.retry_clicks += 1) {
+        Some(()) => StatusCode::NO_CONTENT,
+        None => StatusCode::NOT_FOUND,
+    }
+}
+
+/// A click on the stop button, recorded for the oracle (fakechat does not
+/// stop its scripted turn: nothing the product does may click it).
+async fn stop(State(app): State<Arc<App>>, Json(body): Json<RetryBody>) -> StatusCode {
+    match app.hub.update(&body.conversation, |c| c.stop_clicks += 1) {
         Some(()) => StatusCode::NO_CONTENT,
         None => StatusCode::NOT_FOUND,
     }

@@ -16,10 +16,23 @@
 
   const post = (path, data) =>
     fetch(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(data) });
-  const editor = () => document.querySelector("form [contenteditable='true']");
-  const isStop = (b) => b.dataset.testid === "stop-button" || b.dataset.state === "stop";
-  const sendButton = () => [...document.querySelectorAll("#composer-actions button")].find((b) => !isStop(b));
+  // The visible composer only: generation B keeps hidden legacy editors elsewhere.
+  const editor = () => document.querySelector("#composer-region form [contenteditable='true']");
+  const actions = () => document.getElementById("composer-actions");
+  // What the send slot shows: "empty" (the voice button), "draft" (send) or "stop".
+  const slotState = () => (actions() ? actions().dataset.slot : null);
   const textOf = (ed) => (ed ? ed.innerText.trim() : "");
+
+  // Hydration: the server's first paint has the fallback textarea and no
+  // editor; the frontend hides the one and inserts the other.
+  function hydrate() {
+    const markup = body.dataset.fakechatEditor;
+    const fallback = document.querySelector("#composer-region form textarea");
+    if (!markup || !fallback || editor()) return;
+    fallback.style.display = "none";
+    fallback.insertAdjacentHTML("afterend", markup);
+  }
+  hydrate();
   // The app chosen in the composer and how ({app, route}); sent with the next turn.
   let selection = null;
   const popover = () => document.getElementById("composer-popover");
@@ -65,7 +78,7 @@
       const fresh = ed.cloneNode(false);
       fresh.innerHTML = "<p></p>";
       ed.replaceWith(fresh);
-      updateSend();
+      updateSlot();
     }
   }
 
@@ -74,9 +87,15 @@
     return m ? m[1] : null;
   }
 
-  function updateSend() {
-    const b = sendButton();
-    if (b) b.disabled = textOf(editor()) === "";
+  // The real composer renders the send button only while the editor holds
+  // text, and the voice button while it is empty; never over the stop button.
+  function updateSlot() {
+    const a = actions();
+    if (!a || a.dataset.slot === "stop") return;
+    const want = textOf(editor()) ? "draft" : "empty";
+    if (a.dataset.slot === want) return;
+    a.innerHTML = want === "draft" ? body.dataset.fakechatSlotDraft : body.dataset.fakechatSlotEmpty;
+    a.dataset.slot = want;
   }
 
   async function submit() {
@@ -87,7 +106,7 @@
     if (!response.ok) return;
     selection = null;
     ed.innerHTML = "<p></p>";
-    updateSend();
+    updateSlot();
     const r = await response.json();
     if (!conversation) {
       conversation = r.conversation;
@@ -117,11 +136,10 @@
       version = v.version;
       const region = document.getElementById("thread-region");
       if (region) region.outerHTML = v.thread;
-      const actions = document.getElementById("composer-actions");
-      if (actions) actions.outerHTML = v.actions;
+      if (actions()) actions().outerHTML = v.actions;
       const apps = document.getElementById("composer-apps");
       if (apps && !selection) apps.outerHTML = v.apps;
-      updateSend();
+      updateSlot();
     }
   }
 
@@ -130,7 +148,7 @@
   }
 
   document.addEventListener("input", () => {
-    updateSend();
+    updateSlot();
     const query = mentionQuery();
     if (query !== null) openMenu("mention", query);
     else if (!(plusButton() && plusButton().getAttribute("aria-expanded") === "true")) closeMenu();
@@ -143,8 +161,7 @@
   });
   document.addEventListener("submit", (e) => {
     e.preventDefault();
-    const b = sendButton();
-    if (b && !b.disabled) submit();
+    if (slotState() === "draft") submit();
   });
   document.addEventListener("click", (e) => {
     const row = e.target.closest && e.target.closest("[data-fakechat-app], [data-fakechat-nav]");
@@ -167,17 +184,18 @@
       else openMenu("root");
       return;
     }
-    if (b.dataset.testid === "regenerate-thread-error-button") {
+    if (b.dataset.testid === "regenerate-thread-error-button" || b.dataset.fakechatRetry) {
       post("/_fakechat/api/retry", { conversation });
     } else if (b.dataset.fakechatDismiss) {
       b.closest("[role='dialog']").remove();
     } else if (b.closest("#composer-actions")) {
       e.preventDefault();
-      if (!isStop(b) && !b.disabled) submit();
+      if (slotState() === "stop") post("/_fakechat/api/stop", { conversation });
+      else if (slotState() === "draft") submit();
     }
   });
   document.addEventListener("visibilitychange", reportVisibility);
   reportVisibility();
-  updateSend();
+  updateSlot();
   if (conversation) poll();
 })();

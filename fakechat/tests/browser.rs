@@ -99,7 +99,9 @@ async fn the_redesigned_composer_works_the_same_way() {
     until(&page, "document.querySelector('form[data-chatgpt-composer] button[type=submit]').disabled === false").await;
     page.find_element("form[data-chatgpt-composer] button[type=submit]").await.unwrap().click().await.unwrap();
     until(&page, "location.pathname.startsWith('/c/')").await;
-    until(&page, "!!document.querySelector('[data-testid=\"copy-turn-action-button\"]')").await;
+    // The redesign's finished answer: the assistant's own action bar after its unit.
+    until(&page, "!!document.querySelector('[data-content-search-unit-key$=\":assistant\"] ~ .turn-action-controls')")
+        .await;
     let oracle = fake.hub.oracle();
     let only = oracle["conversations"].as_object().unwrap().values().next().unwrap().clone();
     assert_eq!(only["user_turns"].as_array().unwrap().len(), 1);

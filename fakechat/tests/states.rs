@@ -84,7 +84,8 @@ async fn a_submitted_turn_streams_a_reply_and_finishes_with_the_copy_button() {
     let page = site.page(&id).await;
     assert!(page.contains(r#"data-message-author-role="user""#) && page.contains("You said: hello"));
     assert!(page.contains(r#"data-testid="copy-turn-action-button""#));
-    assert!(page.contains(r#"data-testid="send-button""#) && !page.contains("stop-button"));
+    // The idle slot holds the voice button; the send button exists only once the editor has text.
+    assert!(page.contains(r#"data-slot="empty""#) && !page.contains(r#"data-testid="stop-button""#));
     assert_eq!(site.oracle().await["conversations"][&id]["state"], "idle");
 }
 
@@ -95,7 +96,7 @@ async fn every_state_and_incident_is_reachable() {
     site.settle(&id).await;
     let cases: Vec<(Value, Vec<&str>, &str)> = vec![
         (json!({"generating": true}), vec![r#"data-testid="stop-button""#], "generating"),
-        (json!({"generating": false}), vec![r#"data-testid="send-button""#, "copy-turn-action-button"], "idle"),
+        (json!({"generating": false}), vec![r#"data-slot="empty""#, "copy-turn-action-button"], "idle"),
         (json!({"deferral": true}), vec!["Our systems are thinking a bit more"], "idle"),
         (
             json!({"deferral": false, "turn_error": "delivery_timeout"}),
@@ -107,11 +108,29 @@ async fn every_state_and_incident_is_reachable() {
         (json!({"rate_limited": false, "screen": "loading"}), vec![r#"data-fakechat-loading="true""#], "loading"),
         (json!({"screen": "signed_out"}), vec![r#"data-testid="login-button""#], "signedout"),
         (json!({"screen": "challenge"}), vec!["Verify you are human"], "challenge"),
-        (json!({"screen": "chat", "integrity": "missing"}), vec![r#"<div id="composer-actions"></div>"#], "error"),
-        (json!({"integrity": "duplicated"}), vec![r#"id="prompt-textarea""#], "error"),
-        (json!({"integrity": "intact", "locale": "de"}), vec!["Prompt senden", "Etwas ist schiefgelaufen"], "error"),
-        (json!({"locale": "en", "generation": "b"}), vec!["data-chatgpt-composer", r#"aria-label="Send""#], "error"),
-        (json!({"generation": "a", "editor": "lexical"}), vec![r#"data-lexical-editor="true""#], "error"),
+        (
+            json!({"screen": "pre_hydration"}),
+            vec![r#"name="prompt-textarea" placeholder="Ask anything">"#],
+            "prehydration",
+        ),
+        (
+            json!({"screen": "logged_out_chat"}),
+            vec![r#"data-testid="login-button""#, r#"data-type="unified-composer""#],
+            "loggedoutchat",
+        ),
+        (
+            json!({"screen": "chat", "integrity": "missing"}),
+            vec![r#"<div id="composer-actions" data-slot="empty"></div>"#],
+            "error",
+        ),
+        (json!({"integrity": "duplicated"}), vec!["id=&quot;prompt-textarea&quot;"], "error"),
+        (json!({"integrity": "intact", "locale": "ja"}), vec![r#"lang="ja""#, "問題が発生しました"], "error"),
+        (
+            json!({"locale": "en", "generation": "b"}),
+            vec!["data-chatgpt-composer", r#"aria-label="Start Voice""#, "data-turn-key"],
+            "error",
+        ),
+        (json!({"generation": "a", "editor": "lexical"}), vec!["data-lexical-editor=&quot;true&quot;"], "error"),
     ];
     for (control, markers, state) in cases {
         let mut c = control.clone();
@@ -124,17 +143,26 @@ async fn every_state_and_incident_is_reachable() {
         assert_eq!(site.oracle().await["conversations"][&id]["state"], state, "{control}");
     }
     let page = site.page(&id).await;
-    assert!(!page.contains(r#"data-testid="prompt-textarea""#), "the Lexical variant has no ProseMirror editor");
+    assert!(!page.contains("id=&quot;prompt-textarea&quot;"), "the Lexical variant has no ProseMirror editor");
     let duplicated = {
         site.control(json!({"conversation": id, "integrity": "duplicated", "editor": "prose_mirror"})).await;
         site.page(&id).await
     };
-    assert_eq!(duplicated.matches(r#"<div id="prompt-textarea""#).count(), 2);
-    assert_eq!(duplicated.matches(r#"data-testid="send-button""#).count(), 2);
+    // The first paint carries the editors for hydration, twice; the slot shows two voice buttons.
+    assert_eq!(duplicated.matches("id=&quot;prompt-textarea&quot;").count(), 2);
+    assert_eq!(duplicated.matches(r#"aria-label="Start Voice""#).count(), 2);
     let incidents = site.oracle().await["conversations"][&id]["incidents"].clone();
-    for expected in
-        ["deferral", "delivery_timeout", "something_went_wrong", "rate_limited", "loading", "signedout", "challenge"]
-    {
+    for expected in [
+        "deferral",
+        "delivery_timeout",
+        "something_went_wrong",
+        "rate_limited",
+        "loading",
+        "signedout",
+        "challenge",
+        "prehydration",
+        "loggedoutchat",
+    ] {
         assert!(incidents.as_array().unwrap().iter().any(|i| i == expected), "{expected} not in {incidents}");
     }
 }
@@ -175,9 +203,9 @@ async fn routes_mirror_the_real_site_and_defaults_apply_to_new_chats() {
     assert_eq!(site.get("/g/g-p-0123456789abcdef0123456789abcdef-other/c/x").await.0, StatusCode::NOT_FOUND);
     assert_eq!(site.get("/g/not-a-project/project").await.0, StatusCode::NOT_FOUND);
     assert_eq!(site.get("/c/00000000-0000-4000-8000-000000000000").await.0, StatusCode::NOT_FOUND);
-    site.control(json!({"generation": "b", "locale": "de"})).await;
+    site.control(json!({"generation": "b", "locale": "ja"})).await;
     let (_, fresh) = site.get("/").await;
-    assert!(fresh.contains("data-chatgpt-composer") && fresh.contains(r#"lang="de""#));
+    assert!(fresh.contains("data-chatgpt-composer") && fresh.contains(r#"lang="ja""#));
 }
 
 #[tokio::test]

@@ -132,6 +132,7 @@ async fn two_workers_in_managed_tabs_and_every_prompt_lands_exactly_once_body() 
     assert_eq!(turns(&conversations[&my_conversation]).len(), 1);
     for (id, c) in &conversations {
         assert_eq!(c["retry_clicks"], 0, "{id}");
+        assert_eq!(c["stop_clicks"], 0, "{id}");
         assert_eq!(c["errors"], json!([]), "{id}");
     }
     // Chromium's own list of the extension's errors (manifest and runtime, as

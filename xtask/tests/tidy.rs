@@ -51,10 +51,20 @@ fn domain_crates_stay_free_of_io_frameworks() {
 
 #[test]
 fn the_dom_adapter_knows_no_browser() {
-    // chatgpt-dom runs in wasm (web-sys) and over CDP: protocol types only.
+    // chatgpt-dom runs in wasm (web-sys) and over CDP: protocol types only,
+    // plus an HTML parser behind the optional `html` feature (saved pages).
     for dep in dependencies("chatgpt-dom") {
-        assert_eq!(dep, "protocol", "chatgpt-dom must not depend on {dep}");
+        assert!(["protocol", "scraper", "ego-tree"].contains(&dep.as_str()), "chatgpt-dom must not depend on {dep}");
     }
+    let manifest = std::fs::read_to_string(root().join("chatgpt-dom/Cargo.toml")).unwrap();
+    for parser in ["scraper", "ego-tree"] {
+        let line = manifest.lines().find(|l| l.starts_with(&format!("{parser} ="))).unwrap();
+        assert!(line.contains("optional = true"), "chatgpt-dom's {parser} must stay optional: {line}");
+    }
+    // The extension builds the adapter without it.
+    let extension = std::fs::read_to_string(root().join("extension/Cargo.toml")).unwrap();
+    let line = extension.lines().find(|l| l.starts_with("chatgpt-dom")).unwrap();
+    assert!(!line.contains("html"), "the extension must not enable chatgpt-dom's html feature: {line}");
 }
 
 #[test]

@@ -49,6 +49,24 @@ impl Dom for LiveDom {
     fn within(&self, node: &Element, selector: &str) -> bool {
         node.parent_element().and_then(|p| p.closest(selector).ok().flatten()).is_some()
     }
+
+    /// `hidden` ancestry, then the browser's own `checkVisibility` (display
+    /// and visibility of every ancestor), then a box of some size.
+    fn visible(&self, node: &Element) -> bool {
+        if node.closest("[hidden]").ok().flatten().is_some() {
+            return false;
+        }
+        if let Ok(check) = Reflect::get(node, &"checkVisibility".into())
+            && let Ok(check) = check.dyn_into::<Function>()
+        {
+            let options = super::object(&[("visibilityProperty", true.into())]);
+            if check.call1(node, &options).ok().and_then(|v| v.as_bool()) == Some(false) {
+                return false;
+            }
+        }
+        let rect = node.get_bounding_client_rect();
+        rect.width() > 0.0 || rect.height() > 0.0
+    }
 }
 
 impl Act for LiveDom {

@@ -1,0 +1,264 @@
+//! A page that acts like the site for the adapter's tests: a parsed HTML
+//! document whose editor takes typed text and whose composer *then* shows
+//! the send button (the real site renders none while the composer is empty:
+//! the voice button holds the slot), with every click recorded. Mutations
+//! build hostile variants of a fixture for the property test.
+
+#![allow(dead_code)]
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+
+use chatgpt_dom::html::{HtmlPage, visible};
+use chatgpt_dom::{Act, Dom};
+use ego_tree::NodeId;
+use scraper::{Html, Node};
+
+/// A fixture as a live page.
+pub struct Page {
+    doc: RefCell<HtmlPage>,
+    /// Text typed into an editor and not cleared.
+    pub typed: RefCell<Option<(NodeId, String)>>,
+    /// Clicked elements, in order.
+    pub clicks: RefCell<Vec<NodeId>>,
+    /// Whether the editor accepts insertion (a broken editor does not).
+    pub accepts_input: bool,
+}
+
+/// The text of `fixtures/<name>.html`.
+pub fn fixture_text(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(format!("{name}.html"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `fixtures/<name>.html` as a page.
+pub fn fixture(name: &str) -> Page {
+    Page::parse(&fixture_text(name))
+}
+
+impl Page {
+    /// Parses a whole document.
+    pub fn parse(text: &str) -> Page {
+        Page {
+            doc: RefCell::new(HtmlPage::parse(text)),
+            typed: RefCell::new(None),
+            clicks: RefCell::new(Vec::new()),
+            accepts_input: true,
+        }
+    }
+
+    /// The ground-truth role a corpus fixture gives `node` (`data-corpus`).
+    pub fn truth(&self, node: NodeId) -> Option<String> {
+        self.doc.borrow().attr(&node, "data-corpus")
+    }
+
+    /// Nodes whose ground truth is `role`, and whether each is visible.
+    pub fn truths(&self, role: &str) -> Vec<(NodeId, bool)> {
+        let doc = self.doc.borrow();
+        let found = doc.query_all(None, &format!(r#"[data-corpus="{role}"]"#));
+        found.into_iter().map(|n| (n, visible(&doc.html, n))).collect()
+    }
+
+    /// The start tag of `node`, for messages.
+    pub fn describe(&self, node: NodeId) -> String {
+        self.doc.borrow().describe(node)
+    }
+
+    fn element_name(&self, node: NodeId) -> Option<String> {
+        self.doc.borrow().element(node).map(|e| e.value().name().to_owned())
+    }
+
+    fn attrs(&self, node: NodeId) -> Vec<(String, String)> {
+        let doc = self.doc.borrow();
+        let Some(e) = doc.element(node) else { return Vec::new() };
+        e.value().attrs().map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+    }
+
+    /// Sets (`Some`) or removes (`None`) an attribute of `node`.
+    pub fn set_attr(&self, node: NodeId, name: &str, value: Option<&str>) {
+        let Some(tag) = self.element_name(node) else { return };
+        let mut attrs: Vec<(String, String)> = self.attrs(node).into_iter().filter(|(k, _)| k != name).collect();
+        if let Some(v) = value {
+            attrs.push((name.to_owned(), v.to_owned()));
+        }
+        let element = make_element(&tag, &attrs);
+        *self.doc.borrow_mut().html.tree.get_mut(node).expect("a node of this page").value() = Node::Element(element);
+    }
+
+    /// Inserts a copy of `node`'s subtree right after it; returns the copy.
+    pub fn copy_after(&self, node: NodeId) -> NodeId {
+        let mut doc = self.doc.borrow_mut();
+        let value = doc.html.tree.get(node).expect("a node of this page").value().clone();
+        let copy = doc.html.tree.get_mut(node).unwrap().insert_after(value).id();
+        copy_children(&mut doc.html, node, copy);
+        copy
+    }
+
+    /// Moves `node` to be its parent's first child.
+    pub fn move_first(&self, node: NodeId) {
+        let mut doc = self.doc.borrow_mut();
+        let Some(parent) = doc.html.tree.get(node).and_then(|n| n.parent()).map(|p| p.id()) else { return };
+        let first = doc.html.tree.get(parent).unwrap().first_child().unwrap().id();
+        if first != node {
+            doc.html.tree.get_mut(first).unwrap().insert_id_before(node);
+        }
+    }
+
+    /// The site's reaction to typing: the send button replaces the voice
+    /// button in the composer form (or joins it where no slot is marked).
+    fn show_send(&self, editor: NodeId) {
+        let form = {
+            let doc = self.doc.borrow();
+            let mut current = doc.html.tree.get(editor).and_then(|n| n.parent());
+            loop {
+                match current {
+                    Some(n) if doc.element(n.id()).is_some_and(|e| e.value().name() == "form") => break n.id(),
+                    Some(n) => current = n.parent(),
+                    None => return,
+                }
+            }
+        };
+        let (has_send, voice, redesign) = {
+            let doc = self.doc.borrow();
+            let sends = doc.query_all(Some(&form), r#"[data-corpus="send"]"#);
+            let voice = doc.query_all(Some(&form), r#"[data-corpus="voice"]"#).into_iter().next();
+            (!sends.is_empty(), voice, doc.attr(&form, "data-chatgpt-composer").is_some())
+        };
+        if has_send {
+            return;
+        }
+        let attrs: &[(&str, &str)] = if redesign {
+            &[("type", "submit"), ("aria-label", "Send"), ("data-corpus", "send")]
+        } else {
+            &[
+                ("id", "composer-submit-button"),
+                ("aria-label", "Send prompt"),
+                ("data-testid", "send-button"),
+                ("data-corpus", "send"),
+            ]
+        };
+        let attrs: Vec<(String, String)> = attrs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let send = Node::Element(make_element("button", &attrs));
+        let mut doc = self.doc.borrow_mut();
+        match voice {
+            Some(voice) => *doc.html.tree.get_mut(voice).unwrap().value() = send,
+            None => {
+                doc.html.tree.get_mut(form).unwrap().append(send);
+            }
+        }
+    }
+}
+
+fn copy_children(html: &mut Html, from: NodeId, to: NodeId) {
+    let children: Vec<NodeId> = html.tree.get(from).unwrap().children().map(|c| c.id()).collect();
+    for child in children {
+        let value = html.tree.get(child).unwrap().value().clone();
+        let copy = html.tree.get_mut(to).unwrap().append(value).id();
+        copy_children(html, child, copy);
+    }
+}
+
+/// A fresh element `<tag attrs…>`, built by the HTML parser itself.
+fn make_element(tag: &str, attrs: &[(String, String)]) -> scraper::node::Element {
+    let attrs: String =
+        attrs.iter().map(|(k, v)| format!(" {k}=\"{}\"", v.replace('&', "&amp;").replace('"', "&quot;"))).collect();
+    let markup = format!("<{tag}{attrs}></{tag}>");
+    let parsed = if tag == "html" { Html::parse_document(&markup) } else { Html::parse_fragment(&markup) };
+    parsed
+        .tree
+        .nodes()
+        .find_map(|n| match n.value() {
+            Node::Element(e) if e.name() == tag => Some(e.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the parser made no <{tag}>"))
+}
+
+impl Dom for Page {
+    type Node = NodeId;
+
+    fn query_all(&self, scope: Option<&NodeId>, selector: &str) -> Vec<NodeId> {
+        self.doc.borrow().query_all(scope, selector)
+    }
+
+    fn attr(&self, node: &NodeId, name: &str) -> Option<String> {
+        self.doc.borrow().attr(node, name)
+    }
+
+    fn text(&self, node: &NodeId) -> String {
+        if let Some((typed, text)) = &*self.typed.borrow()
+            && typed == node
+        {
+            return text.clone();
+        }
+        self.doc.borrow().text(node)
+    }
+
+    fn within(&self, node: &NodeId, selector: &str) -> bool {
+        self.doc.borrow().within(node, selector)
+    }
+
+    fn visible(&self, node: &NodeId) -> bool {
+        self.doc.borrow().visible(node)
+    }
+}
+
+impl Act for Page {
+    fn insert_text(&self, editor: &NodeId, text: &str) -> bool {
+        if self.accepts_input {
+            *self.typed.borrow_mut() = Some((*editor, text.to_owned()));
+            self.show_send(*editor);
+        }
+        self.accepts_input
+    }
+
+    fn click(&self, node: &NodeId) {
+        self.clicks.borrow_mut().push(*node);
+    }
+
+    fn clear(&self, _editor: &NodeId) {
+        *self.typed.borrow_mut() = None;
+    }
+}
+
+/// A corpus fixture's header, parsed.
+pub struct Header {
+    /// The `expect:` line.
+    pub expect: String,
+    /// The `notes:` line.
+    pub notes: String,
+    /// The `fakechat:` line (a control object), if fakechat renders this structure.
+    pub fakechat: Option<String>,
+    /// The `source:` line.
+    pub source: String,
+    /// The `human:` line.
+    pub human: String,
+    /// The `captured:` line.
+    pub captured: String,
+}
+
+/// Reads the header comment of a corpus fixture.
+pub fn header(text: &str) -> Header {
+    let line = |key: &str| text.lines().find_map(|l| l.strip_prefix(&format!("{key}: "))).map(str::to_owned);
+    Header {
+        expect: line("expect").expect("every corpus fixture says what to expect"),
+        notes: line("notes").unwrap_or_default(),
+        fakechat: line("fakechat"),
+        source: line("source").expect("every corpus fixture names its source"),
+        human: line("human").expect("every corpus fixture says what a human reads"),
+        captured: line("captured").expect("every corpus fixture dates its capture"),
+    }
+}
+
+/// Every corpus fixture: (name, text).
+pub fn corpus() -> Vec<(String, String)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/corpus");
+    let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "html"))
+        .map(|p| (p.file_stem().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(&p).unwrap()))
+        .collect();
+    out.sort();
+    out
+}
