@@ -13,5 +13,6 @@
 mod args;
 pub mod doctor;
 pub mod http;
+pub mod inspect_page;
 pub mod state_dir;
 pub mod tools;

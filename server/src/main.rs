@@ -76,6 +76,17 @@ enum Cmd {
         #[arg(long)]
         state_dir: Option<PathBuf>,
     },
+    /// Show how this build reads a chatgpt.com page you saved (Ctrl-S): what
+    /// each locator finds (visible or hidden), the classification, what a
+    /// submit would click, the app pills. Read-only; attach `--json` output
+    /// to a bug report.
+    InspectPage {
+        /// The saved HTML page.
+        file: PathBuf,
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the two-worker scenario end to end on this machine: this daemon on
     /// a temporary state dir, fakechat as chatgpt.com, headless Chromium with
     /// the extension from `dist/chromium` (`cargo xtask demo` builds it first).
@@ -313,6 +324,7 @@ async fn main() -> anyhow::Result<()> {
             println!("\n{PAIRING_STEPS}");
         }
         Cmd::Demo => demo().await?,
+        Cmd::InspectPage { file, json } => print!("{}", server::inspect_page::run(&file, json)?),
         Cmd::Doctor { mcp_url, host } => {
             if !server::doctor::run(&mcp_url, host.app_label.as_deref(), host.worker_project_url.as_deref()).await {
                 std::process::exit(1);
