@@ -14,6 +14,9 @@ pub enum ToPage {
     Ping,
     /// Submit a prompt once the page is idle, exactly once per key.
     Submit(Submission),
+    /// How the adapter reads this page, for the popup's "Check this page":
+    /// read-only, answered with a [`PageReply::Inspection`].
+    Inspect,
 }
 
 /// A prompt to submit in a page.
@@ -71,4 +74,102 @@ pub enum PageReply {
         /// Detail without page content.
         detail: String,
     },
+    /// How the adapter reads the page (an answer to [`ToPage::Inspect`]).
+    Inspection(PageCheck),
+}
+
+/// The adapter's reading of a page, without page content: counts and
+/// verdicts only (the saved-page CLI, `orchestrator inspect-page`, shows
+/// the elements themselves).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageCheck {
+    /// `chatgpt-dom <version>`.
+    pub adapter: String,
+    /// The reading (`ready`, `idle`, `generating`, …, `ui_changed`).
+    pub state: String,
+    /// The typed refusal, when the adapter refuses the page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    /// Turns found.
+    pub turns: usize,
+    /// Visible buttons with stop semantics.
+    pub stop_buttons: usize,
+    /// What a submit would do now.
+    pub submit: String,
+    /// The app pills the composer shows.
+    pub app_pills: Vec<String>,
+    /// Per element of the locator table.
+    pub locators: Vec<LocatorCheck>,
+}
+
+/// One element of the locator table on this page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocatorCheck {
+    /// The element (`Editor`, `SendButton`, …).
+    pub element: String,
+    /// `found`, or why not (`missing`, `ambiguous …`).
+    pub resolved: String,
+    /// Per candidate: (generation, selector, visible matches, hidden matches).
+    pub candidates: Vec<(String, String, usize, usize)>,
+}
+
+impl PageCheck {
+    /// Summarizes the adapter's report.
+    pub fn from_report<N>(report: &chatgpt_dom::inspect::Report<N>) -> PageCheck {
+        use chatgpt_dom::inspect::SubmitPlan;
+        PageCheck {
+            adapter: report.adapter.to_owned(),
+            state: report.state.as_ref().map_or("ui_changed", |s| s.name()).to_owned(),
+            refusal: report.state.as_ref().err().cloned(),
+            turns: report.turns,
+            stop_buttons: report.stop_buttons.len(),
+            submit: match &report.submit {
+                SubmitPlan::Click(_) => "would click the send button shown now".into(),
+                SubmitPlan::AfterTyping => "would type the prompt, then click the send button it brings".into(),
+                SubmitPlan::Nothing(why) => format!("nothing ({why})"),
+            },
+            app_pills: report.pills.clone(),
+            locators: report
+                .locators
+                .iter()
+                .map(|l| LocatorCheck {
+                    element: format!("{:?}", l.element),
+                    resolved: l.resolved.as_ref().map_or_else(Clone::clone, |_| "found".to_owned()),
+                    candidates: l
+                        .candidates
+                        .iter()
+                        .map(|c| {
+                            let visible = c.matches.iter().filter(|(_, v)| *v).count();
+                            (c.generation.to_owned(), c.selector.to_owned(), visible, c.matches.len() - visible)
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The check as the popup shows it.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "adapter: {}\nstate: {}\n{}turns: {}\nstop buttons: {}\nsubmit: {}\napp pills: {}\n",
+            self.adapter,
+            self.state,
+            self.refusal.as_ref().map(|r| format!("refusal: {r}\n")).unwrap_or_default(),
+            self.turns,
+            self.stop_buttons,
+            self.submit,
+            if self.app_pills.is_empty() { "(none)".to_owned() } else { self.app_pills.join(", ") },
+        );
+        for locator in &self.locators {
+            out.push_str(&format!("{}: {}\n", locator.element, locator.resolved));
+            for (generation, selector, visible, hidden) in &locator.candidates {
+                if visible + hidden > 0 {
+                    out.push_str(&format!("  [{generation}] {selector}: {visible} visible, {hidden} hidden\n"));
+                }
+            }
+        }
+        out
+    }
 }

@@ -360,3 +360,44 @@ async fn a_tab_the_extension_did_not_open_is_never_touched_and_commands_naming_i
     assert_eq!(turns(&conversations(&oracle)[&my_conversation]).len(), 1, "{oracle:#}");
     assert_eq!(eval::<String>(&mine, "location.pathname").await.unwrap(), format!("/c/{my_conversation}"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_popup_checks_the_current_chatgpt_page_without_touching_it() {
+    e2e(the_popup_checks_the_current_chatgpt_page_without_touching_it_body).await;
+}
+
+/// The popup's "Check this page" on the person's own (unmanaged) chatgpt.com
+/// tab: the adapter's reading of the live page, read-only.
+async fn the_popup_checks_the_current_chatgpt_page_without_touching_it_body() {
+    use chromiumoxide::cdp::browser_protocol::target::CreateTargetParams;
+
+    let dir = tempfile::tempdir().unwrap();
+    let fake =
+        fakechat::start("127.0.0.1:0".parse().unwrap(), None, fakechat::server::Csp::RealLike, None).await.unwrap();
+    let chromium = e2e::Chromium::launch(&e2e::chromium_dist().unwrap(), fake.addr.port(), dir.path()).await.unwrap();
+    let mine = chromium.open("https://chatgpt.com/").await.unwrap();
+    let my_conversation = chat_by_hand(&mine, "mine").await;
+    until(&mine, "!!document.querySelector('[data-testid=\"copy-turn-action-button\"][aria-label=\"Copy response\"]')")
+        .await
+        .unwrap();
+    // The popup in a window of its own, so the chatgpt.com tab stays the active tab of its window.
+    let target =
+        CreateTargetParams::builder().url(chromium.extension_url("popup.html")).new_window(true).build().unwrap();
+    let popup = chromium.browser.new_page(target).await.unwrap();
+    until(&popup, "document.body.hasAttribute('data-ready')").await.unwrap();
+    popup.evaluate("document.querySelector('#check').click(); true").await.unwrap();
+    until(&popup, "document.querySelector('#page-check').textContent.includes('state:')").await.unwrap();
+    let check = eval::<String>(&popup, "document.querySelector('#page-check').textContent").await.unwrap();
+    assert!(check.contains(&format!("https://chatgpt.com/c/{my_conversation}")), "{check}");
+    assert!(check.contains("adapter: chatgpt-dom "), "{check}");
+    assert!(check.contains("state: idle"), "{check}");
+    assert!(check.contains("stop buttons: 0"), "{check}");
+    assert!(check.contains("submit: would type the prompt"), "{check}");
+    assert!(check.contains("Editor: found"), "{check}");
+    // Read-only: still the one hand-typed turn, nothing clicked.
+    let oracle = fake.hub.oracle();
+    let conversation = &conversations(&oracle)[&my_conversation];
+    assert_eq!(turns(conversation).len(), 1, "{oracle:#}");
+    assert_eq!(conversation["stop_clicks"], 0);
+    assert_eq!(conversation["retry_clicks"], 0);
+}

@@ -257,6 +257,10 @@ async fn handle(request: ToPage) -> PageReply {
     match request {
         ToPage::Ping => PageReply::Report(report(&dom())),
         ToPage::Submit(submission) => submit_once(&submission).await,
+        // Read-only: the adapter's reading, for the popup's page check.
+        ToPage::Inspect => {
+            PageReply::Inspection(crate::messages::PageCheck::from_report(&chatgpt_dom::inspect::inspect(&dom())))
+        }
     }
 }
 

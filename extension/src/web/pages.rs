@@ -104,11 +104,56 @@ pub async fn options_main() {
     }
 }
 
+/// The chatgpt.com tab the person is looking at: the active tab of the
+/// popup's window, else (the popup opened as a page of its own) the most
+/// recently used active chatgpt.com tab.
+async fn current_chatgpt_tab() -> Option<(f64, String)> {
+    let pick = |tabs: JsValue| -> Vec<(f64, String, f64)> {
+        let tabs: js_sys::Array = tabs.dyn_into().unwrap_or_default();
+        tabs.iter()
+            .filter_map(|t| {
+                let id = Reflect::get(&t, &"id".into()).ok()?.as_f64()?;
+                let url = Reflect::get(&t, &"url".into()).ok()?.as_string()?;
+                let used = Reflect::get(&t, &"lastAccessed".into()).ok().and_then(|v| v.as_f64()).unwrap_or(0.0);
+                url.starts_with("https://chatgpt.com/").then_some((id, url, used))
+            })
+            .collect()
+    };
+    let here = super::object(&[("active", true.into()), ("currentWindow", true.into())]);
+    if let Some((id, url, _)) = call("tabs.query", &[here]).await.ok().map(pick).and_then(|t| t.into_iter().next()) {
+        return Some((id, url));
+    }
+    let anywhere = super::object(&[("active", true.into()), ("url", "https://chatgpt.com/*".into())]);
+    let mut tabs = call("tabs.query", &[anywhere]).await.ok().map(pick).unwrap_or_default();
+    tabs.sort_by(|a, b| b.2.total_cmp(&a.2));
+    tabs.into_iter().next().map(|(id, url, _)| (id, url))
+}
+
+/// "Check this page": asks the page's content script how this build's
+/// adapter reads it (read-only: nothing is clicked or typed) and shows it.
+async fn check_page() {
+    set_text("page-check", "checking…");
+    let Some((tab, url)) = current_chatgpt_tab().await else {
+        set_text("page-check", "no chatgpt.com tab is active");
+        return;
+    };
+    let request = to_js(&crate::messages::ToPage::Inspect);
+    let text = match call("tabs.sendMessage", &[tab.into(), request]).await.map(|r| from_js(&r)) {
+        Ok(Ok(crate::messages::PageReply::Inspection(check))) => format!("{url}\n{}", check.render()),
+        _ => "this page's content script does not answer (reload the tab)".to_owned(),
+    };
+    set_text("page-check", &text);
+}
+
 /// The popup.
 #[wasm_bindgen]
 pub async fn popup_main() {
     rerender_on_change();
     render_status().await;
+    let check = Closure::<dyn FnMut()>::new(|| wasm_bindgen_futures::spawn_local(check_page())).into_js_value();
+    if let Some(button) = document().get_element_by_id("check") {
+        let _ = button.add_event_listener_with_callback("click", check.unchecked_ref());
+    }
     let open = Closure::<dyn FnMut()>::new(|| {
         wasm_bindgen_futures::spawn_local(async {
             let _ = call("runtime.openOptionsPage", &[]).await;
@@ -117,5 +162,8 @@ pub async fn popup_main() {
     .into_js_value();
     if let Some(link) = document().get_element_by_id("options") {
         let _ = link.add_event_listener_with_callback("click", open.unchecked_ref());
+    }
+    if let Some(body) = document().body() {
+        let _ = body.set_attribute("data-ready", "");
     }
 }
