@@ -32,13 +32,13 @@ impl Daemon {
         format!("ws://{}/executor", self.addr)
     }
 
-    /// The pairing token, as `orchestrator pair` prints it.
-    pub fn token(&self) -> anyhow::Result<String> {
-        let out = Command::new(&self.binary).args(["pair", "--state-dir"]).arg(&self.state_dir).output()?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.lines()
-            .find_map(|l| l.strip_prefix("token:").map(|t| t.trim().to_owned()))
-            .context("`orchestrator pair` printed no token")
+    /// A new executor credential, as `orchestrator pair` issues it: each
+    /// call pairs one more executor (the extension adopts the credential's id).
+    pub fn credential(&self) -> anyhow::Result<String> {
+        let out = Command::new(&self.binary).args(["pair", "--json", "--state-dir"]).arg(&self.state_dir).output()?;
+        anyhow::ensure!(out.status.success(), "`orchestrator pair` failed: {}", String::from_utf8_lossy(&out.stderr));
+        let paired: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        paired["credential"].as_str().map(str::to_owned).context("`orchestrator pair` printed no credential")
     }
 
     /// Kills the daemon and starts it again on the same address and state.

@@ -77,7 +77,7 @@ impl World {
         install_apps(&fake.hub, APP_LABEL, fakechat::render::AppState::Enabled);
         let chromium = Chromium::launch(&chromium_dist()?, fake.addr.port(), &dir.path().join("chromium")).await?;
         chromium.collect_errors().await?;
-        let token = daemon.token()?;
+        let token = daemon.credential()?;
         chromium.pair(&daemon.executor_url(), &token).await?;
         Ok(World { daemon, fake, chromium, dir })
     }

@@ -7,6 +7,8 @@
 //!   with phases, the worker ↔ tab ↔ conversation registry, page reports
 //!   turned into executor frames.
 //! - [`messages`]: the typed background ↔ content-script operations.
+//! - [`pairing`]: what a pairing may hold (a loopback endpoint as the URL
+//!   parser reads it, a credential of `orchestrator pair`'s form).
 //! - `web` (wasm32 only): the browser glue. `background` keeps the daemon
 //!   connection (hello, heartbeats, jittered reconnect, state in
 //!   `storage.local`, `alarms` to wake up) and routes commands; `content`
@@ -15,6 +17,7 @@
 
 pub mod core;
 pub mod messages;
+pub mod pairing;
 
 #[cfg(target_arch = "wasm32")]
 mod web;

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use carrier_webext::{Bridge, BridgeConfig, TokenFile};
+use carrier_webext::{Bridge, BridgeConfig, Credentials};
 use control::store::SqliteStore;
 use control::{ControlPlane, Keyring, SystemClock};
 use fakechat::hub::{AppConfig, Route, Selection};
@@ -28,8 +28,8 @@ async fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("state.db")).unwrap();
     let plane = Arc::new(ControlPlane::open(Arc::new(store), Arc::new(SystemClock), Keyring::generate()).unwrap());
-    let token = TokenFile::open_or_create(&dir.path().join("executor-token")).unwrap();
-    let bridge = Bridge::start(plane.clone(), BridgeConfig::default(), token, CancellationToken::new());
+    let credentials = Credentials::open_or_create(&dir.path().join("executors")).unwrap();
+    let bridge = Bridge::start(plane.clone(), BridgeConfig::default(), credentials, CancellationToken::new());
     let pool = Arc::new(pool::Pool::new(plane.clone(), pool::PoolConfig::default()));
     let app = server::http::app(plane, pool, bridge, &server::http::HttpConfig::default(), CancellationToken::new());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use carrier_webext::{Bridge, BridgeConfig, TokenFile};
+use carrier_webext::{Bridge, BridgeConfig, Credentials};
 use control::queue::Limits;
 use control::store::SqliteStore;
 use control::{ControlPlane, Keyring, SystemClock};
@@ -38,16 +38,17 @@ fn main() {
     );
     let pool =
         Arc::new(Pool::new(plane.clone(), PoolConfig { max_workers: 16, pacing_ms, provisioning_ttl_ms: 600_000 }));
-    let token = TokenFile::open_or_create(&dir.path().join("executor-token")).unwrap();
+    let credentials = Credentials::open_or_create(&dir.path().join("executors")).unwrap();
+    let credential = credentials.issue("bench").unwrap();
     let config = BridgeConfig { limits: Limits { max_launches: 4, max_active: 64 }, ..BridgeConfig::default() };
     let fake = rt.block_on(async {
-        let bridge = Bridge::start(plane.clone(), config, token.clone(), CancellationToken::new());
+        let bridge = Bridge::start(plane.clone(), config, credentials.clone(), CancellationToken::new());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, carrier_webext::router(bridge)).await });
         let fake = Arc::new(FakeExecutor::start(FakeConfig::new(
             format!("ws://{addr}/executor"),
-            token.current().unwrap(),
+            credential.clone(),
             "bench",
         )));
         fake.wait_for(|s| s.connections == 1, Duration::from_secs(10)).await;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use axum::serve::ListenerExt;
-use carrier_webext::{Bridge, BridgeConfig, TokenFile};
+use carrier_webext::{Bridge, BridgeConfig, Credentials};
 use clap::{Parser, Subcommand};
 use control::queue::Limits;
 use control::store::SqliteStore;
@@ -58,14 +58,29 @@ enum Cmd {
         #[command(flatten)]
         host: HostArgs,
     },
-    /// Show the executor pairing token and how to set up the extension.
+    /// Pair an executor: issue a credential bound to one executor id and
+    /// print it with the set-up steps. Each executor (each browser, each
+    /// CDP agent) gets its own; `--list`, `--revoke`, `--rotate` manage them.
     Pair {
         /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
         #[arg(long)]
         state_dir: Option<PathBuf>,
-        /// Replace the token; sessions paired with the old one are closed.
+        /// The executor id to issue for (default: a fresh `exec-<hex>`);
+        /// issuing again for an id revokes its earlier credential.
         #[arg(long)]
+        executor_id: Option<String>,
+        /// List the paired executors (ids and dates; never a secret).
+        #[arg(long, conflicts_with_all = ["revoke", "rotate", "executor_id"])]
+        list: bool,
+        /// Revoke one executor's credential; its live session closes within a second.
+        #[arg(long, conflicts_with_all = ["rotate", "executor_id"])]
+        revoke: Option<String>,
+        /// Revoke every credential: every executor must be paired again.
+        #[arg(long, conflicts_with = "executor_id")]
         rotate: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
         /// The daemon's address, for the printed endpoint.
         #[arg(long, default_value = "127.0.0.1:7777")]
         listen: SocketAddr,
@@ -168,7 +183,7 @@ struct ExecutorArgs {
 }
 
 impl ExecutorArgs {
-    fn config(self, allowed_hosts: &[String]) -> anyhow::Result<BridgeConfig> {
+    fn config(self) -> anyhow::Result<BridgeConfig> {
         if self.max_launches == 0 || self.max_active_workers == 0 {
             bail!("--max-launches and --max-active-workers must be at least 1");
         }
@@ -182,10 +197,68 @@ impl ExecutorArgs {
             send_timeout_ms: self.executor_send_timeout_ms,
             limits: Limits { max_launches: self.max_launches, max_active: self.max_active_workers },
             extension_ids: self.extension_ids,
-            allowed_hosts: allowed_hosts.to_vec(),
             ..BridgeConfig::default()
         })
     }
+}
+
+/// `orchestrator pair` and its management flags.
+fn pair(
+    credentials: &Credentials,
+    executor_id: Option<String>,
+    list: bool,
+    revoke: Option<String>,
+    rotate: bool,
+    json: bool,
+    listen: SocketAddr,
+) -> anyhow::Result<()> {
+    if list {
+        let issued = credentials.list()?;
+        if json {
+            let rows: Vec<_> = issued
+                .iter()
+                .map(|i| serde_json::json!({"executorId": i.executor_id, "issuedMs": i.issued_ms}))
+                .collect();
+            println!("{}", serde_json::Value::Array(rows));
+        } else if issued.is_empty() {
+            println!("no executor is paired; run `orchestrator pair`");
+        } else {
+            for i in issued {
+                println!("{}  issued {} ms", i.executor_id, i.issued_ms);
+            }
+        }
+        return Ok(());
+    }
+    if let Some(id) = revoke {
+        if !credentials.revoke(&id)? {
+            bail!("no executor {id} is paired (see `orchestrator pair --list`)");
+        }
+        println!("revoked {id}: its session closes within a second");
+        return Ok(());
+    }
+    if rotate {
+        let n = credentials.revoke_all()?;
+        println!("revoked {n} credential(s): every executor must be paired again");
+        if executor_id.is_none() {
+            return Ok(());
+        }
+    }
+    let id = executor_id.unwrap_or_else(|| {
+        let mut bytes = [0u8; 4];
+        getrandom::fill(&mut bytes).expect("the OS random source is available");
+        format!("exec-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    });
+    let credential = credentials.issue(&id)?;
+    if json {
+        let out = serde_json::json!({"endpoint": format!("ws://{listen}/executor"), "executorId": id, "credential": credential});
+        println!("{out}");
+    } else {
+        println!("endpoint:   ws://{listen}/executor");
+        println!("executor:   {id}");
+        println!("credential: {credential}");
+        println!("\n{PAIRING_STEPS}");
+    }
+    Ok(())
 }
 
 /// Prints start-up lines; a closed stdout must not take the daemon down.
@@ -205,9 +278,10 @@ fn state_path(state_dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 const PAIRING_STEPS: &str = "\
 To pair the browser extension:
   1. Open the extension's options page (about:addons in Firefox, chrome://extensions in Chromium).
-  2. Set the endpoint to the URL above and paste the token.
+  2. Set the endpoint to the URL above and paste the credential into the token field.
   3. Save: the status shows \"connected\" once the daemon accepts the hello.
-The token is a secret: never paste it into a chat, a prompt or a URL.";
+The credential speaks for this one executor only. It is a secret: never paste it
+into a chat, a prompt or a URL. `orchestrator pair --revoke <id>` withdraws it.";
 
 fn open_plane(state_dir: Option<PathBuf>, host: control::HostSetup) -> anyhow::Result<(StateDir, Arc<ControlPlane>)> {
     let dir = StateDir::open(&state_path(state_dir)?)?;
@@ -278,7 +352,7 @@ async fn main() -> anyhow::Result<()> {
     cancel_on_signals(shutdown.clone())?;
     match Cli::parse().command {
         Cmd::Serve { state_dir, listen, allowed_hosts, allowed_origins, executor, runtime, host } => {
-            let bridge_config = executor.config(&allowed_hosts)?;
+            let bridge_config = executor.config()?;
             let pool_config = runtime.config()?;
             let host = host.setup()?;
             let mcp_secret = std::env::var("ORCHESTRATOR_MCP_SECRET").ok().filter(|s| !s.is_empty());
@@ -293,7 +367,7 @@ async fn main() -> anyhow::Result<()> {
                 );
             }
             let (dir, plane) = open_plane(state_dir, host)?;
-            let token = TokenFile::open_or_create(&dir.path().join("executor-token"))?;
+            let credentials = Credentials::open_or_create(&dir.path().join("executors"))?;
             let config = HttpConfig { allowed_hosts, allowed_origins, mcp_secret };
             let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
             let addr = listener.local_addr()?;
@@ -301,7 +375,7 @@ async fn main() -> anyhow::Result<()> {
                 "orchestrator listening on http://{addr} (state: {})\nMCP endpoint: http://{addr}/mcp\nexecutor endpoint: ws://{addr}/executor",
                 dir.path().display()
             ));
-            let bridge = Bridge::start(plane.clone(), bridge_config, token, shutdown.child_token());
+            let bridge = Bridge::start(plane.clone(), bridge_config, credentials, shutdown.child_token());
             let pool = Arc::new(Pool::new(plane.clone(), pool_config));
             let router = app(plane, pool, bridge, &config, shutdown.child_token());
             // Executor frames and MCP replies are small and latency-bound: no Nagle.
@@ -311,17 +385,11 @@ async fn main() -> anyhow::Result<()> {
             axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned()).await?;
             tracing::info!("stopped");
         }
-        Cmd::Pair { state_dir, rotate, listen } => {
+        Cmd::Pair { state_dir, executor_id, list, revoke, rotate, json, listen } => {
             let path = state_path(state_dir)?;
             std::fs::create_dir_all(&path)?;
-            let file = TokenFile::open_or_create(&path.join("executor-token"))?;
-            let token = if rotate { file.rotate()? } else { file.current()? };
-            println!("endpoint: ws://{listen}/executor");
-            println!("token:    {token}");
-            if rotate {
-                println!("(rotated: executors paired with the old token are disconnected within a second)");
-            }
-            println!("\n{PAIRING_STEPS}");
+            let credentials = Credentials::open_or_create(&path.join("executors"))?;
+            pair(&credentials, executor_id, list, revoke, rotate, json, listen)?;
         }
         Cmd::Demo => demo().await?,
         Cmd::InspectPage { file, json } => print!("{}", server::inspect_page::run(&file, json)?),

@@ -17,8 +17,9 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-fn token(state: &Path) -> String {
-    std::fs::read_to_string(state.join("executor-token")).unwrap().trim().to_owned()
+/// A credential for `executor_id`, issued as `orchestrator pair` would.
+fn credential(state: &Path, executor_id: &str) -> String {
+    carrier_webext::Credentials::open_or_create(&state.join("executors")).unwrap().issue(executor_id).unwrap()
 }
 
 fn ws_url(daemon: &Daemon) -> String {
@@ -110,7 +111,8 @@ async fn a_disconnect_after_the_create_ack_still_yields_one_conversation_and_one
     let state = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(state.path());
     let fake = FakeExecutor::start(
-        FakeConfig::new(ws_url(&daemon), token(state.path()), "ext-1").fault(Fault::DisconnectAfterAck(Op::Create)),
+        FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1")
+            .fault(Fault::DisconnectAfterAck(Op::Create)),
     );
     let root = Root::new(&daemon);
     let a = root.spawn("alpha");
@@ -128,7 +130,7 @@ async fn a_disconnect_after_the_create_ack_still_yields_one_conversation_and_one
 async fn result_faults_never_duplicate_an_effect() {
     let state = tempfile::tempdir().unwrap();
     let daemon = Daemon::start_with(state.path(), &["--max-launches", "4"], &[]);
-    let config = FakeConfig::new(ws_url(&daemon), token(state.path()), "ext-1")
+    let config = FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1")
         .fault(Fault::DeliverTwice(Op::Create))
         .fault_after(1, Fault::Reorder(Op::Create))
         .fault_after(2, Fault::DropResult(Op::Create))
@@ -160,7 +162,8 @@ async fn a_wake_reported_after_its_deadline_is_recorded_once() {
     let state = tempfile::tempdir().unwrap();
     let daemon = Daemon::start_with(state.path(), &["--executor-send-timeout-ms", "300"], &[]);
     let fake = FakeExecutor::start(
-        FakeConfig::new(ws_url(&daemon), token(state.path()), "ext-1").fault(Fault::StallPastDeadline(Op::Send)),
+        FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1")
+            .fault(Fault::StallPastDeadline(Op::Send)),
     );
     let root = Root::new(&daemon);
     let a = root.attached_worker("alpha").await;
@@ -201,7 +204,7 @@ async fn a_daemon_killed_with_commands_pending_replays_only_the_incomplete() {
     // One executor for the whole test: its journal survives the daemon's death.
     // Each fault counts matching commands on its own: the 2nd create stalls
     // before its ack, the 3rd after it.
-    let config = FakeConfig::new(ws_url(&daemon), token(state.path()), "ext-1")
+    let config = FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1")
         .fault_after(1, Fault::StallBeforeAck(Op::Create))
         .fault_after(2, Fault::StallAfterAck(Op::Create));
     let fake = FakeExecutor::start(config);
@@ -273,12 +276,23 @@ fn hello(token: &str, version: u32) -> String {
 async fn bad_peers_are_refused_with_documented_reasons_and_others_keep_working() {
     let state = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(state.path());
-    let good = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), token(state.path()), "good"));
+    let good = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), credential(state.path(), "good"), "good"));
     good.wait_for(|s| s.connections == 1, WAIT).await;
-    let t = token(state.path());
+    let t = credential(state.path(), "raw");
 
     let cases: Vec<(&str, Vec<String>, u16, &str)> = vec![
-        ("wrong token", vec![hello(&"0".repeat(64), PROTOCOL_VERSION)], 4001, "UNAUTHORIZED"),
+        (
+            "wrong credential",
+            vec![hello(&format!("exc1.raw.{}", "0".repeat(64)), PROTOCOL_VERSION)],
+            4001,
+            "UNAUTHORIZED",
+        ),
+        (
+            "another executor's credential",
+            vec![hello(&credential(state.path(), "other"), PROTOCOL_VERSION)],
+            4001,
+            "another executor id",
+        ),
         (
             "missing hello",
             vec![r#"{"type":"heartbeat","seq":1}"#.into()],
@@ -325,8 +339,8 @@ async fn bad_peers_are_refused_with_documented_reasons_and_others_keep_working()
 async fn commands_go_only_to_the_executor_holding_the_worker() {
     let state = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(state.path());
-    let e1 = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), token(state.path()), "ext-1"));
-    let e2 = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), token(state.path()), "ext-2"));
+    let e1 = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1"));
+    let e2 = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-2"), "ext-2"));
     e1.wait_for(|s| s.connections == 1, WAIT).await;
     e2.wait_for(|s| s.connections == 1, WAIT).await;
     let root = Root::new(&daemon);
@@ -349,36 +363,50 @@ async fn commands_go_only_to_the_executor_holding_the_worker() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pair_shows_the_token_and_rotation_disconnects_old_pairings() {
+async fn pair_issues_one_credential_per_executor_and_revocation_disconnects_only_that_one() {
     let state = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(state.path());
-    let pair = |rotate: bool| {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_orchestrator"));
-        cmd.args(["pair", "--state-dir"]).arg(state.path());
-        if rotate {
-            cmd.arg("--rotate");
-        }
-        let out = cmd.output().unwrap();
-        assert!(out.status.success());
+    let pair = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+            .args(["pair", "--state-dir"])
+            .arg(state.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
-    let shown = pair(false);
-    let old = token(state.path());
-    assert!(shown.contains(&old) && shown.contains("options page"), "{shown}");
-    let fake = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), old.clone(), "ext-1"));
-    fake.wait_for(|s| s.connections == 1, WAIT).await;
-    let rotated = pair(true);
-    let new = token(state.path());
-    assert_ne!(old, new);
-    assert!(rotated.contains(&new));
-    // Closed as rotated, then refused on every retry with the old token.
-    let stats = fake.wait_for(|s| s.closes.len() >= 2, WAIT).await;
+    let shown = pair(&["--executor-id", "ext-1"]);
+    assert!(shown.contains("executor:   ext-1") && shown.contains("options page"), "{shown}");
+    let one = shown.lines().find_map(|l| l.strip_prefix("credential: ")).unwrap().trim().to_owned();
+    let two: Value = serde_json::from_str(&pair(&["--executor-id", "ext-2", "--json"])).unwrap();
+    let two = two["credential"].as_str().unwrap().to_owned();
+    let listed = pair(&["--list", "--json"]);
+    assert!(listed.contains("ext-1") && listed.contains("ext-2") && !listed.contains(&one[12..]), "{listed}");
+    let f1 = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), one.clone(), "ext-1"));
+    let f2 = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), two.clone(), "ext-2"));
+    f1.wait_for(|s| s.connections == 1, WAIT).await;
+    f2.wait_for(|s| s.connections == 1, WAIT).await;
+    pair(&["--revoke", "ext-1"]);
+    // ext-1 is closed as revoked and refused on every retry; ext-2 never noticed.
+    let stats = f1.wait_for(|s| s.closes.len() >= 2, WAIT).await;
     assert_eq!(stats.closes[0].0, 4001);
-    assert!(stats.closes[0].1.contains("rotated"), "{:?}", stats.closes);
-    assert!(stats.closes[1].1.contains("wrong executor token"), "{:?}", stats.closes);
-    assert_eq!(stats.connections, 1);
-    fake.stop().await;
-    let fresh = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), new, "ext-1"));
-    fresh.wait_for(|s| s.connections == 1, WAIT).await;
-    fresh.stop().await;
+    assert!(stats.closes[0].1.contains("revoked"), "{:?}", stats.closes);
+    assert!(stats.closes[1].1.contains("unknown or revoked"), "{:?}", stats.closes);
+    assert!(f2.is_connected() && f2.stats().closes.is_empty());
+    // Rotation revokes every credential.
+    pair(&["--rotate"]);
+    let stats = f2.wait_for(|s| !s.closes.is_empty(), WAIT).await;
+    assert_eq!(stats.closes[0].0, 4001);
+    f1.stop().await;
+    f2.stop().await;
+    let fresh = pair(&["--executor-id", "ext-1", "--json"]);
+    let fresh: Value = serde_json::from_str(&fresh).unwrap();
+    let again = FakeExecutor::start(FakeConfig::new(
+        ws_url(&daemon),
+        fresh["credential"].as_str().unwrap().to_owned(),
+        "ext-1",
+    ));
+    again.wait_for(|s| s.connections == 1, WAIT).await;
+    again.stop().await;
 }

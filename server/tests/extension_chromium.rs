@@ -348,7 +348,7 @@ async fn a_tab_the_extension_did_not_open_is_never_touched_and_commands_naming_i
         command(4, CommandOp::ConversationClose { conversation_id }),
     ];
     let impostor = tokio::spawn(command_the_extension(listener, commands));
-    chromium.pair(&endpoint, &"t".repeat(43)).await.unwrap();
+    chromium.pair(&endpoint, &format!("exc1.impostor.{}", "0".repeat(64))).await.unwrap();
     let outcomes = tokio::time::timeout(Duration::from_secs(30), impostor).await.unwrap().unwrap();
     for outcome in &outcomes {
         assert!(matches!(outcome, CommandOutcome::Error { code: ErrorCode::UnmanagedTarget, .. }), "{outcome:?}");
@@ -400,4 +400,48 @@ async fn the_popup_checks_the_current_chatgpt_page_without_touching_it_body() {
     assert_eq!(turns(conversation).len(), 1, "{oracle:#}");
     assert_eq!(conversation["stop_clicks"], 0);
     assert_eq!(conversation["retry_clicks"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_that_only_looks_like_loopback_is_never_saved_or_dialled() {
+    e2e(an_endpoint_that_only_looks_like_loopback_is_never_saved_or_dialled_body).await;
+}
+
+/// The token-exfiltration attack on the options page: endpoints whose text
+/// starts like loopback but whose URL host (as the browser parses it) is
+/// elsewhere. Nothing is saved; and a pairing planted in storage directly is
+/// refused again by the background before it connects.
+async fn an_endpoint_that_only_looks_like_loopback_is_never_saved_or_dialled_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake =
+        fakechat::start("127.0.0.1:0".parse().unwrap(), None, fakechat::server::Csp::RealLike, None).await.unwrap();
+    let chromium = e2e::Chromium::launch(&e2e::chromium_dist().unwrap(), fake.addr.port(), dir.path()).await.unwrap();
+    let options = chromium.open(&chromium.extension_url("options.html")).await.unwrap();
+    until(&options, "document.body.hasAttribute('data-ready')").await.unwrap();
+    let credential = format!("exc1.victim.{}", "0".repeat(64));
+    for endpoint in ["ws://127.0.0.1:@evil.com/executor", "ws://[::1]:1@evil.com/executor", "ws://localhost@evil.com/x"]
+    {
+        let fill = format!(
+            "document.querySelector('#message').textContent = ''; \
+             document.querySelector('#endpoint').value = {}; document.querySelector('#token').value = {}; \
+             document.querySelector('#pairing').requestSubmit(); true",
+            serde_json::to_string(endpoint).unwrap(),
+            serde_json::to_string(&credential).unwrap()
+        );
+        options.evaluate(fill).await.unwrap();
+        until(&options, "document.querySelector('#message').textContent.length > 0").await.unwrap();
+        let message = eval::<String>(&options, "document.querySelector('#message').textContent").await.unwrap();
+        assert!(message.contains("user info") || message.contains("this machine"), "{endpoint}: {message}");
+        let saved = eval::<bool>(&options, "chrome.storage.local.get('pairing').then(s => s.pairing !== undefined)")
+            .await
+            .unwrap();
+        assert!(!saved, "{endpoint} was saved");
+    }
+    // Storage tampered with directly: the background re-checks before dialling.
+    let plant = format!(
+        "chrome.storage.local.set({{pairing: {{endpoint: 'ws://127.0.0.1:@evil.com/executor', token: {}}}}}).then(() => true)",
+        serde_json::to_string(&credential).unwrap()
+    );
+    options.evaluate(plant).await.unwrap();
+    until(&options, "document.querySelector('#connection').textContent.includes('not acceptable')").await.unwrap();
 }

@@ -48,7 +48,7 @@ async fn firefox_runs_the_two_worker_flow() {
     )
     .await
     .unwrap();
-    firefox.pair(&daemon.executor_url(), &daemon.token().unwrap()).await.unwrap();
+    firefox.pair(&daemon.executor_url(), &daemon.credential().unwrap()).await.unwrap();
     eprintln!("firefox: started, extension installed and paired in {:.1} s", started.elapsed().as_secs_f64());
 
     let url = daemon.mcp_url();

@@ -93,8 +93,9 @@ struct Rig {
     _models: Models,
 }
 
-fn token(state: &Path) -> String {
-    std::fs::read_to_string(state.join("executor-token")).unwrap().trim().to_owned()
+/// A credential for `executor_id`, issued as `orchestrator pair` would.
+fn credential(state: &Path, executor_id: &str) -> String {
+    carrier_webext::Credentials::open_or_create(&state.join("executors")).unwrap().issue(executor_id).unwrap()
 }
 
 impl Rig {
@@ -103,7 +104,7 @@ impl Rig {
         let daemon = Daemon::start_with(state.path(), &DAEMON_ARGS, &[]);
         let fake = Arc::new(FakeExecutor::start(FakeConfig::new(
             format!("ws://{}/executor", daemon.addr),
-            token(state.path()),
+            credential(state.path(), "ext-1"),
             "ext-1",
         )));
         fake.wait_for(|s| s.connections == 1, WAIT).await;

@@ -42,7 +42,9 @@ fn common(version: &str) -> Value {
         }],
         "options_ui": { "page": "options.html", "open_in_tab": true },
         "action": { "default_popup": "popup.html", "default_title": "Orchestrator executor" },
-        "content_security_policy": { "extension_pages": "script-src 'self' 'wasm-unsafe-eval'; object-src 'self'" }
+        // connect-src: the extension's own files, and WebSockets to loopback only
+        // (the daemon); nothing else, whatever a pairing says.
+        "content_security_policy": { "extension_pages": "script-src 'self' 'wasm-unsafe-eval'; object-src 'self'; connect-src 'self' ws://127.0.0.1:* ws://localhost:* ws://[::1]:*" }
     })
 }
 
@@ -66,6 +68,8 @@ pub fn chromium_manifest(version: &str, key: &str) -> Value {
     manifest["background"] = json!({ "service_worker": "bg.js", "type": "module" });
     manifest["minimum_chrome_version"] = json!("116");
     manifest["key"] = json!(key);
+    // The fixed id must not be probeable by pages: a per-session URL instead.
+    manifest["web_accessible_resources"][0]["use_dynamic_url"] = json!(true);
     manifest
 }
 

@@ -12,19 +12,19 @@ struct Cli {
     /// The daemon's executor endpoint, for example ws://127.0.0.1:7777/executor.
     #[arg(long)]
     url: String,
-    /// File holding the pairing token (`<state-dir>/executor-token`).
+    /// File holding this executor's credential (`orchestrator pair
+    /// --executor-id ID --json` prints one); the executor id is the
+    /// credential's.
     #[arg(long)]
-    token_file: std::path::PathBuf,
-    /// Stable executor id.
-    #[arg(long, default_value = "fake-executor")]
-    executor_id: String,
+    credential_file: std::path::PathBuf,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let token = std::fs::read_to_string(&cli.token_file)?.trim().to_owned();
-    let fake = FakeExecutor::start(FakeConfig::new(cli.url, token, cli.executor_id));
+    let credential = std::fs::read_to_string(&cli.credential_file)?.trim().to_owned();
+    let executor_id = credential.split('.').nth(1).unwrap_or_default().to_owned();
+    let fake = FakeExecutor::start(FakeConfig::new(cli.url, credential, executor_id));
     let mut seen = 0;
     loop {
         tokio::select! {

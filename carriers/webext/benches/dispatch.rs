@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use carrier_webext::{Bridge, BridgeConfig, TokenFile};
+use carrier_webext::{Bridge, BridgeConfig, Credentials};
 use control::model::CommandPhase;
 use control::queue::Limits;
 use control::store::SqliteStore;
@@ -93,19 +93,19 @@ fn main() {
         )
         .unwrap(),
     );
-    let token = TokenFile::open_or_create(&dir.path().join("executor-token")).unwrap();
+    let credentials = Credentials::open_or_create(&dir.path().join("executors")).unwrap();
+    let credential = credentials.issue("bench").unwrap();
     // Finished workers free their slots: raise the limits so only the bridge is measured.
     let config = BridgeConfig { limits: Limits { max_launches: 64, max_active: 100_000 }, ..BridgeConfig::default() };
     let (fake, addr) = rt.block_on(async {
-        let bridge = Bridge::start(plane.clone(), config, token.clone(), CancellationToken::new());
+        let bridge = Bridge::start(plane.clone(), config, credentials.clone(), CancellationToken::new());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
             let _ = tcp.set_nodelay(true);
         });
         tokio::spawn(async move { axum::serve(listener, carrier_webext::router(bridge)).await });
-        let fake =
-            FakeExecutor::start(FakeConfig::new(format!("ws://{addr}/executor"), token.current().unwrap(), "bench"));
+        let fake = FakeExecutor::start(FakeConfig::new(format!("ws://{addr}/executor"), credential.clone(), "bench"));
         fake.wait_for(|s| s.connections == 1, Duration::from_secs(10)).await;
         (fake, addr)
     });

@@ -27,8 +27,8 @@ use tokio::sync::{Mutex, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::close::CloseReason;
+use crate::credentials::Credentials;
 use crate::session::run_session;
-use crate::token::TokenFile;
 
 /// Tunables of the bridge.
 #[derive(Debug, Clone)]
@@ -39,18 +39,17 @@ pub struct BridgeConfig {
     pub lease_ms: u64,
     /// The `hello` must arrive within this long.
     pub hello_timeout_ms: u64,
-    /// How often a session re-checks the pairing token.
-    pub token_check_ms: u64,
+    /// How often a session re-checks that its credential is still issued.
+    pub credential_check_ms: u64,
     /// Per-attempt deadline of a create.
     pub create_timeout_ms: u64,
     /// Per-attempt deadline of a send.
     pub send_timeout_ms: u64,
     /// Dispatch limits.
     pub limits: Limits,
-    /// Extension ids allowed to connect; empty allows any extension origin.
+    /// Extension ids allowed to connect; empty allows any extension origin
+    /// (with a well-formed, non-empty id).
     pub extension_ids: Vec<String>,
-    /// Allowed `Host` values beyond loopback.
-    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for BridgeConfig {
@@ -59,12 +58,11 @@ impl Default for BridgeConfig {
             heartbeat_ms: 20_000,
             lease_ms: 60_000,
             hello_timeout_ms: 10_000,
-            token_check_ms: 1_000,
+            credential_check_ms: 1_000,
             create_timeout_ms: 120_000,
             send_timeout_ms: 60_000,
             limits: Limits::default(),
             extension_ids: Vec::new(),
-            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -80,6 +78,7 @@ pub enum Outgoing {
 
 struct Live {
     serial: u64,
+    instance: String,
     outbox: mpsc::UnboundedSender<Outgoing>,
 }
 
@@ -87,7 +86,7 @@ struct Live {
 pub struct Bridge {
     pub(crate) plane: Arc<ControlPlane>,
     pub(crate) config: BridgeConfig,
-    pub(crate) token: TokenFile,
+    pub(crate) credentials: Credentials,
     pub(crate) shutdown: CancellationToken,
     sessions: Mutex<HashMap<String, Live>>,
     serials: AtomicU64,
@@ -98,13 +97,13 @@ impl Bridge {
     pub fn start(
         plane: Arc<ControlPlane>,
         config: BridgeConfig,
-        token: TokenFile,
+        credentials: Credentials,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         let bridge = Arc::new(Self {
             plane,
             config,
-            token,
+            credentials,
             shutdown,
             sessions: Mutex::new(HashMap::new()),
             serials: AtomicU64::new(0),
@@ -120,19 +119,24 @@ impl Bridge {
         ids
     }
 
-    /// Records a new session, superseding an older one of the same executor.
+    /// Records a new session. The same executor instance reconnecting
+    /// supersedes its older session (a half-open socket); another instance
+    /// claiming an id that has a live session is refused, never preferred.
     pub(crate) async fn register(
         &self,
         executor_id: &str,
         instance_id: &str,
         outbox: mpsc::UnboundedSender<Outgoing>,
         hello: ExecutorFrame,
-    ) -> u64 {
+    ) -> Result<u64, CloseReason> {
         let serial = self.serials.fetch_add(1, Ordering::SeqCst) + 1;
         // Under the sessions lock, which the dispatch loop also holds while it
         // dispatches: the replay and new dispatches never overlap, so nothing
         // is sent twice and nothing dispatched meanwhile goes missing.
         let mut sessions = self.sessions.lock().await;
+        if sessions.get(executor_id).is_some_and(|live| live.instance != instance_id && !live.outbox.is_closed()) {
+            return Err(CloseReason::IdInUse);
+        }
         let timeout = self.config.create_timeout_ms.max(self.config.send_timeout_ms);
         match blocking(|| self.plane.replay(executor_id, timeout)) {
             Ok(commands) => {
@@ -143,7 +147,8 @@ impl Bridge {
             }
             Err(e) => tracing::error!(code = %e.code(), "replay failed: {e}"),
         }
-        if let Some(old) = sessions.insert(executor_id.to_owned(), Live { serial, outbox }) {
+        let live = Live { serial, instance: instance_id.to_owned(), outbox };
+        if let Some(old) = sessions.insert(executor_id.to_owned(), live) {
             let _ = old.outbox.send(Outgoing::Close(CloseReason::Superseded));
         }
         // Recording the connection wakes the dispatch loop, which then sees this session.
@@ -158,7 +163,7 @@ impl Bridge {
             self.record(command).await;
         }
         drop(sessions);
-        serial
+        Ok(serial)
     }
 
     /// Forgets a session (unless a newer one replaced it) and records the disconnect.
@@ -191,24 +196,30 @@ impl Bridge {
         }
     }
 
+    /// An extension origin with a well-formed id (Chromium: 32 of `a`–`p`;
+    /// Firefox: a UUID), and one of `--extension-id` when any is set.
     fn origin_allowed(&self, origin: &str) -> bool {
         let id = origin.strip_prefix("moz-extension://").or_else(|| origin.strip_prefix("chrome-extension://"));
-        match id {
-            Some(id) => {
-                self.config.extension_ids.is_empty() || self.config.extension_ids.iter().any(|allowed| allowed == id)
-            }
-            None => false,
-        }
+        let Some(id) = id.filter(|id| well_formed_extension_id(id)) else { return false };
+        self.config.extension_ids.is_empty() || self.config.extension_ids.iter().any(|allowed| allowed == id)
     }
+}
 
-    fn host_allowed(&self, host: &str) -> bool {
-        let name = match host.rsplit_once(':') {
-            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
-            _ => host,
-        };
-        let name = name.trim_start_matches('[').trim_end_matches(']');
-        ["localhost", "127.0.0.1", "::1"].contains(&name) || self.config.allowed_hosts.iter().any(|h| h == name)
-    }
+/// Whether `id` looks like a browser's extension id: 1–64 of lowercase
+/// letters, digits and `-` (never empty, never a path or a port).
+fn well_formed_extension_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// `/executor` answers loopback `Host`s only: executors run on this
+/// machine, and a host exposed for MCP (a tunnel) must never reach it.
+pub fn loopback_host(host: &str) -> bool {
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    let name = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
+    ["localhost", "127.0.0.1", "::1"].contains(&name)
 }
 
 /// Runs short blocking control-plane work (a SQLite commit) on this task:
@@ -275,7 +286,7 @@ pub fn router(bridge: Arc<Bridge>) -> Router {
 
 async fn upgrade(ws: WebSocketUpgrade, headers: HeaderMap, State(bridge): State<Arc<Bridge>>) -> Response {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-    if !bridge.host_allowed(host) {
+    if !loopback_host(host) {
         return (StatusCode::FORBIDDEN, "FORBIDDEN: Host is not allowed").into_response();
     }
     if let Some(origin) = headers.get(header::ORIGIN) {

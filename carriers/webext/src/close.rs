@@ -7,10 +7,11 @@ use protocol::ErrorCode;
 /// Why the daemon closed an executor session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CloseReason {
-    /// Wrong or missing token (4001).
+    /// A missing, unknown or revoked credential, or one issued to another
+    /// executor id (4001).
     Unauthorized(&'static str),
-    /// The pairing token was rotated (4001).
-    TokenRotated,
+    /// The session's credential was revoked (`pair --revoke`, `--rotate`) (4001).
+    CredentialRevoked,
     /// `hello` named another protocol version (4002).
     VersionMismatch {
         /// What the executor spoke.
@@ -20,8 +21,11 @@ pub enum CloseReason {
     Violation(String),
     /// No frame within the lease (4004).
     LeaseExpired,
-    /// The same executor connected again; this older session is replaced (4005).
+    /// The same executor instance connected again; this older session is replaced (4005).
     Superseded,
+    /// Another instance claims an executor id that has a live session: the
+    /// newcomer is refused, never preferred (4006).
+    IdInUse,
     /// The daemon is shutting down (1001).
     Shutdown,
 }
@@ -30,11 +34,12 @@ impl CloseReason {
     /// The WebSocket close code.
     pub fn code(&self) -> u16 {
         match self {
-            CloseReason::Unauthorized(_) | CloseReason::TokenRotated => 4001,
+            CloseReason::Unauthorized(_) | CloseReason::CredentialRevoked => 4001,
             CloseReason::VersionMismatch { .. } => 4002,
             CloseReason::Violation(_) => 4003,
             CloseReason::LeaseExpired => 4004,
             CloseReason::Superseded => 4005,
+            CloseReason::IdInUse => 4006,
             CloseReason::Shutdown => 1001,
         }
     }
@@ -43,7 +48,9 @@ impl CloseReason {
     pub fn text(&self) -> String {
         let text = match self {
             CloseReason::Unauthorized(why) => format!("{}: {why}", ErrorCode::Unauthorized),
-            CloseReason::TokenRotated => format!("{}: the pairing token was rotated", ErrorCode::Unauthorized),
+            CloseReason::CredentialRevoked => {
+                format!("{}: this executor's credential was revoked", ErrorCode::Unauthorized)
+            }
             CloseReason::VersionMismatch { theirs } => format!(
                 "{}: executor speaks {theirs}, daemon speaks {}",
                 ErrorCode::ProtocolVersionMismatch,
@@ -52,6 +59,9 @@ impl CloseReason {
             CloseReason::Violation(why) => format!("{}: {why}", ErrorCode::ProtocolViolation),
             CloseReason::LeaseExpired => format!("{}: no frame within the lease", ErrorCode::DeadlineExceeded),
             CloseReason::Superseded => format!("{}: the same executor connected again", ErrorCode::Conflict),
+            CloseReason::IdInUse => {
+                format!("{}: another instance of this executor id has a live session", ErrorCode::Conflict)
+            }
             CloseReason::Shutdown => "daemon shutting down".to_owned(),
         };
         let mut end = text.len().min(123);

@@ -2,7 +2,7 @@
 //! WebExtension, the CDP host agent, the fake executor) receives work.
 //!
 //! # Layout
-//! - [`token`]: the pairing token file (`<state-dir>/executor-token`, 0600).
+//! - [`credentials`]: per-executor credentials (`<state-dir>/executors`, 0600).
 //! - [`close`]: the documented close reasons.
 //! - [`session`]: one executor connection: hello, lease, frames in and out.
 //!   Generic over any `Stream`/`Sink` of WebSocket messages.
@@ -15,8 +15,8 @@
 
 pub mod bridge;
 pub mod close;
+pub mod credentials;
 pub mod session;
-pub mod token;
 
 pub use bridge::{Bridge, BridgeConfig, router};
-pub use token::TokenFile;
+pub use credentials::Credentials;

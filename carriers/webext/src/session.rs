@@ -1,7 +1,8 @@
 //! One executor connection, from `hello` to close.
 //!
-//! The first frame must be a `hello` carrying the pairing token and this
-//! build's protocol version; anything else closes the connection with a
+//! The first frame must be a `hello` carrying this executor's credential
+//! (issued for its `executorId` by `orchestrator pair`) and this build's
+//! protocol version; anything else closes the connection with a
 //! documented reason. After `welcome`, every frame renews the lease; reports
 //! go to the control plane in arrival order; commands arrive from the bridge's
 //! dispatch loop through the session's outbox. Generic over any
@@ -69,7 +70,7 @@ fn parse(text: &str) -> Result<ExecutorFrame, End> {
 
 /// The identity an executor proved in its `hello`.
 struct Peer {
-    token: String,
+    credential: String,
     executor_id: String,
     instance_id: String,
 }
@@ -90,8 +91,11 @@ where
     let ExecutorFrame::Hello { protocol_version, token, executor_id, executor_instance_id, .. } = &hello else {
         return Err(End::Closed(CloseReason::Violation("the first frame must be hello".into())));
     };
-    if !bridge.token.matches(token) {
-        return Err(End::Closed(CloseReason::Unauthorized("wrong executor token")));
+    let Some(owner) = bridge.credentials.verify(token) else {
+        return Err(End::Closed(CloseReason::Unauthorized("unknown or revoked executor credential")));
+    };
+    if owner != *executor_id {
+        return Err(End::Closed(CloseReason::Unauthorized("the credential was issued to another executor id")));
     }
     if *protocol_version != PROTOCOL_VERSION {
         return Err(End::Closed(CloseReason::VersionMismatch { theirs: *protocol_version }));
@@ -100,7 +104,7 @@ where
         return Err(End::Closed(CloseReason::Violation("executor ids must be 1-64 of [A-Za-z0-9_-]".into())));
     }
     let peer =
-        Peer { token: token.clone(), executor_id: executor_id.clone(), instance_id: executor_instance_id.clone() };
+        Peer { credential: token.clone(), executor_id: executor_id.clone(), instance_id: executor_instance_id.clone() };
     Ok((peer, hello))
 }
 
@@ -144,6 +148,17 @@ where
             return;
         }
     };
+    // Registered before the welcome: a refused claimant hears nothing but its
+    // close reason; replayed commands wait in the outbox behind the welcome.
+    let (tx, mut outbox) = mpsc::unbounded_channel();
+    let serial = match bridge.register(&peer.executor_id, &peer.instance_id, tx, hello).await {
+        Ok(serial) => serial,
+        Err(reason) => {
+            tracing::info!(executor = %peer.executor_id, reason = %reason.text(), "executor refused at registration");
+            close(&mut sink, &End::Closed(reason)).await;
+            return;
+        }
+    };
     let welcome = DaemonFrame::Welcome {
         protocol_version: PROTOCOL_VERSION,
         heartbeat_ms: bridge.config.heartbeat_ms,
@@ -151,16 +166,15 @@ where
     };
     if let Err(end) = send_frame(&mut sink, &welcome).await {
         tracing::info!(reason = ?end, "executor left before welcome");
+        bridge.unregister(&peer.executor_id, &peer.instance_id, serial, "left before welcome".into()).await;
         return;
     }
-    let (tx, mut outbox) = mpsc::unbounded_channel();
-    let serial = bridge.register(&peer.executor_id, &peer.instance_id, tx, hello).await;
     tracing::info!(executor = %peer.executor_id, instance = %peer.instance_id, "executor connected");
 
     let lease = Duration::from_millis(bridge.config.lease_ms);
     let mut deadline = Instant::now() + lease;
     let mut rate = Rate { tokens: RATE_BURST, at: Instant::now() };
-    let mut token_check = tokio::time::interval(Duration::from_millis(bridge.config.token_check_ms));
+    let mut credential_check = tokio::time::interval(Duration::from_millis(bridge.config.credential_check_ms));
     let end = loop {
         tokio::select! {
             frame = next_text(&mut stream) => {
@@ -191,9 +205,9 @@ where
                 None => break End::Closed(CloseReason::Shutdown),
             },
             _ = sleep_until(deadline) => break End::Closed(CloseReason::LeaseExpired),
-            _ = token_check.tick() => {
-                if !bridge.token.matches(&peer.token) {
-                    break End::Closed(CloseReason::TokenRotated);
+            _ = credential_check.tick() => {
+                if bridge.credentials.verify(&peer.credential).as_deref() != Some(peer.executor_id.as_str()) {
+                    break End::Closed(CloseReason::CredentialRevoked);
                 }
             }
             _ = bridge.shutdown.cancelled() => break End::Closed(CloseReason::Shutdown),

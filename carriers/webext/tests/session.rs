@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::extract::ws::Message;
 use carrier_webext::session::run_session;
-use carrier_webext::{Bridge, BridgeConfig, TokenFile};
+use carrier_webext::{Bridge, BridgeConfig, Credentials};
 use control::store::MemoryStore;
 use control::{ControlPlane, Keyring, ManualClock};
 use futures_util::{Sink, Stream};
@@ -74,31 +74,45 @@ impl Peer {
 struct Rig {
     plane: Arc<ControlPlane>,
     bridge: Arc<Bridge>,
-    token: TokenFile,
+    credentials: Credentials,
+    issued: std::sync::Mutex<std::collections::HashMap<String, String>>,
     _dir: tempfile::TempDir,
 }
 
 fn rig() -> Rig {
     let dir = tempfile::tempdir().unwrap();
-    let token = TokenFile::open_or_create(&dir.path().join("executor-token")).unwrap();
+    let credentials = Credentials::open_or_create(&dir.path().join("executors")).unwrap();
     let plane = Arc::new(
         ControlPlane::open(Arc::new(MemoryStore::new()), Arc::new(ManualClock::at(1)), Keyring::new([1; 32])).unwrap(),
     );
-    let config = BridgeConfig { heartbeat_ms: 300, lease_ms: 1_000, token_check_ms: 250, ..BridgeConfig::default() };
-    let bridge = Bridge::start(plane.clone(), config, token.clone(), CancellationToken::new());
-    Rig { plane, bridge, token, _dir: dir }
+    let config =
+        BridgeConfig { heartbeat_ms: 300, lease_ms: 1_000, credential_check_ms: 250, ..BridgeConfig::default() };
+    let bridge = Bridge::start(plane.clone(), config, credentials.clone(), CancellationToken::new());
+    Rig { plane, bridge, credentials, issued: Default::default(), _dir: dir }
 }
 
 impl Rig {
-    async fn connect(&self, executor_id: &str) -> Peer {
+    /// `executor_id`'s credential, issued on first use.
+    fn credential(&self, executor_id: &str) -> String {
+        let mut issued = self.issued.lock().unwrap();
+        issued.entry(executor_id.to_owned()).or_insert_with(|| self.credentials.issue(executor_id).unwrap()).clone()
+    }
+
+    /// A session that sent `hello` as `executor_id` (instance `instance`) with `credential`.
+    fn hello(&self, executor_id: &str, instance: &str, credential: &str) -> Peer {
         let (to_daemon, incoming) = mpsc::unbounded_channel();
         let (outgoing, from_daemon) = mpsc::unbounded_channel();
         tokio::spawn(run_session(MemSocket { incoming, outgoing }, self.bridge.clone()));
-        let mut peer = Peer { to_daemon, from_daemon };
+        let peer = Peer { to_daemon, from_daemon };
         peer.send(serde_json::json!({
-            "type": "hello", "protocolVersion": PROTOCOL_VERSION, "token": self.token.current().unwrap(),
-            "executorId": executor_id, "executorInstanceId": format!("{executor_id}-1"), "executorKind": "fake"
+            "type": "hello", "protocolVersion": PROTOCOL_VERSION, "token": credential,
+            "executorId": executor_id, "executorInstanceId": instance, "executorKind": "fake"
         }));
+        peer
+    }
+
+    async fn connect(&self, executor_id: &str) -> Peer {
+        let mut peer = self.hello(executor_id, &format!("{executor_id}-1"), &self.credential(executor_id));
         let Message::Text(welcome) = peer.next().await else { panic!("expected welcome") };
         assert!(matches!(serde_json::from_str(&welcome).unwrap(), DaemonFrame::Welcome { lease_ms: 1_000, .. }));
         peer
@@ -144,17 +158,46 @@ async fn a_silent_executor_loses_its_lease_and_a_beating_one_keeps_it() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn rotating_the_token_closes_paired_sessions() {
+async fn revoking_one_credential_closes_that_session_only_and_rotation_closes_all() {
     let rig = rig();
-    let mut peer = rig.connect("ext").await;
-    rig.token.rotate().unwrap();
-    let (code, reason) = peer.closed().await;
+    let mut a = rig.connect("a").await;
+    let mut b = rig.connect("b").await;
+    assert!(rig.credentials.revoke("a").unwrap());
+    let (code, reason) = a.closed().await;
     assert_eq!(code, 4001);
-    assert!(reason.contains("rotated"), "{reason}");
+    assert!(reason.contains("revoked"), "{reason}");
+    assert_eq!(rig.bridge.connected().await, vec!["b".to_string()]);
+    rig.credentials.revoke_all().unwrap();
+    assert_eq!(b.closed().await.0, 4001);
+}
+
+/// The attack: a holder of one executor's credential says hello as another
+/// executor (to receive its queued commands, which carry attach
+/// identities). Refused before anything is sent, whoever holds the victim's
+/// id now; and a second instance claiming a live id is refused, not preferred.
+#[tokio::test(start_paused = true)]
+async fn an_executor_credential_never_speaks_for_another_executor_id() {
+    let rig = rig();
+    let mut victim = rig.connect("victim").await;
+    let mut impostor = rig.hello("victim", "impostor-1", &rig.credential("attacker"));
+    let (code, reason) = impostor.closed().await;
+    assert_eq!(code, 4001, "{reason}");
+    assert!(reason.contains("another executor id"), "{reason}");
+    // The victim's own credential, from another instance, while the victim is live: refused.
+    let mut second = rig.hello("victim", "victim-2", &rig.credential("victim"));
+    let (code, reason) = second.closed().await;
+    assert_eq!(code, 4006, "{reason}");
+    assert_eq!(rig.bridge.connected().await, vec!["victim".to_string()]);
+    victim.send(serde_json::json!({"type": "heartbeat", "seq": 1}));
+    // A credential nobody issued: refused.
+    let forged = format!("exc1.victim.{}", "0".repeat(64));
+    let (code, _) = rig.hello("victim", "victim-3", &forged).closed().await;
+    assert_eq!(code, 4001);
+    let _ = &mut victim;
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_second_session_of_the_same_executor_supersedes_the_first() {
+async fn a_second_session_of_the_same_executor_instance_supersedes_the_first() {
     let rig = rig();
     let mut first = rig.connect("ext").await;
     let _second = rig.connect("ext").await;

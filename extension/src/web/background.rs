@@ -33,7 +33,8 @@ const BACKOFF_MAX_MS: u32 = 30_000;
 pub(super) struct Pairing {
     /// `ws://127.0.0.1:PORT/executor`.
     pub endpoint: String,
-    /// The daemon's executor token.
+    /// This executor's credential (`exc1.<executor id>.<secret>`), from
+    /// `orchestrator pair`; the executor id is the credential's.
     pub token: String,
 }
 
@@ -60,7 +61,8 @@ pub(super) struct WorkerStatus {
 
 struct Background {
     core: RefCell<Core>,
-    executor_id: String,
+    /// The credential's executor id once paired (before: a local placeholder).
+    executor_id: RefCell<String>,
     instance_id: String,
     pairing: RefCell<Option<Pairing>>,
     socket: RefCell<Option<WebSocket>>,
@@ -94,18 +96,13 @@ pub async fn bg_start() {
         Some(value) => from_js(&value).unwrap_or_default(),
         None => Core::default(),
     };
-    let executor_id = match storage_get("local", "executorId").await.and_then(|v| v.as_string()) {
-        Some(id) => id,
-        None => {
-            let id = format!("ext-{}", random_hex());
-            let _ = storage_set("local", "executorId", id.clone().into()).await;
-            id
-        }
-    };
     let pairing = storage_get("local", "pairing").await.and_then(|v| from_js::<Pairing>(&v).ok());
+    // The executor id is the one the credential was issued for.
+    let executor_id =
+        pairing.as_ref().and_then(|p| crate::pairing::credential_executor_id(&p.token)).unwrap_or_default().to_owned();
     let bg = Rc::new(Background {
         core: RefCell::new(core),
-        executor_id,
+        executor_id: RefCell::new(executor_id),
         instance_id: random_hex(),
         pairing: RefCell::new(pairing),
         socket: RefCell::new(None),
@@ -204,8 +201,11 @@ impl Background {
                 state: m.state,
             })
             .collect();
-        let status =
-            Status { connection: self.connection.borrow().clone(), executor_id: self.executor_id.clone(), workers };
+        let status = Status {
+            connection: self.connection.borrow().clone(),
+            executor_id: self.executor_id.borrow().clone(),
+            workers,
+        };
         let _ = storage_set("local", "status", to_js(&status)).await;
     }
 
@@ -242,6 +242,14 @@ impl Background {
             self.set_connection("not paired: set the endpoint and token in the options page");
             return;
         };
+        // Checked again right before connecting: storage may hold anything.
+        let endpoint_ok =
+            super::url_parts(&pairing.endpoint).is_some_and(|p| crate::pairing::check_endpoint(&p).is_ok());
+        let Some(id) = crate::pairing::credential_executor_id(&pairing.token).filter(|_| endpoint_ok) else {
+            self.set_connection("not paired: the saved endpoint or credential is not acceptable; pair again");
+            return;
+        };
+        *self.executor_id.borrow_mut() = id.to_owned();
         let socket = match WebSocket::new(&pairing.endpoint) {
             Ok(socket) => socket,
             Err(_) => {
@@ -262,7 +270,7 @@ impl Background {
                 let hello = ExecutorFrame::Hello {
                     protocol_version: PROTOCOL_VERSION,
                     token: pairing.token.clone(),
-                    executor_id: bg.executor_id.clone(),
+                    executor_id: bg.executor_id.borrow().clone(),
                     executor_instance_id: bg.instance_id.clone(),
                     executor_kind: ExecutorKind::Webext,
                     capabilities: vec![],

@@ -35,6 +35,17 @@ fn api() -> JsValue {
     }
 }
 
+/// The platform URL parser's reading of `text` (`new URL(text)`).
+fn url_parts(text: &str) -> Option<crate::pairing::UrlParts> {
+    let url = web_sys::Url::new(text).ok()?;
+    Some(crate::pairing::UrlParts {
+        protocol: url.protocol(),
+        username: url.username(),
+        password: url.password(),
+        hostname: url.hostname(),
+    })
+}
+
 /// Follows a dotted path from `root`.
 fn path(root: JsValue, dotted: &str) -> Result<JsValue, JsValue> {
     dotted.split('.').try_fold(root, |object, key| Reflect::get(&object, &key.into()))

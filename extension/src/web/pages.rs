@@ -23,18 +23,13 @@ fn input(id: &str) -> Option<HtmlInputElement> {
     document().get_element_by_id(id)?.dyn_into().ok()
 }
 
-/// Accepts only a loopback `ws://…/executor` endpoint: the daemon is local,
-/// and the token must never travel anywhere else.
+/// Accepts only a loopback `ws://` endpoint, as the platform's URL parser
+/// reads it, and a credential of `orchestrator pair`'s form: the daemon is
+/// local, and the credential must never travel anywhere else.
 pub(super) fn check_pairing(endpoint: &str, token: &str) -> Result<Pairing, &'static str> {
-    let rest = endpoint.strip_prefix("ws://").ok_or("the endpoint must start with ws://")?;
-    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let hostname = host.rsplit_once(':').map_or(host, |(h, _)| h);
-    if !matches!(hostname, "127.0.0.1" | "localhost" | "[::1]") {
-        return Err("the endpoint must be on this machine (127.0.0.1, localhost or [::1])");
-    }
-    if token.len() < 32 || !token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
-        return Err("the token is the line printed by `orchestrator pair`");
-    }
+    let parts = super::url_parts(endpoint).ok_or("the endpoint is not a URL")?;
+    crate::pairing::check_endpoint(&parts)?;
+    crate::pairing::check_credential(token)?;
     Ok(Pairing { endpoint: endpoint.into(), token: token.into() })
 }
 

@@ -1,0 +1,56 @@
+//! What a pairing may hold, decided natively (and tested so): the endpoint
+//! must be a loopback `ws://` URL *as the platform's URL parser reads it*,
+//! and the credential the one `orchestrator pair` printed.
+//!
+//! The endpoint check works on the parser's components, never on the text:
+//! `ws://127.0.0.1:@evil.com/executor` reads as host `evil.com` with user
+//! info `127.0.0.1`, and a text check would send the credential there. The
+//! options page checks before saving and the background again right before
+//! connecting; the extension's CSP allows loopback WebSockets only.
+
+/// A URL as a WHATWG parser (`new URL(…)`, the `url` crate) splits it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UrlParts {
+    /// `ws:` (with the colon, as `URL.protocol` gives it).
+    pub protocol: String,
+    /// User info before `@`, if any.
+    pub username: String,
+    /// Password after `:` in the user info, if any.
+    pub password: String,
+    /// The host name (`[::1]` in brackets for IPv6).
+    pub hostname: String,
+}
+
+/// Loopback host names, as a WHATWG parser writes them.
+const LOOPBACK: &[&str] = &["127.0.0.1", "localhost", "[::1]"];
+
+/// The endpoint's parts are a loopback `ws://` URL with no user info.
+pub fn check_endpoint(parts: &UrlParts) -> Result<(), &'static str> {
+    if parts.protocol != "ws:" {
+        return Err("the endpoint must start with ws://");
+    }
+    if !parts.username.is_empty() || !parts.password.is_empty() {
+        return Err("the endpoint must not carry user info (anything before @)");
+    }
+    if !LOOPBACK.contains(&parts.hostname.as_str()) {
+        return Err("the endpoint must be on this machine (127.0.0.1, localhost or [::1])");
+    }
+    Ok(())
+}
+
+/// The executor id a credential (`exc1.<executor id>.<64 hex>`) is bound
+/// to, if the credential is well formed.
+pub fn credential_executor_id(credential: &str) -> Option<&str> {
+    let rest = credential.strip_prefix("exc1.")?;
+    let (id, secret) = rest.split_once('.')?;
+    let id_ok = (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    let secret_ok = secret.len() == 64 && secret.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    (id_ok && secret_ok).then_some(id)
+}
+
+/// The credential is one `orchestrator pair` printed.
+pub fn check_credential(credential: &str) -> Result<(), &'static str> {
+    credential_executor_id(credential)
+        .map(|_| ())
+        .ok_or("the credential is the line `orchestrator pair` printed after \"credential:\"")
+}
