@@ -10,6 +10,11 @@
 use protocol::{ErrorCode, SlotHealth, WorkerId};
 use registry::CarrierRecord;
 
+/// The fingerprint of a peer without a transport session (stateless HTTP,
+/// stdio): every such peer looks the same, so a slot admitted to one is
+/// never admitted again, to anyone — not even, indistinguishably, to itself.
+pub const SESSIONLESS: &str = "sessionless";
+
 /// A peer's claim on a slot.
 #[derive(Debug, Clone)]
 pub struct Claim<'a> {
@@ -50,6 +55,10 @@ pub enum Refusal {
     /// Another peer was already admitted for this slot.
     #[error("another MCP peer holds this slot")]
     OtherPeer,
+    /// The slot was admitted to a sessionless peer, and no later caller can
+    /// be told apart from it: refused rather than admitted twice.
+    #[error("the slot's peer had no session; a second claim cannot be told apart from it")]
+    Indistinct,
     /// The slot is fenced (uncertain effect, retiring or retired).
     #[error("the slot is {0:?}")]
     Fenced(SlotHealth),
@@ -60,7 +69,7 @@ impl Refusal {
     pub fn code(&self) -> ErrorCode {
         match self {
             Refusal::NotPooled | Refusal::WrongWorker => ErrorCode::Forbidden,
-            Refusal::Unresolved | Refusal::OtherPeer => ErrorCode::PeerIdentityUnresolved,
+            Refusal::Unresolved | Refusal::OtherPeer | Refusal::Indistinct => ErrorCode::PeerIdentityUnresolved,
             Refusal::Expired => ErrorCode::InvalidTransition,
             Refusal::Fenced(SlotHealth::ReconcileRequired) => ErrorCode::ReconcileRequired,
             Refusal::Fenced(_) => ErrorCode::InvalidTransition,
@@ -80,7 +89,11 @@ pub fn admit(record: &CarrierRecord, claim: &Claim<'_>) -> Result<Admission, Ref
         }
     }
     if let Some(peer) = &record.peer_fingerprint {
-        return if peer == claim.peer_fingerprint { Ok(Admission::AlreadyAdmitted) } else { Err(Refusal::OtherPeer) };
+        return match (peer.as_str(), peer == claim.peer_fingerprint) {
+            (SESSIONLESS, _) => Err(Refusal::Indistinct),
+            (_, true) => Ok(Admission::AlreadyAdmitted),
+            (_, false) => Err(Refusal::OtherPeer),
+        };
     }
     if claim.now_ms > record.expires_at_ms {
         return Err(Refusal::Expired);

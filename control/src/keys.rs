@@ -86,16 +86,17 @@ impl Keyring {
         format!("{}_{}_{}", family.prefix(), hex_id, to_hex(&self.mac(family, worker)))
     }
 
-    /// Parses and verifies a credential; returns the worker it is for.
+    /// Parses and verifies a credential; returns the worker it is for. Only
+    /// the canonical text counts (lowercase hex, no sign, no padding): it is
+    /// compared whole against the credential this keyring issues.
     fn verify(&self, family: Family, text: &str) -> Option<WorkerId> {
         let rest = text.strip_prefix(family.prefix())?.strip_prefix('_')?;
-        let (hex_id, mac_hex) = rest.split_once('_')?;
+        let (hex_id, _) = rest.split_once('_')?;
         let worker: WorkerId = format!("{}_{hex_id}", WorkerId::PREFIX).parse().ok()?;
-        let given = from_hex(mac_hex)?;
-        let expected = self.mac(family, &worker);
+        let expected = self.issue(family, &worker);
         // Constant-time comparison: the length is public, the bytes are not.
-        let same =
-            given.len() == expected.len() && given.iter().zip(&expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
+        let same = text.len() == expected.len()
+            && text.bytes().zip(expected.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
         same.then_some(worker)
     }
 
@@ -124,13 +125,6 @@ fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn from_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len()).step_by(2).map(|i| text.get(i..i + 2).and_then(|pair| u8::from_str_radix(pair, 16).ok())).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +151,20 @@ mod tests {
         for junk in ["", "cap_", "cap_zz_zz", "cap_0101_0", &cap[..cap.len() - 1]] {
             assert_eq!(keys.verify_capability(junk), None, "{junk}");
         }
+    }
+
+    #[test]
+    fn only_the_canonical_text_of_a_credential_verifies() {
+        let keys = Keyring::new([7; SECRET_LEN]);
+        let a = WorkerId::from_uuid_bytes([0xab; 16]);
+        let cap = keys.capability(&a);
+        let (prefix, mac) = cap.rsplit_once('_').unwrap();
+        let upper_mac = format!("{prefix}_{}", mac.to_uppercase());
+        let plus = format!("{prefix}_+{}", &mac[1..]);
+        let upper_id = cap.replacen(&a.as_str()[4..], &a.as_str()[4..].to_uppercase(), 1);
+        for variant in [upper_mac, plus, upper_id, format!("{cap} "), format!(" {cap}")] {
+            assert_eq!(keys.verify_capability(&variant), None, "{variant}");
+        }
+        assert_eq!(keys.verify_capability(&cap), Some(a));
     }
 }

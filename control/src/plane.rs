@@ -154,7 +154,10 @@ impl ControlPlane {
     /// An idempotency key in `scope`, validated.
     pub fn idem_key<'a>(scope: impl Into<String>, key: Option<&'a str>) -> Result<Option<IdemKey<'a>>, Error> {
         let Some(key) = key else { return Ok(None) };
-        if key.is_empty() || key.len() > IDEMPOTENCY_KEY_MAX || key.chars().any(char::is_control) {
+        if key.len() > IDEMPOTENCY_KEY_MAX {
+            return Err(Error::TooLarge { field: "idempotency_key", len: key.len(), max: IDEMPOTENCY_KEY_MAX });
+        }
+        if key.is_empty() || key.chars().any(char::is_control) {
             return Err(Error::InvalidArgument(format!(
                 "idempotency_key must be 1-{IDEMPOTENCY_KEY_MAX} bytes without control characters"
             )));
@@ -253,6 +256,14 @@ impl ControlPlane {
 
     /// Creates a run and its root worker; returns `(run, root)`.
     pub fn create_run(&self, title: &str, idem: Option<&str>) -> Result<(RunId, WorkerId), Error> {
+        self.create_run_once(title, idem).map(|(run, root, _)| (run, root))
+    }
+
+    /// Like [`ControlPlane::create_run`], and says whether this call created
+    /// the run (`true`) or replayed an earlier one's key (`false`). The
+    /// caller hands out root's capability only when it created the run: an
+    /// idempotency key proves nothing about who asks (SPEC §9).
+    pub fn create_run_once(&self, title: &str, idem: Option<&str>) -> Result<(RunId, WorkerId, bool), Error> {
         let idem = Self::idem_key("run_create", idem)?;
         self.commit(idem, &title, |_| {
             let (run_id, root_id) = (RunId::from_uuid_bytes(new_uuid()), WorkerId::from_uuid_bytes(new_uuid()));
@@ -261,7 +272,7 @@ impl ControlPlane {
                 (run_id, root_id),
             )
         })
-        .map(|(r, _)| r)
+        .map(|((run, root), events)| (run, root, !events.is_empty()))
     }
 
     /// Root spawns a worker; returns its id (the same id on an idempotent replay).

@@ -20,6 +20,18 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// Largest frame either side accepts, in bytes.
 pub const FRAME_MAX: usize = 256 * 1024;
 
+/// Largest `detail` an executor may report (error details carry no page
+/// content), in bytes.
+pub const DETAIL_MAX: usize = 2 * 1024;
+/// Largest conversation URL, in bytes.
+pub const URL_MAX: usize = 2 * 1024;
+/// The only URLs an executor may report: chatgpt.com pages.
+pub const URL_PREFIX: &str = "https://chatgpt.com/";
+/// Largest host fact (`os`, `browser`) and capability name, in bytes.
+pub const FACT_MAX: usize = 256;
+/// Most capabilities a `hello` may declare.
+pub const CAPABILITIES_MAX: usize = 32;
+
 /// Which kind of carrier an executor is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -34,7 +46,7 @@ pub enum ExecutorKind {
 
 /// Facts about the executor's host, for status and diagnostics only.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HostFacts {
     /// Operating system, for example `linux`.
     #[serde(default)]
@@ -44,15 +56,18 @@ pub struct HostFacts {
     pub browser: Option<String>,
 }
 
-/// Frames the executor sends to the daemon.
+/// Frames the executor sends to the daemon. Unknown fields are refused: a
+/// frame grows only with a protocol version (see the compatibility fixtures
+/// in `protocol/tests/executor_compat.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase", deny_unknown_fields)]
 pub enum ExecutorFrame {
     /// First frame: authenticates and declares who is speaking.
     Hello {
         /// Must equal [`PROTOCOL_VERSION`].
         protocol_version: u32,
-        /// The pairing token (≥ 256 bits). Never logged.
+        /// This executor's credential, `exc1.<executorId>.<64 hex>`, as
+        /// `orchestrator pair` issued it for `executor_id`. Never logged.
         token: String,
         /// Stable identity of this carrier installation (kept in its storage);
         /// worker bindings are to this id. 1-64 of `[A-Za-z0-9_-]`.
@@ -146,7 +161,7 @@ pub enum ConversationState {
 
 /// The terminal outcome of a command.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "status", rename_all = "snake_case", rename_all_fields = "camelCase")]
+#[serde(tag = "status", rename_all = "snake_case", rename_all_fields = "camelCase", deny_unknown_fields)]
 pub enum CommandOutcome {
     /// The effect happened (for `send`: the prompt was submitted).
     Ok {
@@ -258,7 +273,63 @@ pub fn valid_executor_id(id: &str) -> bool {
     (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+/// Why a well-formed frame is still refused: a field over its bound or a URL
+/// outside the allow-list. Nothing of such a frame is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameRefusal {
+    /// `TOO_LARGE` or `INVALID_ARGUMENT`.
+    pub code: ErrorCode,
+    /// Which field, and its bound.
+    pub detail: String,
+}
+
+fn bounded(field: &str, value: &str, max: usize) -> Result<(), FrameRefusal> {
+    if value.len() > max {
+        return Err(FrameRefusal { code: ErrorCode::TooLarge, detail: format!("{field} over {max} bytes") });
+    }
+    Ok(())
+}
+
 impl ExecutorFrame {
+    /// Checks every string an executor can put into the log against its
+    /// bound, and conversation URLs against the allow-list
+    /// (`https://chatgpt.com/…` only: never `javascript:` or another site).
+    pub fn validate(&self) -> Result<(), FrameRefusal> {
+        match self {
+            ExecutorFrame::Hello { capabilities, host, .. } => {
+                if capabilities.len() > CAPABILITIES_MAX {
+                    return Err(FrameRefusal {
+                        code: ErrorCode::TooLarge,
+                        detail: format!("more than {CAPABILITIES_MAX} capabilities"),
+                    });
+                }
+                capabilities.iter().try_for_each(|c| bounded("capability", c, FACT_MAX))?;
+                bounded("host.os", &host.os, FACT_MAX)?;
+                bounded("host.browser", host.browser.as_deref().unwrap_or_default(), FACT_MAX)
+            }
+            ExecutorFrame::ConversationBound { url, .. } => {
+                bounded("url", url, URL_MAX)?;
+                if !url.starts_with(URL_PREFIX) || url.chars().any(char::is_control) {
+                    return Err(FrameRefusal {
+                        code: ErrorCode::InvalidArgument,
+                        detail: format!("url must start with {URL_PREFIX}"),
+                    });
+                }
+                Ok(())
+            }
+            ExecutorFrame::ConversationError { detail, .. }
+            | ExecutorFrame::Result { outcome: CommandOutcome::Error { detail, .. }, .. } => {
+                bounded("detail", detail, DETAIL_MAX)
+            }
+            ExecutorFrame::Heartbeat { .. }
+            | ExecutorFrame::Ack { .. }
+            | ExecutorFrame::Result { outcome: CommandOutcome::Ok { .. }, .. }
+            | ExecutorFrame::ConversationCreated { .. }
+            | ExecutorFrame::ConversationState { .. }
+            | ExecutorFrame::ConversationClosed { .. } => Ok(()),
+        }
+    }
+
     /// Checks a `hello` against this build's protocol version.
     pub fn check_version(&self) -> Result<(), ErrorCode> {
         match self {

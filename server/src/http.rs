@@ -48,7 +48,7 @@ pub fn app(
     let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
     hosts.extend(config.allowed_hosts.iter().cloned());
     let mcp_config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(hosts)
+        .with_allowed_hosts(hosts.clone())
         .with_allowed_origins(config.allowed_origins.clone())
         .enforce_origin_validation()
         .with_cancellation_token(shutdown);
@@ -58,7 +58,12 @@ pub fn app(
         Default::default(),
         mcp_config,
     );
-    let router = Router::new().route("/healthz", get(healthz)).merge(carrier_webext::router(bridge));
+    // /healthz answers the same Hosts as /mcp (no DNS-rebound page may probe it);
+    // /executor answers loopback Hosts only (see carrier_webext::loopback_host).
+    let health = Router::new()
+        .route("/healthz", get(healthz))
+        .route_layer(middleware::from_fn_with_state(Arc::new(hosts.clone()), require_host));
+    let router = health.merge(carrier_webext::router(bridge));
     match &config.mcp_secret {
         None => router.nest_service("/mcp", service),
         Some(secret) => {
@@ -67,6 +72,20 @@ pub fn app(
                 .route_layer(middleware::from_fn_with_state(Arc::new(secret.clone()), require_bearer));
             router.merge(bearer).nest_service(&format!("/s/{secret}/mcp"), service)
         }
+    }
+}
+
+async fn require_host(State(hosts): State<Arc<Vec<String>>>, request: Request, next: Next) -> Response {
+    let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    let name = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
+    if hosts.iter().any(|h| h == name) {
+        next.run(request).await
+    } else {
+        (StatusCode::FORBIDDEN, "FORBIDDEN: Host is not allowed").into_response()
     }
 }
 
@@ -89,4 +108,68 @@ async fn require_bearer(State(secret): State<Arc<String>>, request: Request, nex
     } else {
         (StatusCode::UNAUTHORIZED, "UNAUTHORIZED: bearer secret required").into_response()
     }
+}
+
+/// How long a client may take to send a request's headers, and then its
+/// body: a slow or stalled socket is closed instead of held forever.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// Headers of one request.
+    pub header_read: std::time::Duration,
+    /// The body of one request.
+    pub body_read: std::time::Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self { header_read: std::time::Duration::from_secs(10), body_read: std::time::Duration::from_secs(30) }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown`, then drains open
+/// connections for at most ten seconds. Unlike `axum::serve`, headers and
+/// bodies are read under [`Timeouts`]; `TCP_NODELAY` is set (executor
+/// frames and MCP replies are small and latency-bound).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    timeouts: Timeouts,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::service::TowerToHyperService;
+    use tower::ServiceExt;
+
+    let router = router.layer(tower_http::timeout::RequestBodyTimeoutLayer::new(timeouts.body_read));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(timeouts.header_read);
+    loop {
+        let (tcp, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors and the like: pause, keep serving.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        let service =
+            router.clone().map_request(|r: axum::http::Request<hyper::body::Incoming>| r.map(axum::body::Body::new));
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(tcp), TowerToHyperService::new(service));
+        let connection = graceful.watch(connection.into_owned());
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+    }
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(std::time::Duration::from_secs(10)) => {}
+    }
+    Ok(())
 }

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use axum::serve::ListenerExt;
 use carrier_webext::{Bridge, BridgeConfig, Credentials};
 use clap::{Parser, Subcommand};
 use control::queue::Limits;
@@ -41,6 +40,9 @@ enum Cmd {
         /// Accept requests carrying this Origin (scheme://host[:port]). Repeatable.
         #[arg(long = "allowed-origin")]
         allowed_origins: Vec<String>,
+        /// A client must send a request's headers within this many ms, or is disconnected.
+        #[arg(long, default_value_t = 10_000)]
+        header_read_timeout_ms: u64,
         #[command(flatten)]
         executor: ExecutorArgs,
         #[command(flatten)]
@@ -342,16 +344,48 @@ async fn demo() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Library targets whose debug and trace events carry request, response and
+/// frame bodies (capabilities, attach identities, executor credentials,
+/// prompts): never logged below INFO, whatever `RUST_LOG` says.
+const BODY_LOGGING_TARGETS: &[&str] =
+    &["rmcp", "tungstenite", "tokio_tungstenite", "hyper", "hyper_util", "h2", "axum", "tower_http", "reqwest"];
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`), with
+/// [`BODY_LOGGING_TARGETS`] capped at INFO so no secret reaches a log.
+fn init_logging() {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let env = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let no_bodies = tracing_subscriber::filter::filter_fn(|meta| {
+        *meta.level() <= tracing::Level::INFO
+            || !BODY_LOGGING_TARGETS.iter().any(|t| {
+                meta.target() == *t || meta.target().strip_prefix(t).is_some_and(|rest| rest.starts_with("::"))
+            })
+    });
+    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(env).with_filter(no_bodies);
+    tracing_subscriber::registry().with(layer).init();
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .init();
+    init_logging();
     let shutdown = CancellationToken::new();
     cancel_on_signals(shutdown.clone())?;
     match Cli::parse().command {
-        Cmd::Serve { state_dir, listen, allowed_hosts, allowed_origins, executor, runtime, host } => {
+        Cmd::Serve {
+            state_dir,
+            listen,
+            allowed_hosts,
+            allowed_origins,
+            header_read_timeout_ms,
+            executor,
+            runtime,
+            host,
+        } => {
+            if header_read_timeout_ms == 0 {
+                bail!("--header-read-timeout-ms must be at least 1");
+            }
             let bridge_config = executor.config()?;
             let pool_config = runtime.config()?;
             let host = host.setup()?;
@@ -378,11 +412,11 @@ async fn main() -> anyhow::Result<()> {
             let bridge = Bridge::start(plane.clone(), bridge_config, credentials, shutdown.child_token());
             let pool = Arc::new(Pool::new(plane.clone(), pool_config));
             let router = app(plane, pool, bridge, &config, shutdown.child_token());
-            // Executor frames and MCP replies are small and latency-bound: no Nagle.
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned()).await?;
+            let timeouts = server::http::Timeouts {
+                header_read: std::time::Duration::from_millis(header_read_timeout_ms),
+                ..Default::default()
+            };
+            server::http::serve(listener, router, timeouts, shutdown.clone()).await?;
             tracing::info!("stopped");
         }
         Cmd::Pair { state_dir, executor_id, list, revoke, rotate, json, listen } => {

@@ -160,7 +160,8 @@ impl From<&Worker> for WorkerView {
 pub struct RunCreateArgs {
     /// Short human title of the run's goal.
     pub title: String,
-    /// Replaying the same key with the same title returns the same run.
+    /// Replaying the same key with the same title returns the same run,
+    /// without the capability (only the creating call gets it).
     #[serde(default)]
     pub idempotency_key: Option<String>,
 }
@@ -171,7 +172,11 @@ pub struct RunCreateOut {
     /// The run.
     pub run: RunView,
     /// Root's capability: pass it as `capability` to every other tool. Keep it out of worker prompts.
-    pub root_capability: String,
+    /// Only the call that created the run receives it; a replay does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root_capability: Option<String>,
+    /// This call replayed an earlier key: the run exists, its capability went to its creator.
+    pub replayed: bool,
 }
 
 /// Arguments of tools that need only the caller's capability.
@@ -273,6 +278,13 @@ pub fn catalog() -> &'static Catalog {
 fn check_catalog(plane: &ControlPlane, worker_id: &WorkerId, stamp: Option<&str>) -> Result<(), Error> {
     let current = &catalog().stamp;
     let Some(stamp) = stamp.filter(|s| s != current) else { return Ok(()) };
+    // A stamp is 16 hex digits; anything else is refused before it can reach the log.
+    if stamp.len() > CATALOG_STAMP_MAX {
+        return Err(Error::TooLarge { field: "catalog", len: stamp.len(), max: CATALOG_STAMP_MAX });
+    }
+    if !stamp.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Error::InvalidArgument("catalog is the 16-digit stamp shown in this tool's description".into()));
+    }
     let detail = format!(
         "ChatGPT lists this daemon's tools from catalog {stamp}, the daemon serves {current}: \
          refresh the app in ChatGPT (Settings → Apps → the orchestrator's app → Refresh), then retry"
@@ -281,6 +293,9 @@ fn check_catalog(plane: &ControlPlane, worker_id: &WorkerId, stamp: Option<&str>
     plane.execute(Command::HostState { worker_id: worker_id.clone(), code, detail: detail.clone() })?;
     Err(Error::HostAppStale(detail))
 }
+
+/// The longest catalog stamp accepted (stamps are 16 hex digits).
+const CATALOG_STAMP_MAX: usize = 64;
 
 /// `runtime_status` output: the pool's readiness and the tool catalog.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -572,17 +587,23 @@ pub struct TaskCollectArgs {
 
 /// The calling MCP peer's fingerprint: its streamable-HTTP session, hashed
 /// (not a secret, but not worth storing raw). Without a session (stdio,
-/// stateless HTTP) every call shares one transport-level peer.
+/// stateless HTTP) every caller looks the same: [`admission::SESSIONLESS`],
+/// which admission never admits twice.
 fn peer_fingerprint(ctx: &RequestContext<RoleServer>) -> String {
     use sha2::Digest;
     let session = ctx
         .extensions
         .get::<axum::http::request::Parts>()
         .and_then(|parts| parts.headers.get("mcp-session-id"))
-        .and_then(|v| v.to_str().ok())
-        .map(|s| format!("http-session:{s}"))
-        .unwrap_or_else(|| "transport:sessionless".into());
-    sha2::Sha256::digest(session.as_bytes()).iter().take(16).map(|b| format!("{b:02x}")).collect()
+        .and_then(|v| v.to_str().ok());
+    match session {
+        Some(s) => sha2::Sha256::digest(format!("http-session:{s}").as_bytes())
+            .iter()
+            .take(16)
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+        None => admission::SESSIONLESS.to_owned(),
+    }
 }
 
 /// The MCP tool handler.
@@ -828,9 +849,11 @@ impl Tools {
         let args = args?;
         let plane = self.plane.clone();
         blocking(move || {
-            let (run_id, root) = plane.create_run(&args.title, args.idempotency_key.as_deref())?;
+            let (run_id, root, created) = plane.create_run_once(&args.title, args.idempotency_key.as_deref())?;
             let run = plane.run(&run_id).ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
-            Ok(RunCreateOut { run: RunView::from(&run), root_capability: plane.keys().capability(&root) })
+            // A key proves nothing about who replays it: the credential goes to the creator only.
+            let root_capability = created.then(|| plane.keys().capability(&root));
+            Ok(RunCreateOut { run: RunView::from(&run), root_capability, replayed: !created })
         })
         .await
     }

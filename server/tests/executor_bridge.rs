@@ -4,27 +4,14 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 
 use fake_executor::{FakeConfig, FakeExecutor, Fault, Op, Stats};
-use futures_util::{SinkExt, StreamExt};
 use protocol::executor::PROTOCOL_VERSION;
 use serde_json::{Value, json};
-use support::{Daemon, Mcp};
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use support::{Daemon, Mcp, credential, hello, refused, ws_url};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-/// A credential for `executor_id`, issued as `orchestrator pair` would.
-fn credential(state: &Path, executor_id: &str) -> String {
-    carrier_webext::Credentials::open_or_create(&state.join("executors")).unwrap().issue(executor_id).unwrap()
-}
-
-fn ws_url(daemon: &Daemon) -> String {
-    format!("ws://{}/executor", daemon.addr)
-}
 
 /// A run with root's capability.
 struct Root {
@@ -243,33 +230,6 @@ async fn a_daemon_killed_with_commands_pending_replays_only_the_incomplete() {
     assert_eq!(frames(&stats, &c_acked), 2);
     assert_eq!(frames(&stats, &c_queued), 1);
     fake.stop().await;
-}
-
-/// Opens a raw executor WebSocket and returns the close frame the daemon sends
-/// after `frames` (code, reason).
-async fn refused(daemon: &Daemon, origin: Option<&str>, frames: Vec<String>) -> Result<(u16, String), String> {
-    let mut request = ws_url(daemon).into_client_request().unwrap();
-    if let Some(origin) = origin {
-        request.headers_mut().insert("Origin", origin.parse().unwrap());
-    }
-    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.map_err(|e| e.to_string())?;
-    for f in frames {
-        if socket.send(Message::Text(f.into())).await.is_err() {
-            break;
-        }
-    }
-    while let Some(msg) = tokio::time::timeout(WAIT, socket.next()).await.expect("the daemon answers") {
-        match msg {
-            Ok(Message::Close(Some(close))) => return Ok((close.code.into(), close.reason.to_string())),
-            Ok(_) => continue,
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    Err("closed without a reason".into())
-}
-
-fn hello(token: &str, version: u32) -> String {
-    json!({"type":"hello","protocolVersion":version,"token":token,"executorId":"raw","executorInstanceId":"raw-1","executorKind":"fake"}).to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,13 +7,12 @@
 mod support;
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fake_executor::{FakeConfig, FakeExecutor};
 use serde_json::{Value, json};
-use support::{Daemon, Mcp};
+use support::{Daemon, Mcp, credential};
 
 const WAIT: Duration = Duration::from_secs(30);
 /// Five managed conversations exceed the default of four active at once.
@@ -91,11 +90,6 @@ struct Rig {
     root: Mcp,
     cap: String,
     _models: Models,
-}
-
-/// A credential for `executor_id`, issued as `orchestrator pair` would.
-fn credential(state: &Path, executor_id: &str) -> String {
-    carrier_webext::Credentials::open_or_create(&state.join("executors")).unwrap().issue(executor_id).unwrap()
 }
 
 impl Rig {

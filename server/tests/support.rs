@@ -27,12 +27,23 @@ impl Daemon {
     }
 
     fn spawn(state_dir: &Path, listen: &str, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Self::spawn_logging(state_dir, listen, extra, env, Stdio::inherit())
+    }
+
+    /// Starts the daemon with `RUST_LOG=trace`, its stderr into `log`.
+    pub fn start_tracing(state_dir: &Path, extra: &[&str], env: &[(&str, &str)], log: std::fs::File) -> Daemon {
+        let mut env = env.to_vec();
+        env.push(("RUST_LOG", "trace"));
+        Self::spawn_logging(state_dir, "127.0.0.1:0", extra, &env, Stdio::from(log))
+    }
+
+    fn spawn_logging(state_dir: &Path, listen: &str, extra: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Daemon {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
-        cmd.args(["serve", "--listen", listen, "--state-dir"]).arg(state_dir).args(extra);
+        cmd.args(["serve", "--listen", listen, "--state-dir"]).arg(state_dir).args(extra).env("RUST_LOG", "warn");
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.env("RUST_LOG", "warn").stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let mut child = cmd.stdout(Stdio::piped()).stderr(stderr).spawn().unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let addr = loop {
             let line = lines.next().expect("daemon exited before printing its endpoint").unwrap();
@@ -166,6 +177,7 @@ pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body
 /// tests and benches to drive the daemon without another SDK.
 pub struct Mcp {
     addr: String,
+    path: String,
     session: String,
     next_id: std::sync::atomic::AtomicU64,
 }
@@ -182,12 +194,17 @@ fn rpc_message(body: &str) -> serde_json::Value {
 
 impl Mcp {
     pub fn connect(addr: &str) -> Mcp {
+        Self::connect_at(addr, "/mcp")
+    }
+
+    /// Connects at another path (the secret path `/s/<secret>/mcp`).
+    pub fn connect_at(addr: &str, path: &str) -> Mcp {
         let init = format!(
             r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{LEGACY_VERSION}","capabilities":{{}},"clientInfo":{{"name":"rust-tests","version":"0"}}}}}}"#
         );
-        let r = request(addr, "POST", "/mcp", &[ACCEPT_BOTH, JSON_BODY], &init);
+        let r = request(addr, "POST", path, &[ACCEPT_BOTH, JSON_BODY], &init);
         let session = r.header("mcp-session-id").expect("a session id").to_owned();
-        let mcp = Mcp { addr: addr.to_owned(), session, next_id: 1.into() };
+        let mcp = Mcp { addr: addr.to_owned(), path: path.to_owned(), session, next_id: 1.into() };
         mcp.post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
         mcp
     }
@@ -199,7 +216,7 @@ impl Mcp {
             ("Mcp-Session-Id", self.session.as_str()),
             ("MCP-Protocol-Version", LEGACY_VERSION),
         ];
-        request(&self.addr, "POST", "/mcp", &headers, body)
+        request(&self.addr, "POST", &self.path, &headers, body)
     }
 
     /// Calls a tool: its structured content, or its error `(code, message)`.
@@ -224,4 +241,93 @@ impl Mcp {
     pub fn ok(&self, tool: &str, args: serde_json::Value) -> serde_json::Value {
         self.call(tool, args).unwrap_or_else(|(code, msg)| panic!("{tool}: {code}: {msg}"))
     }
+}
+
+/// One stateless MCP call (the 2026-07-28 revision: no `initialize`, no
+/// session): its structured content, or its error `(code, message)`.
+pub fn stateless_call(addr: &str, tool: &str, args: serde_json::Value) -> Result<serde_json::Value, (String, String)> {
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let body = serde_json::json!({"jsonrpc":"2.0","id":1,"method":"tools/call",
+        "params":{"name":tool,"arguments":args,"_meta":meta}});
+    let headers = [
+        ACCEPT_BOTH,
+        JSON_BODY,
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", tool),
+    ];
+    let r = request(addr, "POST", "/mcp", &headers, &body.to_string());
+    assert!(r.header("mcp-session-id").is_none(), "a stateless call got a session");
+    let result = rpc_message(&r.body)["result"].clone();
+    if result["isError"] == true {
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        let err: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+        return Err((
+            err["code"].as_str().unwrap_or("").to_owned(),
+            err["message"].as_str().unwrap_or(text).to_owned(),
+        ));
+    }
+    Ok(result["structuredContent"].clone())
+}
+
+/// A credential for `executor_id`, issued as `orchestrator pair` would.
+pub fn credential(state: &Path, executor_id: &str) -> String {
+    carrier_webext::Credentials::open_or_create(&state.join("executors")).unwrap().issue(executor_id).unwrap()
+}
+
+/// The daemon's executor endpoint.
+pub fn ws_url(daemon: &Daemon) -> String {
+    format!("ws://{}/executor", daemon.addr)
+}
+
+/// A `hello` frame as executor `raw` (instance `raw-1`).
+pub fn hello(token: &str, version: u32) -> String {
+    serde_json::json!({"type":"hello","protocolVersion":version,"token":token,"executorId":"raw",
+        "executorInstanceId":"raw-1","executorKind":"fake"})
+    .to_string()
+}
+
+/// Opens a raw executor WebSocket, sends `frames` (text), and returns the
+/// close frame the daemon sends (code, reason).
+pub async fn refused(daemon: &Daemon, origin: Option<&str>, frames: Vec<String>) -> Result<(u16, String), String> {
+    let frames = frames.into_iter().map(|f| tokio_tungstenite::tungstenite::Message::Text(f.into())).collect();
+    refused_after(daemon, origin, frames).await
+}
+
+/// Like [`refused`], with any WebSocket messages (pings, raw frames).
+pub async fn refused_after(
+    daemon: &Daemon,
+    origin: Option<&str>,
+    messages: Vec<tokio_tungstenite::tungstenite::Message>,
+) -> Result<(u16, String), String> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = ws_url(daemon).into_client_request().unwrap();
+    if let Some(origin) = origin {
+        request.headers_mut().insert("Origin", origin.parse().unwrap());
+    }
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(64 << 20))
+        .max_frame_size(Some(64 << 20));
+    let (mut socket, _) =
+        tokio_tungstenite::connect_async_with_config(request, Some(config), false).await.map_err(|e| e.to_string())?;
+    for m in messages {
+        if socket.send(m).await.is_err() {
+            break;
+        }
+    }
+    while let Some(msg) =
+        tokio::time::timeout(Duration::from_secs(20), socket.next()).await.expect("the daemon answers")
+    {
+        match msg {
+            Ok(Message::Close(Some(close))) => return Ok((close.code.into(), close.reason.to_string())),
+            Ok(_) => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err("closed without a reason".into())
 }

@@ -19,6 +19,10 @@ pub enum CloseReason {
     },
     /// Malformed, oversized, unexpected or too many frames (4003).
     Violation(String),
+    /// A well-formed frame with a field over its bound or a URL outside the
+    /// allow-list (4003, the frame's code: `TOO_LARGE`, `INVALID_ARGUMENT`);
+    /// nothing of it was stored.
+    Refused(protocol::executor::FrameRefusal),
     /// No frame within the lease (4004).
     LeaseExpired,
     /// The same executor instance connected again; this older session is replaced (4005).
@@ -36,7 +40,7 @@ impl CloseReason {
         match self {
             CloseReason::Unauthorized(_) | CloseReason::CredentialRevoked => 4001,
             CloseReason::VersionMismatch { .. } => 4002,
-            CloseReason::Violation(_) => 4003,
+            CloseReason::Violation(_) | CloseReason::Refused(_) => 4003,
             CloseReason::LeaseExpired => 4004,
             CloseReason::Superseded => 4005,
             CloseReason::IdInUse => 4006,
@@ -57,6 +61,7 @@ impl CloseReason {
                 protocol::executor::PROTOCOL_VERSION
             ),
             CloseReason::Violation(why) => format!("{}: {why}", ErrorCode::ProtocolViolation),
+            CloseReason::Refused(refusal) => format!("{}: {}", refusal.code, refusal.detail),
             CloseReason::LeaseExpired => format!("{}: no frame within the lease", ErrorCode::DeadlineExceeded),
             CloseReason::Superseded => format!("{}: the same executor connected again", ErrorCode::Conflict),
             CloseReason::IdInUse => {

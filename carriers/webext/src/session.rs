@@ -34,13 +34,20 @@ enum End {
     PeerGone(String),
 }
 
-/// Reads the next text frame; `Ok(None)` when the peer is gone.
-async fn next_text<S>(stream: &mut S) -> Result<Option<String>, End>
+/// Reads the next text frame; `Ok(None)` when the peer is gone. Every
+/// frame (pings and pongs too) is counted against `rate`. A frame the
+/// transport refuses (over 1 MiB, or text that is not UTF-8) closes the
+/// session with its documented reason.
+async fn next_text<S>(stream: &mut S, rate: &mut Rate) -> Result<Option<String>, End>
 where
     S: Stream<Item = Result<Message, axum::Error>> + Unpin,
 {
     loop {
-        match stream.next().await {
+        let frame = stream.next().await;
+        if frame.is_some() && !rate.allow(Instant::now()) {
+            return Err(End::Closed(CloseReason::Violation(format!("more than {RATE_PER_SEC} frames per second"))));
+        }
+        match frame {
             Some(Ok(Message::Text(text))) => {
                 if text.len() > FRAME_MAX {
                     return Err(End::Closed(CloseReason::Violation(format!(
@@ -55,17 +62,35 @@ where
             }
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
             Some(Ok(Message::Close(_))) | None => return Ok(None),
-            Some(Err(e)) => return Err(End::PeerGone(format!("transport error: {e}"))),
+            Some(Err(e)) => {
+                let text = e.to_string().to_lowercase();
+                let why = if text.contains("too long") || text.contains("space limit") || text.contains("capacity") {
+                    format!("frame over {} bytes", 4 * FRAME_MAX)
+                } else if text.contains("utf-8") || text.contains("utf8") {
+                    "a text frame that is not UTF-8".to_owned()
+                } else {
+                    return Err(End::PeerGone(format!("transport error: {e}")));
+                };
+                return Err(End::Closed(CloseReason::Violation(why)));
+            }
         }
     }
 }
 
+/// A frame, parsed and within its bounds; anything else ends the session
+/// before any of it is stored.
 fn parse(text: &str) -> Result<ExecutorFrame, End> {
-    serde_json::from_str(text).map_err(|e| {
+    let frame: ExecutorFrame = serde_json::from_str(text).map_err(|e| {
         let mut why = format!("malformed frame: {e}");
-        why.truncate(90);
+        let mut end = why.len().min(90);
+        while !why.is_char_boundary(end) {
+            end -= 1;
+        }
+        why.truncate(end);
         End::Closed(CloseReason::Violation(why))
-    })
+    })?;
+    frame.validate().map_err(|refusal| End::Closed(CloseReason::Refused(refusal)))?;
+    Ok(frame)
 }
 
 /// The identity an executor proved in its `hello`.
@@ -81,7 +106,8 @@ where
     S: Stream<Item = Result<Message, axum::Error>> + Unpin,
 {
     let wait = Duration::from_millis(bridge.config.hello_timeout_ms);
-    let text = match timeout(wait, next_text(stream)).await {
+    let mut rate = Rate { tokens: RATE_BURST, at: Instant::now() };
+    let text = match timeout(wait, next_text(stream, &mut rate)).await {
         Err(_) => return Err(End::Closed(CloseReason::Violation("no hello before the deadline".into()))),
         Ok(Ok(None)) => return Err(End::PeerGone("closed before hello".into())),
         Ok(Ok(Some(text))) => text,
@@ -177,17 +203,13 @@ where
     let mut credential_check = tokio::time::interval(Duration::from_millis(bridge.config.credential_check_ms));
     let end = loop {
         tokio::select! {
-            frame = next_text(&mut stream) => {
+            frame = next_text(&mut stream, &mut rate) => {
                 let text = match frame {
                     Ok(Some(text)) => text,
                     Ok(None) => break End::PeerGone("closed by executor".into()),
                     Err(end) => break end,
                 };
-                let now = Instant::now();
-                deadline = now + lease;
-                if !rate.allow(now) {
-                    break End::Closed(CloseReason::Violation(format!("more than {RATE_PER_SEC} frames per second")));
-                }
+                deadline = Instant::now() + lease;
                 match parse(&text) {
                     Ok(ExecutorFrame::Heartbeat { .. }) => {}
                     Ok(ExecutorFrame::Hello { .. }) => break End::Closed(CloseReason::Violation("hello sent twice".into())),

@@ -43,7 +43,17 @@ fn backend(e: rusqlite::Error) -> StoreError {
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and migrates it.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        Self::init(Connection::open(path).map_err(backend)?)
+        // The log holds message bodies and summaries: owner-only, like the
+        // daemon secret. SQLite gives its -wal and -shm files the database's mode.
+        private(path)?;
+        let store = Self::init(Connection::open(path).map_err(backend)?)?;
+        for suffix in ["-wal", "-shm"] {
+            let side = std::path::PathBuf::from(format!("{}{suffix}", path.display()));
+            if side.exists() {
+                private(&side)?;
+            }
+        }
+        Ok(store)
     }
 
     /// A private in-memory database, for tests.
@@ -168,4 +178,14 @@ impl Store for SqliteStore {
         .optional()
         .map_err(backend)
     }
+}
+
+/// Creates `path` empty with mode 0600 if absent; makes it 0600 if not.
+fn private(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let io = |e: std::io::Error| StoreError::Backend(format!("{}: {e}", path.display()));
+    if !path.exists() {
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(path).map_err(io)?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)
 }

@@ -1,0 +1,279 @@
+//! The security holes an outside test found, each written as the attack
+//! against the real daemon binary, and the hardening around them. Threat
+//! model: SPEC §9. (Hole 3, the extension's endpoint check, is attacked in
+//! `extension_chromium.rs` and `extension/tests/pairing.rs`; hole 2 also
+//! in `carriers/webext/tests/session.rs`.)
+
+mod support;
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use fake_executor::{FakeConfig, FakeExecutor};
+use protocol::executor::PROTOCOL_VERSION;
+use serde_json::{Value, json};
+use support::{Daemon, Mcp, credential, hello, http, refused, refused_after, stateless_call, ws_url};
+use tokio_tungstenite::tungstenite::Message;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Hole 1: a second caller replaying someone else's `run_create` key (from
+/// another session, or sessionless) gets the run's id, never its capability.
+#[test]
+fn replaying_another_callers_run_create_key_never_returns_the_root_capability() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path());
+    let owner = Mcp::connect(&daemon.addr);
+    let created = owner.ok("run_create", json!({"title": "Main", "idempotency_key": "main"}));
+    let cap = created["root_capability"].as_str().expect("the creator gets the capability").to_owned();
+    assert_eq!(created["replayed"], false);
+    let stranger = Mcp::connect(&daemon.addr);
+    let replay = stranger.ok("run_create", json!({"title": "Main", "idempotency_key": "main"}));
+    assert_eq!(replay["run"]["run_id"], created["run"]["run_id"]);
+    assert_eq!(replay["replayed"], true);
+    assert!(replay.get("root_capability").is_none(), "{replay}");
+    let sessionless = stateless_call(&daemon.addr, "run_create", json!({"title": "Main", "idempotency_key": "main"}));
+    assert!(sessionless.unwrap().get("root_capability").is_none());
+    assert!(!serde_json::to_string(&replay).unwrap().contains(&cap));
+}
+
+/// Hole 2: a holder of one executor's credential says `hello` as another
+/// executor to take its commands. Refused; the victim keeps its session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executor_credential_cannot_take_over_another_executor() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    let victim = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), credential(state.path(), "raw"), "raw"));
+    victim.wait_for(|s| s.connections == 1, WAIT).await;
+    let attacker = credential(state.path(), "attacker");
+    let (code, reason) = refused(&daemon, None, vec![hello(&attacker, PROTOCOL_VERSION)]).await.unwrap();
+    assert_eq!((code, reason.contains("another executor id")), (4001, true), "{reason}");
+    assert!(victim.is_connected() && victim.stats().closes.is_empty(), "the victim was never displaced");
+    victim.stop().await;
+}
+
+/// Hole 4: two different stateless clients holding a pool slot's attach
+/// identity. The first is admitted; the second, which the daemon cannot
+/// tell apart from it, is refused rather than admitted too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sessionless_peers_are_never_both_admitted_to_a_slot() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with(state.path(), &["--pool-pacing-ms", "20"], &[]);
+    let fake = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1"));
+    fake.wait_for(|s| s.connections == 1, WAIT).await;
+    let root = Mcp::connect(&daemon.addr);
+    let cap = root.ok("run_create", json!({"title": "pool"}))["root_capability"].as_str().unwrap().to_owned();
+    root.ok("runtime_ensure", json!({"capability": cap, "desired_workers": 1}));
+    let stats = fake.wait_for(|s| !s.submissions.is_empty(), WAIT).await;
+    let attach = stats.submissions[0].1.split('"').find(|p| p.starts_with("att_")).unwrap().to_owned();
+    let deadline = Instant::now() + WAIT;
+    let first = loop {
+        match stateless_call(&daemon.addr, "runtime_bootstrap", json!({"attach_identity": attach})) {
+            Ok(me) => break me,
+            // The create's result may still be in flight.
+            Err((code, _)) if code == "PEER_IDENTITY_UNRESOLVED" && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    assert!(first["capability"].as_str().unwrap().starts_with("cap_"));
+    let second = stateless_call(&daemon.addr, "runtime_bootstrap", json!({"attach_identity": attach})).unwrap_err();
+    assert_eq!(second.0, "PEER_IDENTITY_UNRESOLVED", "{second:?}");
+    assert!(second.1.contains("cannot be told apart"), "{second:?}");
+    fake.stop().await;
+}
+
+/// Hole 5: strings an MCP caller or an executor can put into the log are
+/// bounded, and URLs allow-listed; over the bound nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_or_foreign_strings_are_refused_before_the_log() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    let root = Mcp::connect(&daemon.addr);
+    let cap = root.ok("run_create", json!({"title": "bounds"}))["root_capability"].as_str().unwrap().to_owned();
+    let spawned = root.ok(
+        "worker_spawn",
+        json!({"capability": cap, "name": "w", "assignment": {"objective": "o"}, "idempotency_key": "w"}),
+    );
+    let prompt = spawned["bootstrap_prompt"].as_str().unwrap();
+    let attach = prompt.split('"').find(|p| p.starts_with("att_")).unwrap();
+    let cursor = |m: &Mcp| m.ok("run_get", json!({"capability": cap}))["run"]["cursor"].as_u64().unwrap();
+    let before = cursor(&root);
+    let huge = "f".repeat(1 << 20);
+    let err = root.call("worker_attach", json!({"attach_identity": attach, "catalog": huge})).unwrap_err();
+    assert_eq!(err.0, "TOO_LARGE", "{err:?}");
+    let err = root.call("worker_attach", json!({"attach_identity": attach, "catalog": "<script>"})).unwrap_err();
+    assert_eq!(err.0, "INVALID_ARGUMENT", "{err:?}");
+    assert_eq!(cursor(&root), before, "nothing stored on refusal");
+    let key = "k".repeat(129);
+    let err = root.call("run_create", json!({"title": "t", "idempotency_key": key})).unwrap_err();
+    assert_eq!(err.0, "TOO_LARGE", "{err:?}");
+
+    // An executor: a foreign URL, a 250 KB detail. Each frame is refused with its reason.
+    let t = credential(state.path(), "raw");
+    let worker = spawned["worker"]["worker_id"].as_str().unwrap();
+    let bound = json!({"type": "conversationBound", "workerId": worker,
+        "conversationId": "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f", "url": "javascript:alert(1)"});
+    let (code, reason) = refused(&daemon, None, vec![hello(&t, PROTOCOL_VERSION), bound.to_string()]).await.unwrap();
+    assert_eq!((code, reason.as_str()), (4003, "INVALID_ARGUMENT: url must start with https://chatgpt.com/"));
+    let error = json!({"type": "conversationError", "workerId": worker, "code": "HOST_UI_CHANGED",
+        "detail": "d".repeat(250 * 1024)});
+    let (code, reason) = refused(&daemon, None, vec![hello(&t, PROTOCOL_VERSION), error.to_string()]).await.unwrap();
+    assert_eq!((code, reason.as_str()), (4003, "TOO_LARGE: detail over 2048 bytes"));
+    let with_extra = json!({"type": "heartbeat", "seq": 1, "admin": true});
+    let (code, reason) =
+        refused(&daemon, None, vec![hello(&t, PROTOCOL_VERSION), with_extra.to_string()]).await.unwrap();
+    assert_eq!(code, 4003, "unknown fields are refused: {reason}");
+    assert!(reason.contains("unknown field"), "{reason}");
+    // The raw executor did receive the worker's create (dispatch is recorded),
+    // but none of its refused frames reached the log.
+    let events = root.ok("events_list", json!({"capability": cap, "after_cursor": 0}));
+    let types: Vec<&str> = events["events"].as_array().unwrap().iter().filter_map(|e| e["type"].as_str()).collect();
+    assert!(!types.iter().any(|t| t.starts_with("conversation.")), "{types:?}");
+}
+
+/// Hole 6: a whole flow (pairing, run, spawn, bootstrap over the executor,
+/// attach, progress, completion, through the secret path) at `RUST_LOG=trace`:
+/// no credential appears anywhere in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_credential_is_logged_even_at_trace() {
+    let state = tempfile::tempdir().unwrap();
+    let log_path = state.path().join("daemon.log");
+    let secret = "trace-secret-0123456789abcdef0123456789";
+    let log = std::fs::File::create(&log_path).unwrap();
+    let env = [("ORCHESTRATOR_MCP_SECRET", secret)];
+    let mut daemon = Daemon::start_tracing(&state.path().join("state"), &[], &env, log);
+    let executor_credential = credential(&state.path().join("state"), "ext-1");
+    let fake = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), executor_credential.clone(), "ext-1"));
+    fake.wait_for(|s| s.connections == 1, WAIT).await;
+    let path = format!("/s/{secret}/mcp");
+    let root = Mcp::connect_at(&daemon.addr, &path);
+    let cap = root.ok("run_create", json!({"title": "trace"}))["root_capability"].as_str().unwrap().to_owned();
+    root.ok("worker_spawn", json!({"capability": cap, "name": "w", "assignment": {"objective": "o"}}));
+    let stats = fake.wait_for(|s| !s.submissions.is_empty(), WAIT).await;
+    let attach = stats.submissions[0].1.split('"').find(|p| p.starts_with("att_")).unwrap().to_owned();
+    let worker = Mcp::connect_at(&daemon.addr, &path);
+    let deadline = Instant::now() + WAIT;
+    let me: Value = loop {
+        match worker.call("worker_attach", json!({"attach_identity": attach})) {
+            Ok(me) => break me,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    let worker_cap = me["capability"].as_str().unwrap().to_owned();
+    worker.ok("worker_progress", json!({"capability": worker_cap, "summary": "half"}));
+    worker.ok("worker_complete", json!({"capability": worker_cap, "summary": "done"}));
+    fake.stop().await;
+    daemon.kill();
+    let text = std::fs::read_to_string(&log_path).unwrap();
+    assert!(text.lines().count() > 5, "the daemon logged: {text}");
+    let executor_secret = executor_credential.rsplit('.').next().unwrap();
+    for (what, secret) in [
+        ("root capability", cap.as_str()),
+        ("worker capability", worker_cap.as_str()),
+        ("attach identity", attach.as_str()),
+        ("executor credential", executor_secret),
+        ("MCP secret", secret),
+    ] {
+        assert!(!text.contains(secret), "the {what} is in the log at trace");
+    }
+}
+
+/// Hole 7: `/executor` is never served to a host exposed for MCP, with or
+/// without the MCP secret; `/healthz` checks the Host too.
+#[test]
+fn the_executor_endpoint_is_never_reachable_through_the_exposed_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "s3cr3t-0123456789abcdef0123456789abcdef";
+    let daemon =
+        Daemon::start_with(dir.path(), &["--allowed-host", "tunnel.example"], &[("ORCHESTRATOR_MCP_SECRET", secret)]);
+    // A well-formed WebSocket upgrade, with the MCP secret, naming `host`.
+    let upgrade = |host: &str| -> u16 {
+        let mut tcp = std::net::TcpStream::connect(&daemon.addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let request = format!(
+            "GET /executor HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+             Authorization: Bearer {secret}\r\n\r\n"
+        );
+        tcp.write_all(request.as_bytes()).unwrap();
+        let mut head = [0u8; 64];
+        let n = tcp.read(&mut head).unwrap();
+        String::from_utf8_lossy(&head[..n]).split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    assert_eq!(upgrade("tunnel.example"), 403, "the tunnel's host never reaches /executor");
+    assert_eq!(upgrade("tunnel.example:443"), 403);
+    assert_eq!(upgrade("127.0.0.1"), 101, "loopback executors still connect");
+    assert_eq!(http(&daemon.addr, "GET", "/healthz", &[("Host", "evil.example")], "").0, 403);
+    assert_eq!(http(&daemon.addr, "GET", "/healthz", &[("Host", "tunnel.example")], "").0, 200);
+}
+
+#[test]
+fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with(dir.path(), &["--header-read-timeout-ms", "300"], &[]);
+    let mut tcp = std::net::TcpStream::connect(&daemon.addr).unwrap();
+    tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ").unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let started = Instant::now();
+    let mut buf = Vec::new();
+    let _ = tcp.read_to_end(&mut buf);
+    assert!(started.elapsed() < Duration::from_secs(8), "the connection stayed open");
+    let text = String::from_utf8_lossy(&buf);
+    assert!(!text.contains("200 OK"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_frames_close_with_documented_reasons() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    let t = credential(state.path(), "raw");
+    let hello = || Message::Text(hello(&t, PROTOCOL_VERSION).into());
+    // Over 1 MiB: cut by the transport, closed with a reason.
+    let big = Message::Text("x".repeat(1_500_000).into());
+    let (code, reason) = refused_after(&daemon, None, vec![hello(), big]).await.unwrap();
+    assert_eq!(code, 4003, "{reason}");
+    assert!(reason.contains("frame over 1048576 bytes"), "{reason}");
+    // Text that is not UTF-8.
+    let frame = tokio_tungstenite::tungstenite::protocol::frame::Frame::message(
+        vec![0xff, 0xfe, 0xfd],
+        tokio_tungstenite::tungstenite::protocol::frame::coding::OpCode::Data(
+            tokio_tungstenite::tungstenite::protocol::frame::coding::Data::Text,
+        ),
+        true,
+    );
+    let (code, reason) = refused_after(&daemon, None, vec![hello(), Message::Frame(frame)]).await.unwrap();
+    assert_eq!(code, 4003, "{reason}");
+    assert!(reason.contains("not UTF-8"), "{reason}");
+    // A ping flood counts like any other flood.
+    let mut pings = vec![hello()];
+    pings.extend((0..500).map(|_| Message::Ping(vec![1].into())));
+    let (code, reason) = refused_after(&daemon, None, pings).await.unwrap();
+    assert_eq!(code, 4003, "{reason}");
+    assert!(reason.contains("frames per second"), "{reason}");
+    // An extension origin without an id never reaches the handshake.
+    let err = refused(&daemon, Some("chrome-extension://"), vec![]).await.unwrap_err();
+    assert!(err.contains("403"), "{err}");
+}
+
+#[test]
+fn the_state_database_and_credentials_are_private() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let daemon = Daemon::start(&state);
+    let mcp = Mcp::connect(&daemon.addr);
+    mcp.ok("run_create", json!({"title": "private"}));
+    for name in ["state.db", "state.db-wal", "executors", "server-secret"] {
+        let path = state.join(name);
+        if path.exists() {
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{name} is {mode:o}");
+        } else {
+            assert_ne!(name, "state.db", "no database at {}", path.display());
+        }
+    }
+    assert_eq!(std::fs::metadata(&state).unwrap().permissions().mode() & 0o777, 0o700);
+}
