@@ -237,6 +237,21 @@ impl Mcp {
         Ok(result["structuredContent"].clone())
     }
 
+    /// Calls a tool; the whole JSON-RPC reply (`result` or `error`).
+    pub fn raw(&self, tool: &str, args: serde_json::Value) -> serde_json::Value {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let body =
+            serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":args}});
+        rpc_message(&self.post(&body.to_string()).body)
+    }
+
+    /// Lists the tools: the JSON-RPC `result`.
+    pub fn list_tools(&self) -> serde_json::Value {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let body = serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/list","params":{}});
+        rpc_message(&self.post(&body.to_string()).body)["result"].clone()
+    }
+
     /// Calls a tool that must succeed.
     pub fn ok(&self, tool: &str, args: serde_json::Value) -> serde_json::Value {
         self.call(tool, args).unwrap_or_else(|(code, msg)| panic!("{tool}: {code}: {msg}"))
