@@ -85,7 +85,7 @@ fn spawn_replays_by_idempotency_key_and_conflicts_on_different_arguments() {
     assert_eq!(p.run(&run).unwrap().cursor, cursor, "a replay appends nothing");
     assert_eq!(code(p.spawn(&root, "a", &assignment("y"), Some("k1"))), ErrorCode::Conflict);
     assert_eq!(code(p.spawn(&root, "b", &assignment("x"), Some(""))), ErrorCode::InvalidArgument);
-    assert_eq!(code(p.spawn(&root, "b", &assignment("x"), Some(&"k".repeat(129)))), ErrorCode::InvalidArgument);
+    assert_eq!(code(p.spawn(&root, "b", &assignment("x"), Some(&"k".repeat(129)))), ErrorCode::TooLarge);
     assert_eq!(p.workers_of(&run).len(), 2);
 }
 

@@ -43,6 +43,16 @@ where
     tokio::spawn(body()).await.unwrap();
 }
 
+/// fakechat (real-like CSP) and Chromium with the extension, no daemon: for
+/// tests of what the extension does on its own.
+async fn browser_without_daemon() -> (tempfile::TempDir, fakechat::Running, e2e::Chromium) {
+    let dir = tempfile::tempdir().unwrap();
+    let fake =
+        fakechat::start("127.0.0.1:0".parse().unwrap(), None, fakechat::server::Csp::RealLike, None).await.unwrap();
+    let chromium = e2e::Chromium::launch(&e2e::chromium_dist().unwrap(), fake.addr.port(), dir.path()).await.unwrap();
+    (dir, fake, chromium)
+}
+
 fn orchestrator() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_orchestrator"))
 }
@@ -316,10 +326,7 @@ async fn a_tab_the_extension_did_not_open_is_never_touched_and_commands_naming_i
     use protocol::executor::{Command, CommandOp, CommandOutcome};
     use protocol::{CommandId, ErrorCode, WorkerId};
 
-    let dir = tempfile::tempdir().unwrap();
-    let fake =
-        fakechat::start("127.0.0.1:0".parse().unwrap(), None, fakechat::server::Csp::RealLike, None).await.unwrap();
-    let chromium = e2e::Chromium::launch(&e2e::chromium_dist().unwrap(), fake.addr.port(), dir.path()).await.unwrap();
+    let (_dir, fake, chromium) = browser_without_daemon().await;
     let mine = chromium.open("https://chatgpt.com/").await.unwrap();
     let my_conversation = chat_by_hand(&mine, "mine").await;
 
@@ -371,10 +378,7 @@ async fn the_popup_checks_the_current_chatgpt_page_without_touching_it() {
 async fn the_popup_checks_the_current_chatgpt_page_without_touching_it_body() {
     use chromiumoxide::cdp::browser_protocol::target::CreateTargetParams;
 
-    let dir = tempfile::tempdir().unwrap();
-    let fake =
-        fakechat::start("127.0.0.1:0".parse().unwrap(), None, fakechat::server::Csp::RealLike, None).await.unwrap();
-    let chromium = e2e::Chromium::launch(&e2e::chromium_dist().unwrap(), fake.addr.port(), dir.path()).await.unwrap();
+    let (_dir, fake, chromium) = browser_without_daemon().await;
     let mine = chromium.open("https://chatgpt.com/").await.unwrap();
     let my_conversation = chat_by_hand(&mine, "mine").await;
     until(&mine, "!!document.querySelector('[data-testid=\"copy-turn-action-button\"][aria-label=\"Copy response\"]')")
@@ -412,10 +416,7 @@ async fn an_endpoint_that_only_looks_like_loopback_is_never_saved_or_dialled() {
 /// elsewhere. Nothing is saved; and a pairing planted in storage directly is
 /// refused again by the background before it connects.
 async fn an_endpoint_that_only_looks_like_loopback_is_never_saved_or_dialled_body() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake =
-        fakechat::start("127.0.0.1:0".parse().unwrap(), None, fakechat::server::Csp::RealLike, None).await.unwrap();
-    let chromium = e2e::Chromium::launch(&e2e::chromium_dist().unwrap(), fake.addr.port(), dir.path()).await.unwrap();
+    let (_dir, fake, chromium) = browser_without_daemon().await;
     let options = chromium.open(&chromium.extension_url("options.html")).await.unwrap();
     until(&options, "document.body.hasAttribute('data-ready')").await.unwrap();
     let credential = format!("exc1.victim.{}", "0".repeat(64));

@@ -224,17 +224,7 @@ impl Mcp {
         let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let body =
             serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":args}});
-        let r = self.post(&body.to_string());
-        let result = rpc_message(&r.body)["result"].clone();
-        if result["isError"] == true {
-            let text = result["content"][0]["text"].as_str().unwrap_or_default();
-            let err: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
-            return Err((
-                err["code"].as_str().unwrap_or("").to_owned(),
-                err["message"].as_str().unwrap_or(text).to_owned(),
-            ));
-        }
-        Ok(result["structuredContent"].clone())
+        tool_outcome(&self.post(&body.to_string()))
     }
 
     /// Calls a tool; the whole JSON-RPC reply (`result` or `error`).
@@ -276,6 +266,11 @@ pub fn stateless_call(addr: &str, tool: &str, args: serde_json::Value) -> Result
     ];
     let r = request(addr, "POST", "/mcp", &headers, &body.to_string());
     assert!(r.header("mcp-session-id").is_none(), "a stateless call got a session");
+    tool_outcome(&r)
+}
+
+/// A `tools/call` reply: its structured content, or its error `(code, message)`.
+fn tool_outcome(r: &Response) -> Result<serde_json::Value, (String, String)> {
     let result = rpc_message(&r.body)["result"].clone();
     if result["isError"] == true {
         let text = result["content"][0]["text"].as_str().unwrap_or_default();
