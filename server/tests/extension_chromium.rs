@@ -416,7 +416,7 @@ async fn an_endpoint_that_only_looks_like_loopback_is_never_saved_or_dialled() {
 /// elsewhere. Nothing is saved; and a pairing planted in storage directly is
 /// refused again by the background before it connects.
 async fn an_endpoint_that_only_looks_like_loopback_is_never_saved_or_dialled_body() {
-    let (_dir, fake, chromium) = browser_without_daemon().await;
+    let (_dir, _fake, chromium) = browser_without_daemon().await;
     let options = chromium.open(&chromium.extension_url("options.html")).await.unwrap();
     until(&options, "document.body.hasAttribute('data-ready')").await.unwrap();
     let credential = format!("exc1.victim.{}", "0".repeat(64));
