@@ -71,15 +71,11 @@ pub enum Selected {
     Other(Vec<String>),
 }
 
-/// Labels of the app pills in the composer (visible ones, each once).
+/// Labels of the app pills in the composer (visible ones; two pills with
+/// one label are two selections, never one).
 pub fn pills<D: Dom>(dom: &D) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let mut add = |label: String| {
-        let label = label.trim().to_owned();
-        if !out.contains(&label) {
-            out.push(label);
-        }
-    };
+    let mut add = |label: String| out.push(label.trim().to_owned());
     for (selector, attribute) in PILLS {
         for node in crate::locators::visible(dom, None, selector) {
             add(dom.attr(&node, attribute).unwrap_or_default());

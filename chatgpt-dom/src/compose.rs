@@ -1,5 +1,6 @@
-//! Composer operations: put a prompt into the editor and press the page's
-//! own send button, once, and tell afterwards whether the page took it.
+//! Composer operations: put a prompt into the editor, wait for the page to
+//! show its send button for it, press it once, and tell afterwards whether
+//! the page took it.
 //!
 //! Fail closed at every step: a page that is not idle, an editor that
 //! already holds a draft, text that did not land verbatim, or a send button
@@ -74,20 +75,18 @@ fn normalized(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Inserts `prompt` and clicks send, exactly once. Call only when [`ready`]
-/// said `Ok(true)`; it is checked again here.
-pub fn submit<D: Act>(dom: &D, prompt: &str) -> Result<Pressed, Refusal> {
-    submit_with(dom, prompt, None)
+/// A prompt typed into the empty editor and not sent yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Typed {
+    /// Turns on the page before the prompt went in.
+    turns_before: usize,
 }
 
-/// Like [`submit`], and the app labelled `app` must still be selected once
-/// the prompt is in, right before the click (typing must not have removed
-/// its pill); otherwise the prompt is cleared and nothing is clicked.
-pub fn submit_bound<D: Act>(dom: &D, prompt: &str, app: &str) -> Result<Pressed, Refusal> {
-    submit_with(dom, prompt, Some(app))
-}
-
-fn submit_with<D: Act>(dom: &D, prompt: &str, app: Option<&str>) -> Result<Pressed, Refusal> {
+/// Step one: checks that the page can take a prompt, and types `prompt`
+/// into the empty editor. Nothing is clicked. The real site renders the send
+/// button only *after* it has seen the text (its editor observes the input,
+/// then its frontend re-renders the slot), so the click is a second step.
+pub fn type_prompt<D: Act>(dom: &D, prompt: &str) -> Result<Typed, Refusal> {
     if normalized(prompt).is_empty() {
         return Err(Refusal::new(ErrorCode::InvalidArgument, "empty prompt"));
     }
@@ -95,7 +94,6 @@ fn submit_with<D: Act>(dom: &D, prompt: &str, app: Option<&str>) -> Result<Press
         return Err(Refusal::new(ErrorCode::Conflict, "the page is busy"));
     }
     let turns_before = crate::classify::turns(dom).len();
-    let ui = |e: crate::UiChanged| Refusal::new(e.code(), format!("{:?}: {}", e.element, e.detail));
     let editor = resolve(dom, Element::Editor).map_err(ui)?;
     if !normalized(&dom.text(&editor)).is_empty() {
         return Err(Refusal::new(ErrorCode::Conflict, "the composer holds a draft; not overwriting it"));
@@ -103,9 +101,21 @@ fn submit_with<D: Act>(dom: &D, prompt: &str, app: Option<&str>) -> Result<Press
     if !dom.insert_text(&editor, prompt) || normalized(&dom.text(&editor)) != normalized(prompt) {
         return Err(Refusal::new(ErrorCode::HostUiChanged, "the editor did not take the prompt verbatim"));
     }
-    // From here on every refusal empties the editor again: nothing is left half-done.
+    Ok(Typed { turns_before })
+}
+
+fn ui(e: crate::UiChanged) -> Refusal {
+    Refusal::new(e.code(), format!("{:?}: {}", e.element, e.detail))
+}
+
+/// Step two: clicks the send button the page now shows for the typed text,
+/// once. `Ok(None)`: no usable send button yet — wait for the page's next
+/// change and call again (or [`abandon`] at the deadline). Checked right
+/// before the click: the app's pill (when `app` is set), and that no stop
+/// button shows; any refusal empties the editor first.
+pub fn press_send<D: Act>(dom: &D, typed: Typed, app: Option<&str>) -> Result<Option<Pressed>, Refusal> {
     let refuse = |refusal: Refusal| {
-        dom.clear(&editor);
+        clear_editor(dom);
         Err(refusal)
     };
     if let Some(label) = app
@@ -113,20 +123,57 @@ fn submit_with<D: Act>(dom: &D, prompt: &str, app: Option<&str>) -> Result<Press
     {
         return refuse(Refusal::new(ErrorCode::HostAppBindingNotReady, "the app's pill is gone; not sending unbound"));
     }
-    // The send button exists only now that the editor holds text. Stop
-    // evidence anywhere means the page is not ours to submit into.
     if !crate::locators::stop_buttons(dom).is_empty() {
         return refuse(Refusal::new(ErrorCode::Conflict, "a stop button appeared; the page is busy"));
     }
-    let send = match resolve(dom, Element::SendButton) {
-        Ok(send) => send,
+    let send = match crate::locators::find(dom, Element::SendButton) {
+        Ok(Some(send)) => send,
+        Ok(None) => return Ok(None),
         Err(e) => return refuse(ui(e)),
     };
     if dom.attr(&send, "disabled").is_some() || dom.attr(&send, "aria-disabled").as_deref() == Some("true") {
-        return refuse(Refusal::new(ErrorCode::HostUiChanged, "the send button stayed disabled"));
+        return Ok(None);
     }
     dom.click(&send);
-    Ok(Pressed { turns_before })
+    Ok(Some(Pressed { turns_before: typed.turns_before }))
+}
+
+/// Gives up on a typed prompt (no send button came): empties the editor and
+/// returns the refusal to report. Nothing was clicked.
+pub fn abandon<D: Act>(dom: &D) -> Refusal {
+    clear_editor(dom);
+    Refusal::new(ErrorCode::HostUiChanged, "no send button appeared for the typed prompt")
+}
+
+fn clear_editor<D: Act>(dom: &D) {
+    if let Ok(editor) = resolve(dom, Element::Editor) {
+        dom.clear(&editor);
+    }
+}
+
+/// Types `prompt` and clicks send exactly once, waiting (bounded by
+/// [`crate::bind::STEP_MS`]) for the page to render its send button. With
+/// `app`, the app labelled so must still be selected right before the
+/// click. Every refusal happens before any click and leaves the editor empty.
+pub async fn submit<D: Act, W: crate::bind::Wait>(
+    dom: &D,
+    prompt: &str,
+    app: Option<&str>,
+    wait: &W,
+) -> Result<Pressed, Refusal> {
+    let typed = type_prompt(dom, prompt)?;
+    let end = wait.now_ms() + crate::bind::STEP_MS;
+    loop {
+        if let Some(pressed) = press_send(dom, typed, app)? {
+            return Ok(pressed);
+        }
+        if wait.now_ms() >= end || !wait.change(end).await {
+            return match press_send(dom, typed, app)? {
+                Some(pressed) => Ok(pressed),
+                None => Err(abandon(dom)),
+            };
+        }
+    }
 }
 
 /// Whether the page shows that it took the prompt: a new turn, or the

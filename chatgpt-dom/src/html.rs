@@ -52,10 +52,20 @@ fn hides_itself(element: &ElementRef<'_>) -> bool {
     if value.attr("hidden").is_some() {
         return true;
     }
-    let style: String = value.attr("style").unwrap_or_default().chars().filter(|c| !c.is_whitespace()).collect();
-    let style = style.to_ascii_lowercase();
-    let zero = |prop: &str| style.contains(&format!("{prop}:0px")) || style.contains(&format!("{prop}:0;"));
-    if style.contains("display:none") || style.contains("visibility:hidden") || (zero("width") && zero("height")) {
+    // Inline declarations, as `property: value` pairs (never substrings:
+    // `min-width: 0` is not `width: 0`).
+    let style = value.attr("style").unwrap_or_default().to_ascii_lowercase();
+    let declared = |property: &str, values: &[&str]| {
+        style.split(';').filter_map(|d| d.split_once(':')).any(|(p, v)| {
+            let v = v.trim().trim_end_matches("!important").trim();
+            p.trim() == property && values.contains(&v)
+        })
+    };
+    let zero = ["0", "0px"];
+    if declared("display", &["none"])
+        || declared("visibility", &["hidden"])
+        || (declared("width", &zero) && declared("height", &zero))
+    {
         return true;
     }
     let classes: Vec<&str> = value.classes().collect();

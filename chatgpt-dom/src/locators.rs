@@ -109,7 +109,7 @@ pub fn supported_locale(lang: Option<&str>) -> bool {
 /// in any supported locale, or a stop-state marker (the logged-out mobile
 /// surface's `data-stop-generating`). Never a send candidate.
 pub fn is_stop<D: Dom>(dom: &D, node: &D::Node) -> bool {
-    dom.attr(node, "data-testid").is_some_and(|id| id.contains("stop"))
+    dom.attr(node, "data-testid").is_some_and(|id| id.split(['-', '_']).any(|word| word == "stop"))
         || dom.attr(node, "aria-label").is_some_and(|label| STOP_LABELS.contains(&label.trim()))
         || dom.attr(node, "data-stop-generating").is_some()
         || dom.attr(node, "data-state").as_deref() == Some("stop")
@@ -175,10 +175,4 @@ pub fn find<D: Dom>(dom: &D, element: Element) -> Result<Option<D::Node>, UiChan
         Err(e) if e.detail == "missing" => Ok(None),
         Err(e) => Err(e),
     }
-}
-
-/// Which generation's candidate matched `element`, for diagnostics.
-pub fn generation_of<D: Dom>(dom: &D, element: Element) -> Option<&'static str> {
-    let locator = TABLE.iter().find(|l| l.element == element)?;
-    locator.candidates.iter().find(|c| !visible(dom, None, c.selector).is_empty()).map(|c| c.generation)
 }

@@ -6,10 +6,10 @@
 
 mod support;
 
-use chatgpt_dom::{Element, resolve, submit};
+use chatgpt_dom::{Element, resolve};
 use proptest::prelude::*;
 use protocol::ErrorCode;
-use support::{Page, corpus, header};
+use support::{Page, corpus, header, submit};
 
 fn reading(page: &Page) -> String {
     chatgpt_dom::reading(page).to_owned()
@@ -57,7 +57,7 @@ fn submit_clicks_the_send_button_once_on_ready_pages_and_nothing_on_any_other() 
     for (name, text) in corpus() {
         let h = header(&text);
         let page = Page::parse(&text);
-        let result = submit(&page, "line one\nline two");
+        let result = submit(&page, "line one\nline two", None);
         let clicks = page.clicks.borrow().clone();
         let ready = matches!(h.expect.as_str(), "ready" | "idle");
         if ready && !h.notes.contains("draft") {
@@ -192,7 +192,7 @@ proptest! {
         for m in &mutations {
             apply(&page, m);
         }
-        let _ = submit(&page, "a prompt from the orchestrator");
+        let _ = submit(&page, "a prompt from the orchestrator", None);
         let clicks = page.clicks.borrow().clone();
         prop_assert!(clicks.len() <= 1, "{name} {mutations:?}: {} clicks", clicks.len());
         if let Some(&clicked) = clicks.first() {

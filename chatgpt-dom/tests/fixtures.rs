@@ -6,9 +6,9 @@
 
 mod support;
 
-use chatgpt_dom::{Dom, Element, Incident, PageState, classify, confirmed, resolve, submit};
+use chatgpt_dom::{Dom, Element, Incident, PageState, classify, confirmed, resolve};
 use protocol::ErrorCode;
-use support::{Page, fixture, fixture_text};
+use support::{Page, fixture, fixture_text, submit};
 
 #[test]
 fn every_fixture_classifies_as_named() {
@@ -90,7 +90,7 @@ fn a_prompt_is_typed_and_the_send_button_clicked_once_in_every_generation() {
     for name in ["a-idle", "a-idle-lexical", "a-idle-ja", "b-idle", "b-idle-ja", "a-ready-new-chat", "b-ready-new-chat"]
     {
         let page = fixture(name);
-        let pressed = submit(&page, "line one\nline two").unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        let pressed = submit(&page, "line one\nline two", None).unwrap_or_else(|e| panic!("{name}: {e:?}"));
         let clicks = page.clicks.borrow().clone();
         assert_eq!(clicks.len(), 1, "{name}: exactly one click");
         assert_eq!(page.truth(clicks[0]).as_deref(), Some("send"), "{name}: on the send button");
@@ -118,18 +118,18 @@ fn nothing_is_clicked_unless_the_page_can_take_the_prompt() {
     ];
     for (name, code) in cases {
         let page = fixture(name);
-        let refusal = submit(&page, "hello").unwrap_err();
+        let refusal = submit(&page, "hello", None).unwrap_err();
         assert_eq!(refusal.code, *code, "{name}: {refusal:?}");
         assert!(page.clicks.borrow().is_empty(), "{name}: clicked");
     }
     // An editor that does not take the text, a draft, an empty prompt: refused, no click.
     let mut broken = fixture("a-idle");
     broken.accepts_input = false;
-    assert_eq!(submit(&broken, "hello").unwrap_err().code, ErrorCode::HostUiChanged);
+    assert_eq!(submit(&broken, "hello", None).unwrap_err().code, ErrorCode::HostUiChanged);
     let drafted = fixture("a-idle");
     *drafted.typed.borrow_mut() = Some((resolve(&drafted, Element::Editor).unwrap(), "my draft".into()));
-    assert_eq!(submit(&drafted, "hello").unwrap_err().code, ErrorCode::Conflict);
-    assert_eq!(submit(&fixture("b-idle"), " \n ").unwrap_err().code, ErrorCode::InvalidArgument);
+    assert_eq!(submit(&drafted, "hello", None).unwrap_err().code, ErrorCode::Conflict);
+    assert_eq!(submit(&fixture("b-idle"), " \n ", None).unwrap_err().code, ErrorCode::InvalidArgument);
     for page in [broken, drafted] {
         assert!(page.clicks.borrow().is_empty());
     }
@@ -165,13 +165,12 @@ fn the_configured_app_is_offered_only_by_its_exact_label() {
 
 #[test]
 fn a_bound_submission_clicks_only_while_the_apps_pill_is_there() {
-    use chatgpt_dom::submit_bound;
     for g in ["a", "b"] {
         let bound = fixture(&format!("{g}-apps-bound"));
-        assert!(submit_bound(&bound, "bootstrap", "Orchestrator").is_ok(), "{g}");
+        assert!(submit(&bound, "bootstrap", Some("Orchestrator")).is_ok(), "{g}");
         assert_eq!(bound.clicks.borrow().len(), 1, "{g}");
         let unbound = fixture(&format!("{g}-idle"));
-        let refused = submit_bound(&unbound, "bootstrap", "Orchestrator").unwrap_err();
+        let refused = submit(&unbound, "bootstrap", Some("Orchestrator")).unwrap_err();
         assert_eq!(refused.code, ErrorCode::HostAppBindingNotReady, "{g}");
         assert!(unbound.clicks.borrow().is_empty(), "{g}: nothing clicked");
         assert!(unbound.typed.borrow().is_none(), "{g}: the prompt was cleared");

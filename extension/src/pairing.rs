@@ -21,8 +21,10 @@ pub struct UrlParts {
     pub hostname: String,
 }
 
-/// Loopback host names, as a WHATWG parser writes them.
-const LOOPBACK: &[&str] = &["127.0.0.1", "localhost", "[::1]"];
+/// Loopback host names, as a WHATWG parser writes them. Not `[::1]`: the
+/// extension's CSP (which allows loopback WebSockets only) cannot name an
+/// IPv6 literal, so such an endpoint could never be dialled.
+const LOOPBACK: &[&str] = &["127.0.0.1", "localhost"];
 
 /// The endpoint's parts are a loopback `ws://` URL with no user info.
 pub fn check_endpoint(parts: &UrlParts) -> Result<(), &'static str> {
@@ -33,7 +35,7 @@ pub fn check_endpoint(parts: &UrlParts) -> Result<(), &'static str> {
         return Err("the endpoint must not carry user info (anything before @)");
     }
     if !LOOPBACK.contains(&parts.hostname.as_str()) {
-        return Err("the endpoint must be on this machine (127.0.0.1, localhost or [::1])");
+        return Err("the endpoint must be on this machine (127.0.0.1 or localhost)");
     }
     Ok(())
 }

@@ -148,7 +148,9 @@
   }
 
   document.addEventListener("input", () => {
-    updateSlot();
+    // After the input event, as the real frontend re-renders the slot once its
+    // editor has observed the text: never within the typist's own call.
+    queueMicrotask(updateSlot);
     const query = mentionQuery();
     if (query !== null) openMenu("mention", query);
     else if (!(plusButton() && plusButton().getAttribute("aria-expanded") === "true")) closeMenu();

@@ -110,13 +110,13 @@ async fn require_bearer(State(secret): State<Arc<String>>, request: Request, nex
     }
 }
 
-/// How long a client may take to send a request's headers, and then its
-/// body: a slow or stalled socket is closed instead of held forever.
+/// How long a client may take to send a request's headers, and between two
+/// chunks of its body: a stalled socket is closed instead of held forever.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
     /// Headers of one request.
     pub header_read: std::time::Duration,
-    /// The body of one request.
+    /// The longest pause while reading a request body.
     pub body_read: std::time::Duration,
 }
 
@@ -143,7 +143,9 @@ pub async fn serve(
 
     let router = router.layer(tower_http::timeout::RequestBodyTimeoutLayer::new(timeouts.body_read));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut builder = Builder::new(TokioExecutor::new());
+    // HTTP/1.1 only (what MCP clients and executors speak): an HTTP/2 preface
+    // would otherwise open a connection the header timeout does not cover.
+    let mut builder = Builder::new(TokioExecutor::new()).http1_only();
     builder.http1().timer(TokioTimer::new()).header_read_timeout(timeouts.header_read);
     loop {
         let (tcp, _) = tokio::select! {

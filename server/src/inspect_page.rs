@@ -44,7 +44,19 @@ pub fn load(path: &std::path::Path) -> Result<HtmlPage, Error> {
     if size > MAX_PAGE_BYTES {
         return Err(Error::TooLarge { path: shown, size });
     }
-    let bytes = std::fs::read(path).map_err(|source| Error::Read { path: shown, source })?;
+    // Read at most the bound even if the file grows or is not a regular file.
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(
+            std::fs::File::open(path).map_err(|source| Error::Read { path: shown.clone(), source })?,
+            MAX_PAGE_BYTES + 1,
+        ),
+        &mut bytes,
+    )
+    .map_err(|source| Error::Read { path: shown.clone(), source })?;
+    if bytes.len() as u64 > MAX_PAGE_BYTES {
+        return Err(Error::TooLarge { path: shown, size: bytes.len() as u64 });
+    }
     Ok(HtmlPage::parse(&String::from_utf8_lossy(&bytes)))
 }
 

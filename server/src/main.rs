@@ -422,6 +422,10 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Pair { state_dir, executor_id, list, revoke, rotate, json, listen } => {
             let path = state_path(state_dir)?;
             std::fs::create_dir_all(&path)?;
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
+            }
             let credentials = Credentials::open_or_create(&path.join("executors"))?;
             pair(&credentials, executor_id, list, revoke, rotate, json, listen)?;
         }

@@ -43,8 +43,9 @@ fn common(version: &str) -> Value {
         "options_ui": { "page": "options.html", "open_in_tab": true },
         "action": { "default_popup": "popup.html", "default_title": "Orchestrator executor" },
         // connect-src: the extension's own files, and WebSockets to loopback only
-        // (the daemon); nothing else, whatever a pairing says.
-        "content_security_policy": { "extension_pages": "script-src 'self' 'wasm-unsafe-eval'; object-src 'self'; connect-src 'self' ws://127.0.0.1:* ws://localhost:* ws://[::1]:*" }
+        // (the daemon); nothing else, whatever a pairing says. (CSP has no
+        // syntax for an IPv6 literal, so `[::1]` endpoints are not offered.)
+        "content_security_policy": { "extension_pages": "script-src 'self' 'wasm-unsafe-eval'; object-src 'self'; connect-src 'self' ws://127.0.0.1:* ws://localhost:*" }
     })
 }
 

@@ -73,7 +73,7 @@ pub enum Fault {
 pub struct FakeConfig {
     /// `ws://host:port/executor`.
     pub url: String,
-    /// The pairing token.
+    /// This executor's credential (`orchestrator pair` issues it for `executor_id`).
     pub token: String,
     /// Stable executor id.
     pub executor_id: String,

@@ -80,6 +80,15 @@ struct Live {
     serial: u64,
     instance: String,
     outbox: mpsc::UnboundedSender<Outgoing>,
+    /// When the session last sent a frame, in ms since the bridge started
+    /// (written by the session without the sessions lock).
+    heard: Arc<AtomicU64>,
+}
+
+/// A registered session: its serial, and where it notes each frame it hears.
+pub(crate) struct Registered {
+    pub(crate) serial: u64,
+    pub(crate) heard: Arc<AtomicU64>,
 }
 
 /// The bridge between the control plane's queue and live executor sessions.
@@ -90,6 +99,7 @@ pub struct Bridge {
     pub(crate) shutdown: CancellationToken,
     sessions: Mutex<HashMap<String, Live>>,
     serials: AtomicU64,
+    started: tokio::time::Instant,
 }
 
 impl Bridge {
@@ -107,6 +117,7 @@ impl Bridge {
             shutdown,
             sessions: Mutex::new(HashMap::new()),
             serials: AtomicU64::new(0),
+            started: tokio::time::Instant::now(),
         });
         tokio::spawn(dispatch_loop(bridge.clone()));
         bridge
@@ -128,13 +139,21 @@ impl Bridge {
         instance_id: &str,
         outbox: mpsc::UnboundedSender<Outgoing>,
         hello: ExecutorFrame,
-    ) -> Result<u64, CloseReason> {
+    ) -> Result<Registered, CloseReason> {
         let serial = self.serials.fetch_add(1, Ordering::SeqCst) + 1;
         // Under the sessions lock, which the dispatch loop also holds while it
         // dispatches: the replay and new dispatches never overlap, so nothing
         // is sent twice and nothing dispatched meanwhile goes missing.
         let mut sessions = self.sessions.lock().await;
-        if sessions.get(executor_id).is_some_and(|live| live.instance != instance_id && !live.outbox.is_closed()) {
+        // A live session that has been silent longer than one and a half
+        // heartbeats is taken for dead (a half-open socket after a restart):
+        // the newcomer, proven by the same id's credential, supersedes it.
+        let quiet = self.config.heartbeat_ms * 3 / 2;
+        let now = self.now_ms();
+        if sessions.get(executor_id).is_some_and(|live| {
+            let silent = now.saturating_sub(live.heard.load(Ordering::SeqCst));
+            live.instance != instance_id && !live.outbox.is_closed() && silent <= quiet
+        }) {
             return Err(CloseReason::IdInUse);
         }
         let timeout = self.config.create_timeout_ms.max(self.config.send_timeout_ms);
@@ -147,7 +166,8 @@ impl Bridge {
             }
             Err(e) => tracing::error!(code = %e.code(), "replay failed: {e}"),
         }
-        let live = Live { serial, instance: instance_id.to_owned(), outbox };
+        let heard = Arc::new(AtomicU64::new(now));
+        let live = Live { serial, instance: instance_id.to_owned(), outbox, heard: heard.clone() };
         if let Some(old) = sessions.insert(executor_id.to_owned(), live) {
             let _ = old.outbox.send(Outgoing::Close(CloseReason::Superseded));
         }
@@ -163,7 +183,12 @@ impl Bridge {
             self.record(command).await;
         }
         drop(sessions);
-        Ok(serial)
+        Ok(Registered { serial, heard })
+    }
+
+    /// Milliseconds since the bridge started (the sessions' shared clock).
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
     }
 
     /// Forgets a session (unless a newer one replaced it) and records the disconnect.

@@ -135,8 +135,12 @@ impl Credentials {
     }
 
     fn write(&self, lines: &[(String, String, u64)]) -> Result<(), Error> {
-        let tmp = self.path.with_extension("tmp");
-        let _ = fs::remove_file(&tmp);
+        // A temporary name of this writer's own: two `pair` runs at once never
+        // rename each other's half-written file into place.
+        let mut nonce = [0u8; 8];
+        getrandom::fill(&mut nonce).expect("the OS random source is available");
+        let suffix: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        let tmp = self.path.with_extension(format!("tmp-{suffix}"));
         let mut f = OpenOptions::new().create_new(true).write(true).mode(0o600).open(&tmp).map_err(|e| self.io(e))?;
         let text: String = lines.iter().map(|(id, hash, ms)| format!("{id} {hash} {ms}\n")).collect();
         f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| self.io(e))?;
@@ -165,6 +169,17 @@ impl Credentials {
         let lines = self.read().ok()?;
         let (_, hash, _) = lines.iter().find(|(known, _, _)| known == id)?;
         same(hash, &digest(secret)).then(|| id.to_owned())
+    }
+
+    /// Whether `credential` is still issued to `executor_id`: `Some(false)`
+    /// once revoked or replaced, `None` when the file cannot be read right
+    /// now (a live session is not closed for a passing IO error).
+    pub fn still_issued(&self, credential: &str, executor_id: &str) -> Option<bool> {
+        let (id, secret) = parse(credential)?;
+        let lines = self.read().ok()?;
+        let issued =
+            lines.iter().find(|(known, _, _)| known == id).is_some_and(|(_, hash, _)| same(hash, &digest(secret)));
+        Some(issued && id == executor_id)
     }
 
     /// Revokes `executor_id`'s credential; whether there was one.

@@ -177,8 +177,8 @@ where
     // Registered before the welcome: a refused claimant hears nothing but its
     // close reason; replayed commands wait in the outbox behind the welcome.
     let (tx, mut outbox) = mpsc::unbounded_channel();
-    let serial = match bridge.register(&peer.executor_id, &peer.instance_id, tx, hello).await {
-        Ok(serial) => serial,
+    let (serial, heard) = match bridge.register(&peer.executor_id, &peer.instance_id, tx, hello).await {
+        Ok(registered) => (registered.serial, registered.heard),
         Err(reason) => {
             tracing::info!(executor = %peer.executor_id, reason = %reason.text(), "executor refused at registration");
             close(&mut sink, &End::Closed(reason)).await;
@@ -210,6 +210,7 @@ where
                     Err(end) => break end,
                 };
                 deadline = Instant::now() + lease;
+                heard.store(bridge.now_ms(), std::sync::atomic::Ordering::SeqCst);
                 match parse(&text) {
                     Ok(ExecutorFrame::Heartbeat { .. }) => {}
                     Ok(ExecutorFrame::Hello { .. }) => break End::Closed(CloseReason::Violation("hello sent twice".into())),
@@ -219,8 +220,11 @@ where
             }
             out = outbox.recv() => match out {
                 Some(Outgoing::Frame(frame)) => {
-                    if let Err(end) = send_frame(&mut sink, &frame).await {
-                        break end;
+                    // A peer that stops reading must not stall the session past its lease.
+                    match timeout(lease, send_frame(&mut sink, &frame)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(end)) => break end,
+                        Err(_) => break End::PeerGone("the executor stopped reading".into()),
                     }
                 }
                 Some(Outgoing::Close(reason)) => break End::Closed(reason),
@@ -228,7 +232,7 @@ where
             },
             _ = sleep_until(deadline) => break End::Closed(CloseReason::LeaseExpired),
             _ = credential_check.tick() => {
-                if bridge.credentials.verify(&peer.credential).as_deref() != Some(peer.executor_id.as_str()) {
+                if bridge.credentials.still_issued(&peer.credential, &peer.executor_id) == Some(false) {
                     break End::Closed(CloseReason::CredentialRevoked);
                 }
             }

@@ -217,3 +217,18 @@ async fn a_flood_of_frames_is_cut_off() {
     assert_eq!(code, 4003);
     assert!(reason.contains("frames per second"), "{reason}");
 }
+
+/// A restarted executor (a new instance) whose old socket is half open: once
+/// the old session has been silent for a heartbeat and a half, the newcomer
+/// with the same id's credential supersedes it instead of waiting out the lease.
+#[tokio::test(start_paused = true)]
+async fn a_new_instance_supersedes_a_silent_half_open_session_of_its_id() {
+    let rig = rig();
+    let mut old = rig.connect("ext").await;
+    tokio::time::sleep(Duration::from_millis(460)).await;
+    let mut new = rig.hello("ext", "ext-2", &rig.credential("ext"));
+    let Message::Text(welcome) = new.next().await else { panic!("expected welcome") };
+    assert!(matches!(serde_json::from_str(&welcome).unwrap(), DaemonFrame::Welcome { .. }));
+    assert_eq!(old.closed().await.0, 4005);
+    assert_eq!(rig.bridge.connected().await, vec!["ext".to_string()]);
+}

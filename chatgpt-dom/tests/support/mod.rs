@@ -1,8 +1,10 @@
 //! A page that acts like the site for the adapter's tests: a parsed HTML
-//! document whose editor takes typed text and whose composer *then* shows
-//! the send button (the real site renders none while the composer is empty:
-//! the voice button holds the slot), with every click recorded. Mutations
-//! build hostile variants of a fixture for the property test.
+//! document whose editor takes typed text and whose composer shows the send
+//! button only on the page's *next change* after the text went in (the real
+//! site renders none while the composer is empty — the voice button holds
+//! the slot — and re-renders the slot after its editor has observed the
+//! input), with every click recorded. Mutations build hostile variants of a
+//! fixture for the property test.
 
 #![allow(dead_code)]
 
@@ -23,6 +25,8 @@ pub struct Page {
     pub clicks: RefCell<Vec<NodeId>>,
     /// Whether the editor accepts insertion (a broken editor does not).
     pub accepts_input: bool,
+    /// The editor the site has yet to render a send button for.
+    pending: RefCell<Option<NodeId>>,
 }
 
 /// The text of `fixtures/<name>.html`.
@@ -44,6 +48,14 @@ impl Page {
             typed: RefCell::new(None),
             clicks: RefCell::new(Vec::new()),
             accepts_input: true,
+            pending: RefCell::new(None),
+        }
+    }
+
+    /// The page's next change: the site reacts to what was typed.
+    pub fn settle(&self) {
+        if let Some(editor) = self.pending.borrow_mut().take() {
+            self.show_send(editor);
         }
     }
 
@@ -207,7 +219,7 @@ impl Act for Page {
     fn insert_text(&self, editor: &NodeId, text: &str) -> bool {
         if self.accepts_input {
             *self.typed.borrow_mut() = Some((*editor, text.to_owned()));
-            self.show_send(*editor);
+            *self.pending.borrow_mut() = Some(*editor);
         }
         self.accepts_input
     }
@@ -261,4 +273,39 @@ pub fn corpus() -> Vec<(String, String)> {
         .collect();
     out.sort();
     out
+}
+
+/// The page's clock and its changes, for the adapter's waits: each wait
+/// lets the page react once ([`Page::settle`]) and advances 100 ms.
+pub struct Settle<'a> {
+    page: &'a Page,
+    now: std::cell::Cell<u64>,
+}
+
+impl chatgpt_dom::bind::Wait for Settle<'_> {
+    fn now_ms(&self) -> u64 {
+        self.now.get()
+    }
+
+    async fn change(&self, _until_ms: u64) -> bool {
+        self.page.settle();
+        self.now.set(self.now.get() + 100);
+        true
+    }
+}
+
+/// Runs a future that never waits on anything outside the page.
+pub fn run<T>(future: impl std::future::Future<Output = T>) -> T {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+    }
+}
+
+/// `chatgpt_dom::submit` on `page`, the page reacting on each wait.
+pub fn submit(page: &Page, prompt: &str, app: Option<&str>) -> Result<chatgpt_dom::Pressed, chatgpt_dom::Refusal> {
+    run(chatgpt_dom::submit(page, prompt, app, &Settle { page, now: std::cell::Cell::new(0) }))
 }

@@ -652,7 +652,15 @@ async fn ask(tab: i32, request: &ToPage) -> Result<PageReply, String> {
     from_js(&reply)
 }
 
+/// The browser's user agent, cut to the daemon's bound for host facts (a
+/// longer one would get every hello refused).
 fn user_agent() -> Option<String> {
     let navigator = Reflect::get(&js_sys::global(), &"navigator".into()).ok()?;
-    Reflect::get(&navigator, &"userAgent".into()).ok()?.as_string()
+    let mut agent = Reflect::get(&navigator, &"userAgent".into()).ok()?.as_string()?;
+    let mut end = agent.len().min(protocol::executor::FACT_MAX);
+    while !agent.is_char_boundary(end) {
+        end -= 1;
+    }
+    agent.truncate(end);
+    Some(agent)
 }

@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 
-use chatgpt_dom::{Act, Dom, Pressed, classify, confirmed, parse_url, ready, submit};
+use chatgpt_dom::{Act, Dom, Pressed, classify, confirmed, parse_url, ready};
 use js_sys::{Function, Promise, Reflect};
 use protocol::ErrorCode;
 use protocol::executor::ConversationState;
@@ -327,10 +327,8 @@ async fn submit_fresh(submission: &Submission) -> PageReply {
             detail: "cannot record the submission".into(),
         };
     }
-    let submitted = match app {
-        Some(label) => chatgpt_dom::submit_bound(&dom, prompt, label),
-        None => submit(&dom, prompt),
-    };
+    // Type, wait (mutation-driven) for the page's send button, click once.
+    let submitted = chatgpt_dom::submit(&dom, prompt, app.as_deref(), &Until { deadline_ms }).await;
     let pressed: Pressed = match submitted {
         Ok(pressed) => pressed,
         Err(refusal) => {
