@@ -804,6 +804,16 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                 }]),
             }
         }
+        // One meaning for "closed": `conversationState{closed}` is the managed
+        // tab gone, exactly as `conversationClosed` (the slot is lost either way).
+        ExecutorFrame::ConversationState { worker_id, state: ConversationState::Closed, .. } => {
+            let worker = held_worker(state, executor_id, worker_id)?;
+            Ok(if worker.conversation_state == Some(ConversationState::Closed) {
+                vec![]
+            } else {
+                vec![EventBody::ConversationClosed { worker_id: worker_id.clone() }]
+            })
+        }
         ExecutorFrame::ConversationState { worker_id, state: observed, error } => {
             let worker = held_worker(state, executor_id, worker_id)?;
             Ok(if worker.conversation_state == Some(*observed) && *observed != ConversationState::Error {

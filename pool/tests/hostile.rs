@@ -319,6 +319,28 @@ fn a_lost_target_recovers_the_same_logical_worker_and_touches_nothing_else() {
     assert!(w.cursor() > cursor_events);
 }
 
+/// Reliability #2: an executor that reports `conversationState{closed}` and
+/// then `conversationClosed` (both documented) lost the slot exactly as
+/// `conversationClosed` alone does: the pool is degraded and recover reopens it.
+/// Before, the state report alone left the slot parked and READY.
+#[test]
+fn a_tab_reported_closed_either_way_is_a_lost_slot_that_recover_reopens() {
+    let mut w = world();
+    w.parked(2);
+    let lost = w.worker_of(0);
+    let closed = ExecutorFrame::ConversationState {
+        worker_id: lost.clone(),
+        state: protocol::executor::ConversationState::Closed,
+        error: None,
+    };
+    w.plane.report(EXEC, closed).unwrap();
+    w.plane.report(EXEC, ExecutorFrame::ConversationClosed { worker_id: lost.clone() }).unwrap();
+    assert_eq!(w.pool.status(&w.root.run_id, &[EXEC.into()]).state, Readiness::Degraded);
+    let slot = w.slots().into_iter().find(|s| s.slot == 0).unwrap();
+    assert_eq!(slot.health, SlotHealth::Lost);
+    assert_eq!(w.pool.recover(&w.root).unwrap().recovering, vec![0]);
+}
+
 #[test]
 fn host_and_setup_states_are_readiness_reasons_not_worker_failures() {
     let mut w = world();
