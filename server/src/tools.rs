@@ -294,6 +294,18 @@ fn check_catalog(plane: &ControlPlane, worker_id: &WorkerId, stamp: Option<&str>
     Err(Error::HostAppStale(detail))
 }
 
+/// A page size as asked: 1–500 events (default 100); over the bound is
+/// `TOO_LARGE`, never silently cut.
+fn page_limit(limit: Option<usize>) -> Result<usize, Error> {
+    match limit.unwrap_or(DEFAULT_PAGE) {
+        0 => Err(Error::InvalidArgument("limit is 1-500".into())),
+        n if n > protocol::limits::EVENTS_PAGE_MAX => {
+            Err(Error::TooLarge { field: "limit", len: n, max: protocol::limits::EVENTS_PAGE_MAX })
+        }
+        n => Ok(n),
+    }
+}
+
 /// The longest catalog stamp accepted (stamps are 16 hex digits).
 const CATALOG_STAMP_MAX: usize = 64;
 
@@ -1148,9 +1160,16 @@ impl Tools {
             Err(e) => return Err(error_text(&e)),
         };
         let viewer = if me.is_root() { Viewer::Root } else { Viewer::Worker(me.id.clone()) };
-        let timeout = Duration::from_millis(args.timeout_ms.unwrap_or(DEFAULT_WAIT_MS).min(WAIT_MAX_MS));
-        let limit = args.limit.unwrap_or(DEFAULT_PAGE);
-        match self.plane.wait(&me.run_id, args.after_cursor, timeout, limit, &viewer).await {
+        let timeout_ms = args.timeout_ms.unwrap_or(DEFAULT_WAIT_MS);
+        if timeout_ms > WAIT_MAX_MS {
+            let e = Error::TooLarge { field: "timeout_ms", len: timeout_ms as usize, max: WAIT_MAX_MS as usize };
+            return Err(error_text(&e));
+        }
+        let limit = match page_limit(args.limit) {
+            Ok(limit) => limit,
+            Err(e) => return Err(error_text(&e)),
+        };
+        match self.plane.wait(&me.run_id, args.after_cursor, Duration::from_millis(timeout_ms), limit, &viewer).await {
             Ok(page) => Ok(Json(page.into())),
             Err(e) => Err(error_text(&e)),
         }
@@ -1170,7 +1189,7 @@ impl Tools {
         blocking(move || {
             let me = plane.authenticate(&args.capability)?;
             let viewer = if me.is_root() { Viewer::Root } else { Viewer::Worker(me.id.clone()) };
-            Ok(plane.events(&me.run_id, args.after_cursor, args.limit.unwrap_or(DEFAULT_PAGE), &viewer)?.into())
+            Ok(plane.events(&me.run_id, args.after_cursor, page_limit(args.limit)?, &viewer)?.into())
         })
         .await
     }

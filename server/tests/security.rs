@@ -107,6 +107,12 @@ async fn oversized_or_foreign_strings_are_refused_before_the_log() {
     let err = root.call("worker_attach", json!({"attach_identity": attach, "catalog": "<script>"})).unwrap_err();
     assert_eq!(err.0, "INVALID_ARGUMENT", "{err:?}");
     assert_eq!(cursor(&root), before, "nothing stored on refusal");
+    // Pages and waits over their bounds are refused, never silently cut.
+    let err = root.call("events_list", json!({"capability": cap, "after_cursor": 0, "limit": 501})).unwrap_err();
+    assert_eq!(err.0, "TOO_LARGE", "{err:?}");
+    let err =
+        root.call("events_wait", json!({"capability": cap, "after_cursor": 0, "timeout_ms": 60_000})).unwrap_err();
+    assert_eq!(err.0, "TOO_LARGE", "{err:?}");
     let key = "k".repeat(129);
     let err = root.call("run_create", json!({"title": "t", "idempotency_key": key})).unwrap_err();
     assert_eq!(err.0, "TOO_LARGE", "{err:?}");
