@@ -370,3 +370,37 @@ async fn pair_issues_one_credential_per_executor_and_revocation_disconnects_only
     again.wait_for(|s| s.connections == 1, WAIT).await;
     again.stop().await;
 }
+
+/// Reliability #1: a follow-up's turn ends while the daemon is dead, and its
+/// idle report is lost with it. After the restart the daemon still believes
+/// the conversation is generating, so the next follow-up would wait forever;
+/// the executor re-sends its conversations' states after the welcome (the
+/// protocol's reconnect rule) and the follow-up is delivered, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_behind_a_turn_that_ended_while_the_daemon_was_down_is_delivered() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    let mut root = Root::new(&daemon);
+    let config = FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1")
+        .fault(Fault::LoseIdleReport(Op::Send));
+    let fake = FakeExecutor::start(config);
+    let a = root.attached_worker("alpha").await;
+    let followup = |n: u32| {
+        root.mcp
+            .ok("worker_followup", json!({"capability": root.cap, "worker_id": a, "instructions": format!("step {n}")}))
+    };
+    followup(1);
+    fake.wait_for(|s| s.submissions_for(&worker_id(&a)).len() == 2, WAIT).await;
+    // The turn "ended" unheard; follow-up 2 waits behind the generating state.
+    followup(2);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(fake.stats().submissions_for(&worker_id(&a)).len(), 2, "sent into a generating conversation");
+
+    let addr = daemon.addr.clone();
+    daemon.kill9();
+    let daemon = Daemon::start_at(state.path(), &addr, &[]);
+    root.reconnect(&daemon);
+    let stats = fake.wait_for(|s| s.submissions_for(&worker_id(&a)).len() == 3, WAIT).await;
+    assert_eq!(stats.submissions_for(&worker_id(&a)).len(), 3, "bootstrap + two follow-ups, each once");
+    fake.stop().await;
+}

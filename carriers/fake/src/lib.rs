@@ -62,8 +62,14 @@ pub enum Fault {
     Reorder(Op),
     /// Acknowledge, wait past the command's deadline, then act and report.
     StallPastDeadline(Op),
+    /// Report the turn as generating and lose its idle report (as when the
+    /// daemon dies meanwhile): only a resync tells the daemon it went idle.
+    LoseIdleReport(Op),
     /// After the next result, reconnect as a new executor instance.
     ReconnectNewInstance,
+    /// After reconnecting, do not re-send the conversations' states (a
+    /// minimal executor that only answers commands).
+    NoResync,
     /// Stop sending heartbeats (the daemon's lease should expire).
     StopHeartbeats,
 }
@@ -165,6 +171,9 @@ struct Shared {
     connected: Mutex<bool>,
     /// The live session's outbox, for effects the test injects (a lost tab).
     outbox: Mutex<Option<Outbox>>,
+    /// Each conversation's state as the executor sees it (what it reports,
+    /// and re-sends after reconnecting or when inspected).
+    states: Mutex<HashMap<WorkerId, ConversationState>>,
 }
 
 impl Fault {
@@ -177,8 +186,9 @@ impl Fault {
             | Fault::DropResult(op)
             | Fault::DeliverTwice(op)
             | Fault::Reorder(op)
-            | Fault::StallPastDeadline(op) => Some(op),
-            Fault::ReconnectNewInstance | Fault::StopHeartbeats => None,
+            | Fault::StallPastDeadline(op)
+            | Fault::LoseIdleReport(op) => Some(op),
+            Fault::ReconnectNewInstance | Fault::StopHeartbeats | Fault::NoResync => None,
         }
     }
 }
@@ -245,6 +255,7 @@ impl FakeExecutor {
             stop: Notify::new(),
             connected: Mutex::new(false),
             outbox: Mutex::new(None),
+            states: Mutex::new(HashMap::new()),
         });
         let task = tokio::spawn(run(shared.clone()));
         Self { shared, task }
@@ -366,6 +377,36 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
         s.connections += 1;
         s.instances.push(instance.to_owned());
     });
+    // A report sent while the daemon was away is lost: re-send every
+    // conversation's binding and state after the welcome (the protocol's
+    // reconnect rule), unless scripted not to.
+    let resync: Vec<ExecutorFrame> = if shared.faults.lock().unwrap().iter().any(|(_, f)| *f == Fault::NoResync) {
+        Vec::new()
+    } else {
+        let conversations = shared.stats.lock().unwrap().conversations.clone();
+        let states = shared.states.lock().unwrap().clone();
+        conversations
+            .into_iter()
+            .flat_map(|(worker_id, conversation_id)| {
+                let bound = ExecutorFrame::ConversationBound {
+                    worker_id: worker_id.clone(),
+                    url: format!("https://chatgpt.com/c/{conversation_id}"),
+                    conversation_id,
+                };
+                let state = states.get(&worker_id).map(|s| ExecutorFrame::ConversationState {
+                    worker_id: worker_id.clone(),
+                    state: *s,
+                    error: None,
+                });
+                std::iter::once(bound).chain(state)
+            })
+            .collect()
+    };
+    for report in &resync {
+        if sink.send(frame(report)).await.is_err() {
+            return Next::SameInstance;
+        }
+    }
 
     let (outbox, mut rx) = mpsc::unbounded_channel::<Message>();
     *shared.outbox.lock().unwrap() = Some(outbox.clone());
@@ -448,6 +489,7 @@ fn handle(shared: &Arc<Shared>, outbox: &Outbox, drop_tx: &mpsc::UnboundedSender
         return;
     }
     let late = has(Fault::StallPastDeadline);
+    let lose_idle = has(Fault::LoseIdleReport);
     let drop_result = has(Fault::DropResult);
     let twice = has(Fault::DeliverTwice);
     let (shared, outbox, drop_tx) = (shared.clone(), outbox.clone(), drop_tx.clone());
@@ -456,7 +498,7 @@ fn handle(shared: &Arc<Shared>, outbox: &Outbox, drop_tx: &mpsc::UnboundedSender
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
             tokio::time::sleep(Duration::from_millis(command.deadline_ms.saturating_sub(now) + 100)).await;
         }
-        let outcome = perform(&shared, &outbox, &command);
+        let outcome = perform(&shared, &outbox, &command, lose_idle);
         shared.journal.lock().unwrap().insert(command.idempotency_key.clone(), Entry::Performed(outcome.clone()));
         let result = ExecutorFrame::Result { command_id: command.command_id.clone(), outcome };
         if !drop_result {
@@ -493,9 +535,12 @@ fn unmanaged(shared: &Shared, worker: &WorkerId, conversation: &ConversationId) 
 
 /// The simulated effect: create a conversation and submit its prompt, or
 /// submit a prompt into an existing one. Counted exactly as it happens.
-fn perform(shared: &Shared, outbox: &Outbox, command: &Command) -> CommandOutcome {
+fn perform(shared: &Shared, outbox: &Outbox, command: &Command, lose_idle: bool) -> CommandOutcome {
     let worker = command.worker_id.clone();
     let send = |f: ExecutorFrame| {
+        if let ExecutorFrame::ConversationState { worker_id, state, .. } = &f {
+            shared.states.lock().unwrap().insert(worker_id.clone(), *state);
+        }
         let _ = outbox.send(frame(&f));
     };
     match &command.op {
@@ -524,7 +569,21 @@ fn perform(shared: &Shared, outbox: &Outbox, command: &Command) -> CommandOutcom
                 return refusal;
             }
             shared.update(|s| s.submissions.push((conversation_id.clone(), prompt.clone())));
-            send(ExecutorFrame::ConversationState { worker_id: worker, state: ConversationState::Idle, error: None });
+            if lose_idle {
+                // The turn runs, then ends while nobody listens: the idle report never arrives.
+                send(ExecutorFrame::ConversationState {
+                    worker_id: worker.clone(),
+                    state: ConversationState::Generating,
+                    error: None,
+                });
+                shared.states.lock().unwrap().insert(worker, ConversationState::Idle);
+            } else {
+                send(ExecutorFrame::ConversationState {
+                    worker_id: worker,
+                    state: ConversationState::Idle,
+                    error: None,
+                });
+            }
             CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }
         }
         CommandOp::ConversationOpen { conversation_id, .. } => {
@@ -536,6 +595,11 @@ fn perform(shared: &Shared, outbox: &Outbox, command: &Command) -> CommandOutcom
             CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }
         }
         CommandOp::ConversationInspect { conversation_id } => {
+            // An inspection re-reports the current state, changed or not.
+            let current = shared.states.lock().unwrap().get(&worker).copied();
+            if let Some(state) = current {
+                send(ExecutorFrame::ConversationState { worker_id: worker, state, error: None });
+            }
             CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }
         }
         CommandOp::ConversationClose { conversation_id } => {

@@ -492,6 +492,17 @@ impl Background {
             Plan::Inspect { tab } => match ask(tab, &ToPage::Ping).await {
                 Ok(PageReply::Report(report)) => {
                     self.on_report(tab, &report);
+                    // An inspection re-reports the state, changed or not: the
+                    // daemon may have missed the last report.
+                    let state =
+                        self.core.borrow().workers().find(|(w, _)| **w == command.worker_id).and_then(|(_, m)| m.state);
+                    if let Some(state) = state {
+                        self.emit(vec![ExecutorFrame::ConversationState {
+                            worker_id: command.worker_id.clone(),
+                            state,
+                            error: report.error,
+                        }]);
+                    }
                     self.ok(command)
                 }
                 _ => error(ErrorCode::BrowserControlUnavailable, "the managed tab does not answer"),
