@@ -95,6 +95,16 @@ pub enum Command {
         /// Why.
         reason: String,
     },
+    /// Progress, completion or failure that names the work it reports on:
+    /// follow-up `followup` (0: the original assignment). Refused as
+    /// superseded when the worker has a newer follow-up, so a late report
+    /// from an earlier turn never closes newer work.
+    Answering {
+        /// The follow-up number the work answers.
+        followup: u32,
+        /// `Progress`, `Complete` or `Fail`.
+        report: Box<Command>,
+    },
     /// Root stops a worker's work.
     Interrupt {
         /// Must be root.
@@ -410,6 +420,32 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
                 events.extend(close_if_last(state, run, actor));
             }
             Ok(events)
+        }
+        Command::Answering { followup, report } => {
+            let actor = match report.as_ref() {
+                Command::Progress { actor, .. } | Command::Complete { actor, .. } | Command::Fail { actor, .. } => {
+                    actor
+                }
+                _ => {
+                    return Err(Error::InvalidArgument("only progress, completion and failure name their work".into()));
+                }
+            };
+            let (_, worker) = acting(state, actor)?;
+            let newest = worker.followups.len() as u32;
+            if *followup < newest {
+                return Err(Error::Superseded(format!(
+                    "this reports on {}, but follow-up #{newest} is waiting: read it with worker_attach",
+                    if *followup == 0 {
+                        "the original assignment".to_owned()
+                    } else {
+                        format!("follow-up #{followup}")
+                    }
+                )));
+            }
+            if *followup > newest {
+                return Err(Error::InvalidArgument(format!("there is no follow-up #{followup} (newest: {newest})")));
+            }
+            decide(state, report)
         }
         Command::Fail { actor, reason } => {
             let (run, worker) = acting(state, actor)?;

@@ -61,6 +61,9 @@ pub enum Error {
     /// A pool admission claim was refused.
     #[error("admission refused: {0}")]
     Admission(admission::Refusal),
+    /// A report on work a newer follow-up has superseded.
+    #[error("superseded: {0}")]
+    Superseded(String),
 }
 
 impl Error {
@@ -75,7 +78,7 @@ impl Error {
             Error::Forbidden(_) => ErrorCode::Forbidden,
             Error::InvalidTransition(_) => ErrorCode::InvalidTransition,
             Error::RunNotActive(_) => ErrorCode::RunNotActive,
-            Error::Conflict { .. } => ErrorCode::Conflict,
+            Error::Conflict { .. } | Error::Superseded(_) => ErrorCode::Conflict,
             Error::LimitReached(_) => ErrorCode::LimitReached,
             Error::Store(StoreError::Corrupt(_)) => ErrorCode::ReconcileRequired,
             Error::Store(_) => ErrorCode::StoreUnavailable,

@@ -576,6 +576,7 @@ fn run_of(state: &State, command: &Command) -> RunId {
         Command::ExecutorConnected { .. } | Command::ExecutorDisconnected { .. } => return RunId::system(),
         Command::Dispatch { command_id, .. } => &state.commands[command_id].worker_id,
         Command::DispatchAll { .. } => unreachable!("each dispatch event names its worker"),
+        Command::Answering { report, .. } => return run_of(state, report),
         Command::ExecutorReport { frame, .. } => match frame {
             ExecutorFrame::Ack { command_id } | ExecutorFrame::Result { command_id, .. } => {
                 &state.commands[command_id].worker_id

@@ -18,15 +18,16 @@ pub fn bootstrap_prompt(attach: &str) -> String {
     )
 }
 
-/// Version of the wake prompt wording.
-pub const WAKE_VERSION: u32 = 1;
+/// Version of the wake prompt wording (2: the report names its follow-up).
+pub const WAKE_VERSION: u32 = 2;
 
 /// The wake prompt telling the worker with attach identity `attach` that
 /// follow-up number `seq` is waiting for it.
 pub fn followup_prompt(attach: &str, seq: u32) -> String {
     format!(
         "[orchestrator wake v{WAKE_VERSION}] Root gave you follow-up #{seq}. Call worker_attach with attach_identity \"{attach}\" \
-         to read your assignment and follow-ups, carry follow-up #{seq} out, and finish with worker_complete or worker_fail."
+         to read your assignment and follow-ups, carry follow-up #{seq} out, and finish with worker_complete or worker_fail \
+         passing followup {seq} (a report on older work is refused)."
     )
 }
 

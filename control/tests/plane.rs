@@ -327,3 +327,31 @@ fn a_replayed_broadcast_returns_the_same_message_ids() {
     assert_eq!(first.len(), 2);
     assert_eq!(p.broadcast(&root, MessageKind::Information, "hello all", Some("b1")).unwrap(), first);
 }
+
+/// Reliability #4: a late `worker_complete` from the previous turn lands
+/// just after `worker_followup`. Naming the work it reports on, it is
+/// refused as superseded, and the woken worker's own progress and completion
+/// for follow-up #1 go through. (Unfenced, the late completion closed the
+/// worker and the new turn's reports were refused.)
+#[test]
+fn a_late_completion_of_earlier_work_never_closes_a_newer_follow_up() {
+    let p = plane();
+    let (_, root_id) = p.create_run("r", None).unwrap();
+    let root = p.authenticate(&p.keys().capability(&root_id)).unwrap();
+    let a = p.spawn(&root, "a", &assignment("do A"), None).unwrap();
+    p.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    assert_eq!(p.followup(&root, &a, "also do B", None).unwrap(), 1);
+    let answering = |followup, report| Command::Answering { followup, report: Box::new(report) };
+    let late = answering(0, Command::Complete { actor: a.clone(), summary: "A done".into(), artifacts: vec![] });
+    let err = p.execute(late).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Conflict, "{err}");
+    assert!(err.to_string().contains("follow-up #1 is waiting"), "{err}");
+    assert_eq!(p.worker(&a).unwrap().state, WorkerState::Running, "the newer work stays open");
+    let progress = answering(1, Command::Progress { actor: a.clone(), summary: "on B".into(), percent: None });
+    p.execute(progress).unwrap();
+    let done = answering(1, Command::Complete { actor: a.clone(), summary: "B done".into(), artifacts: vec![] });
+    p.execute(done).unwrap();
+    assert_eq!(p.worker(&a).unwrap().state, WorkerState::Completed);
+    let future = answering(2, Command::Fail { actor: a.clone(), reason: "x".into() });
+    assert_eq!(p.execute(future).unwrap_err().code(), ErrorCode::InvalidArgument);
+}

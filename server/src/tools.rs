@@ -294,6 +294,14 @@ fn check_catalog(plane: &ControlPlane, worker_id: &WorkerId, stamp: Option<&str>
     Err(Error::HostAppStale(detail))
 }
 
+/// A work report, fenced by the follow-up it names when it names one.
+fn answering(followup: Option<u32>, report: Command) -> Command {
+    match followup {
+        Some(followup) => Command::Answering { followup, report: Box::new(report) },
+        None => report,
+    }
+}
+
 /// A page size as asked: 1–500 events (default 100); over the bound is
 /// `TOO_LARGE`, never silently cut.
 fn page_limit(limit: Option<usize>) -> Result<usize, Error> {
@@ -358,6 +366,10 @@ pub struct WorkerProgressArgs {
     /// Rough completion, 0-100.
     #[serde(default)]
     pub percent: Option<u8>,
+    /// The follow-up number this reports on (0: the original assignment), as
+    /// the wake prompt names it; a report on superseded work is refused.
+    #[serde(default)]
+    pub followup: Option<u32>,
 }
 
 /// Output of tools that change one worker.
@@ -386,6 +398,10 @@ pub struct WorkerCompleteArgs {
     /// References to what you produced (paths, commits, URLs).
     #[serde(default)]
     pub artifacts: Vec<String>,
+    /// The follow-up number this reports on (0: the original assignment), as
+    /// the wake prompt names it; a report on superseded work is refused.
+    #[serde(default)]
+    pub followup: Option<u32>,
 }
 
 /// `worker_fail` arguments.
@@ -400,6 +416,10 @@ pub struct WorkerFailArgs {
     pub worker_id: Option<String>,
     /// Why you cannot finish.
     pub reason: String,
+    /// The follow-up number this reports on (0: the original assignment), as
+    /// the wake prompt names it; a report on superseded work is refused.
+    #[serde(default)]
+    pub followup: Option<u32>,
 }
 
 /// `worker_interrupt` arguments.
@@ -1003,10 +1023,9 @@ impl Tools {
         Parameters(args): Parameters<WorkerProgressArgs>,
     ) -> Result<Json<WorkerOut>, String> {
         let args = args?;
-        self.as_self(args.capability, args.worker_id, move |me| Command::Progress {
-            actor: me,
-            summary: args.summary,
-            percent: args.percent,
+        let followup = args.followup;
+        self.as_self(args.capability, args.worker_id, move |me| {
+            answering(followup, Command::Progress { actor: me, summary: args.summary, percent: args.percent })
         })
         .await
     }
@@ -1024,10 +1043,9 @@ impl Tools {
         Parameters(args): Parameters<WorkerCompleteArgs>,
     ) -> Result<Json<WorkerOut>, String> {
         let args = args?;
-        self.as_self(args.capability, args.worker_id, move |me| Command::Complete {
-            actor: me,
-            summary: args.summary,
-            artifacts: args.artifacts,
+        let followup = args.followup;
+        self.as_self(args.capability, args.worker_id, move |me| {
+            answering(followup, Command::Complete { actor: me, summary: args.summary, artifacts: args.artifacts })
         })
         .await
     }
@@ -1042,7 +1060,11 @@ impl Tools {
     ))]
     async fn worker_fail(&self, Parameters(args): Parameters<WorkerFailArgs>) -> Result<Json<WorkerOut>, String> {
         let args = args?;
-        self.as_self(args.capability, args.worker_id, move |me| Command::Fail { actor: me, reason: args.reason }).await
+        let followup = args.followup;
+        self.as_self(args.capability, args.worker_id, move |me| {
+            answering(followup, Command::Fail { actor: me, reason: args.reason })
+        })
+        .await
     }
 
     /// Stop a worker's work (it becomes cancelled). Root only.

@@ -172,7 +172,7 @@ async fn a_wake_reported_after_its_deadline_is_recorded_once() {
     assert!(now > late.deadline_ms, "the fake answered after the deadline");
     let prompts = stats.submissions_for(&worker_id(&a));
     assert_eq!(prompts.len(), 2);
-    assert!(prompts[1].starts_with("[orchestrator wake v1]") && prompts[1].contains("follow-up #1"));
+    assert!(prompts[1].starts_with("[orchestrator wake v2]") && prompts[1].contains("follow-up #1"));
     let completed = root
         .events()
         .iter()

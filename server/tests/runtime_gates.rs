@@ -48,7 +48,7 @@ impl Models {
                     let peer = peers.entry(conversation.to_string()).or_insert_with(|| Mcp::connect(&addr));
                     // The bootstrap prompt says worker_attach (a pool worker is admitted
                     // through it); a wake re-reads the task through runtime_bootstrap.
-                    let tool = if prompt.starts_with("[orchestrator wake v1]") {
+                    let tool = if prompt.starts_with("[orchestrator wake v2]") {
                         "runtime_bootstrap"
                     } else {
                         "worker_attach"
@@ -59,7 +59,7 @@ impl Models {
                         Err((code, _)) if code == "PEER_IDENTITY_UNRESOLVED" => break,
                         Err((code, message)) => panic!("runtime_bootstrap: {code}: {message}"),
                     };
-                    if prompt.starts_with("[orchestrator wake v1]") {
+                    if prompt.starts_with("[orchestrator wake v2]") {
                         let task = me["followups"].as_array().unwrap().last().unwrap().as_str().unwrap().to_owned();
                         if !task.contains("hold") {
                             peer.ok(
