@@ -2,6 +2,9 @@
 //! and headless Firefox ESR runs the two-worker flow (Python root) against
 //! the real daemon and fakechat, each prompt landing exactly once.
 //!
+//! After the flow, the daemon is killed (`kill -9`) and restarted: the add-on
+//! reconnects by itself and a wake lands in the bound conversation once.
+//!
 //! Versions covered: Firefox ESR 140 (Debian 12's until late 2026) and 153,
 //! which refuses a WebDriver BiDi navigation to a `moz-extension:` URL. The
 //! rig pairs through the page the add-on opens by itself on a fresh install,
@@ -33,7 +36,7 @@ fn web_ext_lint_finds_no_errors() {
 async fn firefox_runs_the_two_worker_flow() {
     let dir = tempfile::tempdir().unwrap();
     let orchestrator = Path::new(env!("CARGO_BIN_EXE_orchestrator"));
-    let daemon = e2e::Daemon::start(orchestrator, &dir.path().join("state"), "127.0.0.1:0", &[]).unwrap();
+    let mut daemon = e2e::Daemon::start(orchestrator, &dir.path().join("state"), "127.0.0.1:0", &[]).unwrap();
     let fake =
         fakechat::start("127.0.0.1:0".parse().unwrap(), Some(daemon.mcp_url()), fakechat::server::Csp::Strict, None)
             .await
@@ -75,4 +78,41 @@ async fn firefox_runs_the_two_worker_flow() {
     counts.sort();
     assert_eq!(counts, [(1, 1), (2, 1)], "B: one bootstrap; A: bootstrap + wake: {oracle:#}");
     assert_eq!(summary["bound"].as_array().unwrap().len(), 2, "{summary}");
+
+    // kill -9 the daemon and start it again where the add-on dials: the add-on
+    // reconnects on its own, the bindings survive, and a wake of B lands in B's
+    // own conversation once — nothing is created or submitted twice.
+    daemon.restart(&[]).unwrap();
+    let root = support::Mcp::connect(&daemon.addr);
+    let b = summary["b"].as_str().unwrap();
+    let cap = summary["root"].as_str().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while root
+        .call(
+            "worker_followup",
+            serde_json::json!({"capability": cap, "worker_id": b,
+        "instructions": "One more.\nscenario: complete \"B again\""}),
+        )
+        .is_err()
+    {
+        assert!(std::time::Instant::now() < deadline, "the follow-up was never accepted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let b_conversation =
+        summary["bound"].as_array().unwrap().iter().find(|p| p[0] == b).unwrap()[1].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let oracle = fake.hub.oracle();
+        let turns = oracle["conversations"][&b_conversation]["user_turns"].as_array().map_or(0, Vec::len);
+        if turns == 2 {
+            assert_eq!(
+                oracle["conversations"].as_object().unwrap().len(),
+                2,
+                "no conversation created twice: {oracle:#}"
+            );
+            break;
+        }
+        assert!(turns < 2 && std::time::Instant::now() < deadline, "B's wake after the restart: {oracle:#}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

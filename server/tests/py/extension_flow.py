@@ -50,7 +50,7 @@ async def main(url):
                                                "instructions": 'Add a test.\nscenario: complete "A tested"'})
         await wait_for(root_c, root, cursor, seen(
             lambda e: e["type"] == "worker.completed" and e["data"]["worker_id"] == a_id), 60)
-        print(json.dumps({"a": a_id, "b": b_id, "bound": bound}))
+        print(json.dumps({"a": a_id, "b": b_id, "bound": bound, "root": root}))
 
 
 if __name__ == "__main__":
