@@ -43,6 +43,9 @@ enum Cmd {
         /// A client must send a request's headers within this many ms, or is disconnected.
         #[arg(long, default_value_t = 10_000)]
         header_read_timeout_ms: u64,
+        /// A request body may pause at most this many ms between chunks.
+        #[arg(long, default_value_t = 30_000)]
+        body_read_timeout_ms: u64,
         #[command(flatten)]
         executor: ExecutorArgs,
         #[command(flatten)]
@@ -379,12 +382,13 @@ async fn main() -> anyhow::Result<()> {
             allowed_hosts,
             allowed_origins,
             header_read_timeout_ms,
+            body_read_timeout_ms,
             executor,
             runtime,
             host,
         } => {
-            if header_read_timeout_ms == 0 {
-                bail!("--header-read-timeout-ms must be at least 1");
+            if header_read_timeout_ms == 0 || body_read_timeout_ms == 0 {
+                bail!("--header-read-timeout-ms and --body-read-timeout-ms must be at least 1");
             }
             let bridge_config = executor.config()?;
             let pool_config = runtime.config()?;
@@ -414,7 +418,7 @@ async fn main() -> anyhow::Result<()> {
             let router = app(plane, pool, bridge, &config, shutdown.child_token());
             let timeouts = server::http::Timeouts {
                 header_read: std::time::Duration::from_millis(header_read_timeout_ms),
-                ..Default::default()
+                body_read: std::time::Duration::from_millis(body_read_timeout_ms),
             };
             server::http::serve(listener, router, timeouts, shutdown.clone()).await?;
             tracing::info!("stopped");

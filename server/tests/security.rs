@@ -232,6 +232,21 @@ fn a_client_that_never_finishes_its_headers_is_disconnected() {
     assert!(!text.contains("200 OK"), "{text}");
 }
 
+#[test]
+fn a_client_that_stalls_in_its_body_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with(dir.path(), &["--body-read-timeout-ms", "300"], &[]);
+    let mut tcp = std::net::TcpStream::connect(&daemon.addr).unwrap();
+    let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json, text/event-stream\r\n\
+                Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\"";
+    tcp.write_all(head.as_bytes()).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let started = Instant::now();
+    let mut buf = Vec::new();
+    let _ = tcp.read_to_end(&mut buf);
+    assert!(started.elapsed() < Duration::from_secs(8), "the stalled body held the connection");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_frames_close_with_documented_reasons() {
     let state = tempfile::tempdir().unwrap();

@@ -142,6 +142,13 @@ mod tests {
             for forbidden in ["<all_urls>", "debugger", "cookies", "webRequest"] {
                 assert!(!text.contains(forbidden), "{forbidden}");
             }
+            // WebSockets to loopback only, whatever a pairing says.
+            let csp = manifest["content_security_policy"]["extension_pages"].as_str().unwrap();
+            let connect = csp.split(';').find(|d| d.trim().starts_with("connect-src")).expect("a connect-src");
+            assert_eq!(connect.trim(), "connect-src 'self' ws://127.0.0.1:* ws://localhost:*");
         }
+        // The fixed Chromium id is not probeable through web-accessible resources.
+        let chromium = chromium_manifest("0.1.0", "k");
+        assert_eq!(chromium["web_accessible_resources"][0]["use_dynamic_url"], json!(true));
     }
 }
