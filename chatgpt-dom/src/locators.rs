@@ -117,7 +117,9 @@ pub fn is_stop<D: Dom>(dom: &D, node: &D::Node) -> bool {
 
 /// Every visible button on the page with stop semantics.
 pub fn stop_buttons<D: Dom>(dom: &D) -> Vec<D::Node> {
-    dom.query_all(None, "button").into_iter().filter(|b| dom.visible(b) && is_stop(dom, b)).collect()
+    // Attributes first: `visible` can force layout in a live page, and this
+    // runs on every observed mutation.
+    dom.query_all(None, "button").into_iter().filter(|b| is_stop(dom, b) && dom.visible(b)).collect()
 }
 
 /// Every visible match of `selector`, within `scope` or the document.

@@ -107,14 +107,6 @@ impl Firefox {
         }
     }
 
-    /// A new tab at `url`, loaded; returns its context id.
-    pub async fn open(&mut self, url: &str) -> anyhow::Result<String> {
-        let created = self.command("browsingContext.create", json!({"type": "tab"})).await?;
-        let context = created["context"].as_str().context("no context")?.to_owned();
-        self.command("browsingContext.navigate", json!({"context": context, "url": url, "wait": "complete"})).await?;
-        Ok(context)
-    }
-
     /// Evaluates `expression` in `context`.
     pub async fn eval(&mut self, context: &str, expression: &str) -> anyhow::Result<Value> {
         let params = json!({"expression": expression, "target": {"context": context}, "awaitPromise": true});

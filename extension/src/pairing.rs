@@ -41,13 +41,9 @@ pub fn check_endpoint(parts: &UrlParts) -> Result<(), &'static str> {
 }
 
 /// The executor id a credential (`exc1.<executor id>.<64 hex>`) is bound
-/// to, if the credential is well formed.
+/// to, if the credential is well formed (the daemon's own parser).
 pub fn credential_executor_id(credential: &str) -> Option<&str> {
-    let rest = credential.strip_prefix("exc1.")?;
-    let (id, secret) = rest.split_once('.')?;
-    let id_ok = (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    let secret_ok = secret.len() == 64 && secret.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    (id_ok && secret_ok).then_some(id)
+    protocol::executor::parse_credential(credential).map(|(id, _)| id)
 }
 
 /// The credential is one `orchestrator pair` printed.

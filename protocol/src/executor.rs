@@ -268,6 +268,16 @@ pub enum CommandOp {
     },
 }
 
+/// An executor credential's parts, `(executor id, secret)`, if it reads
+/// `exc1.<executor id>.<64 lowercase hex>` as `orchestrator pair` issues it.
+/// The daemon verifies the secret; the extension reads the id from it.
+pub fn parse_credential(credential: &str) -> Option<(&str, &str)> {
+    let rest = credential.strip_prefix("exc1.")?;
+    let (id, secret) = rest.split_once('.')?;
+    let hex = secret.len() == 64 && secret.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    (valid_executor_id(id) && hex).then_some((id, secret))
+}
+
 /// Whether `id` is a well-formed executor id (or instance id): 1-64 of `[A-Za-z0-9_-]`.
 pub fn valid_executor_id(id: &str) -> bool {
     (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')

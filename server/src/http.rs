@@ -77,11 +77,7 @@ pub fn app(
 
 async fn require_host(State(hosts): State<Arc<Vec<String>>>, request: Request, next: Next) -> Response {
     let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-    let name = match host.rsplit_once(':') {
-        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
-        _ => host,
-    };
-    let name = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
+    let name = carrier_webext::bridge::host_name(host);
     if hosts.iter().any(|h| h == name) {
         next.run(request).await
     } else {

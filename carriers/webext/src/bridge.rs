@@ -236,15 +236,19 @@ fn well_formed_extension_id(id: &str) -> bool {
     (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
-/// `/executor` answers loopback `Host`s only: executors run on this
-/// machine, and a host exposed for MCP (a tunnel) must never reach it.
-pub fn loopback_host(host: &str) -> bool {
+/// The host name of a `Host` header value: without its port, IPv6 without brackets.
+pub fn host_name(host: &str) -> &str {
     let name = match host.rsplit_once(':') {
         Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
         _ => host,
     };
-    let name = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
-    ["localhost", "127.0.0.1", "::1"].contains(&name)
+    name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name)
+}
+
+/// `/executor` answers loopback `Host`s only: executors run on this
+/// machine, and a host exposed for MCP (a tunnel) must never reach it.
+pub fn loopback_host(host: &str) -> bool {
+    ["localhost", "127.0.0.1", "::1"].contains(&host_name(host))
 }
 
 /// Runs short blocking control-plane work (a SQLite commit) on this task:

@@ -16,7 +16,7 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use protocol::executor::valid_executor_id;
+use protocol::executor::{parse_credential as parse, valid_executor_id};
 use sha2::{Digest, Sha256};
 
 /// The credential format's prefix (and version).
@@ -68,14 +68,6 @@ pub struct Issued {
 #[derive(Debug, Clone)]
 pub struct Credentials {
     path: PathBuf,
-}
-
-/// A credential's parts: `(executor id, secret)`, if it is well formed.
-pub fn parse(credential: &str) -> Option<(&str, &str)> {
-    let rest = credential.strip_prefix(PREFIX)?.strip_prefix('.')?;
-    let (id, secret) = rest.split_once('.')?;
-    let hex = secret.len() == 64 && secret.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    (valid_executor_id(id) && hex).then_some((id, secret))
 }
 
 fn digest(secret: &str) -> String {
