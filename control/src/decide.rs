@@ -205,6 +205,11 @@ pub enum Command {
         /// (command, executor) pairs.
         dispatches: Vec<(CommandId, String)>,
     },
+    /// Queue an inspect of each worker's conversation (see `crate::schedule`).
+    Recheck {
+        /// (worker, the id for its inspect command) pairs.
+        inspections: Vec<(WorkerId, CommandId)>,
+    },
     /// An executor reported something about its commands or conversations.
     ExecutorReport {
         /// The reporting executor (authenticated by its session).
@@ -556,6 +561,22 @@ pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error>
         Command::DispatchAll { dispatches } => {
             dispatches.iter().map(|(command_id, executor_id)| dispatched(state, command_id, executor_id)).collect()
         }
+        Command::Recheck { inspections } => inspections
+            .iter()
+            .map(|(worker_id, command_id)| {
+                let worker = state.worker(worker_id).ok_or_else(|| Error::NotFound(format!("worker {worker_id}")))?;
+                if worker.conversation.is_none() {
+                    return Err(Error::InvalidTransition(format!("worker {worker_id} has no conversation to inspect")));
+                }
+                Ok(EventBody::CommandQueued {
+                    command_id: command_id.clone(),
+                    worker_id: worker_id.clone(),
+                    intent: CommandIntent::Inspect,
+                    idempotency_key: format!("inspect:{command_id}"),
+                    not_before_ms: None,
+                })
+            })
+            .collect(),
         Command::ExecutorReport { executor_id, frame } => report(state, executor_id, frame),
         Command::HostState { worker_id, code, detail } => {
             let worker = state.worker(worker_id).ok_or_else(|| Error::NotFound(format!("worker {worker_id}")))?;

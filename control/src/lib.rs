@@ -13,6 +13,8 @@
 //! - [`clock`]: the injected clock.
 //! - [`plane`]: the shell that runs commands: idempotency, append, fold, wake.
 //! - [`queue`]: which executor commands to dispatch (or replay) next; pure.
+//! - [`schedule`]: what falls due with time (re-inspecting a conversation
+//!   whose blocking state may be stale); pure, the shell owns the timer.
 //! - [`prompts`]: bootstrap and wake prompt texts, rendered at dispatch.
 //!
 //! Architecture invariant: `model` and `decide` do no IO and read no clock;
@@ -27,6 +29,7 @@ pub mod model;
 pub mod plane;
 pub mod prompts;
 pub mod queue;
+pub mod schedule;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -72,6 +72,9 @@ pub struct Worker {
     pub conversation_created: bool,
     /// Last observed coarse conversation state.
     pub conversation_state: Option<ConversationState>,
+    /// When that state was last reported, or last asked for by an inspect
+    /// that finished (either way): what `crate::recheck` measures staleness from.
+    pub state_checked_at_ms: u64,
     /// The last error the executor reported about the conversation.
     pub last_error: Option<protocol::ErrorCode>,
     /// Set when the executor reported a different conversation than the bound
@@ -156,6 +159,9 @@ pub struct State {
     pub system_cursor: u64,
     /// The runtime pools' managed-carrier records.
     pub runtime: registry::Registry,
+    /// When each executor's current session began (its last `executor.connected`):
+    /// a conversation state observed before that may be stale.
+    pub executor_connected_at: HashMap<String, u64>,
 }
 
 impl State {
@@ -176,7 +182,11 @@ impl State {
             }
             self.system_cursor = event.cursor;
             return match &event.body {
-                EventBody::ExecutorConnected { .. } | EventBody::ExecutorDisconnected { .. } => Ok(()),
+                EventBody::ExecutorConnected { executor_id, .. } => {
+                    self.executor_connected_at.insert(executor_id.clone(), at);
+                    Ok(())
+                }
+                EventBody::ExecutorDisconnected { .. } => Ok(()),
                 _ => Err(fail("only executor events belong to the system log")),
             };
         }
@@ -240,6 +250,7 @@ impl State {
                         conversation: None,
                         conversation_created: false,
                         conversation_state: None,
+                        state_checked_at_ms: at,
                         last_error: None,
                         fenced: false,
                     },
@@ -318,8 +329,12 @@ impl State {
                 c.outcome = Some(outcome.clone());
                 let refused_create = c.intent == CommandIntent::Create
                     && matches!(outcome, CommandOutcome::Error { code, .. } if code.is_host_state());
+                let inspected = c.intent == CommandIntent::Inspect;
                 let worker_id = c.worker_id.clone();
                 self.open_commands.retain(|id| id != command_id);
+                if inspected && let Some(w) = self.workers.get_mut(&worker_id) {
+                    w.state_checked_at_ms = at;
+                }
                 // The executor closed the tab of a create refused for a setup
                 // state: the worker is nobody's until a retry is dispatched.
                 if refused_create && let Some(w) = self.workers.get_mut(&worker_id).filter(|w| w.conversation.is_none())
@@ -340,10 +355,12 @@ impl State {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.conversation = Some((conversation_id.clone(), url.clone()));
                 w.executor_id = Some(executor_id.clone());
+                w.state_checked_at_ms = at;
             }
             EventBody::ConversationStateChanged { worker_id, state, error } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.conversation_state = Some(*state);
+                w.state_checked_at_ms = at;
                 // An app setup state outlives page state changes: it clears when the
                 // worker attaches (its MCP peer reached us), or with a new error.
                 if error.is_some() || !w.last_error.is_some_and(app_setup_state) {
@@ -360,6 +377,7 @@ impl State {
             EventBody::ConversationClosed { worker_id } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.conversation_state = Some(ConversationState::Closed);
+                w.state_checked_at_ms = at;
             }
             EventBody::RuntimeSlotProvisioning { worker_id, .. }
             | EventBody::RuntimeSlotAdmitted { worker_id, .. }

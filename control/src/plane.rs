@@ -23,6 +23,7 @@ use crate::keys::Keyring;
 use crate::model::{QueuedCommand, Run, State, Worker};
 use crate::prompts::{bootstrap_prompt, followup_prompt};
 use crate::queue::{Dispatch, Limits, next_dispatches, replay_for};
+use crate::schedule::{self, Policy};
 use crate::store::{Batch, IdempotencyRecord, Store, StoreError};
 
 /// Who is reading events: root sees the whole run, a worker only what
@@ -203,7 +204,10 @@ impl ControlPlane {
                 .map(|body| {
                     // A dispatch round spans runs: each dispatch goes to its worker's run.
                     let run_id = match &body {
-                        EventBody::CommandDispatched { worker_id, .. } => state.workers[worker_id].run_id.clone(),
+                        EventBody::CommandDispatched { worker_id, .. }
+                        | EventBody::CommandQueued { worker_id, intent: CommandIntent::Inspect, .. } => {
+                            state.workers[worker_id].run_id.clone()
+                        }
                         _ => run_of(&state, &command),
                     };
                     let cursor = next.entry(run_id.clone()).or_insert_with(|| {
@@ -387,6 +391,27 @@ impl ControlPlane {
         next_dispatches(&self.read(), connected, limits, self.clock.now_ms())
     }
 
+    /// Queues an inspect for every conversation whose blocking state may be
+    /// stale (see [`crate::schedule`]); returns how many. One commit.
+    pub fn recheck(&self, connected: &[String], policy: Policy) -> Result<usize, Error> {
+        if schedule::due(&self.read(), connected, self.clock.now_ms(), policy).is_empty() {
+            return Ok(0);
+        }
+        // Decided again under the writer lock: nothing queued twice.
+        self.commit(None, &(), |state| {
+            let due = schedule::due(state, connected, self.clock.now_ms(), policy);
+            let inspections: Vec<_> = due.into_iter().map(|w| (w, CommandId::from_uuid_bytes(new_uuid()))).collect();
+            let n = inspections.len();
+            (Command::Recheck { inspections }, n)
+        })
+        .map(|(n, _)| n)
+    }
+
+    /// When the next inspect falls due (see [`crate::schedule`]), if any.
+    pub fn next_recheck_at(&self, connected: &[String], policy: Policy) -> Option<u64> {
+        schedule::next_due_at(&self.read(), connected, policy)
+    }
+
     /// The earliest time a queued command waits for (pacing), if any.
     pub fn next_not_before(&self) -> Option<u64> {
         let state = self.read();
@@ -478,12 +503,13 @@ impl ControlPlane {
                 };
                 CommandOp::ConversationSend { conversation_id, prompt, app: self.host.app_label.clone() }
             }
-            CommandIntent::Open | CommandIntent::Close => {
+            CommandIntent::Open | CommandIntent::Close | CommandIntent::Inspect => {
                 let (conversation_id, url) = worker.conversation.clone().ok_or_else(|| {
                     Error::InvalidTransition(format!("worker {} has no bound conversation", worker.id))
                 })?;
                 match command.intent {
                     CommandIntent::Open => CommandOp::ConversationOpen { conversation_id, url },
+                    CommandIntent::Inspect => CommandOp::ConversationInspect { conversation_id },
                     _ => CommandOp::ConversationClose { conversation_id },
                 }
             }
@@ -575,7 +601,9 @@ fn run_of(state: &State, command: &Command) -> RunId {
         Command::CreateRun { run_id, .. } => return run_id.clone(),
         Command::ExecutorConnected { .. } | Command::ExecutorDisconnected { .. } => return RunId::system(),
         Command::Dispatch { command_id, .. } => &state.commands[command_id].worker_id,
-        Command::DispatchAll { .. } => unreachable!("each dispatch event names its worker"),
+        Command::DispatchAll { .. } | Command::Recheck { .. } => {
+            unreachable!("each dispatch or inspect event names its worker")
+        }
         Command::Answering { report, .. } => return run_of(state, report),
         Command::ExecutorReport { frame, .. } => match frame {
             ExecutorFrame::Ack { command_id } | ExecutorFrame::Result { command_id, .. } => {

@@ -11,6 +11,9 @@
 //!   workers (holding or creating a conversation) exist at once;
 //! - a send goes only to the executor holding the worker's conversation, and
 //!   only while that conversation is not generating or loading;
+//! - an inspect (read-only) overtakes queued commands of its worker: it is
+//!   how a send held by a stale `generating` learns the turn ended. It still
+//!   waits for an in-flight command of its worker;
 //! - a dispatched command belongs to its executor forever: it is replayed to
 //!   that executor on reconnect, never re-routed (re-routing could duplicate
 //!   the effect).
@@ -52,9 +55,12 @@ fn managed(worker: &Worker) -> bool {
 
 /// The queued commands to dispatch now, given the connected executors.
 pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_ms: u64) -> Vec<Dispatch> {
+    // Workers with a command in flight, and workers whose queue head is taken.
+    let mut in_flight: HashSet<&WorkerId> = HashSet::new();
     let mut busy: HashSet<&WorkerId> = HashSet::new();
     let mut launches = 0;
     for c in state.open_commands.iter().filter_map(|id| state.commands.get(id)).filter(|c| c.in_flight()) {
+        in_flight.insert(&c.worker_id);
         busy.insert(&c.worker_id);
         if c.intent == CommandIntent::Create {
             launches += 1;
@@ -70,7 +76,9 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
 
     let mut out = Vec::new();
     for command in state.open_commands.iter().filter_map(|id| state.commands.get(id)) {
-        if command.phase != CommandPhase::Queued || busy.contains(&command.worker_id) {
+        let overtakes = command.intent == CommandIntent::Inspect;
+        let blocked = if overtakes { &in_flight } else { &busy };
+        if command.phase != CommandPhase::Queued || blocked.contains(&command.worker_id) {
             continue;
         }
         let Some(worker) = state.workers.get(&command.worker_id) else { continue };
@@ -101,7 +109,7 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
                 }
                 executor.clone()
             }
-            CommandIntent::Open | CommandIntent::Close => {
+            CommandIntent::Open | CommandIntent::Close | CommandIntent::Inspect => {
                 let (Some(executor), Some(_)) = (&worker.executor_id, &worker.conversation) else { continue };
                 if !load.contains_key(executor.as_str()) {
                     continue;
@@ -109,6 +117,7 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
                 executor.clone()
             }
         };
+        in_flight.insert(&command.worker_id);
         if command.intent == CommandIntent::Create {
             launches += 1;
             active += 1;

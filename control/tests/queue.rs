@@ -7,6 +7,7 @@ use std::sync::Arc;
 use control::decide::Command;
 use control::model::CommandPhase;
 use control::queue::Limits;
+use control::schedule::Policy;
 use control::store::MemoryStore;
 use control::{ControlPlane, Keyring, ManualClock};
 use protocol::executor::{CommandOp, CommandOutcome, ConversationState, ExecutorFrame};
@@ -28,14 +29,15 @@ fn assignment() -> Assignment {
 struct World {
     plane: ControlPlane,
     root: WorkerId,
+    clock: ManualClock,
 }
 
 fn world() -> World {
+    let clock = ManualClock::at(1_000);
     let plane =
-        ControlPlane::open(Arc::new(MemoryStore::new()), Arc::new(ManualClock::at(1_000)), Keyring::new([5; 32]))
-            .unwrap();
+        ControlPlane::open(Arc::new(MemoryStore::new()), Arc::new(clock.clone()), Keyring::new([5; 32])).unwrap();
     let (_, root) = plane.create_run("q", None).unwrap();
-    World { plane, root }
+    World { plane, root, clock }
 }
 
 impl World {
@@ -90,6 +92,24 @@ impl World {
                     error: None,
                 },
             )
+            .unwrap();
+    }
+
+    fn observe(&self, worker: &WorkerId, state: ConversationState) {
+        self.plane
+            .report("ext", ExecutorFrame::ConversationState { worker_id: worker.clone(), state, error: None })
+            .unwrap();
+    }
+
+    fn connect(&self, executor: &str) {
+        self.plane
+            .execute(Command::ExecutorConnected {
+                executor_id: executor.into(),
+                executor_instance_id: "i1".into(),
+                executor_kind: protocol::executor::ExecutorKind::Fake,
+                capabilities: vec![],
+                host: Default::default(),
+            })
             .unwrap();
     }
 
@@ -209,6 +229,89 @@ fn a_send_waits_while_the_conversation_generates() {
     let out = w.pump(&["ext"]);
     assert_eq!(out.len(), 1, "one in-flight send per conversation");
     assert!(matches!(&out[0].2, CommandOp::ConversationSend { prompt, .. } if prompt.contains("#1")));
+}
+
+/// Issue 15 #1: a wait on `generating` is bounded. After the recheck bound
+/// without news the daemon inspects; the inspect overtakes the send waiting
+/// on that state; an inspect that learns nothing restarts the bound (one per
+/// bound, never a loop); the report that the turn ended lets the send go.
+#[test]
+fn a_send_waiting_on_generating_makes_the_daemon_inspect_at_the_bound_and_the_inspect_overtakes_it() {
+    let w = world();
+    let policy = Policy { recheck_after_ms: 30_000 };
+    let ext = World::connected(&["ext"]);
+    let a = w.spawn("a");
+    w.pump(&["ext"]);
+    w.complete_create("ext", &a, CONV_A);
+    w.plane.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    w.observe(&a, ConversationState::Generating);
+    assert_eq!(w.plane.recheck(&ext, policy).unwrap(), 0, "nothing waits on it: nothing to recheck");
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.followup(&root, &a, "one", None).unwrap();
+    assert!(w.pump(&["ext"]).is_empty(), "the send waits on generating");
+    assert_eq!(w.plane.next_recheck_at(&ext, policy), Some(1_000 + 30_000));
+
+    w.clock.advance(29_999);
+    assert_eq!(w.plane.recheck(&ext, policy).unwrap(), 0, "not before the bound");
+    w.clock.advance(1);
+    assert_eq!(w.plane.recheck(&ext, policy).unwrap(), 1);
+    assert_eq!(w.plane.recheck(&ext, policy).unwrap(), 0, "one open inspect per conversation");
+    assert_eq!(w.plane.next_recheck_at(&ext, policy), None);
+    let out = w.pump(&["ext"]);
+    assert_eq!(out.len(), 1, "the inspect overtakes the waiting send, which stays queued");
+    assert!(
+        matches!(&out[0].2, CommandOp::ConversationInspect { conversation_id } if conversation_id.as_str() == CONV_A)
+    );
+    assert!(w.pump(&["ext"]).is_empty(), "nothing else while the inspect is in flight");
+
+    // The page still says generating: the bound starts again from the answer.
+    let inspect = w.open_command(&a);
+    w.clock.advance(5_000);
+    w.plane
+        .report(
+            "ext",
+            ExecutorFrame::Result { command_id: inspect, outcome: CommandOutcome::Ok { conversation_id: None } },
+        )
+        .unwrap();
+    assert_eq!(w.plane.recheck(&ext, policy).unwrap(), 0);
+    assert_eq!(w.plane.next_recheck_at(&ext, policy), Some(1_000 + 35_000 + 30_000));
+
+    // The turn ended: the send goes.
+    w.observe(&a, ConversationState::Idle);
+    let out = w.pump(&["ext"]);
+    assert!(matches!(&out[..], [(_, _, CommandOp::ConversationSend { prompt, .. })] if prompt.contains("#1")));
+    assert_eq!(w.plane.next_recheck_at(&ext, policy), None, "idle blocks nothing");
+}
+
+/// Issue 15 #1: a blocking state observed before the executor's current
+/// session may be stale (its idle report died with the old session): the
+/// daemon inspects it at once after the reconnect, waiting send or not;
+/// a state reported within the new session is trusted.
+#[test]
+fn a_generating_state_from_before_a_reconnect_is_inspected_at_once() {
+    let w = world();
+    let policy = Policy { recheck_after_ms: 30_000 };
+    let ext = World::connected(&["ext"]);
+    let a = w.spawn("a");
+    w.pump(&["ext"]);
+    w.complete_create("ext", &a, CONV_A);
+    w.observe(&a, ConversationState::Generating);
+    w.clock.advance(10);
+    w.connect("ext");
+    assert_eq!(w.plane.recheck(&World::connected(&["other"]), policy).unwrap(), 0, "only through its own executor");
+    assert_eq!(w.plane.recheck(&ext, policy).unwrap(), 1);
+    let out = w.pump(&["ext"]);
+    assert!(matches!(&out[..], [(_, _, CommandOp::ConversationInspect { .. })]));
+
+    // After the reconnect the executor itself says it is generating: trusted.
+    let b = w.spawn("b");
+    w.pump(&["ext"]);
+    w.complete_create("ext", &b, CONV_B);
+    w.clock.advance(10);
+    w.connect("ext");
+    w.clock.advance(10);
+    w.observe(&b, ConversationState::Generating);
+    assert!(!w.plane.with_state(|s| control::schedule::due(s, &ext, w.plane.now_ms(), policy)).contains(&b));
 }
 
 #[test]

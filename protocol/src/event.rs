@@ -30,6 +30,10 @@ pub enum CommandIntent {
     Open,
     /// Close the worker's managed tab (scale-down, stop).
     Close,
+    /// Re-read the conversation's state: the daemon's last observation may be
+    /// stale (it predates the executor's reconnect, or a send has waited on
+    /// it past the recheck bound). Read-only; may overtake a waiting send.
+    Inspect,
 }
 
 /// Health of a runtime slot's carrier. A browser tab existing is not health:

@@ -185,6 +185,10 @@ struct ExecutorArgs {
     /// Per-attempt deadline of a prompt send, in ms.
     #[arg(long, default_value_t = 60_000)]
     executor_send_timeout_ms: u64,
+    /// A send waiting on a `generating` or `loading` conversation makes the
+    /// daemon inspect it again after this long without news, in ms.
+    #[arg(long, default_value_t = 30_000)]
+    executor_recheck_after_ms: u64,
 }
 
 impl ExecutorArgs {
@@ -195,12 +199,16 @@ impl ExecutorArgs {
         if self.executor_heartbeat_ms == 0 || self.executor_lease_ms <= self.executor_heartbeat_ms {
             bail!("--executor-lease-ms must exceed --executor-heartbeat-ms (> 0)");
         }
+        if self.executor_recheck_after_ms < 100 {
+            bail!("--executor-recheck-after-ms must be at least 100");
+        }
         Ok(BridgeConfig {
             heartbeat_ms: self.executor_heartbeat_ms,
             lease_ms: self.executor_lease_ms,
             create_timeout_ms: self.executor_create_timeout_ms,
             send_timeout_ms: self.executor_send_timeout_ms,
             limits: Limits { max_launches: self.max_launches, max_active: self.max_active_workers },
+            recheck: control::schedule::Policy { recheck_after_ms: self.executor_recheck_after_ms },
             extension_ids: self.extension_ids,
             ..BridgeConfig::default()
         })

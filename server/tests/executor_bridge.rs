@@ -371,6 +371,68 @@ async fn pair_issues_one_credential_per_executor_and_revocation_disconnects_only
     again.stop().await;
 }
 
+/// Issue 15 #1, daemon side: the daemon dies mid-turn and the turn's idle
+/// report is lost; the executor is a minimal one that never re-sends its
+/// states after reconnecting. The daemon's last observation (`generating`)
+/// predates the new session, so it inspects the conversation itself, learns
+/// it is idle, and the waiting follow-up is delivered, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_behind_a_stale_generating_state_is_delivered_after_a_restart_without_a_resync() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    let mut root = Root::new(&daemon);
+    let config = FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1")
+        .fault(Fault::LoseIdleReport(Op::Send))
+        .fault(Fault::NoResync);
+    let fake = FakeExecutor::start(config);
+    let a = root.attached_worker("alpha").await;
+    let followup = |n: u32| {
+        root.mcp
+            .ok("worker_followup", json!({"capability": root.cap, "worker_id": a, "instructions": format!("step {n}")}))
+    };
+    followup(1);
+    fake.wait_for(|s| s.submissions_for(&worker_id(&a)).len() == 2, WAIT).await;
+    followup(2);
+
+    let addr = daemon.addr.clone();
+    daemon.kill9();
+    let daemon = Daemon::start_at(state.path(), &addr, &[]);
+    root.reconnect(&daemon);
+    let stats = fake.wait_for(|s| s.submissions_for(&worker_id(&a)).len() == 3, WAIT).await;
+    assert_eq!(stats.submissions_for(&worker_id(&a)).len(), 3, "bootstrap + two follow-ups, each once");
+    fake.stop().await;
+}
+
+/// Issue 15 #1, the bound: no crash at all, but the idle report of a turn is
+/// lost on the way. A follow-up waits on `generating`; after the recheck
+/// bound without news the daemon inspects the conversation and delivers it.
+/// (With no bound the follow-up would wait forever.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_waiting_on_a_lost_idle_report_is_delivered_after_the_recheck_bound() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with(state.path(), &["--executor-recheck-after-ms", "400"], &[]);
+    let root = Root::new(&daemon);
+    let config = FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1")
+        .fault(Fault::LoseIdleReport(Op::Send));
+    let fake = FakeExecutor::start(config);
+    let a = root.attached_worker("alpha").await;
+    for n in 1..=2 {
+        root.mcp.ok(
+            "worker_followup",
+            json!({"capability": root.cap, "worker_id": a, "instructions": format!("step {n}")}),
+        );
+    }
+    let stats = fake.wait_for(|s| s.submissions_for(&worker_id(&a)).len() == 3, WAIT).await;
+    assert_eq!(stats.submissions_for(&worker_id(&a)).len(), 3, "bootstrap + two follow-ups, each once");
+    let inspects = root
+        .events()
+        .iter()
+        .filter(|e| e["type"] == "executor.command_queued" && e["data"]["intent"]["op"] == "inspect")
+        .count();
+    assert!(inspects >= 1, "the daemon asked again rather than waiting");
+    fake.stop().await;
+}
+
 /// Reliability #1: a follow-up's turn ends while the daemon is dead, and its
 /// idle report is lost with it. After the restart the daemon still believes
 /// the conversation is generating, so the next follow-up would wait forever;

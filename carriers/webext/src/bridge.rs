@@ -22,6 +22,7 @@ use axum::routing::get;
 use control::ControlPlane;
 use control::decide::Command;
 use control::queue::Limits;
+use control::schedule::Policy;
 use protocol::executor::{DaemonFrame, ExecutorFrame, FRAME_MAX};
 use tokio::sync::{Mutex, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -47,6 +48,8 @@ pub struct BridgeConfig {
     pub send_timeout_ms: u64,
     /// Dispatch limits.
     pub limits: Limits,
+    /// How long a blocking conversation state is trusted while a send waits.
+    pub recheck: Policy,
     /// Extension ids allowed to connect; empty allows any extension origin
     /// (with a well-formed, non-empty id).
     pub extension_ids: Vec<String>,
@@ -62,6 +65,7 @@ impl Default for BridgeConfig {
             create_timeout_ms: 120_000,
             send_timeout_ms: 60_000,
             limits: Limits::default(),
+            recheck: Policy::default(),
             extension_ids: Vec::new(),
         }
     }
@@ -262,22 +266,29 @@ fn blocking<T>(work: impl FnOnce() -> T) -> T {
     }
 }
 
-/// Dispatches whatever the queue allows; wakes on every commit and at the
-/// next paced command's time. (Replays happen at registration.)
+/// Dispatches whatever the queue allows; wakes on every commit, at the next
+/// paced command's time and when an inspect falls due (`control::schedule`).
+/// (Replays happen at registration.)
 async fn dispatch_loop(bridge: Arc<Bridge>) {
     let mut changes = bridge.plane.subscribe_changes();
     loop {
-        // Paced commands wait for their time: wake then, without polling.
-        let paced = bridge.plane.next_not_before().map(|at| {
-            let wait = at.saturating_sub(bridge.plane.now_ms());
-            tokio::time::Instant::now() + std::time::Duration::from_millis(wait)
-        });
+        dispatch_ready(&bridge).await;
+        // Timed work waits for its time: wake then, without polling. What was
+        // due by now was just handled (or failed, and waits for the next change).
+        let connected = bridge.connected().await;
+        let plane = &bridge.plane;
+        let now = plane.now_ms();
+        let timer = [plane.next_not_before(), plane.next_recheck_at(&connected, bridge.config.recheck)]
+            .into_iter()
+            .flatten()
+            .filter(|at| *at > now)
+            .min()
+            .map(|at| tokio::time::Instant::now() + std::time::Duration::from_millis(at - now));
         tokio::select! {
-            _ = async { tokio::time::sleep_until(paced.expect("guarded")).await }, if paced.is_some() => {}
+            _ = async { tokio::time::sleep_until(timer.expect("guarded")).await }, if timer.is_some() => {}
             changed = changes.changed() => if changed.is_err() { return },
             _ = bridge.shutdown.cancelled() => return,
         }
-        dispatch_ready(&bridge).await;
     }
 }
 
@@ -288,6 +299,11 @@ async fn dispatch_ready(bridge: &Arc<Bridge>) {
         return;
     }
     let (plane, config) = (&bridge.plane, &bridge.config);
+    // Due inspects are queued first so this round may dispatch them; their
+    // commit wakes the loop once more, which finds nothing new to queue.
+    if let Err(e) = blocking(|| plane.recheck(&connected, config.recheck)) {
+        tracing::error!(code = %e.code(), "queueing inspects failed, retrying on the next wake: {e}");
+    }
     let ready = blocking(|| {
         let round = plane.next_dispatches(&connected, config.limits);
         let timeout = |intent: &protocol::CommandIntent| match intent {

@@ -1,0 +1,77 @@
+//! What falls due with the passage of time. Pure: the state, the connected
+//! executors and `now` in; what to do out. The shell owns the timer: it asks
+//! [`next_due_at`] when to wake and commits what [`due`] returns.
+//!
+//! The one rule today keeps every wait on a conversation state bounded.
+//! A send waits while its conversation is `generating` or `loading`; if the
+//! report that it went idle was lost (the daemon died meanwhile, or the
+//! executor never re-sent it), the wait would last forever. So the daemon
+//! re-inspects a conversation whose blocking state
+//! - predates its executor's current session (it may be stale since the
+//!   reconnect): at once, or
+//! - has not been confirmed for [`Policy::recheck_after_ms`] while a command
+//!   waits on it: at that bound, and again every bound after.
+//!
+//! At most one inspect per conversation is open at a time, and each one that
+//! finishes (either outcome) restarts the bound, so a failing inspect is
+//! retried at the bound's pace, never in a loop.
+
+use protocol::executor::ConversationState;
+use protocol::{CommandIntent, WorkerId};
+
+use crate::model::{CommandPhase, State, Worker};
+
+/// How long a blocking conversation state is trusted while a command waits on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Milliseconds after the last report (or inspect) of `generating` or
+    /// `loading` before a waiting command makes the daemon ask again.
+    pub recheck_after_ms: u64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self { recheck_after_ms: 30_000 }
+    }
+}
+
+/// The workers whose conversation the daemon should inspect now.
+pub fn due(state: &State, connected: &[String], now_ms: u64, policy: Policy) -> Vec<WorkerId> {
+    let mut due: Vec<WorkerId> = state
+        .workers
+        .values()
+        .filter(|w| recheck_at(state, w, connected, policy).is_some_and(|at| at <= now_ms))
+        .map(|w| w.id.clone())
+        .collect();
+    due.sort();
+    due
+}
+
+/// When the next inspect falls due, if any is scheduled at all.
+pub fn next_due_at(state: &State, connected: &[String], policy: Policy) -> Option<u64> {
+    state.workers.values().filter_map(|w| recheck_at(state, w, connected, policy)).min()
+}
+
+/// When `worker`'s conversation should be inspected, if its state blocks
+/// anything and could be stale.
+fn recheck_at(state: &State, worker: &Worker, connected: &[String], policy: Policy) -> Option<u64> {
+    let executor = worker.executor_id.as_ref().filter(|e| connected.contains(e))?;
+    let blocking =
+        matches!(worker.conversation_state, Some(ConversationState::Generating | ConversationState::Loading));
+    if !blocking || worker.conversation.is_none() || worker.fenced {
+        return None;
+    }
+    let open = state.open_commands.iter().filter_map(|id| state.commands.get(id)).filter(|c| c.worker_id == worker.id);
+    let mut waiting = false;
+    for command in open {
+        if command.intent == CommandIntent::Inspect {
+            return None;
+        }
+        waiting |= command.phase == CommandPhase::Queued;
+    }
+    let session_began = state.executor_connected_at.get(executor).copied().unwrap_or(0);
+    if worker.state_checked_at_ms < session_began {
+        return Some(session_began);
+    }
+    waiting.then(|| worker.state_checked_at_ms.saturating_add(policy.recheck_after_ms))
+}
