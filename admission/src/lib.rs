@@ -59,6 +59,11 @@ pub enum Refusal {
     /// be told apart from it: refused rather than admitted twice.
     #[error("the slot's peer had no session; a second claim cannot be told apart from it")]
     Indistinct,
+    /// The slot's admitted peer had a transport session that is gone (every
+    /// session ends with a daemon restart): its worker's next re-attach would
+    /// come from a new session, which cannot be told apart from a stranger.
+    #[error("the slot's admitted MCP session is gone; its worker cannot be recognized again")]
+    SessionGone,
     /// The slot is fenced (uncertain effect, retiring or retired).
     #[error("the slot is {0:?}")]
     Fenced(SlotHealth),
@@ -69,7 +74,9 @@ impl Refusal {
     pub fn code(&self) -> ErrorCode {
         match self {
             Refusal::NotPooled | Refusal::WrongWorker => ErrorCode::Forbidden,
-            Refusal::Unresolved | Refusal::OtherPeer | Refusal::Indistinct => ErrorCode::PeerIdentityUnresolved,
+            Refusal::Unresolved | Refusal::OtherPeer | Refusal::Indistinct | Refusal::SessionGone => {
+                ErrorCode::PeerIdentityUnresolved
+            }
             Refusal::Expired => ErrorCode::InvalidTransition,
             Refusal::Fenced(SlotHealth::ReconcileRequired) => ErrorCode::ReconcileRequired,
             Refusal::Fenced(_) => ErrorCode::InvalidTransition,
@@ -102,6 +109,21 @@ pub fn admit(record: &CarrierRecord, claim: &Claim<'_>) -> Result<Admission, Ref
         return Err(Refusal::Unresolved);
     }
     Ok(Admission::Admit)
+}
+
+/// Whether the worker of an admitted slot can act on a wake: every wake makes
+/// it re-attach, and only its admitted peer is let back in. That peer must
+/// still be recognizable: a session peer while its session is `alive` in this
+/// process, a sessionless peer never (see [`Refusal::Indistinct`]). Until the
+/// caller attribution of issue 20, a slot that fails this is not ready and
+/// gets no task. `Ok` for a slot not admitted yet (nothing to recognize).
+pub fn recognizable(record: &CarrierRecord, alive: &dyn Fn(&str) -> bool) -> Result<(), Refusal> {
+    match record.peer_fingerprint.as_deref() {
+        None => Ok(()),
+        Some(SESSIONLESS) => Err(Refusal::Indistinct),
+        Some(peer) if alive(peer) => Ok(()),
+        Some(_) => Err(Refusal::SessionGone),
+    }
 }
 
 #[cfg(test)]
@@ -145,6 +167,11 @@ mod tests {
         let admitted = CarrierRecord { peer_fingerprint: Some("p1".into()), health: SlotHealth::Parked, ..r.clone() };
         assert_eq!(admit(&admitted, &claim("p1", 9_999)), Ok(Admission::AlreadyAdmitted));
         assert_eq!(admit(&admitted, &claim("p2", 1)), Err(Refusal::OtherPeer), "same label, different peer");
+        assert_eq!(recognizable(&admitted, &|p| p == "p1"), Ok(()));
+        assert_eq!(recognizable(&admitted, &|_| false), Err(Refusal::SessionGone), "its session ended (a restart)");
+        let sessionless = CarrierRecord { peer_fingerprint: Some(SESSIONLESS.into()), ..admitted.clone() };
+        assert_eq!(recognizable(&sessionless, &|_| true), Err(Refusal::Indistinct));
+        assert_eq!(recognizable(&r, &|_| false), Ok(()), "nothing admitted, nothing to recognize");
         let fenced = CarrierRecord { health: SlotHealth::ReconcileRequired, ..r };
         assert_eq!(admit(&fenced, &claim("p1", 1)).unwrap_err().code(), ErrorCode::ReconcileRequired);
     }

@@ -58,9 +58,10 @@ pub enum Readiness {
     Disabled,
     /// Configured, but no slot is parked yet or no executor is connected.
     ConfiguredNotReady,
-    /// Every live slot is parked.
+    /// Every live slot is parked, and every worker can act on a wake.
     Ready,
-    /// Some slots are provisioning, lost or recovering.
+    /// Some slots are provisioning, lost or recovering, or a parked worker
+    /// cannot act (its admitted MCP peer can no longer be recognized).
     Degraded,
     /// An uncertain external effect fences the pool.
     ReconcileRequired,
@@ -77,6 +78,10 @@ pub struct SlotStatus {
     pub health: SlotHealth,
     /// Admitted (its MCP peer reached us).
     pub admitted: bool,
+    /// Admitted, and its MCP peer can be recognized again, so a wake can
+    /// reach it (see `admission::recognizable`). A slot that cannot act gets
+    /// no task.
+    pub can_act: bool,
     /// The exact conversation, once bound.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conversation_id: Option<String>,
@@ -191,7 +196,9 @@ impl Pool {
     }
 
     /// The pool's readiness and slots. Read-only and bounded by the maximum.
-    pub fn status(&self, run: &RunId, connected_executors: &[String]) -> Status {
+    /// `alive` says whether an admitted peer's transport session is still
+    /// open in this process (the shell knows its sessions; the log does not).
+    pub fn status(&self, run: &RunId, connected_executors: &[String], alive: &dyn Fn(&str) -> bool) -> Status {
         let records = self.records(run);
         let slots: Vec<SlotStatus> = records
             .iter()
@@ -201,6 +208,7 @@ impl Pool {
                 worker_id: r.reserved_worker.clone(),
                 health: r.health,
                 admitted: r.logical_worker_id.is_some(),
+                can_act: r.logical_worker_id.is_some() && admission::recognizable(r, alive).is_ok(),
                 conversation_id: r.conversation.as_ref().map(|(c, _)| c.to_string()),
                 executor_id: r.executor_id.clone(),
                 continuation_epoch: r.continuation_epoch,
@@ -212,7 +220,8 @@ impl Pool {
         if connected_executors.is_empty() {
             reasons.push(ErrorCode::BrowserControlUnavailable);
         }
-        if slots.iter().any(|s| s.health == SlotHealth::Provisioning && s.conversation_id.is_some() && !s.admitted) {
+        let unadmitted = |s: &SlotStatus| s.health == SlotHealth::Provisioning && s.conversation_id.is_some();
+        if slots.iter().any(|s| (unadmitted(s) && !s.admitted) || (s.admitted && !s.can_act)) {
             reasons.push(ErrorCode::PeerIdentityUnresolved);
         }
         // Host and setup states the executors reported for slot workers:
@@ -235,7 +244,7 @@ impl Pool {
             Readiness::ReconcileRequired
         } else if slots.is_empty() || connected_executors.is_empty() {
             Readiness::ConfiguredNotReady
-        } else if slots.iter().all(|s| s.health == SlotHealth::Parked) {
+        } else if slots.iter().all(|s| s.health == SlotHealth::Parked && s.can_act) {
             Readiness::Ready
         } else {
             Readiness::Degraded
@@ -366,14 +375,17 @@ impl Pool {
     }
 
     /// Records a task for one parked worker (the given slot, or the lowest
-    /// idle one) and queues its exact wake. The record comes before the wake;
-    /// the wake is only a delivery hint.
+    /// idle one that can act) and queues its exact wake. The record comes
+    /// before the wake; the wake is only a delivery hint. A worker that could
+    /// not re-attach on the wake (`alive`, as for [`Pool::status`]) is never
+    /// given a task: `PEER_IDENTITY_UNRESOLVED`, nothing recorded.
     pub fn dispatch(
         &self,
         root: &Worker,
         instructions: &str,
         slot: Option<u32>,
         idem: Option<&str>,
+        alive: &dyn Fn(&str) -> bool,
     ) -> Result<Task, Error> {
         let records = self.records(&root.run_id);
         let record = match slot {
@@ -383,12 +395,17 @@ impl Pool {
                 .ok_or_else(|| Error::NotFound(format!("slot {slot}")))?,
             None => records
                 .iter()
-                .find(|r| r.health == SlotHealth::Parked && self.idle(&r.reserved_worker))
-                .ok_or_else(|| Error::LimitReached("no parked idle worker; runtime_ensure more".into()))?,
+                .find(|r| {
+                    r.health == SlotHealth::Parked
+                        && self.idle(&r.reserved_worker)
+                        && admission::recognizable(r, alive).is_ok()
+                })
+                .ok_or_else(|| Error::LimitReached("no parked idle worker that can act; runtime_ensure more".into()))?,
         };
         if record.logical_worker_id.is_none() {
             return Err(Error::InvalidTransition(format!("slot {} is not admitted yet", record.slot)));
         }
+        admission::recognizable(record, alive).map_err(Error::Admission)?;
         let seq = self.plane.followup(root, &record.reserved_worker, instructions, idem)?;
         Ok(Task {
             task_id: format!("{}:{seq}", record.reserved_worker),

@@ -36,7 +36,7 @@ fn world() -> World {
 
 impl World {
     fn slots(&self) -> Vec<pool::SlotStatus> {
-        self.pool.status(&self.root.run_id, &[EXEC.to_string()]).slots
+        self.pool.status(&self.root.run_id, &[EXEC.to_string()], &every_session_alive).slots
     }
 
     fn worker_of(&self, slot: u32) -> WorkerId {
@@ -112,7 +112,7 @@ fn ensure_replay_creates_nothing_and_returns_the_same_workers() {
     assert!(out.provisioned.is_empty());
     assert_eq!(w.cursor(), before.1, "a replayed ensure appends nothing");
     assert_eq!(w.slots().iter().map(|s| s.worker_id.clone()).collect::<Vec<_>>(), before.0);
-    assert_eq!(w.pool.status(&w.root.run_id, &[EXEC.into()]).state, Readiness::Ready);
+    assert_eq!(w.pool.status(&w.root.run_id, &[EXEC.into()], &every_session_alive).state, Readiness::Ready);
 }
 
 #[test]
@@ -180,7 +180,7 @@ fn a_changed_conversation_identity_under_one_operation_fences_the_slot_and_the_e
             ExecutorFrame::ConversationBound { worker_id: worker.clone(), conversation_id: other, url: String::new() },
         )
         .unwrap();
-    let status = w.pool.status(&w.root.run_id, &[EXEC.into()]);
+    let status = w.pool.status(&w.root.run_id, &[EXEC.into()], &every_session_alive);
     assert_eq!(status.state, Readiness::ReconcileRequired);
     assert!(
         status.reasons.contains(&ErrorCode::ReconcileRequired)
@@ -251,8 +251,8 @@ fn busy_targeted_and_uncertain_workers_are_never_scaled_down() {
     let mut w = world();
     w.parked(4);
     // Slot 3 targeted (task queued, not yet delivered); slot 2 busy (task delivered, not completed).
-    w.pool.dispatch(&w.root, "task for 3", Some(3), None).unwrap();
-    w.pool.dispatch(&w.root, "task for 2", Some(2), None).unwrap();
+    w.pool.dispatch(&w.root, "task for 3", Some(3), None, &every_session_alive).unwrap();
+    w.pool.dispatch(&w.root, "task for 2", Some(2), None, &every_session_alive).unwrap();
     let d = w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits::default());
     let to_two =
         d.iter().find(|d| w.plane.command(&d.command_id).unwrap().worker_id == w.worker_of(2)).unwrap().clone();
@@ -293,7 +293,7 @@ fn a_lost_target_recovers_the_same_logical_worker_and_touches_nothing_else() {
     w.parked(3);
     let lost = w.worker_of(1);
     w.plane.report(EXEC, ExecutorFrame::ConversationClosed { worker_id: lost.clone() }).unwrap();
-    assert_eq!(w.pool.status(&w.root.run_id, &[EXEC.into()]).state, Readiness::Degraded);
+    assert_eq!(w.pool.status(&w.root.run_id, &[EXEC.into()], &every_session_alive).state, Readiness::Degraded);
     let cursor_events = w.cursor();
     let out = w.pool.recover(&w.root).unwrap();
     assert_eq!(out.recovering, vec![1]);
@@ -335,7 +335,7 @@ fn a_tab_reported_closed_either_way_is_a_lost_slot_that_recover_reopens() {
     };
     w.plane.report(EXEC, closed).unwrap();
     w.plane.report(EXEC, ExecutorFrame::ConversationClosed { worker_id: lost.clone() }).unwrap();
-    assert_eq!(w.pool.status(&w.root.run_id, &[EXEC.into()]).state, Readiness::Degraded);
+    assert_eq!(w.pool.status(&w.root.run_id, &[EXEC.into()], &every_session_alive).state, Readiness::Degraded);
     let slot = w.slots().into_iter().find(|s| s.slot == 0).unwrap();
     assert_eq!(slot.health, SlotHealth::Lost);
     assert_eq!(w.pool.recover(&w.root).unwrap().recovering, vec![0]);
@@ -349,12 +349,17 @@ fn host_and_setup_states_are_readiness_reasons_not_worker_failures() {
         w.plane
             .report(EXEC, ExecutorFrame::ConversationError { worker_id: w.worker_of(0), code, detail: String::new() })
             .unwrap();
-        let status = w.pool.status(&w.root.run_id, &[EXEC.into()]);
+        let status = w.pool.status(&w.root.run_id, &[EXEC.into()], &every_session_alive);
         assert!(status.reasons.contains(&code), "{status:?}");
     }
     let worker = w.plane.worker(&w.worker_of(0)).unwrap();
     assert_eq!(worker.state, protocol::WorkerState::Running, "the worker did not fail");
-    assert!(w.pool.status(&w.root.run_id, &[]).reasons.contains(&ErrorCode::BrowserControlUnavailable));
+    assert!(
+        w.pool
+            .status(&w.root.run_id, &[], &every_session_alive)
+            .reasons
+            .contains(&ErrorCode::BrowserControlUnavailable)
+    );
 }
 
 #[test]
@@ -373,7 +378,7 @@ fn a_create_refused_for_setup_is_retried_by_recover_under_a_new_key_and_nothing_
     assert!(w.pool.recover(&w.root).unwrap().recovering.is_empty());
     let refused = CommandOutcome::Error { code: ErrorCode::HostAppBindingNotReady, detail: String::new() };
     w.plane.report(EXEC, ExecutorFrame::Result { command_id: first.command_id.clone(), outcome: refused }).unwrap();
-    let status = w.pool.status(&w.root.run_id, &[EXEC.into()]);
+    let status = w.pool.status(&w.root.run_id, &[EXEC.into()], &every_session_alive);
     assert!(status.reasons.contains(&ErrorCode::HostAppBindingNotReady), "{status:?}");
     // The operator may take longer than the provisioning TTL: waiting for the
     // setup is not an uncertain effect, so the pool does not fence.
@@ -390,7 +395,7 @@ fn a_create_refused_for_setup_is_retried_by_recover_under_a_new_key_and_nothing_
 fn a_disconnect_never_requeues_a_started_task() {
     let mut w = world();
     w.parked(1);
-    let task = w.pool.dispatch(&w.root, "only once", Some(0), None).unwrap();
+    let task = w.pool.dispatch(&w.root, "only once", Some(0), None, &every_session_alive).unwrap();
     let d = w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits::default());
     w.plane.dispatch(&d[0], 60_000).unwrap();
     w.plane.report(EXEC, ExecutorFrame::Ack { command_id: d[0].command_id.clone() }).unwrap();
@@ -501,4 +506,47 @@ fn one_conversation_reported_for_two_slots_is_drift_not_a_second_mapping() {
     assert!(matches!(&events[0].body, EventBody::ConversationError { code: ErrorCode::ConversationIdentityDrift, .. }));
     // Recorded as drift (no panic, no second mapping); the slot is fenced.
     assert_eq!(w.slots()[1].health, SlotHealth::ReconcileRequired);
+}
+
+/// Every admitted peer's transport session is still open (no restart here).
+fn every_session_alive(_: &str) -> bool {
+    true
+}
+
+/// Issue 15 #3: every wake makes a pool worker re-attach, and only its
+/// admitted peer is let back in. A worker admitted over a session that is
+/// gone (a daemon restart ends every session) or over no session at all can
+/// never be recognized again: it is not reported ready and gets no task, and
+/// a task aimed at it is refused (`PEER_IDENTITY_UNRESOLVED`) with nothing
+/// recorded, instead of waiting forever on a wake it cannot answer.
+#[test]
+fn a_parked_worker_that_cannot_be_recognized_again_is_not_ready_and_gets_no_task() {
+    let mut w = world();
+    w.pool.ensure(&w.root, 2).unwrap();
+    w.executor_runs();
+    w.bootstrap(&w.worker_of(0), "peer-0").unwrap();
+    w.bootstrap(&w.worker_of(1), admission::SESSIONLESS).unwrap();
+    let before_restart = |peer: &str| peer == "peer-0";
+    let status = w.pool.status(&w.root.run_id, &[EXEC.into()], &before_restart);
+    assert_eq!(status.state, Readiness::Degraded, "a parked worker that cannot act is not READY");
+    assert!(status.reasons.contains(&ErrorCode::PeerIdentityUnresolved));
+    assert_eq!(status.slots.iter().map(|s| (s.slot, s.can_act)).collect::<Vec<_>>(), [(0, true), (1, false)]);
+
+    let cursor = w.cursor();
+    let refused = w.pool.dispatch(&w.root, "for the sessionless one", Some(1), None, &before_restart);
+    assert_eq!(code(refused), ErrorCode::PeerIdentityUnresolved);
+    assert_eq!(w.cursor(), cursor, "nothing recorded for a task no wake could deliver");
+    let task = w.pool.dispatch(&w.root, "anyone", None, None, &before_restart).unwrap();
+    assert_eq!(task.slot, 0, "an untargeted task goes to a worker that can act");
+
+    // After a restart no session of the old process lives.
+    let after_restart = |_: &str| false;
+    let status = w.pool.status(&w.root.run_id, &[EXEC.into()], &after_restart);
+    assert!(status.slots.iter().all(|s| s.admitted && !s.can_act));
+    assert_ne!(status.state, Readiness::Ready);
+    assert_eq!(
+        code(w.pool.dispatch(&w.root, "more", Some(0), None, &after_restart)),
+        ErrorCode::PeerIdentityUnresolved
+    );
+    assert_eq!(code(w.pool.dispatch(&w.root, "more", None, None, &after_restart)), ErrorCode::LimitReached);
 }

@@ -23,6 +23,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use crate::peers::Peers;
 use crate::tools::Tools;
 
 /// What the HTTP surface accepts.
@@ -53,9 +54,11 @@ pub fn app(
         .enforce_origin_validation()
         .with_cancellation_token(shutdown);
     let executors = bridge.clone();
+    let sessions = Arc::new(LocalSessionManager::default());
+    let peers = Peers::over(sessions.clone());
     let service: StreamableHttpService<Tools, LocalSessionManager> = StreamableHttpService::new(
-        move || Ok(Tools::new(plane.clone(), pool.clone(), Some(executors.clone()))),
-        Default::default(),
+        move || Ok(Tools::new(plane.clone(), pool.clone(), Some(executors.clone()), peers.clone())),
+        sessions,
         mcp_config,
     );
     // /healthz answers the same Hosts as /mcp (no DNS-rebound page may probe it);

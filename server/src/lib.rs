@@ -6,6 +6,7 @@
 //! - [`tools`]: the MCP tool handler (one struct, served over HTTP and stdio).
 //! - [`doctor`]: `orchestrator doctor`, the one-time ChatGPT setup checks.
 //! - [`http`]: the axum app: `/mcp`, `/healthz`, Host/Origin/secret checks.
+//! - [`peers`]: which MCP peers (transport sessions) this process can still recognize.
 //!
 //! Architecture invariant: no domain rule lives here; tools authenticate,
 //! translate arguments, call the control plane and shape the output.
@@ -14,5 +15,6 @@ mod args;
 pub mod doctor;
 pub mod http;
 pub mod inspect_page;
+pub mod peers;
 pub mod state_dir;
 pub mod tools;

@@ -451,7 +451,8 @@ async fn main() -> anyhow::Result<()> {
         Cmd::McpStdio { state_dir } => {
             let (_dir, plane) = open_plane(state_dir, control::HostSetup::default())?;
             let pool = Arc::new(Pool::new(plane.clone(), PoolConfig::default()));
-            let service = Tools::new(plane, pool, None).serve(rmcp::transport::stdio()).await?;
+            let service =
+                Tools::new(plane, pool, None, server::peers::Peers::default()).serve(rmcp::transport::stdio()).await?;
             tokio::select! {
                 _ = service.waiting() => {}
                 _ = shutdown.cancelled() => {}

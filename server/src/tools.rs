@@ -27,6 +27,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::args::Parameters;
+use crate::peers::Peers;
 use control::prompts::{BOOTSTRAP_VERSION, bootstrap_prompt};
 
 /// The error text: `{"code": "FORBIDDEN", "message": "..."}`.
@@ -617,33 +618,13 @@ pub struct TaskCollectArgs {
     pub task_id: String,
 }
 
-/// The calling MCP peer's fingerprint: its streamable-HTTP session, hashed
-/// (not a secret, but not worth storing raw). Without a session (stdio,
-/// stateless HTTP) every caller looks the same: [`admission::SESSIONLESS`],
-/// which admission never admits twice.
-fn peer_fingerprint(ctx: &RequestContext<RoleServer>) -> String {
-    use sha2::Digest;
-    let session = ctx
-        .extensions
-        .get::<axum::http::request::Parts>()
-        .and_then(|parts| parts.headers.get("mcp-session-id"))
-        .and_then(|v| v.to_str().ok());
-    match session {
-        Some(s) => sha2::Sha256::digest(format!("http-session:{s}").as_bytes())
-            .iter()
-            .take(16)
-            .map(|b| format!("{b:02x}"))
-            .collect(),
-        None => admission::SESSIONLESS.to_owned(),
-    }
-}
-
 /// The MCP tool handler.
 #[derive(Clone)]
 pub struct Tools {
     plane: Arc<ControlPlane>,
     pool: Arc<pool::Pool>,
     executors: Option<Arc<carrier_webext::Bridge>>,
+    peers: Peers,
     tool_router: ToolRouter<Self>,
 }
 
@@ -694,8 +675,9 @@ impl Tools {
         plane: Arc<ControlPlane>,
         pool: Arc<pool::Pool>,
         executors: Option<Arc<carrier_webext::Bridge>>,
+        peers: Peers,
     ) -> Self {
-        Self { plane, pool, executors, tool_router: Self::stamped_router() }
+        Self { plane, pool, executors, peers, tool_router: Self::stamped_router() }
     }
 
     /// The tools, with the catalog stamp in the attach tools' descriptions:
@@ -724,11 +706,12 @@ impl Tools {
         act: impl FnOnce(&pool::Pool, &Worker) -> Result<pool::Outcome, Error> + Send + 'static,
     ) -> Result<Json<PoolOut>, String> {
         let connected = self.connected().await;
+        let alive = self.peers.alive().await;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {
             let root = root_only(&plane, &capability)?;
             let outcome = act(&pool, &root)?;
-            Ok(PoolOut { outcome, status: pool.status(&root.run_id, &connected) })
+            Ok(PoolOut { outcome, status: pool.status(&root.run_id, &connected, &|p| alive.contains(p)) })
         })
         .await
     }
@@ -744,10 +727,12 @@ impl Tools {
     async fn runtime_status(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<StatusOut>, String> {
         let args = args?;
         let connected = self.connected().await;
+        let alive = self.peers.alive().await;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {
             let root = root_only(&plane, &args.capability)?;
-            Ok(StatusOut { status: pool.status(&root.run_id, &connected), catalog: catalog().clone() })
+            let status = pool.status(&root.run_id, &connected, &|p| alive.contains(p));
+            Ok(StatusOut { status, catalog: catalog().clone() })
         })
         .await
     }
@@ -818,7 +803,7 @@ impl Tools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<WorkerAttachOut>, String> {
         let args = args?;
-        let peer = peer_fingerprint(&ctx);
+        let peer = self.peers.fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {
             let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
@@ -840,10 +825,12 @@ impl Tools {
     ))]
     async fn task_dispatch(&self, Parameters(args): Parameters<TaskDispatchArgs>) -> Result<Json<pool::Task>, String> {
         let args = args?;
+        let alive = self.peers.alive().await;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {
             let root = root_only(&plane, &args.capability)?;
-            pool.dispatch(&root, &args.instructions, args.slot, args.idempotency_key.as_deref())
+            let idem = args.idempotency_key.as_deref();
+            pool.dispatch(&root, &args.instructions, args.slot, idem, &|p| alive.contains(p))
         })
         .await
     }
@@ -974,7 +961,7 @@ impl Tools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<WorkerAttachOut>, String> {
         let args = args?;
-        let peer = peer_fingerprint(&ctx);
+        let peer = self.peers.fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {
             let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
