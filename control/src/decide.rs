@@ -4,7 +4,7 @@
 //! so the same inputs always give the same events.
 
 use protocol::executor::{CommandOutcome, ConversationState, ExecutorFrame, ExecutorKind, HostFacts};
-use protocol::limits::{ITEM_MAX, LIST_MAX, NAME_MAX, TEXT_MAX, TITLE_MAX, WORKERS_PER_RUN_MAX};
+use protocol::limits::{ASSIGNMENT_MAX, ITEM_MAX, LIST_MAX, NAME_MAX, TEXT_MAX, TITLE_MAX, WORKERS_PER_RUN_MAX};
 use protocol::{
     Assignment, CommandId, CommandIntent, ErrorCode, EventBody, MessageId, MessageKind, PromptRef, RunId, RunState,
     SlotHealth, WorkerId, WorkerState,
@@ -1145,6 +1145,10 @@ fn check_assignment(a: &Assignment) -> Result<(), Error> {
     }
     for list in a.lists() {
         check_list("assignment", list)?;
+    }
+    let len = serde_json::to_vec(a).map_or(usize::MAX, |json| json.len());
+    if len > ASSIGNMENT_MAX {
+        return Err(Error::TooLarge { field: "assignment", len, max: ASSIGNMENT_MAX });
     }
     Ok(())
 }

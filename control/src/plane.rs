@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use protocol::executor::{self as wire, CommandOp, ExecutorFrame};
-use protocol::limits::{EVENTS_PAGE_MAX, IDEMPOTENCY_KEY_MAX, WAIT_MAX_MS};
+use protocol::limits::{EVENT_MAX, EVENTS_PAGE_MAX, IDEMPOTENCY_KEY_MAX, RESPONSE_MAX, WAIT_MAX_MS};
 use protocol::{
     Assignment, CommandId, CommandIntent, Event, EventBody, MessageId, MessageKind, PromptRef, RunId, WorkerId,
 };
@@ -25,6 +25,10 @@ use crate::prompts::{bootstrap_prompt, followup_prompt};
 use crate::queue::{Dispatch, Limits, next_dispatches, replay_for};
 use crate::schedule::{self, Policy};
 use crate::store::{Batch, IdempotencyRecord, Store, StoreError};
+
+/// The bytes a page of events may fill: a response's bound less room for
+/// the page's own fields.
+const PAGE_BYTES: usize = RESPONSE_MAX - 1024;
 
 /// Who is reading events: root sees the whole run, a worker only what
 /// concerns it.
@@ -195,6 +199,13 @@ impl ControlPlane {
         }
         let (command, response) = make(&self.read());
         let bodies = decide(&self.read(), &command)?;
+        // Every event must fit in a response page (see `EVENT_MAX`).
+        for body in &bodies {
+            let len = serde_json::to_vec(body).map_or(usize::MAX, |json| json.len());
+            if len > EVENT_MAX {
+                return Err(Error::TooLarge { field: body.kind(), len, max: EVENT_MAX });
+            }
+        }
         let at_ms = self.clock.now_ms();
         let events: Vec<Event> = {
             let state = self.read();
@@ -537,7 +548,11 @@ impl ControlPlane {
         let limit = limit.clamp(1, EVENTS_PAGE_MAX);
         let mut cursor = after;
         let mut events = Vec::new();
-        while events.len() < limit && cursor < head {
+        // Bytes too: a page stops before `PAGE_BYTES`, but always holds at
+        // least one event (each is under `EVENT_MAX`), so paging progresses.
+        let mut bytes = 0;
+        let mut full = false;
+        while events.len() < limit && cursor < head && !full {
             let batch: Vec<Event> = match self.broker.tail_after(run, cursor, EVENTS_PAGE_MAX) {
                 Some(tail) => tail.iter().map(|e| Event::clone(e)).collect(),
                 None => self.store.events_after(run, cursor, EVENTS_PAGE_MAX)?,
@@ -549,14 +564,21 @@ impl ControlPlane {
                 if events.len() == limit {
                     break;
                 }
-                cursor = event.cursor;
+                let event_cursor = event.cursor;
                 let visible = match viewer {
                     Viewer::Root => true,
                     Viewer::Worker(id) => event.body.visible_to(id),
                 };
                 if visible {
+                    let len = serde_json::to_vec(&event).map_or(usize::MAX, |json| json.len()) + 1;
+                    if !events.is_empty() && bytes + len > PAGE_BYTES {
+                        full = true;
+                        break;
+                    }
+                    bytes += len;
                     events.push(event);
                 }
+                cursor = event_cursor;
             }
         }
         Ok(Page { cursor, events, timed_out: false })

@@ -20,6 +20,22 @@ pub const WAIT_MAX_MS: u64 = 50_000;
 /// Most events returned by one list or wait.
 pub const EVENTS_PAGE_MAX: usize = 500;
 
+/// Largest assignment, serialized as JSON, in bytes: each field within its
+/// own bound is not enough (nine fields at their bounds make 1.6 MB).
+pub const ASSIGNMENT_MAX: usize = 64 * 1024;
+/// Largest event, serialized as JSON, in bytes: a command whose events would
+/// be larger is refused (`TOO_LARGE`), so every event fits in a response.
+pub const EVENT_MAX: usize = 96 * 1024;
+/// Largest structured result of one tool call, serialized, in bytes. MCP
+/// servers send it twice (structured, and as escaped text), and clients
+/// refuse messages over 1 MiB (the Python SDK's SSE limit): 3 × 256 KiB plus
+/// the envelope stays under it. Pages stop before this; they always hold at
+/// least one event, which `EVENT_MAX` keeps under it, so paging progresses.
+pub const RESPONSE_MAX: usize = 256 * 1024;
+/// Longest progress or outcome text in a list of workers, in bytes (cut at a
+/// character boundary); the full text is in the worker's events.
+pub const PREVIEW_MAX: usize = 256;
+
 /// Longest app (connector) label accepted, in characters.
 pub const APP_LABEL_MAX: usize = 64;
 

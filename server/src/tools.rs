@@ -17,7 +17,7 @@ use control::decide::Command;
 use control::model::{Run, Worker};
 use control::plane::{Page, Viewer};
 use control::{ControlPlane, Error};
-use protocol::limits::WAIT_MAX_MS;
+use protocol::limits::{PREVIEW_MAX, RESPONSE_MAX, WAIT_MAX_MS};
 use protocol::{Assignment, Event, MessageId, MessageKind, RunId, RunState, WorkerId, WorkerState};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
@@ -62,16 +62,39 @@ fn acting_as(plane: &ControlPlane, capability: &str, claimed: Option<&str>) -> R
 }
 
 /// What an attached worker receives: itself, its capability, its assignment.
+/// What an attach returns: everything but the follow-ups fits by the
+/// bounds of its parts; the follow-ups are as many of the newest as fit in
+/// `RESPONSE_MAX`, so an attach always fits what clients accept.
 fn attach_out(plane: &ControlPlane, id: &WorkerId) -> Result<WorkerAttachOut, Error> {
     let w = plane.worker(id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
-    Ok(WorkerAttachOut {
-        worker: WorkerView::from(&w),
+    let mut out = WorkerAttachOut {
+        // Its own long texts cut, as in a list: room for the newest follow-up.
+        worker: WorkerView::in_list(&w),
         run_id: w.run_id.clone(),
         capability: plane.keys().capability(id),
         assignment: w.assignment.clone().ok_or_else(|| Error::Forbidden("root does not attach".into()))?,
-        followups: w.followups.clone(),
+        followups: Vec::new(),
+        followups_from: 1,
         instructions: WORKER_INSTRUCTIONS.into(),
-    })
+    };
+    let mut room = RESPONSE_MAX.saturating_sub(json_len(&out));
+    let mut newest = Vec::new();
+    for text in w.followups.iter().rev() {
+        let len = json_len(text) + 1;
+        if len > room {
+            break;
+        }
+        room -= len;
+        newest.push(text.clone());
+    }
+    newest.reverse();
+    out.followups_from = (w.followups.len() - newest.len()) as u32 + 1;
+    out.followups = newest;
+    Ok(out)
+}
+
+fn json_len(value: &impl Serialize) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX, |json| json.len())
 }
 
 fn root_only(plane: &ControlPlane, capability: &str) -> Result<Worker, Error> {
@@ -134,6 +157,11 @@ pub struct WorkerView {
     /// Completion summary or failure reason.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
+    /// True in a list when `last_progress` or `outcome` was cut to its first
+    /// 256 bytes (so 256 workers fit one response); the full texts are in
+    /// the worker's `worker.progress` / `worker.completed` events.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shortened: bool,
     /// Last change (ms since epoch).
     pub updated_at_ms: u64,
 }
@@ -148,8 +176,33 @@ impl From<&Worker> for WorkerView {
             followups: w.followups.len() as u32,
             last_progress: w.last_progress.clone(),
             outcome: w.outcome.clone(),
+            shortened: false,
             updated_at_ms: w.updated_at_ms,
         }
+    }
+}
+
+impl WorkerView {
+    /// The view in a list of workers: long texts cut to `PREVIEW_MAX`
+    /// bytes as JSON (escapes counted), at a character boundary.
+    fn in_list(w: &Worker) -> Self {
+        let mut view = Self::from(w);
+        for text in [&mut view.last_progress, &mut view.outcome].into_iter().flatten() {
+            let mut escaped = 0;
+            let cut = text.char_indices().find(|(_, c)| {
+                escaped += match c {
+                    '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+                    c if (*c as u32) < 0x20 => 6,
+                    c => c.len_utf8(),
+                };
+                escaped > PREVIEW_MAX
+            });
+            if let Some((at, _)) = cut {
+                text.truncate(at);
+                view.shortened = true;
+            }
+        }
+        view
     }
 }
 
@@ -339,8 +392,13 @@ pub struct WorkerAttachOut {
     pub capability: String,
     /// Your authoritative task.
     pub assignment: Assignment,
-    /// Further instructions from root, oldest first.
+    /// Further instructions from root, oldest first: follow-up
+    /// `followups_from`, then the next, up to the newest. The oldest are left
+    /// out only when all would not fit one response (their
+    /// `worker.followup` events still hold them).
     pub followups: Vec<String>,
+    /// The number of the first follow-up listed (1 unless older ones were left out).
+    pub followups_from: u32,
     /// How to work with the orchestrator.
     pub instructions: String,
 }
@@ -892,7 +950,7 @@ impl Tools {
             let me = plane.authenticate(&args.capability)?;
             let run = plane.run(&me.run_id).ok_or_else(|| Error::NotFound(format!("run {}", me.run_id)))?;
             let workers = if me.is_root() { plane.workers_of(&run.id) } else { vec![me] };
-            Ok(RunGetOut { run: RunView::from(&run), workers: workers.iter().map(WorkerView::from).collect() })
+            Ok(RunGetOut { run: RunView::from(&run), workers: workers.iter().map(WorkerView::in_list).collect() })
         })
         .await
     }
@@ -914,7 +972,7 @@ impl Tools {
             let run = plane.run(&root.run_id).ok_or_else(|| Error::NotFound(format!("run {}", root.run_id)))?;
             Ok(RunGetOut {
                 run: RunView::from(&run),
-                workers: plane.workers_of(&run.id).iter().map(WorkerView::from).collect(),
+                workers: plane.workers_of(&run.id).iter().map(WorkerView::in_list).collect(),
             })
         })
         .await
@@ -992,7 +1050,7 @@ impl Tools {
         let plane = self.plane.clone();
         blocking(move || {
             let root = root_only(&plane, &args.capability)?;
-            Ok(WorkerListOut { workers: plane.workers_of(&root.run_id).iter().map(WorkerView::from).collect() })
+            Ok(WorkerListOut { workers: plane.workers_of(&root.run_id).iter().map(WorkerView::in_list).collect() })
         })
         .await
     }

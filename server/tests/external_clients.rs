@@ -63,6 +63,20 @@ fn kill_dash_nine_mid_run_loses_nothing_acknowledged() {
     assert!(out.contains("restart: ok"), "{out}");
 }
 
+/// Issue 15 #5: an assignment whose fields are each within bounds but
+/// together 1.6 MB is refused; follow-ups, events and worker lists that
+/// escape large still come back in responses the Python SDK can read (it
+/// refuses a message over 1 MiB), and paging through the log progresses.
+#[test]
+fn every_response_fits_what_the_python_sdk_accepts_and_paging_progresses() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    for mode in ["auto", "legacy"] {
+        let out = python("bounds.py", &[&daemon.mcp_url(), mode]);
+        assert!(out.contains("ok:"), "{out}");
+    }
+}
+
 #[test]
 fn hostile_inputs_get_typed_errors_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
