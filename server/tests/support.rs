@@ -56,6 +56,11 @@ impl Daemon {
         Daemon { child, addr }
     }
 
+    /// Starts the daemon on `listen` with its stderr appended to `log`.
+    pub fn start_logging_to(state_dir: &Path, listen: &str, extra: &[&str], log: std::fs::File) -> Daemon {
+        Self::spawn_logging(state_dir, listen, extra, &[], Stdio::from(log))
+    }
+
     pub fn start(state_dir: &Path) -> Daemon {
         Self::start_with(state_dir, &[], &[])
     }
@@ -130,8 +135,19 @@ impl Response {
 
 /// One raw HTTP/1.1 request on a fresh connection.
 pub fn request(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Response {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    try_request(addr, method, path, headers, body).unwrap()
+}
+
+/// One raw HTTP/1.1 request; an error when the daemon cannot be reached.
+pub fn try_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> std::io::Result<Response> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         req.push_str(&format!("Host: {addr}\r\n"));
@@ -141,7 +157,7 @@ pub fn request(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], b
     }
     req.push_str("\r\n");
     req.push_str(body);
-    stream.write_all(req.as_bytes()).unwrap();
+    stream.write_all(req.as_bytes())?;
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response);
     let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
@@ -150,7 +166,7 @@ pub fn request(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], b
     if r.header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
         r.body = dechunk(&r.body);
     }
-    r
+    Ok(r)
 }
 
 /// Joins the chunks of a chunked transfer-encoded body.
@@ -199,24 +215,56 @@ impl Mcp {
 
     /// Connects at another path (the secret path `/s/<secret>/mcp`).
     pub fn connect_at(addr: &str, path: &str) -> Mcp {
+        Self::try_connect_at(addr, path).expect("an MCP session")
+    }
+
+    /// A session, or `None` when the daemon cannot be reached or gives none.
+    pub fn try_connect_at(addr: &str, path: &str) -> Option<Mcp> {
         let init = format!(
             r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{LEGACY_VERSION}","capabilities":{{}},"clientInfo":{{"name":"rust-tests","version":"0"}}}}}}"#
         );
-        let r = request(addr, "POST", path, &[ACCEPT_BOTH, JSON_BODY], &init);
-        let session = r.header("mcp-session-id").expect("a session id").to_owned();
+        let r = try_request(addr, "POST", path, &[ACCEPT_BOTH, JSON_BODY], &init).ok()?;
+        let session = r.header("mcp-session-id")?.to_owned();
         let mcp = Mcp { addr: addr.to_owned(), path: path.to_owned(), session, next_id: 1.into() };
-        mcp.post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        mcp
+        mcp.try_post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).ok()?;
+        Some(mcp)
+    }
+
+    /// Calls a tool as a history records it: ok, a typed error, or unknown
+    /// (no answer: the daemon died or the session is gone; the call may or
+    /// may not have taken effect).
+    pub fn attempt(&self, tool: &str, args: serde_json::Value) -> Attempt {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let body =
+            serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":args}});
+        let Ok(r) = self.try_post(&body.to_string()) else { return Attempt::Unknown };
+        let parsed = r.body.lines().filter_map(|l| l.strip_prefix("data: ")).find(|l| l.starts_with('{'));
+        let Some(message) =
+            parsed.or(Some(r.body.as_str())).and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+        else {
+            return Attempt::Unknown;
+        };
+        if r.status != 200 || message.get("result").is_none() {
+            return Attempt::Unknown;
+        }
+        match tool_outcome(&r) {
+            Ok(v) => Attempt::Ok(v),
+            Err((code, message)) => Attempt::Failed(code, message),
+        }
     }
 
     fn post(&self, body: &str) -> Response {
+        self.try_post(body).unwrap()
+    }
+
+    fn try_post(&self, body: &str) -> std::io::Result<Response> {
         let headers = [
             ACCEPT_BOTH,
             JSON_BODY,
             ("Mcp-Session-Id", self.session.as_str()),
             ("MCP-Protocol-Version", LEGACY_VERSION),
         ];
-        request(&self.addr, "POST", &self.path, &headers, body)
+        try_request(&self.addr, "POST", &self.path, &headers, body)
     }
 
     /// Calls a tool: its structured content, or its error `(code, message)`.
@@ -246,6 +294,17 @@ impl Mcp {
     pub fn ok(&self, tool: &str, args: serde_json::Value) -> serde_json::Value {
         self.call(tool, args).unwrap_or_else(|(code, msg)| panic!("{tool}: {code}: {msg}"))
     }
+}
+
+/// A tool call's outcome, as a Jepsen-style history records it.
+#[derive(Debug, Clone)]
+pub enum Attempt {
+    /// The structured result.
+    Ok(serde_json::Value),
+    /// A typed error `(code, message)`: nothing happened.
+    Failed(String, String),
+    /// No answer: it may or may not have happened.
+    Unknown,
 }
 
 /// One stateless MCP call (the 2026-07-28 revision: no `initialize`, no

@@ -137,6 +137,23 @@ fn ci() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `cargo xtask torture [--minutes N] [--seed S]`: the crash torture of
+/// `server/tests/torture.rs` for N minutes (default 10) instead of CI's
+/// 20 kills, printing its history summary.
+fn torture() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let minutes = flag("--minutes").unwrap_or_else(|| "10".into());
+    minutes.parse::<u64>().map_err(|_| anyhow::anyhow!("--minutes takes a whole number"))?;
+    let mut cmd = Command::new("cargo");
+    cmd.args(["test", "-p", "server", "--test", "torture", "--", "--nocapture"]).env("TORTURE_MINUTES", &minutes);
+    if let Some(seed) = flag("--seed") {
+        seed.parse::<u64>().map_err(|_| anyhow::anyhow!("--seed takes a whole number"))?;
+        cmd.env("TORTURE_SEED", seed);
+    }
+    run(&mut cmd)
+}
+
 fn main() -> anyhow::Result<()> {
     let task = std::env::args().nth(1);
     match task.as_deref() {
@@ -151,10 +168,11 @@ fn main() -> anyhow::Result<()> {
             dist::dist()?;
             run(Command::new("cargo").args(["run", "--release", "-p", "server", "--bin", "orchestrator", "--", "demo"]))
         }
+        Some("torture") => torture(),
         Some("errors-doc") => {
             std::fs::write(root().join("docs/errors.md"), errors_doc::render())?;
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <ci | install | dist | demo | errors-doc>"),
+        _ => bail!("usage: cargo xtask <ci | install | dist | demo | torture [--minutes N] [--seed S] | errors-doc>"),
     }
 }

@@ -293,10 +293,22 @@ impl FakeExecutor {
     /// Simulates the browser losing a worker's tab: reports the conversation
     /// closed, as a real carrier would. Returns whether a session was up.
     pub fn lose_tab(&self, worker: &WorkerId) -> bool {
-        let sent =
-            self.shared.outbox.lock().unwrap().as_ref().is_some_and(|o| {
-                o.send(frame(&ExecutorFrame::ConversationClosed { worker_id: worker.clone() })).is_ok()
-            });
+        self.report_lost_tab(worker, ExecutorFrame::ConversationClosed { worker_id: worker.clone() })
+    }
+
+    /// The same loss reported the other documented way: `conversationState{closed}`.
+    pub fn lose_tab_as_state(&self, worker: &WorkerId) -> bool {
+        let state = ExecutorFrame::ConversationState {
+            worker_id: worker.clone(),
+            state: ConversationState::Closed,
+            error: None,
+        };
+        self.report_lost_tab(worker, state)
+    }
+
+    fn report_lost_tab(&self, worker: &WorkerId, report: ExecutorFrame) -> bool {
+        self.shared.states.lock().unwrap().insert(worker.clone(), ConversationState::Closed);
+        let sent = self.shared.outbox.lock().unwrap().as_ref().is_some_and(|o| o.send(frame(&report)).is_ok());
         self.shared.update(|s| s.lost_tabs.push(worker.clone()));
         sent
     }
