@@ -87,7 +87,10 @@ fn install() -> anyhow::Result<()> {
     }
     let requirements = "server/tests/py/requirements.txt";
     if !succeeds(
-        Command::new("python3").args(["-c", "import mcp, importlib.metadata as m; assert m.version('mcp') == '2.3.0'"]),
+        Command::new("python3").args([
+            "-c",
+            "import mcp, websockets, importlib.metadata as m; assert m.version('mcp') == '2.3.0' and m.version('websockets') == '17.4'",
+        ]),
     ) {
         run(Command::new("python3").args(["-m", "pip", "install", "--quiet", "-r", requirements]))?;
     }
