@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use fakechat::mcp::Client;
+use mcp_client::Client;
 use serde_json::{Value, json};
 
 /// What the run showed.

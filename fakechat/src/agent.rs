@@ -19,8 +19,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::hub::{Hub, ToolAccess};
-use crate::mcp::Client;
 use crate::render::TurnError;
+use mcp_client::Client;
 
 /// One scenario step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,7 +180,7 @@ async fn attach_with_retry(
             let catalog = match catalog.clone() {
                 Some(stamp) => Some(stamp),
                 None => {
-                    let stamp = catalog_stamp(&mcp.list_tools().await?);
+                    let stamp = protocol::catalog::stamp_in_tools(&mcp.list_tools().await?);
                     if let Some(stamp) = &stamp {
                         hub.cache_catalog(app, stamp);
                     }
@@ -204,15 +204,6 @@ async fn attach_with_retry(
             }
         }
     }
-}
-
-/// The catalog stamp in `worker_attach`'s description (`Catalog <stamp>.`).
-pub fn catalog_stamp(tools: &[serde_json::Value]) -> Option<String> {
-    let attach = tools.iter().find(|t| t["name"] == "worker_attach")?;
-    let description = attach["description"].as_str()?;
-    let rest = &description[description.find("Catalog ")? + "Catalog ".len()..];
-    let stamp: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
-    (!stamp.is_empty()).then_some(stamp)
 }
 
 /// Attaches, picks the steps for this turn, runs them. `Ok(Some(_))` ends the

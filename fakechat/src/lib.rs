@@ -4,7 +4,6 @@
 //! - [`render`]: the DOM, as a pure function of a view (pages, updates, fixtures).
 //! - [`hub`]: conversations, tabs and the oracle's records.
 //! - [`agent`]: the scripted agent playing the model; calls the orchestrator's MCP.
-//! - [`mcp`]: a minimal MCP client over streamable HTTP.
 //! - [`server`]: routes (real paths, page script, fake backend, control, oracle).
 //! - [`tls`]: a throwaway CA and a `chatgpt.com` certificate.
 //! - [`fixtures`]: the sanitized state fixtures for `chatgpt-dom`.
@@ -16,7 +15,6 @@
 pub mod agent;
 pub mod fixtures;
 pub mod hub;
-pub mod mcp;
 pub mod render;
 pub mod server;
 pub mod tls;

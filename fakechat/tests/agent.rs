@@ -11,9 +11,9 @@ use carrier_webext::{Bridge, BridgeConfig, Credentials};
 use control::store::SqliteStore;
 use control::{ControlPlane, Keyring, SystemClock};
 use fakechat::hub::{AppConfig, Route, Selection};
-use fakechat::mcp::Client;
 use fakechat::render::AppState;
 use fakechat::server::Csp;
+use mcp_client::Client;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

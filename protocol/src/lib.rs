@@ -8,11 +8,13 @@
 //! - [`executor`]: executor protocol v1 frames (commands, acks, results, observations).
 //! - [`error`]: stable error codes that appear on every wire.
 //! - [`limits`]: size bounds enforced before anything is persisted.
+//! - [`catalog`]: the catalog stamp in the attach tools' descriptions (written and read).
 //!
 //! Architecture invariant: serde only, no IO, no async runtime; builds for
 //! `wasm32-unknown-unknown` so the extension speaks exactly these types.
 
 pub mod assignment;
+pub mod catalog;
 pub mod error;
 pub mod event;
 pub mod executor;

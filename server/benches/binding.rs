@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use e2e::World;
-use fakechat::mcp::Client;
+use mcp_client::Client;
 use serde_json::{Value, json};
 
 const PROJECT: &str = "g-p-0123456789abcdef0123456789abcdef-bench";

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use e2e::World;
-use fakechat::mcp::Client;
+use mcp_client::Client;
 use serde_json::{Value, json};
 
 async fn call(root: &mut Client, tool: &str, args: Value) -> Value {

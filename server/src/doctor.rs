@@ -105,12 +105,12 @@ pub async fn run(mcp_url: &str, app_label: Option<&str>, project_url: Option<&st
 
 /// The daemon's server name, version and the catalog stamp in its tool list.
 async fn daemon(mcp_url: &str) -> anyhow::Result<(String, String, Option<String>)> {
-    let mut client = fakechat::mcp::Client::connect(mcp_url).await?;
+    let mut client = mcp_client::Client::connect(mcp_url).await?;
     let info = client.server_info().clone();
     let tools = client.list_tools().await?;
     Ok((
         info["name"].as_str().unwrap_or("?").to_owned(),
         info["version"].as_str().unwrap_or("?").to_owned(),
-        fakechat::agent::catalog_stamp(&tools),
+        protocol::catalog::stamp_in_tools(&tools),
     ))
 }

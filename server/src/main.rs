@@ -107,11 +107,6 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Run the two-worker scenario end to end on this machine: this daemon on
-    /// a temporary state dir, fakechat as chatgpt.com, headless Chromium with
-    /// the extension from `dist/chromium` (`cargo xtask demo` builds it first).
-    /// Prints the event trace and fakechat's per-conversation turn counts.
-    Demo,
 }
 
 /// The operator's ChatGPT setup.
@@ -319,42 +314,6 @@ fn cancel_on_signals(token: CancellationToken) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `orchestrator demo`: see [`Cmd::Demo`].
-async fn demo() -> anyhow::Result<()> {
-    let started = std::time::Instant::now();
-    let world = e2e::World::start(&std::env::current_exe()?, &[]).await?;
-    println!(
-        "demo: daemon {} · fakechat https://chatgpt.com -> {} · Chromium with extension {} (ready in {:.1} s)\n",
-        world.daemon.addr,
-        world.fake.addr,
-        world.chromium.extension_id,
-        started.elapsed().as_secs_f64()
-    );
-    let outcome = e2e::scenario::two_workers(&world.daemon.mcp_url(), std::time::Duration::from_secs(60)).await?;
-    println!("event trace (root's view):");
-    for line in &outcome.trace {
-        println!("{line}");
-    }
-    println!("\nfakechat oracle, per conversation:");
-    let oracle = world.fake.hub.oracle();
-    for (id, conversation) in oracle["conversations"].as_object().into_iter().flatten() {
-        let turns = conversation["user_turns"].as_array().map_or(0, Vec::len);
-        let bootstraps =
-            conversation["user_turns"].as_array().into_iter().flatten().filter(|t| t["bootstrap"] == true).count();
-        let worker = outcome.bound.iter().find(|(_, c)| c == id).map_or("?", |(w, _)| w.as_str());
-        let worker = if outcome.workers.first().is_some_and(|a| a == worker) { "alpha" } else { "beta" };
-        println!(
-            "  {id}  worker {worker}  app via {}  user turns {turns} (bootstrap {bootstraps}, wakes {})  retry clicks {}",
-            conversation["binding"]["route"].as_str().unwrap_or("none"),
-            turns - bootstraps,
-            conversation["retry_clicks"]
-        );
-    }
-    println!("\ndemo finished in {:.1} s", started.elapsed().as_secs_f64());
-    world.shutdown().await;
-    Ok(())
-}
-
 /// Library targets whose debug and trace events carry request, response and
 /// frame bodies (capabilities, attach identities, executor credentials,
 /// prompts): never logged below INFO, whatever `RUST_LOG` says.
@@ -441,7 +400,6 @@ async fn main() -> anyhow::Result<()> {
             let credentials = Credentials::open_or_create(&path.join("executors"))?;
             pair(&credentials, executor_id, list, revoke, rotate, json, listen)?;
         }
-        Cmd::Demo => demo().await?,
         Cmd::InspectPage { file, json } => print!("{}", server::inspect_page::run(&file, json)?),
         Cmd::Doctor { mcp_url, host } => {
             if !server::doctor::run(&mcp_url, host.app_label.as_deref(), host.worker_project_url.as_deref()).await {

@@ -743,10 +743,10 @@ impl Tools {
     fn stamped_router() -> ToolRouter<Self> {
         let mut router = Self::tool_router();
         let stamp = &catalog().stamp;
-        for name in ["worker_attach", "runtime_bootstrap"] {
+        for name in protocol::catalog::STAMPED_TOOLS {
             let tool = &mut router.map.get_mut(name).expect("the attach tools exist").attr;
             let text = tool.description.as_deref().unwrap_or_default();
-            tool.description = Some(format!("{text} Catalog {stamp}: pass it as catalog.").into());
+            tool.description = Some(protocol::catalog::stamp_description(text, stamp).into());
         }
         router
     }

@@ -11,8 +11,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use e2e::World;
-use fakechat::mcp::Client;
 use fakechat::render::AppState;
+use mcp_client::Client;
 use serde_json::{Value, json};
 
 /// One browser at a time: two Chromiums on two cores starve each other.

@@ -12,7 +12,7 @@ use chromiumoxide::Page;
 use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
 use e2e::World;
 use e2e::browser::{eval, until};
-use fakechat::mcp::Client;
+use mcp_client::Client;
 use serde_json::{Value, json};
 
 /// One browser at a time: three Chromiums on two cores starve each other.

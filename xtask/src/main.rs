@@ -5,8 +5,9 @@
 //!   benchmarks in quick mode. The README's test command and `.ci/run`.
 //! - `cargo xtask dist`: builds the extension into `dist/firefox` and
 //!   `dist/chromium` (see [`dist`]).
-//! - `cargo xtask demo`: installs, builds the extension, runs `orchestrator
-//!   demo` (the two-worker scenario in headless Chromium against fakechat).
+//! - `cargo xtask demo`: installs, builds the extension and the daemon, runs
+//!   the e2e crate's `demo` (the two-worker scenario in headless Chromium
+//!   against fakechat).
 //! - `cargo xtask errors-doc`: regenerates `docs/errors.md` from the codes.
 
 use std::path::{Path, PathBuf};
@@ -169,7 +170,8 @@ fn main() -> anyhow::Result<()> {
         Some("demo") => {
             install()?;
             dist::dist()?;
-            run(Command::new("cargo").args(["run", "--release", "-p", "server", "--bin", "orchestrator", "--", "demo"]))
+            run(Command::new("cargo").args(["build", "--release", "-p", "server", "--bin", "orchestrator"]))?;
+            run(Command::new("cargo").args(["run", "--release", "-p", "e2e", "--bin", "demo"]))
         }
         Some("torture") => torture(),
         Some("errors-doc") => {

@@ -106,3 +106,141 @@ fn the_extension_judges_without_a_browser() {
         );
     }
 }
+
+/// Every dependency a crate links in the product: `[dependencies]` and the
+/// target-specific `[target.'…'.dependencies]` tables (not dev or build).
+fn product_dependencies(krate: &str) -> Vec<String> {
+    let manifest = std::fs::read_to_string(root().join(krate).join("Cargo.toml")).unwrap();
+    let mut in_deps = false;
+    let mut deps = Vec::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]" || (line.starts_with("[target.") && line.ends_with(".dependencies]"));
+            continue;
+        }
+        if in_deps && let Some((name, _)) = line.split_once('=') {
+            deps.push(name.trim().trim_end_matches(".workspace").to_owned());
+        }
+    }
+    deps
+}
+
+/// The crates the shipped `orchestrator` and the extension are built from,
+/// each with the only dependencies it may link. The test rig (fakechat, e2e,
+/// the fake executor, chromiumoxide, TLS for the fake site) is never among
+/// them: a product crate that needs something new names it here, on purpose.
+const PRODUCT: [(&str, &[&str]); 10] = [
+    ("protocol", &["serde", "serde_json", "schemars"]),
+    ("registry", &["protocol", "thiserror"]),
+    ("admission", &["protocol", "registry", "thiserror"]),
+    (
+        "control",
+        &[
+            "protocol",
+            "registry",
+            "admission",
+            "serde",
+            "serde_json",
+            "thiserror",
+            "rusqlite",
+            "uuid",
+            "hmac",
+            "sha2",
+            "getrandom",
+            "tokio",
+            "tracing",
+        ],
+    ),
+    ("pool", &["protocol", "control", "registry", "admission", "serde", "schemars", "uuid", "sha2", "thiserror"]),
+    (
+        "carriers/webext",
+        &[
+            "protocol",
+            "control",
+            "axum",
+            "tokio",
+            "tokio-util",
+            "futures-util",
+            "serde_json",
+            "tracing",
+            "getrandom",
+            "sha2",
+            "thiserror",
+        ],
+    ),
+    ("chatgpt-dom", &["protocol", "scraper", "ego-tree"]),
+    (
+        "extension",
+        &[
+            "protocol",
+            "chatgpt-dom",
+            "serde",
+            "serde_json",
+            "wasm-bindgen",
+            "wasm-bindgen-futures",
+            "js-sys",
+            "web-sys",
+        ],
+    ),
+    ("mcp-client", &["serde_json", "thiserror", "tokio"]),
+    (
+        "server",
+        &[
+            "protocol",
+            "control",
+            "carrier-webext",
+            "pool",
+            "admission",
+            "chatgpt-dom",
+            "ego-tree",
+            "rmcp",
+            "axum",
+            "tokio",
+            "tokio-util",
+            "schemars",
+            "serde",
+            "serde_json",
+            "getrandom",
+            "hyper",
+            "hyper-util",
+            "tower-http",
+            "tower",
+            "thiserror",
+            "anyhow",
+            "sha2",
+            "clap",
+            "tracing",
+            "tracing-subscriber",
+            "mcp-client",
+        ],
+    ),
+];
+
+#[test]
+fn product_crates_link_only_their_allowlisted_dependencies() {
+    for (krate, allowed) in PRODUCT {
+        for dep in product_dependencies(krate) {
+            assert!(
+                allowed.contains(&dep.as_str()),
+                "{krate} links {dep}, which is not on its allowlist in xtask/tests/tidy.rs (the test rig never \
+                 belongs in the product)"
+            );
+        }
+    }
+    // Every workspace member is either product or rig, so a new crate is classified on purpose.
+    let rig = ["xtask", "carriers/fake", "fakechat", "e2e"];
+    let workspace = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let members = workspace.lines().find(|l| l.starts_with("members")).unwrap();
+    for member in members.split('"').skip(1).step_by(2) {
+        assert!(
+            PRODUCT.iter().any(|(k, _)| *k == member) || rig.contains(&member),
+            "{member} is neither a product crate nor a test-rig crate in xtask/tests/tidy.rs"
+        );
+    }
+    for (krate, _) in PRODUCT {
+        for banned in ["fakechat", "e2e", "fake-executor", "chromiumoxide", "rcgen", "rustls", "tokio-rustls"] {
+            assert!(!product_dependencies(krate).iter().any(|d| d == banned), "{krate} links the test rig's {banned}");
+        }
+    }
+}

@@ -6,47 +6,61 @@ Instead of a browser it simulates ChatGPT conversations in memory: each managed
 conversation has a lowercase UUID, the URL `https://chatgpt.com/c/<uuid>`, a
 coarse state and the list of prompts submitted to it. A test observes every
 submission through `DocExecutor.submissions` (an asyncio queue of
-`(conversation_id, prompt)`) and `DocExecutor.submission_counts`.
+`(conversation_id, prompt)`) and `DocExecutor.submission_counts`; also
+`creates_per_worker`, `effects_per_key` (journal effects), `commands_seen`,
+`closes`, and two hooks: `lose_tab()` (a tab disappears) and `before_result`
+(awaited between an effect and its first result, e.g. to kill the daemon).
+
+    executor = DocExecutor("ws://127.0.0.1:PORT/executor", credential)
+    executor.start()          # connects, and reconnects, until stop()
+    conversation_id, prompt = await executor.submissions.get()
 
 What the protocol doc leaves open, and what this executor guessed:
 
 1. `heartbeat.seq` is "integer >= 0, increasing per connection": read as
-   "restarts on each connection"; this executor sends 1, 2, ... per session.
-2. Heartbeat cadence: sent every `heartbeatMs` whatever else was sent ("any
+   "restarts with each connection"; this executor sends 1, 2, ... per session.
+   (The daemon turned out not to check it: a decreasing seq is accepted.)
+2. Heartbeat cadence: one every `heartbeatMs` whatever else was sent ("any
    frame" renews the lease, so this is merely the simplest safe choice).
 3. Which frames follow `conversation_open` is not shown anywhere: this
    executor sends `conversationBound` (same UUID and URL) and
-   `conversationState{idle}`, then the `ok` result with the conversationId,
-   and no `conversationCreated` (that frame names a create's commandId).
-4. The fields of `conversation_close` and `conversation_inspect` ops are not
-   listed in the field reference (the prose writes `conversation_inspect
-   {conversationId}`): both are resolved by the command's `workerId`, with an
-   `op.conversationId`, when present, checked against it.
-5. No error code is named for a command naming a conversation the executor
-   does not manage except in SPEC §6b (`UNMANAGED_TARGET`, WebExtension
-   section), which is used here; `conversation_steer` (reserved, not in our
-   capabilities) and unknown op kinds are answered `INVALID_ARGUMENT` (a guess).
-6. "A conversation exists" -> `loading` -> bound: the example never sends a
-   `loading` state, so neither does this executor; after a submission it
-   reports `generating`, then `idle` once the simulated reply is done.
-7. Journal entries are "performed" only when the effect happened. An error
-   answered without acting (`DEADLINE_EXCEEDED`, `UNMANAGED_TARGET`) leaves
-   the key "received", so a replay (fresh deadline) is evaluated again and
-   acts at most once (rule 3: "a replay of a received-but-not-performed key
-   acts now, once").
+   `conversationState{idle}`, and the `ok` result with the conversationId; no
+   `conversationCreated` (that frame names a create's commandId).
+4. The field reference lists no field for `conversation_inspect` and
+   `conversation_close` (the prose writes `conversation_inspect
+   {conversationId}`; `conversation_open` lists only `op.url`): all three are
+   resolved by the command's `workerId`, and an `op.conversationId`, when
+   present, must name that worker's conversation.
+5. Error codes for commands this executor cannot serve are not given by the
+   protocol doc: a conversation it does not manage is `UNMANAGED_TARGET`
+   (borrowed from SPEC §6b, the WebExtension section); `conversation_steer`
+   (reserved, not in our capabilities) and unknown op kinds are
+   `INVALID_ARGUMENT`.
+6. The lifecycle says `created -> loading -> bound -> idle`, the example
+   never reports `loading`: this executor follows the example (created,
+   bound, result, `generating`, then `idle` when the simulated reply ends).
+7. "performed" means the effect happened. An error answered without acting
+   (`DEADLINE_EXCEEDED`, `UNMANAGED_TARGET`) leaves the key "received", so a
+   replay (with its fresh deadline) is evaluated again and acts at most once
+   (rule 3: "a replay of a received-but-not-performed key acts now, once").
 8. A replay of a performed create is answered with `ack` + the stored
    `result` only (rule 3); its `conversationCreated` is not repeated; the
    binding reaches the daemon again through the after-`welcome` resync.
-9. The resync after `welcome` covers open conversations
-   (`conversationBound` + `conversationState`); for conversations whose tab
-   closed, `conversationClosed` is sent again (the doc only says "every
-   conversation it manages").
-10. Close codes: the doc lists them but not what an executor should do; here
+9. The after-`welcome` resync covers every open conversation
+   (`conversationBound` + `conversationState`) and re-sends
+   `conversationClosed` for a tab that was lost; a conversation closed on the
+   daemon's own `conversation_close` is forgotten and not reported again.
+10. A replay that arrives while its first attempt is still running (waiting
+   for the page to become idle) only retargets the result and the deadline
+   (as SPEC §6b describes for the WebExtension).
+11. Close codes: the doc lists them but not what an executor should do; here
    4001 and 4002 stop the executor (a retry cannot succeed), 4003 is logged
    as our own bug and retried with backoff, everything else (4004, 4005,
-   4006, 1001, a dropped TCP connection) is retried with backoff.
-11. The frame-rate bound (100/s, burst 200, pings included) is kept on our
+   4006, 1001, a dropped connection) is retried with backoff (0.1 s first).
+12. The frame-rate bound (100/s, burst 200, pings included) is kept on our
    side with a token bucket at 50/s, burst 100, leaving room for pings.
+13. A first daemon frame other than `welcome` (undocumented) stops the
+   executor; unknown daemon frame types and malformed commands are ignored.
 """
 
 from __future__ import annotations
@@ -396,9 +410,10 @@ class DocExecutor:
             self.journal[key] = entry
         else:  # received, not performed: act now, once
             entry.command_id, entry.deadline_ms = command_id, cmd["deadlineMs"]
+        # Claimed before the first await, so a concurrent replay only retargets.
+        entry.task = asyncio.current_task()
         # The ack says the command is journaled (it is, above), nothing more.
         await self._send({"type": "ack", "commandId": command_id})
-        entry.task = asyncio.current_task()
         after = None
         try:
             outcome, after = await self._perform(entry, op)
@@ -462,7 +477,7 @@ class DocExecutor:
         if conv is None or conv.state == "closed":
             return self._error("UNMANAGED_TARGET", "this executor manages no open conversation for that worker"), None
         if not await self._wait_idle(entry, conv):
-            return self._error("DEADLINE_EXCEEDED", "the conversation did not become idle before the deadline"), None
+            return self._error("DEADLINE_EXCEEDED", "the deadline passed before the page was ready for the prompt"), None
         self._submit(conv, op["prompt"])  # the effect
         # `send` completes on submission, not at the end of generation.
         return self._performed(entry, self._ok(conv.conversation_id)), lambda: self._generate(conv)

@@ -21,6 +21,7 @@ Every wait is bounded; the daemon is killed at the end whatever happens.
 """
 
 import asyncio
+import atexit
 import contextlib
 import json
 import logging
@@ -42,7 +43,10 @@ ATTEMPT_TIMEOUT_S = 6  # one MCP request; events_wait asks for at most 2 s
 LEASE_MS = 2000
 DAEMON_FLAGS = [
     "--pool-pacing-ms", "50",  # SPEC §6a: pool creates are paced, 3 s by default
-    "--max-active-workers", "8",  # 3 run workers + 2 pool workers (default 4)
+    # 3 run workers + 2 pool workers: the doc says "at most --max-active-workers
+    # (4) managed conversations exist" (the daemon in fact counted only
+    # unfinished workers, but this follows the doc).
+    "--max-active-workers", "8",
     # A short heartbeat and lease: a silent executor would be dropped (4004)
     # within the test, so a passing run also proves the heartbeats.
     "--executor-heartbeat-ms", "500",
@@ -62,6 +66,12 @@ def step(msg):
 
 
 # --------------------------------------------------------------- the daemon
+
+def _kill_at_exit(proc):
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+
 
 class Daemon:
     def __init__(self, binary, state_dir):
@@ -83,9 +93,10 @@ class Daemon:
         deadline = time.monotonic() + budget_s
         err = open(os.path.join(os.path.dirname(self.state_dir), "daemon.err"), "ab")
         while True:
-            self.proc = await asyncio.create_subprocess_exec(
+            self.proc = proc = await asyncio.create_subprocess_exec(
                 self.binary, "serve", "--listen", self.listen, "--state-dir", self.state_dir, *DAEMON_FLAGS,
                 stdout=asyncio.subprocess.PIPE, stderr=err, env={**os.environ, "RUST_LOG": "warn"})
+            atexit.register(_kill_at_exit, proc)  # last resort, should the loop die
             try:
                 while True:
                     line = await asyncio.wait_for(self.proc.stdout.readline(), max(0.1, deadline - time.monotonic()))
@@ -440,8 +451,10 @@ async def scenario_b(daemon, executor, models, root, cap, cursor, b):
     # The lost result made the daemon replay beta's send (same commandId),
     # and the journal answered it without a second submission.
     after = executor.commands_seen[seen:]
-    sends = [cmd["commandId"] for cmd in after if cmd["workerId"] == b and cmd["op"]["kind"] == "conversation_send"]
-    assert len(sends) == 2 and len(set(sends)) == 1, sends
+    sends = [cmd for cmd in after if cmd["workerId"] == b and cmd["op"]["kind"] == "conversation_send"]
+    assert len(sends) == 2 and len({cmd["commandId"] for cmd in sends}) == 1, sends
+    assert len({cmd["idempotencyKey"] for cmd in sends}) == 1, sends
+    assert sends[1]["deadlineMs"] > sends[0]["deadlineMs"], "a replay carries a fresh deadline"
     assert_exactly_once(executor)
     inspects = sum(cmd["op"]["kind"] == "conversation_inspect" for cmd in after)
     step(f"b: beta's send replayed and answered from the journal; follow-up delivered once and completed; "
@@ -536,13 +549,15 @@ async def main(binary, state_dir):
             dump(executor, models)
         raise
     finally:
-        if root is not None:
-            await root.close()
-        if models is not None:
-            await models.stop()
-        if executor is not None:
-            await executor.stop()
-        await daemon.kill()
+        try:
+            if root is not None:
+                await root.close()
+            if models is not None:
+                await models.stop()
+            if executor is not None:
+                await executor.stop()
+        finally:
+            await daemon.kill()
 
 
 def dump(executor, models):

@@ -1,6 +1,8 @@
-//! A minimal MCP client over streamable HTTP (legacy session mode): what the
-//! scripted agent uses to call the orchestrator exactly as a ChatGPT
-//! conversation's host would. Plain HTTP on loopback only.
+//! A minimal MCP client over streamable HTTP (legacy session mode): what
+//! `orchestrator doctor` uses to read the daemon's catalog, and fakechat's
+//! scripted agent to call the orchestrator exactly as a ChatGPT
+//! conversation's host would. Plain HTTP on loopback only; no TLS, no
+//! dependency beyond tokio's sockets, so the product binary stays small.
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -17,10 +19,27 @@ pub struct ToolError {
     pub message: String,
 }
 
+impl std::error::Error for ToolError {}
+
 impl std::fmt::Display for ToolError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.code, self.message)
     }
+}
+
+/// Why a call did not get an answer (a tool's own refusal is a [`ToolError`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The endpoint is not an `http://host:port/path` URL.
+    #[error("only http:// MCP URLs (on loopback) are supported: {0}")]
+    Url(String),
+    /// The connection failed.
+    #[error("MCP connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// The reply was not the MCP the client expects.
+    #[error("MCP reply: {0}")]
+    Protocol(String),
 }
 
 /// One MCP session.
@@ -60,7 +79,7 @@ fn dechunk(mut rest: &str) -> String {
     out
 }
 
-async fn post(authority: &str, path: &str, session: Option<&str>, body: &str) -> anyhow::Result<Reply> {
+async fn post(authority: &str, path: &str, session: Option<&str>, body: &str) -> Result<Reply, Error> {
     let mut stream = TcpStream::connect(authority).await?;
     stream.set_nodelay(true)?;
     let mut req = format!(
@@ -85,22 +104,23 @@ async fn post(authority: &str, path: &str, session: Option<&str>, body: &str) ->
     Ok(reply)
 }
 
-fn message(body: &str) -> anyhow::Result<Value> {
+fn message(body: &str) -> Result<Value, Error> {
     let json = body.lines().filter_map(|l| l.strip_prefix("data: ")).find(|l| l.starts_with('{')).unwrap_or(body);
-    Ok(serde_json::from_str(json)?)
+    serde_json::from_str(json).map_err(|e| Error::Protocol(format!("{e}: {json}")))
 }
 
 impl Client {
     /// Connects to an `http://host:port/path` MCP endpoint.
-    pub async fn connect(url: &str) -> anyhow::Result<Client> {
-        let rest = url.strip_prefix("http://").ok_or_else(|| anyhow::anyhow!("only http:// MCP URLs on loopback"))?;
+    pub async fn connect(url: &str) -> Result<Client, Error> {
+        let rest = url.strip_prefix("http://").ok_or_else(|| Error::Url(url.to_owned()))?;
         let (authority, path) =
             rest.split_once('/').map(|(a, p)| (a.to_owned(), format!("/{p}"))).unwrap_or((rest.to_owned(), "/".into()));
         let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-            "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "fakechat-agent", "version": env!("CARGO_PKG_VERSION")}}});
+            "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "mcp-client", "version": env!("CARGO_PKG_VERSION")}}});
         let reply = post(&authority, &path, None, &init.to_string()).await?;
-        let session =
-            reply.header("mcp-session-id").ok_or_else(|| anyhow::anyhow!("no MCP session id in {}", reply.head))?;
+        let session = reply
+            .header("mcp-session-id")
+            .ok_or_else(|| Error::Protocol(format!("no MCP session id in {}", reply.head)))?;
         let server_info = message(&reply.body)?["result"]["serverInfo"].clone();
         post(&authority, &path, Some(&session), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await?;
         Ok(Client { authority, path, session, next_id: 1, server_info })
@@ -112,23 +132,26 @@ impl Client {
     }
 
     /// `tools/list`: the catalog as a host fetches it.
-    pub async fn list_tools(&mut self) -> anyhow::Result<Vec<Value>> {
+    pub async fn list_tools(&mut self) -> Result<Vec<Value>, Error> {
         self.next_id += 1;
         let body = json!({"jsonrpc":"2.0","id":self.next_id,"method":"tools/list","params":{}});
         let reply = post(&self.authority, &self.path, Some(&self.session), &body.to_string()).await?;
         let msg = message(&reply.body)?;
-        msg["result"]["tools"].as_array().cloned().ok_or_else(|| anyhow::anyhow!("tools/list: no tools in {msg}"))
+        msg["result"]["tools"]
+            .as_array()
+            .cloned()
+            .ok_or_else(|| Error::Protocol(format!("tools/list: no tools in {msg}")))
     }
 
     /// Calls a tool; its structured content, or the typed tool error.
-    pub async fn call(&mut self, tool: &str, args: Value) -> anyhow::Result<Result<Value, ToolError>> {
+    pub async fn call(&mut self, tool: &str, args: Value) -> Result<Result<Value, ToolError>, Error> {
         self.next_id += 1;
         let body =
             json!({"jsonrpc":"2.0","id":self.next_id,"method":"tools/call","params":{"name":tool,"arguments":args}});
         let reply = post(&self.authority, &self.path, Some(&self.session), &body.to_string()).await?;
         let msg = message(&reply.body)?;
         if let Some(err) = msg.get("error") {
-            anyhow::bail!("{tool}: JSON-RPC error {err}");
+            return Err(Error::Protocol(format!("{tool}: JSON-RPC error {err}")));
         }
         let result = &msg["result"];
         if result["isError"] == true {
