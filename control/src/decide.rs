@@ -831,6 +831,28 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                         events.extend(cancel_queued(state, [&worker.id]));
                     }
                 }
+                // The executor did not act (it never starts past the deadline,
+                // e.g. the page stayed generating): the wake goes out again
+                // as a new command, a bounded number of times, so a slow page
+                // never drops a follow-up.
+                (CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, .. }, CommandIntent::Send { .. })
+                    if !matches!(worker.state, WorkerState::Failed | WorkerState::Cancelled) =>
+                {
+                    let attempts = state
+                        .commands
+                        .values()
+                        .filter(|c| c.worker_id == worker.id && c.intent == command.intent)
+                        .count();
+                    if attempts < SEND_ATTEMPTS_MAX {
+                        events.push(EventBody::CommandQueued {
+                            command_id: retry_id(command_id),
+                            worker_id: worker.id.clone(),
+                            intent: command.intent.clone(),
+                            idempotency_key: format!("{}:attempt{}", command.idempotency_key, attempts + 1),
+                            not_before_ms: None,
+                        });
+                    }
+                }
                 // An uncertain outcome retries nothing: the command stays
                 // completed-with-error for exact readback and reconciliation.
                 (CommandOutcome::Error { .. }, _) => {}
@@ -958,6 +980,19 @@ fn bind(
         url: url.to_owned(),
         executor_id: executor_id.to_owned(),
     }
+}
+
+/// Attempts of one wake (a `conversation_send` answered `DEADLINE_EXCEEDED`
+/// is queued again until this many were made).
+pub const SEND_ATTEMPTS_MAX: usize = 5;
+
+/// The id of the command that retries `previous`: derived from it, so
+/// `decide` stays a function of its inputs (and a replayed report decides
+/// the same id).
+fn retry_id(previous: &CommandId) -> CommandId {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("retry:{previous}").as_bytes());
+    CommandId::from_uuid_bytes(digest[..16].try_into().expect("a SHA-256 has 16 bytes to spare"))
 }
 
 /// Codes that mean the effect may have happened: never grounds for a retry.

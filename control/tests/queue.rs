@@ -314,6 +314,50 @@ fn a_generating_state_from_before_a_reconnect_is_inspected_at_once() {
     assert!(!w.plane.with_state(|s| control::schedule::due(s, &ext, w.plane.now_ms(), policy)).contains(&b));
 }
 
+/// A wake answered `DEADLINE_EXCEEDED` (the executor did not act: the page
+/// stayed busy past the deadline) goes out again as a new command with its
+/// own key, five attempts in all; a slow page never silently drops a
+/// follow-up. Other errors are not retried.
+#[test]
+fn a_wake_that_missed_its_deadline_is_sent_again_up_to_five_attempts() {
+    let w = world();
+    let a = w.spawn("a");
+    w.pump(&["ext"]);
+    w.complete_create("ext", &a, CONV_A);
+    w.plane.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.followup(&root, &a, "one", None).unwrap();
+    let mut keys = Vec::new();
+    for attempt in 1..=5 {
+        let out = w.pump(&["ext"]);
+        assert!(
+            matches!(&out[..], [(_, _, CommandOp::ConversationSend { prompt, .. })] if prompt.contains("#1")),
+            "attempt {attempt}"
+        );
+        let sent = w.open_command(&a);
+        keys.push(w.plane.command(&sent).unwrap().idempotency_key);
+        let missed = CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, detail: "still generating".into() };
+        w.plane.report("ext", ExecutorFrame::Result { command_id: sent.clone(), outcome: missed.clone() }).unwrap();
+        // The same report again decides nothing new.
+        assert!(w.plane.report("ext", ExecutorFrame::Result { command_id: sent, outcome: missed }).unwrap().is_empty());
+    }
+    assert!(w.pump(&["ext"]).is_empty(), "five attempts, then the failure stands on the command");
+    assert_eq!(
+        keys.iter().collect::<std::collections::HashSet<_>>().len(),
+        5,
+        "each attempt has its own key: {keys:?}"
+    );
+
+    // Any other error is not retried.
+    w.plane.followup(&root, &a, "two", None).unwrap();
+    let out = w.pump(&["ext"]);
+    assert_eq!(out.len(), 1);
+    let sent = w.open_command(&a);
+    let refused = CommandOutcome::Error { code: ErrorCode::UnmanagedTarget, detail: "no such tab".into() };
+    w.plane.report("ext", ExecutorFrame::Result { command_id: sent, outcome: refused }).unwrap();
+    assert!(w.pump(&["ext"]).is_empty());
+}
+
 #[test]
 fn duplicate_and_reordered_reports_record_once_and_replay_only_the_unfinished() {
     let w = world();

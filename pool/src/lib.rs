@@ -105,7 +105,7 @@ pub struct Status {
     pub live: u32,
     /// The configured maximum.
     pub max_workers: u32,
-    /// Every slot.
+    /// Every slot that is not retired (a stopped pool lists none).
     pub slots: Vec<SlotStatus>,
 }
 

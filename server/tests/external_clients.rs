@@ -77,6 +77,19 @@ fn every_response_fits_what_the_python_sdk_accepts_and_paging_progresses() {
     }
 }
 
+/// Issue 15: an executor written from `docs/executor-protocol.md` alone (by
+/// someone who read no Rust and not the fake executor; its docstring lists
+/// what the doc left open) runs the two-worker flow, survives a SIGKILL of
+/// the daemon at the exact point between an effect and its result (replay
+/// answered from its journal), and serves a pool: ensure, a task, a lost tab
+/// recovered, a stop.
+#[test]
+fn an_executor_written_from_the_protocol_doc_alone_runs_two_workers_a_restart_and_a_pool() {
+    let state = tempfile::tempdir().unwrap();
+    let out = python("doc_executor_flow.py", &[env!("CARGO_BIN_EXE_orchestrator"), state.path().to_str().unwrap()]);
+    assert!(out.contains("ok: scenarios a, b, c passed"), "{out}");
+}
+
 #[test]
 fn hostile_inputs_get_typed_errors_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
