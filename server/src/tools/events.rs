@@ -1,0 +1,118 @@
+//! Reading the run's log: `events_wait`, `events_list`.
+
+use super::*;
+
+/// A page size as asked: 1–500 events (default 100); over the bound is
+/// `TOO_LARGE`, never silently cut.
+fn page_limit(limit: Option<usize>) -> Result<usize, Error> {
+    match limit.unwrap_or(DEFAULT_PAGE) {
+        0 => Err(Error::InvalidArgument("limit is 1-500".into())),
+        n if n > protocol::limits::EVENTS_PAGE_MAX => {
+            Err(Error::TooLarge { field: "limit", len: n, max: protocol::limits::EVENTS_PAGE_MAX })
+        }
+        n => Ok(n),
+    }
+}
+
+/// `events_wait` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventsWaitArgs {
+    /// Your capability. Root sees the whole run; a worker sees its own events and its mail.
+    pub capability: String,
+    /// Return events after this cursor (0 for the beginning); pass back the `cursor` you got.
+    pub after_cursor: u64,
+    /// How long to wait for something new, in ms; at most 50000 (hosts time tool calls out at about 60 s).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Most events to return (1-500, default 100).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// `events_list` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventsListArgs {
+    /// Your capability. Root sees the whole run; a worker sees its own events and its mail.
+    pub capability: String,
+    /// Return events after this cursor (default 0, the beginning).
+    #[serde(default)]
+    pub after_cursor: u64,
+    /// Most events to return (1-500, default 100).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// `events_wait` and `events_list` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EventsOut {
+    /// Pass this back as `after_cursor` to continue.
+    pub cursor: u64,
+    /// Events in cursor order.
+    pub events: Vec<Event>,
+    /// True when a wait ended at its bound with nothing new.
+    pub timed_out: bool,
+}
+
+impl From<Page> for EventsOut {
+    fn from(p: Page) -> Self {
+        Self { cursor: p.cursor, events: p.events, timed_out: p.timed_out }
+    }
+}
+
+const DEFAULT_PAGE: usize = 100;
+
+const DEFAULT_WAIT_MS: u64 = 25_000;
+
+#[tool_router(router = events_tools, vis = "pub(super)")]
+impl Tools {
+    /// Wait (bounded, at most 50 s) for events after a cursor. Returns {cursor, events, timed_out}.
+    #[tool(annotations(
+        title = "Wait for events",
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn events_wait(&self, Parameters(args): Parameters<EventsWaitArgs>) -> Result<Json<EventsOut>, String> {
+        let args = args?;
+        let me = match self.plane.authenticate(&args.capability) {
+            Ok(me) => me,
+            Err(e) => return Err(error_text(&e)),
+        };
+        let viewer = if me.is_root() { Viewer::Root } else { Viewer::Worker(me.id.clone()) };
+        let timeout_ms = args.timeout_ms.unwrap_or(DEFAULT_WAIT_MS);
+        if timeout_ms > WAIT_MAX_MS {
+            let e = Error::TooLarge { field: "timeout_ms", len: timeout_ms as usize, max: WAIT_MAX_MS as usize };
+            return Err(error_text(&e));
+        }
+        let limit = match page_limit(args.limit) {
+            Ok(limit) => limit,
+            Err(e) => return Err(error_text(&e)),
+        };
+        match self.plane.wait(&me.run_id, args.after_cursor, Duration::from_millis(timeout_ms), limit, &viewer).await {
+            Ok(page) => Ok(Json(page.into())),
+            Err(e) => Err(error_text(&e)),
+        }
+    }
+
+    /// List events after a cursor without waiting.
+    #[tool(annotations(
+        title = "List events",
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn events_list(&self, Parameters(args): Parameters<EventsListArgs>) -> Result<Json<EventsOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let me = plane.authenticate(&args.capability)?;
+            let viewer = if me.is_root() { Viewer::Root } else { Viewer::Worker(me.id.clone()) };
+            Ok(plane.events(&me.run_id, args.after_cursor, page_limit(args.limit)?, &viewer)?.into())
+        })
+        .await
+    }
+}

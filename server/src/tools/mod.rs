@@ -1,0 +1,315 @@
+//! The MCP tools. One handler, served unchanged over streamable HTTP and stdio.
+//!
+//! Every tool takes JSON-schema'd arguments (unknown fields refused), returns
+//! structured output with an `outputSchema`, and sets all four annotation
+//! hints explicitly. Errors come back as a tool result with `isError: true`
+//! whose text is `{"code": "...", "message": "..."}` with a stable code from
+//! `docs/errors.md` (text, not `structuredContent`, so clients that validate
+//! structured output against the schema accept it).
+//!
+//! Authority: a capability names exactly one worker; a caller acts only as
+//! that worker, and root-only tools refuse every other worker.
+//!
+//! # Layout
+//! One file per tool family, each with its own router (`#[tool_router(router
+//! = <family>_tools)]`), composed in [`Tools::new`]: `run`, `worker`,
+//! `attach` (with the catalog stamp), `message`, `events`, `runtime` (the
+//! pool and its tasks). This file holds what every family shares: the
+//! handler, authentication (`acting_as`, `root_only`), `blocking` (the one
+//! place a control-plane error becomes the error text) and the views.
+//! A new family is one new file and one `+` in `Tools::router`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use control::decide::Command;
+use control::model::{Run, Worker};
+use control::plane::{Page, Viewer};
+use control::{ControlPlane, Error};
+use protocol::limits::{PREVIEW_MAX, RESPONSE_MAX, WAIT_MAX_MS};
+use protocol::{Assignment, Event, MessageId, MessageKind, RunId, RunState, WorkerId, WorkerState};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::{Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::args::Parameters;
+use crate::peers::Peers;
+use control::prompts::{BOOTSTRAP_VERSION, bootstrap_prompt};
+
+mod attach;
+mod events;
+mod message;
+mod run;
+mod runtime;
+mod worker;
+
+pub use attach::{Catalog, catalog};
+
+/// The error text: `{"code": "FORBIDDEN", "message": "..."}`.
+pub(crate) fn error_text(e: &Error) -> String {
+    serde_json::json!({ "code": e.code().as_str(), "message": e.to_string() }).to_string()
+}
+
+/// Runs blocking control-plane work (SQLite commits) off the async workers.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Error> + Send + 'static) -> Result<Json<T>, String> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => Ok(Json(v)),
+        Ok(Err(e)) => Err(error_text(&e)),
+        Err(join) => Err(serde_json::json!({"code": "INTERNAL", "message": join.to_string()}).to_string()),
+    }
+}
+
+fn parse<T: std::str::FromStr<Err = protocol::IdError>>(text: &str) -> Result<T, Error> {
+    text.parse().map_err(Error::InvalidId)
+}
+
+/// Root and workers authenticate with a capability; this checks it and, when
+/// the caller also named a worker, that it names itself.
+fn acting_as(plane: &ControlPlane, capability: &str, claimed: Option<&str>) -> Result<Worker, Error> {
+    let me = plane.authenticate(capability)?;
+    if let Some(claimed) = claimed {
+        let claimed: WorkerId = parse(claimed)?;
+        if claimed != me.id {
+            return Err(Error::Forbidden("a capability acts only as its own worker".into()));
+        }
+    }
+    Ok(me)
+}
+
+fn root_only(plane: &ControlPlane, capability: &str) -> Result<Worker, Error> {
+    let me = plane.authenticate(capability)?;
+    if !me.is_root() {
+        return Err(Error::Forbidden("only root may call this tool".into()));
+    }
+    Ok(me)
+}
+
+/// A run as tools show it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunView {
+    /// The run.
+    pub run_id: RunId,
+    /// Human title.
+    pub title: String,
+    /// Lifecycle state.
+    pub state: RunState,
+    /// The `/root` worker.
+    pub root_worker_id: WorkerId,
+    /// Last event cursor.
+    pub cursor: u64,
+    /// Creation time (ms since epoch).
+    pub created_at_ms: u64,
+    /// Last change (ms since epoch).
+    pub updated_at_ms: u64,
+}
+
+impl From<&Run> for RunView {
+    fn from(r: &Run) -> Self {
+        Self {
+            run_id: r.id.clone(),
+            title: r.title.clone(),
+            state: r.state,
+            root_worker_id: r.root.clone(),
+            cursor: r.cursor,
+            created_at_ms: r.created_at_ms,
+            updated_at_ms: r.updated_at_ms,
+        }
+    }
+}
+
+/// A worker as tools show it (no assignment body; `worker_attach` gives that).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkerView {
+    /// The worker.
+    pub worker_id: WorkerId,
+    /// Hierarchical name.
+    pub path: String,
+    /// Lifecycle state.
+    pub state: WorkerState,
+    /// How many times its conversation attached.
+    pub attach_count: u32,
+    /// Follow-ups received.
+    pub followups: u32,
+    /// Last progress summary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_progress: Option<String>,
+    /// Completion summary or failure reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// True in a list when `last_progress` or `outcome` was cut to its first
+    /// 256 bytes (so 256 workers fit one response); the full texts are in
+    /// the worker's `worker.progress` / `worker.completed` events.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shortened: bool,
+    /// Last change (ms since epoch).
+    pub updated_at_ms: u64,
+}
+
+impl From<&Worker> for WorkerView {
+    fn from(w: &Worker) -> Self {
+        Self {
+            worker_id: w.id.clone(),
+            path: w.path.clone(),
+            state: w.state,
+            attach_count: w.attach_count,
+            followups: w.followups.len() as u32,
+            last_progress: w.last_progress.clone(),
+            outcome: w.outcome.clone(),
+            shortened: false,
+            updated_at_ms: w.updated_at_ms,
+        }
+    }
+}
+
+impl WorkerView {
+    /// The view in a list of workers: long texts cut to `PREVIEW_MAX`
+    /// bytes as JSON (escapes counted), at a character boundary.
+    fn in_list(w: &Worker) -> Self {
+        let mut view = Self::from(w);
+        for text in [&mut view.last_progress, &mut view.outcome].into_iter().flatten() {
+            let mut escaped = 0;
+            let cut = text.char_indices().find(|(_, c)| {
+                escaped += match c {
+                    '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+                    c if (*c as u32) < 0x20 => 6,
+                    c => c.len_utf8(),
+                };
+                escaped > PREVIEW_MAX
+            });
+            if let Some((at, _)) = cut {
+                text.truncate(at);
+                view.shortened = true;
+            }
+        }
+        view
+    }
+}
+
+/// Arguments of tools that need only the caller's capability.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CapabilityArgs {
+    /// The caller's capability (from run_create or worker_attach).
+    pub capability: String,
+}
+
+/// Output of tools that change one worker.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkerOut {
+    /// The worker after the change.
+    pub worker: WorkerView,
+    /// The run's state after the change.
+    pub run_state: RunState,
+    /// The run's cursor after the change.
+    pub cursor: u64,
+}
+
+const SERVER_INSTRUCTIONS: &str = "ChatGPT Orchestrator. As root: run_create, then worker_spawn for each \
+parallel task (each gets its own conversation), then loop on events_wait to answer questions \
+(message_send kind answer, in_reply_to the question) and watch completion; worker_followup gives a finished \
+worker more work; worker_complete with root's capability closes the run. As a worker: worker_attach with the \
+attach identity from your bootstrap prompt, then follow its instructions.";
+
+/// The MCP tool handler.
+#[derive(Clone)]
+pub struct Tools {
+    plane: Arc<ControlPlane>,
+    pool: Arc<pool::Pool>,
+    executors: Option<Arc<carrier_webext::Bridge>>,
+    peers: Peers,
+    tool_router: ToolRouter<Self>,
+}
+
+impl Tools {
+    fn worker_out(&self, id: &WorkerId) -> Result<WorkerOut, Error> {
+        let w = self.plane.worker(id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
+        let run = self.plane.run(&w.run_id).ok_or_else(|| Error::NotFound(format!("run {}", w.run_id)))?;
+        Ok(WorkerOut { worker: WorkerView::from(&w), run_state: run.state, cursor: run.cursor })
+    }
+
+    /// Runs a command the caller issues as itself (progress, complete, fail):
+    /// authenticates, checks an optional claimed worker id is the caller's own,
+    /// commits, and returns the caller's worker afterwards.
+    async fn as_self(
+        &self,
+        capability: String,
+        claimed: Option<String>,
+        command: impl FnOnce(WorkerId) -> Command + Send + 'static,
+    ) -> Result<Json<WorkerOut>, String> {
+        let tools = self.clone();
+        blocking(move || {
+            let me = acting_as(&tools.plane, &capability, claimed.as_deref())?;
+            tools.plane.execute(command(me.id.clone()))?;
+            tools.worker_out(&me.id)
+        })
+        .await
+    }
+
+    /// Resolves a recipient given as a worker id or a path in `run`.
+    fn recipient(&self, run: &RunId, to: &str) -> Result<WorkerId, Error> {
+        if to.starts_with('/') {
+            return self
+                .plane
+                .workers_of(run)
+                .into_iter()
+                .find(|w| w.path == to)
+                .map(|w| w.id)
+                .ok_or_else(|| Error::NotFound(format!("worker {to} in this run")));
+        }
+        parse(to)
+    }
+}
+
+impl Tools {
+    /// A handler over `plane`, its runtime `pool` and, when serving HTTP, the executor bridge.
+    pub fn new(
+        plane: Arc<ControlPlane>,
+        pool: Arc<pool::Pool>,
+        executors: Option<Arc<carrier_webext::Bridge>>,
+        peers: Peers,
+    ) -> Self {
+        Self { plane, pool, executors, peers, tool_router: Self::stamped_router() }
+    }
+
+    /// Every family's tools, composed: one router per file of this module.
+    fn router() -> ToolRouter<Self> {
+        Self::run_tools()
+            + Self::worker_tools()
+            + Self::attach_tools()
+            + Self::message_tools()
+            + Self::events_tools()
+            + Self::runtime_tools()
+    }
+
+    /// The tools, with the catalog stamp in the attach tools' descriptions:
+    /// ChatGPT caches the tool list per app, so a stale app shows an old stamp.
+    fn stamped_router() -> ToolRouter<Self> {
+        let mut router = Self::router();
+        let stamp = &catalog().stamp;
+        for name in protocol::catalog::STAMPED_TOOLS {
+            let tool = &mut router.map.get_mut(name).expect("the attach tools exist").attr;
+            let text = tool.description.as_deref().unwrap_or_default();
+            tool.description = Some(protocol::catalog::stamp_description(text, stamp).into());
+        }
+        router
+    }
+
+    async fn connected(&self) -> Vec<String> {
+        match &self.executors {
+            Some(bridge) => bridge.connected().await,
+            None => Vec::new(),
+        }
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Tools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("chatgpt-orchestrator", env!("CARGO_PKG_VERSION")))
+            .with_instructions(SERVER_INSTRUCTIONS)
+    }
+}

@@ -1,0 +1,114 @@
+//! Run tools: `run_create`, `run_get`, `run_cancel`.
+
+use super::*;
+
+/// `run_create` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCreateArgs {
+    /// Short human title of the run's goal.
+    pub title: String,
+    /// Replaying the same key with the same title returns the same run,
+    /// without the capability (only the creating call gets it).
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// `run_create` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunCreateOut {
+    /// The run.
+    pub run: RunView,
+    /// Root's capability: pass it as `capability` to every other tool. Keep it out of worker prompts.
+    /// Only the call that created the run receives it; a replay does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root_capability: Option<String>,
+    /// This call replayed an earlier key: the run exists, its capability went to its creator.
+    pub replayed: bool,
+}
+
+/// `run_get` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunGetOut {
+    /// The run.
+    pub run: RunView,
+    /// Root sees every worker; a worker sees itself.
+    pub workers: Vec<WorkerView>,
+}
+
+/// `run_cancel` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCancelArgs {
+    /// Root's capability.
+    pub capability: String,
+    /// Why the run is cancelled.
+    pub reason: String,
+}
+
+#[tool_router(router = run_tools, vis = "pub(super)")]
+impl Tools {
+    /// Create a run for one large goal. Returns the run and root's capability.
+    #[tool(annotations(
+        title = "Create run",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn run_create(&self, Parameters(args): Parameters<RunCreateArgs>) -> Result<Json<RunCreateOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let (run_id, root, created) = plane.create_run_once(&args.title, args.idempotency_key.as_deref())?;
+            let run = plane.run(&run_id).ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
+            // A key proves nothing about who replays it: the credential goes to the creator only.
+            let root_capability = created.then(|| plane.keys().capability(&root));
+            Ok(RunCreateOut { run: RunView::from(&run), root_capability, replayed: !created })
+        })
+        .await
+    }
+
+    /// Read a run and its workers. Root sees every worker; a worker sees itself.
+    #[tool(annotations(
+        title = "Get run",
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn run_get(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<RunGetOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let me = plane.authenticate(&args.capability)?;
+            let run = plane.run(&me.run_id).ok_or_else(|| Error::NotFound(format!("run {}", me.run_id)))?;
+            let workers = if me.is_root() { plane.workers_of(&run.id) } else { vec![me] };
+            Ok(RunGetOut { run: RunView::from(&run), workers: workers.iter().map(WorkerView::in_list).collect() })
+        })
+        .await
+    }
+
+    /// Cancel the run and every unfinished worker. Root only.
+    #[tool(annotations(
+        title = "Cancel run",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn run_cancel(&self, Parameters(args): Parameters<RunCancelArgs>) -> Result<Json<RunGetOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let root = root_only(&plane, &args.capability)?;
+            plane.execute(Command::CancelRun { actor: root.id.clone(), reason: args.reason })?;
+            let run = plane.run(&root.run_id).ok_or_else(|| Error::NotFound(format!("run {}", root.run_id)))?;
+            Ok(RunGetOut {
+                run: RunView::from(&run),
+                workers: plane.workers_of(&run.id).iter().map(WorkerView::in_list).collect(),
+            })
+        })
+        .await
+    }
+}

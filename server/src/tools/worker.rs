@@ -1,0 +1,295 @@
+//! Worker tools: `worker_spawn`, `worker_list`, `worker_progress`,
+//! `worker_complete`, `worker_fail`, `worker_interrupt`, `worker_followup`.
+
+use super::*;
+
+/// `worker_spawn` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSpawnArgs {
+    /// Root's capability.
+    pub capability: String,
+    /// Worker name, unique in the run: 1-64 of `a-z 0-9 - _`. Its path becomes `/root/<name>`.
+    pub name: String,
+    /// The worker's authoritative task; it stays in the orchestrator, never in a prompt.
+    pub assignment: Assignment,
+    /// Replaying the same key with the same arguments returns the same worker.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// `worker_spawn` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkerSpawnOut {
+    /// The new (or replayed) worker.
+    pub worker: WorkerView,
+    /// The prompt that starts the worker's conversation; it carries only an opaque attach identity.
+    pub bootstrap_prompt: String,
+    /// Version of the bootstrap wording.
+    pub bootstrap_version: u32,
+}
+
+/// A work report, fenced by the follow-up it names when it names one.
+fn answering(followup: Option<u32>, report: Command) -> Command {
+    match followup {
+        Some(followup) => Command::Answering { followup, report: Box::new(report) },
+        None => report,
+    }
+}
+
+/// `worker_list` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkerListOut {
+    /// Every worker of the run, root first.
+    pub workers: Vec<WorkerView>,
+}
+
+/// `worker_progress` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerProgressArgs {
+    /// Your capability.
+    pub capability: String,
+    /// Optional: your own worker id; any other id is refused.
+    #[serde(default)]
+    #[schemars(with = "Option<WorkerId>")]
+    pub worker_id: Option<String>,
+    /// What you did or are doing.
+    pub summary: String,
+    /// Rough completion, 0-100.
+    #[serde(default)]
+    pub percent: Option<u8>,
+    /// The follow-up number this reports on (0: the original assignment), as
+    /// the wake prompt names it; a report on superseded work is refused.
+    #[serde(default)]
+    pub followup: Option<u32>,
+}
+
+/// `worker_complete` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerCompleteArgs {
+    /// Your capability. Root completing completes the run once every worker is finished.
+    pub capability: String,
+    /// Optional: your own worker id; any other id is refused.
+    #[serde(default)]
+    #[schemars(with = "Option<WorkerId>")]
+    pub worker_id: Option<String>,
+    /// What you delivered.
+    pub summary: String,
+    /// References to what you produced (paths, commits, URLs).
+    #[serde(default)]
+    pub artifacts: Vec<String>,
+    /// The follow-up number this reports on (0: the original assignment), as
+    /// the wake prompt names it; a report on superseded work is refused.
+    #[serde(default)]
+    pub followup: Option<u32>,
+}
+
+/// `worker_fail` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerFailArgs {
+    /// Your capability. Root failing fails the run and cancels its workers.
+    pub capability: String,
+    /// Optional: your own worker id; any other id is refused.
+    #[serde(default)]
+    #[schemars(with = "Option<WorkerId>")]
+    pub worker_id: Option<String>,
+    /// Why you cannot finish.
+    pub reason: String,
+    /// The follow-up number this reports on (0: the original assignment), as
+    /// the wake prompt names it; a report on superseded work is refused.
+    #[serde(default)]
+    pub followup: Option<u32>,
+}
+
+/// `worker_interrupt` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerInterruptArgs {
+    /// Root's capability.
+    pub capability: String,
+    /// The worker to stop.
+    #[schemars(with = "WorkerId")]
+    pub worker_id: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// `worker_followup` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerFollowupArgs {
+    /// Root's capability.
+    pub capability: String,
+    /// The worker to reopen (running, waiting, completed or failed).
+    #[schemars(with = "WorkerId")]
+    pub worker_id: String,
+    /// What to do next.
+    pub instructions: String,
+    /// Replaying the same key with the same arguments does not add a second follow-up.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// `worker_followup` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkerFollowupOut {
+    /// The worker after the change.
+    pub worker: WorkerView,
+    /// This follow-up's number for the worker, from 1.
+    pub seq: u32,
+}
+
+#[tool_router(router = worker_tools, vis = "pub(super)")]
+impl Tools {
+    /// Spawn a worker with its own assignment and conversation. Root only. Returns the bootstrap prompt.
+    #[tool(annotations(
+        title = "Spawn worker",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn worker_spawn(
+        &self,
+        Parameters(args): Parameters<WorkerSpawnArgs>,
+    ) -> Result<Json<WorkerSpawnOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let root = root_only(&plane, &args.capability)?;
+            let id = plane.spawn(&root, &args.name, &args.assignment, args.idempotency_key.as_deref())?;
+            let worker = plane.worker(&id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
+            Ok(WorkerSpawnOut {
+                worker: WorkerView::from(&worker),
+                bootstrap_prompt: bootstrap_prompt(&plane.keys().attach_identity(&id)),
+                bootstrap_version: BOOTSTRAP_VERSION,
+            })
+        })
+        .await
+    }
+
+    /// List every worker of the run with its state. Root only.
+    #[tool(annotations(
+        title = "List workers",
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn worker_list(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<WorkerListOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let root = root_only(&plane, &args.capability)?;
+            Ok(WorkerListOut { workers: plane.workers_of(&root.run_id).iter().map(WorkerView::in_list).collect() })
+        })
+        .await
+    }
+
+    /// Report your progress.
+    #[tool(annotations(
+        title = "Report progress",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn worker_progress(
+        &self,
+        Parameters(args): Parameters<WorkerProgressArgs>,
+    ) -> Result<Json<WorkerOut>, String> {
+        let args = args?;
+        let followup = args.followup;
+        self.as_self(args.capability, args.worker_id, move |me| {
+            answering(followup, Command::Progress { actor: me, summary: args.summary, percent: args.percent })
+        })
+        .await
+    }
+
+    /// Report that you finished your assignment. Root completing closes the run once every worker is finished.
+    #[tool(annotations(
+        title = "Complete",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn worker_complete(
+        &self,
+        Parameters(args): Parameters<WorkerCompleteArgs>,
+    ) -> Result<Json<WorkerOut>, String> {
+        let args = args?;
+        let followup = args.followup;
+        self.as_self(args.capability, args.worker_id, move |me| {
+            answering(followup, Command::Complete { actor: me, summary: args.summary, artifacts: args.artifacts })
+        })
+        .await
+    }
+
+    /// Report that you cannot finish. Root failing fails the run.
+    #[tool(annotations(
+        title = "Fail",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn worker_fail(&self, Parameters(args): Parameters<WorkerFailArgs>) -> Result<Json<WorkerOut>, String> {
+        let args = args?;
+        let followup = args.followup;
+        self.as_self(args.capability, args.worker_id, move |me| {
+            answering(followup, Command::Fail { actor: me, reason: args.reason })
+        })
+        .await
+    }
+
+    /// Stop a worker's work (it becomes cancelled). Root only.
+    #[tool(annotations(
+        title = "Interrupt worker",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn worker_interrupt(
+        &self,
+        Parameters(args): Parameters<WorkerInterruptArgs>,
+    ) -> Result<Json<WorkerOut>, String> {
+        let args = args?;
+        let tools = self.clone();
+        blocking(move || {
+            let root = root_only(&tools.plane, &args.capability)?;
+            let target: WorkerId = parse(&args.worker_id)?;
+            tools.plane.execute(Command::Interrupt { actor: root.id, target: target.clone(), reason: args.reason })?;
+            tools.worker_out(&target)
+        })
+        .await
+    }
+
+    /// Give a worker further work in its existing conversation, reopening it if it finished. Root only.
+    #[tool(annotations(
+        title = "Follow up",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn worker_followup(
+        &self,
+        Parameters(args): Parameters<WorkerFollowupArgs>,
+    ) -> Result<Json<WorkerFollowupOut>, String> {
+        let args = args?;
+        let plane = self.plane.clone();
+        blocking(move || {
+            let root = root_only(&plane, &args.capability)?;
+            let target: WorkerId = parse(&args.worker_id)?;
+            let seq = plane.followup(&root, &target, &args.instructions, args.idempotency_key.as_deref())?;
+            let w = plane.worker(&target).ok_or_else(|| Error::NotFound(format!("worker {target}")))?;
+            Ok(WorkerFollowupOut { worker: WorkerView::from(&w), seq })
+        })
+        .await
+    }
+}
