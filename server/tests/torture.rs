@@ -112,7 +112,7 @@ struct Target {
     /// Set while the driver kills and restarts: models hold their calls.
     paused: AtomicBool,
     /// Models holding (acknowledging the pause).
-    holding: AtomicU64,
+    holding: AtomicBool,
 }
 
 /// Plays each worker conversation's model: on a bootstrap it attaches; on a
@@ -136,11 +136,11 @@ fn models(
         let mut late: HashSet<String> = HashSet::new();
         while !stop.load(Ordering::SeqCst) {
             if target.paused.load(Ordering::SeqCst) {
-                target.holding.store(1, Ordering::SeqCst);
+                target.holding.store(true, Ordering::SeqCst);
                 std::thread::sleep(Duration::from_millis(5));
                 continue;
             }
-            target.holding.store(0, Ordering::SeqCst);
+            target.holding.store(false, Ordering::SeqCst);
             for (i, executor) in executors.iter().enumerate() {
                 let stats = executor.stats();
                 for (conversation, prompt) in &stats.submissions[taken[i]..] {
@@ -422,7 +422,7 @@ async fn crash_torture_keeps_every_invariant_across_seeded_kills() {
         addr: addr.clone(),
         generation: AtomicU64::new(0),
         paused: AtomicBool::new(false),
-        holding: AtomicU64::new(0),
+        holding: AtomicBool::new(false),
     });
     let history = Arc::new(Mutex::new(History::default()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -461,7 +461,7 @@ async fn crash_torture_keeps_every_invariant_across_seeded_kills() {
         let quiet = driver.rng.chance(50);
         if quiet {
             target.paused.store(true, Ordering::SeqCst);
-            while target.holding.load(Ordering::SeqCst) == 0 {
+            while !target.holding.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(2));
             }
         }

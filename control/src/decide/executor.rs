@@ -1,0 +1,419 @@
+//! Executors: connections, dispatch rounds, inspects (`crate::schedule`), and
+//! what an executor reports about its commands and conversations.
+
+use super::*;
+
+/// The executor commands (routed here by [`super::decide`]).
+pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error> {
+    match command {
+        Command::ExecutorConnected { executor_id, executor_instance_id, executor_kind, capabilities, host } => {
+            Ok(vec![EventBody::ExecutorConnected {
+                executor_id: executor_id.clone(),
+                executor_instance_id: executor_instance_id.clone(),
+                executor_kind: *executor_kind,
+                capabilities: capabilities.clone(),
+                host: host.clone(),
+            }])
+        }
+        Command::ExecutorDisconnected { executor_id, executor_instance_id, reason } => {
+            Ok(vec![EventBody::ExecutorDisconnected {
+                executor_id: executor_id.clone(),
+                executor_instance_id: executor_instance_id.clone(),
+                reason: reason.clone(),
+            }])
+        }
+        Command::Dispatch { command_id, executor_id } => Ok(vec![dispatched(state, command_id, executor_id)?]),
+        Command::DispatchAll { dispatches } => {
+            dispatches.iter().map(|(command_id, executor_id)| dispatched(state, command_id, executor_id)).collect()
+        }
+        Command::Recheck { inspections } => inspections
+            .iter()
+            .map(|(worker_id, command_id)| {
+                let worker = state.worker(worker_id).ok_or_else(|| Error::NotFound(format!("worker {worker_id}")))?;
+                if worker.conversation.is_none() {
+                    return Err(Error::InvalidTransition(format!("worker {worker_id} has no conversation to inspect")));
+                }
+                Ok(EventBody::CommandQueued {
+                    command_id: command_id.clone(),
+                    worker_id: worker_id.clone(),
+                    intent: CommandIntent::Inspect,
+                    idempotency_key: format!("inspect:{command_id}"),
+                    not_before_ms: None,
+                })
+            })
+            .collect(),
+        Command::ExecutorReport { executor_id, frame } => report(state, executor_id, frame),
+        Command::HostState { worker_id, code, detail } => {
+            let worker = state.worker(worker_id).ok_or_else(|| Error::NotFound(format!("worker {worker_id}")))?;
+            if !code.is_host_state() {
+                return Err(Error::InvalidArgument(format!("{code} is not a host state")));
+            }
+            Ok(if worker.last_error == Some(*code) {
+                vec![]
+            } else {
+                vec![EventBody::ConversationError { worker_id: worker_id.clone(), code: *code, detail: detail.clone() }]
+            })
+        }
+        _ => unreachable!("decide routes only this family's commands here"),
+    }
+}
+
+/// The dispatch of one queued command to an executor, which must be the one
+/// holding the worker, if any holds it.
+fn dispatched(state: &State, command_id: &CommandId, executor_id: &str) -> Result<EventBody, Error> {
+    let command = known_command(state, command_id)?;
+    let worker =
+        state.worker(&command.worker_id).ok_or_else(|| Error::NotFound(format!("worker {}", command.worker_id)))?;
+    if let Some(bound) = &worker.executor_id
+        && bound != executor_id
+    {
+        return Err(Error::Forbidden(format!("worker {} is bound to another executor", worker.id)));
+    }
+    match command.phase {
+        CommandPhase::Queued => Ok(EventBody::CommandDispatched {
+            command_id: command_id.clone(),
+            worker_id: command.worker_id.clone(),
+            executor_id: executor_id.to_owned(),
+        }),
+        CommandPhase::Dispatched | CommandPhase::Acked | CommandPhase::Completed | CommandPhase::Cancelled => {
+            Err(Error::InvalidTransition(format!("command {command_id} is not queued")))
+        }
+    }
+}
+
+/// Applies what an executor reported. Duplicates (a second ack, a result
+/// delivered twice, the same binding again) record nothing; anything about a
+/// command or worker held by another executor is refused.
+fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec<EventBody>, Error> {
+    match frame {
+        ExecutorFrame::Hello { .. } | ExecutorFrame::Heartbeat { .. } => {
+            Err(Error::InvalidArgument("hello and heartbeat are session frames, not reports".into()))
+        }
+        ExecutorFrame::Ack { command_id } => {
+            let command = held_command(state, executor_id, command_id)?;
+            match command.phase {
+                CommandPhase::Dispatched => {
+                    let mut events = vec![EventBody::CommandAcked {
+                        command_id: command_id.clone(),
+                        worker_id: command.worker_id.clone(),
+                    }];
+                    let worker = state.worker(&command.worker_id).expect("commands name known workers");
+                    if command.intent == CommandIntent::Create && worker.state == WorkerState::LaunchRequested {
+                        events.push(state_change(
+                            &worker.id,
+                            WorkerState::LaunchRequested,
+                            WorkerState::Launching,
+                            Some("executor acknowledged"),
+                        ));
+                    }
+                    Ok(events)
+                }
+                CommandPhase::Acked | CommandPhase::Completed => Ok(vec![]),
+                CommandPhase::Queued | CommandPhase::Cancelled => {
+                    Err(Error::InvalidTransition(format!("command {command_id} was never dispatched")))
+                }
+            }
+        }
+        ExecutorFrame::Result { command_id, outcome } => {
+            let command = held_command(state, executor_id, command_id)?;
+            match command.phase {
+                CommandPhase::Dispatched | CommandPhase::Acked => {}
+                CommandPhase::Completed => return Ok(vec![]),
+                CommandPhase::Queued | CommandPhase::Cancelled => {
+                    return Err(Error::InvalidTransition(format!("command {command_id} was never dispatched")));
+                }
+            }
+            let worker = state.worker(&command.worker_id).expect("commands name known workers");
+            let mut events = vec![EventBody::CommandCompleted {
+                command_id: command_id.clone(),
+                worker_id: worker.id.clone(),
+                outcome: outcome.clone(),
+            }];
+            match (outcome, &command.intent) {
+                (CommandOutcome::Ok { conversation_id: Some(id) }, CommandIntent::Create)
+                    if worker.conversation.is_none() =>
+                {
+                    events.push(bind(state, worker, id, &format!("https://chatgpt.com/c/{id}"), executor_id));
+                }
+                (CommandOutcome::Ok { .. }, _) => {}
+                // A host or setup state (the app not bound, signed out…) is not a
+                // worker's failure: it is recorded where runtime_status reads its
+                // readiness reasons; runtime_recover retries a pool create. A
+                // spawned worker's create has no retry: its launch fails, with the code.
+                (CommandOutcome::Error { code, detail }, intent)
+                    if code.is_host_state()
+                        && (*intent != CommandIntent::Create || state.runtime.by_worker(&worker.id).is_some()) =>
+                {
+                    events.push(EventBody::ConversationError {
+                        worker_id: worker.id.clone(),
+                        code: *code,
+                        detail: detail.clone(),
+                    });
+                }
+                (CommandOutcome::Error { code, .. }, CommandIntent::Create) if !uncertain(*code) => {
+                    if matches!(worker.state, WorkerState::LaunchRequested | WorkerState::Launching) {
+                        events.push(state_change(
+                            &worker.id,
+                            worker.state,
+                            WorkerState::LaunchFailed,
+                            Some(code.as_str()),
+                        ));
+                        events.extend(cancel_queued(state, [&worker.id]));
+                    }
+                }
+                // The executor did not act (it never starts past the deadline,
+                // e.g. the page stayed generating): the wake goes out again
+                // as a new command, a bounded number of times, so a slow page
+                // never drops a follow-up.
+                (CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, .. }, CommandIntent::Send { .. })
+                    if !matches!(worker.state, WorkerState::Failed | WorkerState::Cancelled) =>
+                {
+                    let attempts = state
+                        .commands
+                        .values()
+                        .filter(|c| c.worker_id == worker.id && c.intent == command.intent)
+                        .count();
+                    if attempts < SEND_ATTEMPTS_MAX {
+                        events.push(EventBody::CommandQueued {
+                            command_id: retry_id(command_id),
+                            worker_id: worker.id.clone(),
+                            intent: command.intent.clone(),
+                            idempotency_key: format!("{}:attempt{}", command.idempotency_key, attempts + 1),
+                            not_before_ms: None,
+                        });
+                    }
+                }
+                // An uncertain outcome retries nothing: the command stays
+                // completed-with-error for exact readback and reconciliation.
+                (CommandOutcome::Error { .. }, _) => {}
+            }
+            Ok(events)
+        }
+        ExecutorFrame::ConversationCreated { command_id, worker_id } => {
+            let command = held_command(state, executor_id, command_id)?;
+            if &command.worker_id != worker_id {
+                return Err(Error::Forbidden("conversationCreated names another worker than its command".into()));
+            }
+            let worker = held_worker(state, executor_id, worker_id)?;
+            Ok(if worker.conversation_created {
+                vec![]
+            } else {
+                vec![EventBody::ConversationCreated { worker_id: worker_id.clone(), command_id: command_id.clone() }]
+            })
+        }
+        ExecutorFrame::ConversationBound { worker_id, conversation_id, url } => {
+            let worker = held_worker(state, executor_id, worker_id)?;
+            match &worker.conversation {
+                None => Ok(vec![bind(state, worker, conversation_id, url, executor_id)]),
+                Some((bound, _)) if bound == conversation_id => Ok(vec![]),
+                Some((bound, _)) => Ok(vec![EventBody::ConversationError {
+                    worker_id: worker_id.clone(),
+                    code: ErrorCode::ConversationIdentityDrift,
+                    detail: format!("executor reported {conversation_id}, bound to {bound}"),
+                }]),
+            }
+        }
+        // One meaning for "closed": `conversationState{closed}` is the managed
+        // tab gone, exactly as `conversationClosed` (the slot is lost either way).
+        ExecutorFrame::ConversationState { worker_id, state: ConversationState::Closed, .. } => {
+            let worker = held_worker(state, executor_id, worker_id)?;
+            Ok(if worker.conversation_state == Some(ConversationState::Closed) {
+                vec![]
+            } else {
+                vec![EventBody::ConversationClosed { worker_id: worker_id.clone() }]
+            })
+        }
+        ExecutorFrame::ConversationState { worker_id, state: observed, error } => {
+            let worker = held_worker(state, executor_id, worker_id)?;
+            Ok(if worker.conversation_state == Some(*observed) && *observed != ConversationState::Error {
+                vec![]
+            } else {
+                vec![EventBody::ConversationStateChanged {
+                    worker_id: worker_id.clone(),
+                    state: *observed,
+                    error: *error,
+                }]
+            })
+        }
+        ExecutorFrame::ConversationError { worker_id, code, detail } => {
+            held_worker(state, executor_id, worker_id)?;
+            Ok(vec![EventBody::ConversationError { worker_id: worker_id.clone(), code: *code, detail: detail.clone() }])
+        }
+        ExecutorFrame::ConversationClosed { worker_id } => {
+            let worker = held_worker(state, executor_id, worker_id)?;
+            Ok(if worker.conversation_state == Some(ConversationState::Closed) {
+                vec![]
+            } else {
+                vec![EventBody::ConversationClosed { worker_id: worker_id.clone() }]
+            })
+        }
+    }
+}
+
+/// Binds a worker's first observed conversation, unless another worker already
+/// holds that conversation: then it is identity drift, recorded and fenced,
+/// never a second mapping of one conversation.
+fn bind(
+    state: &State,
+    worker: &Worker,
+    conversation: &protocol::ConversationId,
+    url: &str,
+    executor_id: &str,
+) -> EventBody {
+    let taken = state
+        .workers
+        .values()
+        .any(|w| w.id != worker.id && w.conversation.as_ref().is_some_and(|(c, _)| c == conversation));
+    if taken {
+        return EventBody::ConversationError {
+            worker_id: worker.id.clone(),
+            code: ErrorCode::ConversationIdentityDrift,
+            detail: format!("conversation {conversation} already belongs to another worker"),
+        };
+    }
+    EventBody::ConversationBound {
+        worker_id: worker.id.clone(),
+        conversation_id: conversation.clone(),
+        url: url.to_owned(),
+        executor_id: executor_id.to_owned(),
+    }
+}
+
+/// Attempts of one wake (a `conversation_send` answered `DEADLINE_EXCEEDED`
+/// is queued again until this many were made).
+pub const SEND_ATTEMPTS_MAX: usize = 5;
+
+/// The id of the command that retries `previous`: derived from it, so
+/// `decide` stays a function of its inputs (and a replayed report decides
+/// the same id).
+fn retry_id(previous: &CommandId) -> CommandId {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("retry:{previous}").as_bytes());
+    CommandId::from_uuid_bytes(digest[..16].try_into().expect("a SHA-256 has 16 bytes to spare"))
+}
+
+/// Codes that mean the effect may have happened: never grounds for a retry.
+fn uncertain(code: ErrorCode) -> bool {
+    matches!(code, ErrorCode::OutcomeUnknown | ErrorCode::AmbiguousSubmission | ErrorCode::ReconcileRequired)
+}
+
+fn known_command<'a>(state: &'a State, id: &CommandId) -> Result<&'a QueuedCommand, Error> {
+    state.commands.get(id).ok_or_else(|| Error::NotFound(format!("command {id}")))
+}
+
+/// A command dispatched to `executor_id`.
+fn held_command<'a>(state: &'a State, executor_id: &str, id: &CommandId) -> Result<&'a QueuedCommand, Error> {
+    let command = known_command(state, id)?;
+    if command.executor_id.as_deref() != Some(executor_id) {
+        return Err(Error::Forbidden(format!("command {id} is not held by this executor")));
+    }
+    Ok(command)
+}
+
+/// A worker whose conversation `executor_id` holds.
+fn held_worker<'a>(state: &'a State, executor_id: &str, id: &WorkerId) -> Result<&'a Worker, Error> {
+    let worker = state.worker(id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
+    if worker.executor_id.as_deref() != Some(executor_id) {
+        return Err(Error::Forbidden(format!("worker {id} is not held by this executor")));
+    }
+    Ok(worker)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::{Given, check};
+    use super::*;
+
+    fn report(executor: &str, frame: ExecutorFrame) -> Command {
+        Command::ExecutorReport { executor_id: executor.into(), frame }
+    }
+
+    #[test]
+    fn executor_commands_by_state() {
+        let mut rows = Vec::new();
+
+        let g = Given::run();
+        let c = Command::ExecutorConnected {
+            executor_id: "ext".into(),
+            executor_instance_id: "i1".into(),
+            executor_kind: ExecutorKind::Fake,
+            capabilities: vec![],
+            host: HostFacts::default(),
+        };
+        rows.push(("a connection goes to the system stream", g, c, Ok(&["executor.connected"][..])));
+
+        let mut g = Given::run();
+        let a = g.spawned("a");
+        let command_id = g.open_command(&a);
+        let c = Command::Dispatch { command_id, executor_id: "ext".into() };
+        rows.push(("a queued create is dispatched", g, c, Ok(&["executor.command_dispatched"][..])));
+
+        let mut g = Given::run();
+        let a = g.spawned("a");
+        let command_id = g.open_command(&a);
+        g.apply(Command::Dispatch { command_id: command_id.clone(), executor_id: "ext".into() });
+        let c = Command::Dispatch { command_id, executor_id: "ext".into() };
+        rows.push(("a dispatched command is not dispatched again", g, c, Err(ErrorCode::InvalidTransition)));
+
+        let mut g = Given::run();
+        let a = g.spawned("a");
+        let command_id = g.open_command(&a);
+        g.apply(Command::Dispatch { command_id: command_id.clone(), executor_id: "ext".into() });
+        let c = report("other", ExecutorFrame::Ack { command_id });
+        rows.push(("another executor's command is not reported on", g, c, Err(ErrorCode::Forbidden)));
+
+        let mut g = Given::run();
+        let a = g.spawned("a");
+        let c = Command::Recheck { inspections: vec![(a, CommandId::from_uuid_bytes(g.id()))] };
+        rows.push(("no inspect without a conversation", g, c, Err(ErrorCode::InvalidTransition)));
+
+        let mut g = Given::run();
+        let a = g.created("a", "ext");
+        let c = Command::Recheck { inspections: vec![(a, CommandId::from_uuid_bytes(g.id()))] };
+        rows.push(("an inspect of a bound conversation is queued", g, c, Ok(&["executor.command_queued"][..])));
+
+        let mut g = Given::run();
+        let a = g.created("a", "ext");
+        let c = report(
+            "ext",
+            ExecutorFrame::ConversationState { worker_id: a, state: ConversationState::Closed, error: None },
+        );
+        rows.push(("closed as a state is the tab gone", g, c, Ok(&["conversation.closed"][..])));
+
+        let mut g = Given::run();
+        let a = g.created("a", "ext");
+        let other: protocol::ConversationId = "0196b2c4-8e1f-7a3b-9c2d-ffffffffffff".parse().unwrap();
+        let c = report(
+            "ext",
+            ExecutorFrame::ConversationBound {
+                worker_id: a,
+                conversation_id: other,
+                url: "https://chatgpt.com/c/0196b2c4-8e1f-7a3b-9c2d-ffffffffffff".into(),
+            },
+        );
+        rows.push(("another conversation for a bound worker is drift", g, c, Ok(&["conversation.error"][..])));
+
+        let mut g = Given::run();
+        let a = g.created("a", "ext");
+        g.apply(Command::Attach { worker_id: a.clone() });
+        let send_command = CommandId::from_uuid_bytes(g.id());
+        let root = g.root.clone();
+        g.apply(Command::Followup {
+            actor: root,
+            target: a.clone(),
+            instructions: "more".into(),
+            send_command: send_command.clone(),
+        });
+        g.apply(Command::Dispatch { command_id: send_command.clone(), executor_id: "ext".into() });
+        let outcome = CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, detail: "busy".into() };
+        let c = report("ext", ExecutorFrame::Result { command_id: send_command, outcome });
+        rows.push((
+            "a wake past its deadline is queued again",
+            g,
+            c,
+            Ok(&["executor.command_completed", "executor.command_queued"][..]),
+        ));
+
+        check(rows);
+    }
+}

@@ -1,0 +1,142 @@
+//! Messages between workers of a run, and root's broadcasts.
+
+use super::*;
+
+/// The message commands (routed here by [`super::decide`]).
+pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error> {
+    match command {
+        Command::Send { actor, message_id, to, kind, body, in_reply_to } => {
+            let (run, sender) = acting(state, actor)?;
+            require_open(run)?;
+            require_working(sender)?;
+            check_text("body", body, TEXT_MAX)?;
+            let recipient = state
+                .worker(to)
+                .filter(|w| w.run_id == run.id)
+                .ok_or_else(|| Error::NotFound(format!("worker {to} in this run")))?;
+            if recipient.id == sender.id {
+                return Err(Error::InvalidArgument("a worker cannot message itself".into()));
+            }
+            if !sender.is_root() && !recipient.is_root() && Some(&recipient.id) != sender.parent.as_ref() {
+                return Err(Error::Forbidden("workers may message root or their parent only".into()));
+            }
+            if let Some(reply_to) = in_reply_to {
+                match run.messages.get(reply_to) {
+                    Some(addressee) if addressee == actor => {}
+                    Some(_) => {
+                        return Err(Error::Forbidden("in_reply_to names a message addressed to another worker".into()));
+                    }
+                    None => return Err(Error::NotFound(format!("message {reply_to} in this run"))),
+                }
+            }
+            if state.runs.values().any(|r| r.messages.contains_key(message_id)) {
+                return Err(Error::InvalidArgument("message id already exists".into()));
+            }
+            let mut events = vec![EventBody::WorkerMessage {
+                message_id: message_id.clone(),
+                from: actor.clone(),
+                to: to.clone(),
+                kind: *kind,
+                body: body.clone(),
+                in_reply_to: in_reply_to.clone(),
+            }];
+            events.extend(message_state_changes(sender, recipient, *kind));
+            Ok(events)
+        }
+        Command::Broadcast { actor, message_ids, kind, body } => {
+            let (run, root) = root_actor(state, actor)?;
+            require_open(run)?;
+            check_text("body", body, TEXT_MAX)?;
+            let recipients = broadcast_recipients(state, run);
+            if message_ids.len() < recipients.len() {
+                return Err(Error::InvalidArgument("not enough message ids for the recipients".into()));
+            }
+            let mut events = Vec::new();
+            for (recipient, message_id) in recipients.into_iter().zip(message_ids) {
+                events.push(EventBody::WorkerMessage {
+                    message_id: message_id.clone(),
+                    from: actor.clone(),
+                    to: recipient.id.clone(),
+                    kind: *kind,
+                    body: body.clone(),
+                    in_reply_to: None,
+                });
+                events.extend(message_state_changes(root, recipient, *kind));
+            }
+            Ok(events)
+        }
+        _ => unreachable!("decide routes only this family's commands here"),
+    }
+}
+
+/// Who a broadcast in `run` reaches, in order: every unfinished non-root worker.
+pub fn broadcast_recipients<'a>(state: &'a State, run: &Run) -> Vec<&'a Worker> {
+    run.workers.iter().filter_map(|id| state.worker(id)).filter(|w| !w.is_root() && !w.state.is_terminal()).collect()
+}
+
+/// A question or blocker makes the sender wait; an answer or correction
+/// releases a waiting recipient.
+fn message_state_changes(sender: &Worker, recipient: &Worker, kind: MessageKind) -> Vec<EventBody> {
+    let mut events = Vec::new();
+    if kind.makes_sender_wait() && sender.state == WorkerState::Running && !sender.is_root() {
+        events.push(state_change(&sender.id, WorkerState::Running, WorkerState::Waiting, Some("awaiting reply")));
+    }
+    if kind.releases_recipient() && recipient.state == WorkerState::Waiting {
+        events.push(state_change(&recipient.id, WorkerState::Waiting, WorkerState::Running, Some("reply received")));
+    }
+    events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::{Given, check};
+    use super::*;
+
+    fn send(g: &mut Given, from: &WorkerId, to: &WorkerId, kind: MessageKind, body: &str) -> Command {
+        let message_id = MessageId::from_uuid_bytes(g.id());
+        Command::Send { actor: from.clone(), message_id, to: to.clone(), kind, body: body.into(), in_reply_to: None }
+    }
+
+    #[test]
+    fn message_commands_by_state() {
+        let mut rows = Vec::new();
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        let root = g.root.clone();
+        let c = send(&mut g, &a, &root, MessageKind::Information, "fyi");
+        rows.push(("information to root", g, c, Ok(&["worker.message"][..])));
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        let root = g.root.clone();
+        let c = send(&mut g, &a, &root, MessageKind::Question, "which?");
+        rows.push(("a question makes the asker wait", g, c, Ok(&["worker.message", "worker.state_changed"][..])));
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        let root = g.root.clone();
+        let c = send(&mut g, &a, &root, MessageKind::Information, &"x".repeat(TEXT_MAX + 1));
+        rows.push(("a body over its bound", g, c, Err(ErrorCode::TooLarge)));
+
+        let mut g = Given::run();
+        g.attached("a");
+        g.attached("b");
+        let ids = vec![MessageId::from_uuid_bytes(g.id()), MessageId::from_uuid_bytes(g.id())];
+        let c = Command::Broadcast {
+            actor: g.root.clone(),
+            message_ids: ids,
+            kind: MessageKind::Information,
+            body: "all".into(),
+        };
+        rows.push(("root broadcasts to every running worker", g, c, Ok(&["worker.message", "worker.message"][..])));
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        let ids = vec![MessageId::from_uuid_bytes(g.id())];
+        let c = Command::Broadcast { actor: a, message_ids: ids, kind: MessageKind::Information, body: "all".into() };
+        rows.push(("a worker cannot broadcast", g, c, Err(ErrorCode::Forbidden)));
+
+        check(rows);
+    }
+}

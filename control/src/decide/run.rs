@@ -1,0 +1,88 @@
+//! Runs: creating one with its root, cancelling one with its workers.
+
+use super::*;
+
+/// The run commands (routed here by [`super::decide`]).
+pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error> {
+    match command {
+        Command::CreateRun { run_id, root_id, title } => {
+            check_text("title", title, TITLE_MAX)?;
+            if state.runs.contains_key(run_id) || state.workers.contains_key(root_id) {
+                return Err(Error::InvalidArgument("run or root id already exists".into()));
+            }
+            Ok(vec![
+                EventBody::RunCreated { title: title.clone(), root_worker_id: root_id.clone() },
+                EventBody::WorkerCreated {
+                    worker_id: root_id.clone(),
+                    path: "/root".into(),
+                    parent_id: None,
+                    assignment: None,
+                },
+                state_change(root_id, WorkerState::Created, WorkerState::Running, None),
+            ])
+        }
+        Command::CancelRun { actor, reason } => {
+            let (run, root) = root_actor(state, actor)?;
+            if run.state.is_terminal() {
+                return Err(Error::RunNotActive(run.state));
+            }
+            check_text("reason", reason, TEXT_MAX)?;
+            let mut events = cancel_children(state, run, actor, "run cancelled");
+            events.extend(cancel_queued(state, unfinished_children(state, run, actor).map(|w| &w.id)));
+            if !root.state.is_terminal() {
+                events.push(state_change(actor, root.state, WorkerState::Cancelled, Some("run cancelled")));
+            }
+            events.push(EventBody::RunStateChanged {
+                from: run.state,
+                to: RunState::Cancelled,
+                reason: Some(reason.clone()),
+            });
+            Ok(events)
+        }
+        _ => unreachable!("decide routes only this family's commands here"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::{Given, check};
+    use super::*;
+
+    fn cancel(actor: &WorkerId) -> Command {
+        Command::CancelRun { actor: actor.clone(), reason: "stop".into() }
+    }
+
+    #[test]
+    fn run_commands_by_state() {
+        let mut rows = Vec::new();
+
+        let mut g = Given::run();
+        g.attached("a");
+        let c = cancel(&g.root);
+        rows.push((
+            "root cancels: the worker ends, its queued create is dropped, then root and the run",
+            g,
+            c,
+            Ok(&["worker.state_changed", "executor.command_cancelled", "worker.state_changed", "run.state_changed"][..]),
+        ));
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        rows.push(("a worker cannot cancel the run", g, cancel(&a), Err(ErrorCode::Forbidden)));
+
+        let mut g = Given::run();
+        let root = g.root.clone();
+        g.apply(cancel(&root));
+        rows.push(("a cancelled run is not cancelled again", g, cancel(&root), Err(ErrorCode::RunNotActive)));
+
+        let g = Given::run();
+        let c = Command::CreateRun {
+            run_id: g.run.clone(),
+            root_id: WorkerId::from_uuid_bytes([9; 16]),
+            title: "again".into(),
+        };
+        rows.push(("a run id is created once", g, c, Err(ErrorCode::InvalidArgument)));
+
+        check(rows);
+    }
+}

@@ -1,0 +1,344 @@
+//! Workers: spawn, attach, progress, completion and failure (fenced by the
+//! follow-up they answer), interruption, follow-ups.
+
+use super::*;
+
+/// The worker commands (routed here by [`super::decide`]).
+pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error> {
+    match command {
+        Command::Spawn { actor, worker_id, name, assignment, create_command } => {
+            let (run, root) = root_actor(state, actor)?;
+            require_active(run)?;
+            check_name(name)?;
+            check_assignment(assignment)?;
+            let path = format!("{}/{name}", root.path);
+            if run.paths.contains(&path) {
+                return Err(Error::InvalidArgument(format!("a worker named {path} already exists in this run")));
+            }
+            if run.workers.len() >= WORKERS_PER_RUN_MAX {
+                return Err(Error::LimitReached(format!("a run holds at most {WORKERS_PER_RUN_MAX} workers")));
+            }
+            if state.workers.contains_key(worker_id) {
+                return Err(Error::InvalidArgument("worker id already exists".into()));
+            }
+            Ok(vec![
+                EventBody::WorkerCreated {
+                    worker_id: worker_id.clone(),
+                    path,
+                    parent_id: Some(actor.clone()),
+                    assignment: Some(assignment.clone()),
+                },
+                state_change(worker_id, WorkerState::Created, WorkerState::LaunchRequested, None),
+                EventBody::CommandQueued {
+                    command_id: create_command.clone(),
+                    worker_id: worker_id.clone(),
+                    intent: CommandIntent::Create,
+                    idempotency_key: format!("create:{worker_id}"),
+                    not_before_ms: None,
+                },
+            ])
+        }
+        Command::Attach { worker_id } => {
+            let (run, worker) = acting(state, worker_id)?;
+            if worker.is_root() {
+                return Err(Error::Forbidden("root does not attach; it uses the capability from run_create".into()));
+            }
+            if state.runtime.by_worker(worker_id).is_some() {
+                return Err(Error::Forbidden("pool workers attach through admission (runtime_bootstrap)".into()));
+            }
+            if worker.state == WorkerState::Cancelled
+                || worker.state == WorkerState::LaunchFailed
+                || run.state.is_terminal()
+            {
+                return Err(Error::InvalidTransition(format!("worker is {:?}; it can no longer attach", worker.state)));
+            }
+            let mut events =
+                vec![EventBody::WorkerAttached { worker_id: worker_id.clone(), attach_count: worker.attach_count + 1 }];
+            match worker.state {
+                WorkerState::Created | WorkerState::LaunchRequested | WorkerState::Launching => {
+                    events.push(state_change(worker_id, worker.state, WorkerState::Running, Some("attached")));
+                }
+                WorkerState::Running
+                | WorkerState::Waiting
+                | WorkerState::Completed
+                | WorkerState::Failed
+                | WorkerState::Cancelled
+                | WorkerState::LaunchFailed => {}
+            }
+            Ok(events)
+        }
+        Command::Progress { actor, summary, percent } => {
+            let (run, worker) = acting(state, actor)?;
+            require_open(run)?;
+            require_working(worker)?;
+            check_text("summary", summary, TEXT_MAX)?;
+            if percent.is_some_and(|p| p > 100) {
+                return Err(Error::InvalidArgument("percent must be between 0 and 100".into()));
+            }
+            let mut events = vec![EventBody::WorkerProgress {
+                worker_id: actor.clone(),
+                summary: summary.clone(),
+                percent: *percent,
+            }];
+            if worker.state == WorkerState::Waiting {
+                events.push(state_change(actor, WorkerState::Waiting, WorkerState::Running, Some("progress")));
+            }
+            Ok(events)
+        }
+        Command::Complete { actor, summary, artifacts } => {
+            let (run, worker) = acting(state, actor)?;
+            require_open(run)?;
+            require_working(worker)?;
+            check_text("summary", summary, TEXT_MAX)?;
+            check_list("artifacts", artifacts)?;
+            let mut events = vec![
+                EventBody::WorkerCompleted {
+                    worker_id: actor.clone(),
+                    summary: summary.clone(),
+                    artifacts: artifacts.clone(),
+                },
+                state_change(actor, worker.state, WorkerState::Completed, None),
+            ];
+            if worker.is_root() {
+                let children_open = unfinished_children(state, run, actor).next().is_some();
+                let to = if children_open { RunState::Completing } else { RunState::Completed };
+                events.push(EventBody::RunStateChanged { from: run.state, to, reason: Some("root completed".into()) });
+            } else {
+                events.extend(close_if_last(state, run, actor));
+            }
+            Ok(events)
+        }
+        Command::Answering { followup, report } => {
+            let actor = match report.as_ref() {
+                Command::Progress { actor, .. } | Command::Complete { actor, .. } | Command::Fail { actor, .. } => {
+                    actor
+                }
+                _ => {
+                    return Err(Error::InvalidArgument("only progress, completion and failure name their work".into()));
+                }
+            };
+            let (_, worker) = acting(state, actor)?;
+            let newest = worker.followups.len() as u32;
+            if *followup < newest {
+                return Err(Error::Superseded(format!(
+                    "this reports on {}, but follow-up #{newest} is waiting: read it with worker_attach",
+                    if *followup == 0 {
+                        "the original assignment".to_owned()
+                    } else {
+                        format!("follow-up #{followup}")
+                    }
+                )));
+            }
+            if *followup > newest {
+                return Err(Error::InvalidArgument(format!("there is no follow-up #{followup} (newest: {newest})")));
+            }
+            super::decide(state, report)
+        }
+        Command::Fail { actor, reason } => {
+            let (run, worker) = acting(state, actor)?;
+            require_open(run)?;
+            require_working(worker)?;
+            check_text("reason", reason, TEXT_MAX)?;
+            let mut events = vec![
+                EventBody::WorkerFailed { worker_id: actor.clone(), reason: reason.clone() },
+                state_change(actor, worker.state, WorkerState::Failed, None),
+            ];
+            if worker.is_root() {
+                events.extend(cancel_children(state, run, actor, "run failed"));
+                events.extend(cancel_queued(state, unfinished_children(state, run, actor).map(|w| &w.id)));
+                events.push(EventBody::RunStateChanged {
+                    from: run.state,
+                    to: RunState::Failed,
+                    reason: Some(reason.clone()),
+                });
+            } else {
+                events.extend(close_if_last(state, run, actor));
+            }
+            Ok(events)
+        }
+        Command::Interrupt { actor, target, reason } => {
+            let (run, _) = root_actor(state, actor)?;
+            require_open(run)?;
+            check_text("reason", reason, TEXT_MAX)?;
+            let worker = child_of_run(state, run, target)?;
+            if worker.state.is_terminal() {
+                return Err(Error::InvalidTransition(format!("worker is already {:?}", worker.state)));
+            }
+            let mut events = vec![
+                EventBody::WorkerInterrupted { worker_id: target.clone(), reason: reason.clone() },
+                state_change(target, worker.state, WorkerState::Cancelled, Some("interrupted")),
+            ];
+            events.extend(cancel_queued(state, [target]));
+            events.extend(close_if_last(state, run, target));
+            Ok(events)
+        }
+        Command::Followup { actor, target, instructions, send_command } => {
+            let (run, _) = root_actor(state, actor)?;
+            require_active(run)?;
+            check_text("instructions", instructions, TEXT_MAX)?;
+            let worker = child_of_run(state, run, target)?;
+            match worker.state {
+                WorkerState::Running | WorkerState::Waiting | WorkerState::Completed | WorkerState::Failed => {}
+                WorkerState::Created
+                | WorkerState::LaunchRequested
+                | WorkerState::Launching
+                | WorkerState::Cancelled
+                | WorkerState::LaunchFailed => {
+                    return Err(Error::InvalidTransition(format!(
+                        "a {:?} worker cannot take a follow-up",
+                        worker.state
+                    )));
+                }
+            }
+            let seq = worker.followups.len() as u32 + 1;
+            let mut events =
+                vec![EventBody::WorkerFollowup { worker_id: target.clone(), seq, instructions: instructions.clone() }];
+            if worker.state != WorkerState::Running {
+                events.push(state_change(target, worker.state, WorkerState::Running, Some("follow-up")));
+            }
+            events.push(EventBody::CommandQueued {
+                command_id: send_command.clone(),
+                worker_id: target.clone(),
+                intent: CommandIntent::Send { prompt: PromptRef::Followup { seq } },
+                idempotency_key: format!("followup:{target}:{seq}"),
+                not_before_ms: None,
+            });
+            Ok(events)
+        }
+        _ => unreachable!("decide routes only this family's commands here"),
+    }
+}
+
+fn check_name(name: &str) -> Result<(), Error> {
+    check_text("name", name, NAME_MAX)?;
+    let ok = !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if !ok {
+        return Err(Error::InvalidArgument("name must be 1-64 characters of a-z, 0-9, '-' or '_'".into()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::{Given, check};
+    use super::*;
+
+    fn complete(actor: &WorkerId) -> Command {
+        Command::Complete { actor: actor.clone(), summary: "done".into(), artifacts: vec![] }
+    }
+
+    fn followup(g: &mut Given, target: &WorkerId) -> Command {
+        let send_command = CommandId::from_uuid_bytes(g.id());
+        Command::Followup { actor: g.root.clone(), target: target.clone(), instructions: "more".into(), send_command }
+    }
+
+    #[test]
+    fn worker_commands_by_state() {
+        let mut rows = Vec::new();
+
+        let mut g = Given::run();
+        let spawn = |g: &mut Given, actor: WorkerId, name: &str, objective: String| {
+            let assignment = Assignment {
+                objective,
+                constraints: vec![],
+                acceptance_criteria: vec![],
+                dependencies: vec![],
+                scope: Default::default(),
+                artifact_refs: vec![],
+                communication_policy: None,
+                completion_protocol: None,
+            };
+            let (worker_id, create_command) = (WorkerId::from_uuid_bytes(g.id()), CommandId::from_uuid_bytes(g.id()));
+            Command::Spawn { actor, worker_id, name: name.into(), assignment, create_command }
+        };
+        let root = g.root.clone();
+        let c = spawn(&mut g, root, "a", "task".into());
+        rows.push((
+            "root spawns: created, launch requested, its create queued",
+            g,
+            c,
+            Ok(&["worker.created", "worker.state_changed", "executor.command_queued"][..]),
+        ));
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        let c = spawn(&mut g, a, "b", "task".into());
+        rows.push(("a worker cannot spawn", g, c, Err(ErrorCode::Forbidden)));
+
+        let mut g = Given::run();
+        g.spawned("a");
+        let root = g.root.clone();
+        let c = spawn(&mut g, root, "a", "task".into());
+        rows.push(("a name is taken once per run", g, c, Err(ErrorCode::InvalidArgument)));
+
+        let mut g = Given::run();
+        let root = g.root.clone();
+        let c = spawn(&mut g, root, "a", "x".repeat(TEXT_MAX + 1));
+        rows.push(("an objective over its bound", g, c, Err(ErrorCode::TooLarge)));
+
+        let mut g = Given::run();
+        let a = g.spawned("a");
+        rows.push((
+            "the first attach runs the worker",
+            g,
+            Command::Attach { worker_id: a },
+            Ok(&["worker.attached", "worker.state_changed"][..]),
+        ));
+
+        let g = Given::run();
+        let root = g.root.clone();
+        rows.push(("root does not attach", g, Command::Attach { worker_id: root }, Err(ErrorCode::Forbidden)));
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        let c = Command::Progress { actor: a, summary: "half".into(), percent: Some(50) };
+        rows.push(("progress is recorded", g, c, Ok(&["worker.progress"][..])));
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        rows.push(("completion", g, complete(&a), Ok(&["worker.completed", "worker.state_changed"][..])));
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        let f = followup(&mut g, &a);
+        g.apply(f);
+        let c = Command::Answering { followup: 0, report: Box::new(complete(&a)) };
+        rows.push(("a report on work a follow-up superseded", g, c, Err(ErrorCode::Conflict)));
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        let c = Command::Answering { followup: 1, report: Box::new(complete(&a)) };
+        rows.push(("a report on a follow-up that does not exist", g, c, Err(ErrorCode::InvalidArgument)));
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        let f = followup(&mut g, &a);
+        g.apply(f);
+        let c = Command::Answering { followup: 1, report: Box::new(complete(&a)) };
+        rows.push(("a report on the newest follow-up", g, c, Ok(&["worker.completed", "worker.state_changed"][..])));
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        g.apply(complete(&a));
+        let c = followup(&mut g, &a);
+        rows.push((
+            "a follow-up wakes a completed worker",
+            g,
+            c,
+            Ok(&["worker.followup", "worker.state_changed", "executor.command_queued"][..]),
+        ));
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        let c = Command::Interrupt { actor: g.root.clone(), target: a, reason: "not needed".into() };
+        rows.push((
+            "an interrupt ends the worker and cancels what it had queued",
+            g,
+            c,
+            Ok(&["worker.interrupted", "worker.state_changed", "executor.command_cancelled"][..]),
+        ));
+
+        check(rows);
+    }
+}
