@@ -133,13 +133,23 @@ pub struct Task {
     pub worker_id: WorkerId,
 }
 
+/// Whether a task's worker reported it done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    /// Recorded; its worker has not completed it yet.
+    Pending,
+    /// Its worker completed it; `result` holds the summary.
+    Completed,
+}
+
 /// Where a task is.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct TaskStatus {
     /// The task.
     pub task_id: String,
-    /// `pending` or `completed`.
-    pub status: String,
+    /// Pending or completed.
+    pub status: TaskState,
     /// The worker's completion summary, once completed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
@@ -431,7 +441,7 @@ impl Pool {
         let result = w.completions.iter().find(|(n, _)| *n == seq).map(|(_, s)| s.clone());
         Ok(TaskStatus {
             task_id: task_id.to_owned(),
-            status: if result.is_some() { "completed" } else { "pending" }.into(),
+            status: if result.is_some() { TaskState::Completed } else { TaskState::Pending },
             result,
         })
     }

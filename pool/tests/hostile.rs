@@ -403,7 +403,7 @@ fn a_disconnect_never_requeues_a_started_task() {
     assert!(w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits::default()).is_empty());
     let replay = w.plane.replay(EXEC, 60_000).unwrap();
     assert_eq!(replay.iter().map(|c| c.command_id.clone()).collect::<Vec<_>>(), vec![d[0].command_id.clone()]);
-    assert_eq!(w.pool.collect(&w.root, &task.task_id).unwrap().status, "pending");
+    assert_eq!(w.pool.collect(&w.root, &task.task_id).unwrap().status, pool::TaskState::Pending);
 }
 
 #[test]

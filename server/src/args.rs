@@ -1,7 +1,7 @@
 //! Tool arguments. rmcp's own `Parameters` reports a bad argument as free
-//! text; ours hands the handler either the arguments or the error text
-//! `{"code": "INVALID_ARGUMENT", "message": ...}`, which the handler returns
-//! as a tool error like every other, so callers branch on one format.
+//! text; ours hands the handler either the arguments or a `ToolError`
+//! (`INVALID_ARGUMENT`), which the handler returns like every other refusal,
+//! so callers branch on one format.
 //! (The name matters: rmcp's `#[tool]` macro finds the input schema by it.)
 
 use rmcp::handler::server::common::FromContextPart;
@@ -9,8 +9,10 @@ use rmcp::handler::server::tool::ToolCallContext;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
-/// Deserialized tool arguments, or the typed error text saying why not.
-pub struct Parameters<T>(pub Result<T, String>);
+use crate::tools::ToolError;
+
+/// Deserialized tool arguments, or the refusal saying why not.
+pub struct Parameters<T>(pub Result<T, ToolError>);
 
 impl<T: JsonSchema> JsonSchema for Parameters<T> {
     fn schema_name() -> std::borrow::Cow<'static, str> {
@@ -24,9 +26,7 @@ impl<T: JsonSchema> JsonSchema for Parameters<T> {
 impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Parameters<T> {
     fn from_context_part(context: &mut ToolCallContext<'_, S>) -> Result<Self, rmcp::ErrorData> {
         let arguments = context.arguments.take().unwrap_or_default();
-        Ok(Parameters(serde_json::from_value(serde_json::Value::Object(arguments)).map_err(|e| {
-            let code = protocol::ErrorCode::InvalidArgument.as_str();
-            serde_json::json!({ "code": code, "message": e.to_string() }).to_string()
-        })))
+        let parsed = serde_json::from_value(serde_json::Value::Object(arguments));
+        Ok(Parameters(parsed.map_err(|e| ToolError::new(protocol::ErrorCode::InvalidArgument, e.to_string()))))
     }
 }

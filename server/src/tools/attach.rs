@@ -145,7 +145,7 @@ impl Tools {
         &self,
         Parameters(args): Parameters<WorkerAttachArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<WorkerAttachOut>, String> {
+    ) -> Result<Json<WorkerAttachOut>, ToolError> {
         let args = args?;
         let peer = self.peers.fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
@@ -171,7 +171,7 @@ impl Tools {
         &self,
         Parameters(args): Parameters<WorkerAttachArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<WorkerAttachOut>, String> {
+    ) -> Result<Json<WorkerAttachOut>, ToolError> {
         let args = args?;
         let peer = self.peers.fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());

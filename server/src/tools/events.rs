@@ -75,25 +75,25 @@ impl Tools {
         idempotent_hint = true,
         open_world_hint = false
     ))]
-    async fn events_wait(&self, Parameters(args): Parameters<EventsWaitArgs>) -> Result<Json<EventsOut>, String> {
+    async fn events_wait(&self, Parameters(args): Parameters<EventsWaitArgs>) -> Result<Json<EventsOut>, ToolError> {
         let args = args?;
         let me = match self.plane.authenticate(&args.capability) {
             Ok(me) => me,
-            Err(e) => return Err(error_text(&e)),
+            Err(e) => return Err(e.into()),
         };
         let viewer = if me.is_root() { Viewer::Root } else { Viewer::Worker(me.id.clone()) };
         let timeout_ms = args.timeout_ms.unwrap_or(DEFAULT_WAIT_MS);
         if timeout_ms > WAIT_MAX_MS {
             let e = Error::TooLarge { field: "timeout_ms", len: timeout_ms as usize, max: WAIT_MAX_MS as usize };
-            return Err(error_text(&e));
+            return Err(e.into());
         }
         let limit = match page_limit(args.limit) {
             Ok(limit) => limit,
-            Err(e) => return Err(error_text(&e)),
+            Err(e) => return Err(e.into()),
         };
         match self.plane.wait(&me.run_id, args.after_cursor, Duration::from_millis(timeout_ms), limit, &viewer).await {
             Ok(page) => Ok(Json(page.into())),
-            Err(e) => Err(error_text(&e)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -105,7 +105,7 @@ impl Tools {
         idempotent_hint = true,
         open_world_hint = false
     ))]
-    async fn events_list(&self, Parameters(args): Parameters<EventsListArgs>) -> Result<Json<EventsOut>, String> {
+    async fn events_list(&self, Parameters(args): Parameters<EventsListArgs>) -> Result<Json<EventsOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
         blocking(move || {

@@ -67,7 +67,7 @@ impl Tools {
     async fn message_send(
         &self,
         Parameters(args): Parameters<MessageSendArgs>,
-    ) -> Result<Json<MessageSendOut>, String> {
+    ) -> Result<Json<MessageSendOut>, ToolError> {
         let args = args?;
         let tools = self.clone();
         blocking(move || {
@@ -98,7 +98,7 @@ impl Tools {
     async fn message_broadcast(
         &self,
         Parameters(args): Parameters<MessageBroadcastArgs>,
-    ) -> Result<Json<MessageBroadcastOut>, String> {
+    ) -> Result<Json<MessageBroadcastOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
         blocking(move || {

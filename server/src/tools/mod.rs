@@ -27,7 +27,7 @@ use control::model::{Run, Worker};
 use control::plane::{Page, Viewer};
 use control::{ControlPlane, Error};
 use protocol::limits::{PREVIEW_MAX, RESPONSE_MAX, WAIT_MAX_MS};
-use protocol::{Assignment, Event, MessageId, MessageKind, RunId, RunState, WorkerId, WorkerState};
+use protocol::{Assignment, ErrorCode, Event, MessageId, MessageKind, RunId, RunState, WorkerId, WorkerState};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
 use rmcp::service::RequestContext;
@@ -48,17 +48,50 @@ mod worker;
 
 pub use attach::{Catalog, catalog};
 
-/// The error text: `{"code": "FORBIDDEN", "message": "..."}`.
-pub(crate) fn error_text(e: &Error) -> String {
-    serde_json::json!({ "code": e.code().as_str(), "message": e.to_string() }).to_string()
+/// A refused tool call: a stable code (`docs/errors.md`) and a message.
+/// Every tool returns it, and it is rendered in this one place: an
+/// `isError` result whose text is `{"code": "FORBIDDEN", "message": "..."}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    /// The stable code.
+    pub code: ErrorCode,
+    /// What was wrong, without secrets.
+    pub message: String,
+}
+
+impl ToolError {
+    /// A refusal with `code`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+
+    /// The rendered text (for the stdio and HTTP edges alike).
+    pub fn text(&self) -> String {
+        serde_json::json!({ "code": self.code.as_str(), "message": self.message }).to_string()
+    }
+}
+
+impl From<Error> for ToolError {
+    fn from(e: Error) -> Self {
+        Self::new(e.code(), e.to_string())
+    }
+}
+
+impl rmcp::model::IntoContents for ToolError {
+    fn into_contents(self) -> Vec<rmcp::model::ContentBlock> {
+        vec![rmcp::model::ContentBlock::text(self.text())]
+    }
 }
 
 /// Runs blocking control-plane work (SQLite commits) off the async workers.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Error> + Send + 'static) -> Result<Json<T>, String> {
+/// (Tools spell their return type out as `Result<Json<T>, ToolError>`: rmcp's
+/// `#[tool]` reads the output schema from that very shape.)
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Result<Json<T>, ToolError> {
     match tokio::task::spawn_blocking(f).await {
-        Ok(Ok(v)) => Ok(Json(v)),
-        Ok(Err(e)) => Err(error_text(&e)),
-        Err(join) => Err(serde_json::json!({"code": "INTERNAL", "message": join.to_string()}).to_string()),
+        Ok(result) => result.map(Json).map_err(ToolError::from),
+        Err(join) => Err(ToolError::new(ErrorCode::Internal, join.to_string())),
     }
 }
 
@@ -238,7 +271,7 @@ impl Tools {
         capability: String,
         claimed: Option<String>,
         command: impl FnOnce(WorkerId) -> Command + Send + 'static,
-    ) -> Result<Json<WorkerOut>, String> {
+    ) -> Result<Json<WorkerOut>, ToolError> {
         let tools = self.clone();
         blocking(move || {
             let me = acting_as(&tools.plane, &capability, claimed.as_deref())?;

@@ -56,7 +56,7 @@ impl Tools {
         idempotent_hint = false,
         open_world_hint = false
     ))]
-    async fn run_create(&self, Parameters(args): Parameters<RunCreateArgs>) -> Result<Json<RunCreateOut>, String> {
+    async fn run_create(&self, Parameters(args): Parameters<RunCreateArgs>) -> Result<Json<RunCreateOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
         blocking(move || {
@@ -77,7 +77,7 @@ impl Tools {
         idempotent_hint = true,
         open_world_hint = false
     ))]
-    async fn run_get(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<RunGetOut>, String> {
+    async fn run_get(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<RunGetOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
         blocking(move || {
@@ -97,7 +97,7 @@ impl Tools {
         idempotent_hint = false,
         open_world_hint = false
     ))]
-    async fn run_cancel(&self, Parameters(args): Parameters<RunCancelArgs>) -> Result<Json<RunGetOut>, String> {
+    async fn run_cancel(&self, Parameters(args): Parameters<RunCancelArgs>) -> Result<Json<RunGetOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
         blocking(move || {

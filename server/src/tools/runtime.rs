@@ -64,7 +64,7 @@ impl Tools {
         &self,
         capability: String,
         act: impl FnOnce(&pool::Pool, &Worker) -> Result<pool::Outcome, Error> + Send + 'static,
-    ) -> Result<Json<PoolOut>, String> {
+    ) -> Result<Json<PoolOut>, ToolError> {
         let connected = self.connected().await;
         let alive = self.peers.alive().await;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
@@ -87,7 +87,7 @@ impl Tools {
         idempotent_hint = true,
         open_world_hint = false
     ))]
-    async fn runtime_status(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<StatusOut>, String> {
+    async fn runtime_status(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<StatusOut>, ToolError> {
         let args = args?;
         let connected = self.connected().await;
         let alive = self.peers.alive().await;
@@ -108,7 +108,7 @@ impl Tools {
         idempotent_hint = true,
         open_world_hint = true
     ))]
-    async fn runtime_ensure(&self, Parameters(args): Parameters<DesiredArgs>) -> Result<Json<PoolOut>, String> {
+    async fn runtime_ensure(&self, Parameters(args): Parameters<DesiredArgs>) -> Result<Json<PoolOut>, ToolError> {
         let args = args?;
         self.pool_call(args.capability, move |pool, root| pool.ensure(root, args.desired_workers)).await
     }
@@ -121,7 +121,7 @@ impl Tools {
         idempotent_hint = true,
         open_world_hint = true
     ))]
-    async fn runtime_scale(&self, Parameters(args): Parameters<DesiredArgs>) -> Result<Json<PoolOut>, String> {
+    async fn runtime_scale(&self, Parameters(args): Parameters<DesiredArgs>) -> Result<Json<PoolOut>, ToolError> {
         let args = args?;
         self.pool_call(args.capability, move |pool, root| pool.scale(root, args.desired_workers)).await
     }
@@ -134,7 +134,7 @@ impl Tools {
         idempotent_hint = true,
         open_world_hint = true
     ))]
-    async fn runtime_recover(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<PoolOut>, String> {
+    async fn runtime_recover(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<PoolOut>, ToolError> {
         let args = args?;
         self.pool_call(args.capability, |pool, root| pool.recover(root)).await
     }
@@ -147,7 +147,7 @@ impl Tools {
         idempotent_hint = true,
         open_world_hint = true
     ))]
-    async fn runtime_stop(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<PoolOut>, String> {
+    async fn runtime_stop(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<PoolOut>, ToolError> {
         let args = args?;
         self.pool_call(args.capability, |pool, root| pool.scale(root, 0)).await
     }
@@ -160,7 +160,10 @@ impl Tools {
         idempotent_hint = false,
         open_world_hint = true
     ))]
-    async fn task_dispatch(&self, Parameters(args): Parameters<TaskDispatchArgs>) -> Result<Json<pool::Task>, String> {
+    async fn task_dispatch(
+        &self,
+        Parameters(args): Parameters<TaskDispatchArgs>,
+    ) -> Result<Json<pool::Task>, ToolError> {
         let args = args?;
         let alive = self.peers.alive().await;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
@@ -183,7 +186,7 @@ impl Tools {
     async fn task_collect(
         &self,
         Parameters(args): Parameters<TaskCollectArgs>,
-    ) -> Result<Json<pool::TaskStatus>, String> {
+    ) -> Result<Json<pool::TaskStatus>, ToolError> {
         let args = args?;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         blocking(move || {

@@ -155,7 +155,7 @@ impl Tools {
     async fn worker_spawn(
         &self,
         Parameters(args): Parameters<WorkerSpawnArgs>,
-    ) -> Result<Json<WorkerSpawnOut>, String> {
+    ) -> Result<Json<WorkerSpawnOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
         blocking(move || {
@@ -179,7 +179,10 @@ impl Tools {
         idempotent_hint = true,
         open_world_hint = false
     ))]
-    async fn worker_list(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<WorkerListOut>, String> {
+    async fn worker_list(
+        &self,
+        Parameters(args): Parameters<CapabilityArgs>,
+    ) -> Result<Json<WorkerListOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
         blocking(move || {
@@ -200,7 +203,7 @@ impl Tools {
     async fn worker_progress(
         &self,
         Parameters(args): Parameters<WorkerProgressArgs>,
-    ) -> Result<Json<WorkerOut>, String> {
+    ) -> Result<Json<WorkerOut>, ToolError> {
         let args = args?;
         let followup = args.followup;
         self.as_self(args.capability, args.worker_id, move |me| {
@@ -220,7 +223,7 @@ impl Tools {
     async fn worker_complete(
         &self,
         Parameters(args): Parameters<WorkerCompleteArgs>,
-    ) -> Result<Json<WorkerOut>, String> {
+    ) -> Result<Json<WorkerOut>, ToolError> {
         let args = args?;
         let followup = args.followup;
         self.as_self(args.capability, args.worker_id, move |me| {
@@ -237,7 +240,7 @@ impl Tools {
         idempotent_hint = false,
         open_world_hint = false
     ))]
-    async fn worker_fail(&self, Parameters(args): Parameters<WorkerFailArgs>) -> Result<Json<WorkerOut>, String> {
+    async fn worker_fail(&self, Parameters(args): Parameters<WorkerFailArgs>) -> Result<Json<WorkerOut>, ToolError> {
         let args = args?;
         let followup = args.followup;
         self.as_self(args.capability, args.worker_id, move |me| {
@@ -257,7 +260,7 @@ impl Tools {
     async fn worker_interrupt(
         &self,
         Parameters(args): Parameters<WorkerInterruptArgs>,
-    ) -> Result<Json<WorkerOut>, String> {
+    ) -> Result<Json<WorkerOut>, ToolError> {
         let args = args?;
         let tools = self.clone();
         blocking(move || {
@@ -280,7 +283,7 @@ impl Tools {
     async fn worker_followup(
         &self,
         Parameters(args): Parameters<WorkerFollowupArgs>,
-    ) -> Result<Json<WorkerFollowupOut>, String> {
+    ) -> Result<Json<WorkerFollowupOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
         blocking(move || {
