@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use control::decide::Command;
+use control::decide::Request;
 use control::plane::Viewer;
 use control::store::{MemoryStore, SqliteStore, Store};
 use control::{ControlPlane, Keyring, SystemClock};
@@ -33,13 +33,13 @@ fn plane(store: Arc<dyn Store>) -> (Arc<ControlPlane>, RunId, WorkerId) {
         completion_protocol: None,
     };
     let w = plane.spawn(&root_w, "w", &assignment, None).unwrap();
-    plane.execute(Command::Attach { worker_id: w.clone() }).unwrap();
+    plane.execute(Request::Attach { worker_id: w.clone() }).unwrap();
     (plane, run, w)
 }
 
 fn progress(plane: &ControlPlane, w: &WorkerId, i: usize) {
     plane
-        .execute(Command::Progress {
+        .execute(Request::Progress {
             actor: w.clone(),
             summary: format!("step {i} of the benchmark run"),
             percent: None,

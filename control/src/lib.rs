@@ -3,7 +3,7 @@
 //!
 //! # Layout
 //! - [`model`]: the in-memory state, a pure fold over [`protocol::Event`]s.
-//! - [`decide`]: pure, guarded transitions: a [`decide::Command`] and the
+//! - [`decide`]: pure, guarded transitions: a [`decide::Request`] and the
 //!   current state in, the events to append (or a typed error) out.
 //! - [`store`]: the [`store::Store`] trait, its SQLite and in-memory
 //!   implementations, and the contract suite both must pass.

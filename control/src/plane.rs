@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::broker::Broker;
 use crate::clock::Clock;
-use crate::decide::{Command, broadcast_recipients, decide};
+use crate::decide::{Request, broadcast_recipients, decide};
 use crate::error::Error;
 use crate::keys::Keyring;
 use crate::model::{QueuedCommand, Run, State, Worker};
@@ -178,7 +178,7 @@ impl ControlPlane {
         &self,
         idem: Option<IdemKey<'_>>,
         request: &impl Serialize,
-        make: impl FnOnce(&State) -> (Command, R),
+        make: impl FnOnce(&State) -> (Request, R),
     ) -> Result<(R, Vec<Event>), Error> {
         let _writer = self.writer.lock().expect("writer lock");
         if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
@@ -265,7 +265,7 @@ impl ControlPlane {
     }
 
     /// Runs a command that has no idempotency key and returns its events.
-    pub fn execute(&self, command: Command) -> Result<Vec<Event>, Error> {
+    pub fn execute(&self, command: Request) -> Result<Vec<Event>, Error> {
         self.commit(None, &(), |_| (command, ())).map(|(_, events)| events)
     }
 
@@ -283,7 +283,7 @@ impl ControlPlane {
         self.commit(idem, &title, |_| {
             let (run_id, root_id) = (RunId::from_uuid_bytes(new_uuid()), WorkerId::from_uuid_bytes(new_uuid()));
             (
-                Command::CreateRun { run_id: run_id.clone(), root_id: root_id.clone(), title: title.to_owned() },
+                Request::CreateRun { run_id: run_id.clone(), root_id: root_id.clone(), title: title.to_owned() },
                 (run_id, root_id),
             )
         })
@@ -301,7 +301,7 @@ impl ControlPlane {
         let idem = Self::idem_key(format!("worker_spawn:{}", actor.run_id), idem)?;
         self.commit(idem, &(name, assignment), |_| {
             let worker_id = WorkerId::from_uuid_bytes(new_uuid());
-            let cmd = Command::Spawn {
+            let cmd = Request::Spawn {
                 actor: actor.id.clone(),
                 worker_id: worker_id.clone(),
                 name: name.to_owned(),
@@ -326,7 +326,7 @@ impl ControlPlane {
         let idem = Self::idem_key(format!("message_send:{}", actor.id), idem)?;
         self.commit(idem, &(to, kind, body, in_reply_to), |_| {
             let message_id = MessageId::from_uuid_bytes(new_uuid());
-            let cmd = Command::Send {
+            let cmd = Request::Send {
                 actor: actor.id.clone(),
                 message_id: message_id.clone(),
                 to: to.clone(),
@@ -353,7 +353,7 @@ impl ControlPlane {
             let recipients = state.runs.get(&actor.run_id).map_or(0, |run| broadcast_recipients(state, run).len());
             let ids: Vec<MessageId> = (0..recipients).map(|_| MessageId::from_uuid_bytes(new_uuid())).collect();
             let cmd =
-                Command::Broadcast { actor: actor.id.clone(), message_ids: ids.clone(), kind, body: body.to_owned() };
+                Request::Broadcast { actor: actor.id.clone(), message_ids: ids.clone(), kind, body: body.to_owned() };
             (cmd, ids)
         })
         .map(|(ids, _)| ids)
@@ -371,7 +371,7 @@ impl ControlPlane {
         self.commit(idem, &(target, instructions), |state| {
             // Read under the writer lock: racing follow-ups get distinct numbers.
             let seq = state.worker(target).map_or(1, |w| w.followups.len() as u32 + 1);
-            let cmd = Command::Followup {
+            let cmd = Request::Followup {
                 actor: actor.id.clone(),
                 target: target.clone(),
                 instructions: instructions.to_owned(),
@@ -413,7 +413,7 @@ impl ControlPlane {
             let due = schedule::due(state, connected, self.clock.now_ms(), policy);
             let inspections: Vec<_> = due.into_iter().map(|w| (w, CommandId::from_uuid_bytes(new_uuid()))).collect();
             let n = inspections.len();
-            (Command::Recheck { inspections }, n)
+            (Request::Recheck { inspections }, n)
         })
         .map(|(n, _)| n)
     }
@@ -451,7 +451,7 @@ impl ControlPlane {
     /// wire command to send. Journal first, effect second: if the daemon dies
     /// before the send, the command is replayed on reconnect.
     pub fn dispatch(&self, dispatch: &Dispatch, timeout_ms: u64) -> Result<wire::Command, Error> {
-        self.execute(Command::Dispatch {
+        self.execute(Request::Dispatch {
             command_id: dispatch.command_id.clone(),
             executor_id: dispatch.executor_id.clone(),
         })?;
@@ -471,7 +471,7 @@ impl ControlPlane {
             return Ok(Vec::new());
         }
         let dispatches = round.iter().map(|d| (d.command_id.clone(), d.executor_id.clone())).collect();
-        self.execute(Command::DispatchAll { dispatches })?;
+        self.execute(Request::DispatchAll { dispatches })?;
         round
             .iter()
             .map(|d| {
@@ -536,7 +536,7 @@ impl ControlPlane {
 
     /// Records what an executor reported; duplicates record nothing.
     pub fn report(&self, executor_id: &str, frame: ExecutorFrame) -> Result<Vec<Event>, Error> {
-        self.execute(Command::ExecutorReport { executor_id: executor_id.to_owned(), frame })
+        self.execute(Request::ExecutorReport { executor_id: executor_id.to_owned(), frame })
     }
 
     /// A page of the run's events after `after`, filtered for `viewer`.
@@ -618,16 +618,16 @@ impl ControlPlane {
 
 /// The run an event of `command` belongs to: the run being created, or the
 /// run of the worker the event names.
-fn run_of(state: &State, command: &Command) -> RunId {
+fn run_of(state: &State, command: &Request) -> RunId {
     let actor = match command {
-        Command::CreateRun { run_id, .. } => return run_id.clone(),
-        Command::ExecutorConnected { .. } | Command::ExecutorDisconnected { .. } => return RunId::system(),
-        Command::Dispatch { command_id, .. } => &state.commands[command_id].worker_id,
-        Command::DispatchAll { .. } | Command::Recheck { .. } => {
+        Request::CreateRun { run_id, .. } => return run_id.clone(),
+        Request::ExecutorConnected { .. } | Request::ExecutorDisconnected { .. } => return RunId::system(),
+        Request::Dispatch { command_id, .. } => &state.commands[command_id].worker_id,
+        Request::DispatchAll { .. } | Request::Recheck { .. } => {
             unreachable!("each dispatch or inspect event names its worker")
         }
-        Command::Answering { report, .. } => return run_of(state, report),
-        Command::ExecutorReport { frame, .. } => match frame {
+        Request::Answering { report, .. } => return run_of(state, report),
+        Request::ExecutorReport { frame, .. } => match frame {
             ExecutorFrame::Ack { command_id } | ExecutorFrame::Result { command_id, .. } => {
                 &state.commands[command_id].worker_id
             }
@@ -640,21 +640,21 @@ fn run_of(state: &State, command: &Command) -> RunId {
                 unreachable!("decide refuses session frames")
             }
         },
-        Command::Attach { worker_id }
-        | Command::RuntimeAdmit { worker_id, .. }
-        | Command::HostState { worker_id, .. } => worker_id,
-        Command::Spawn { actor, .. }
-        | Command::Progress { actor, .. }
-        | Command::Send { actor, .. }
-        | Command::Broadcast { actor, .. }
-        | Command::Complete { actor, .. }
-        | Command::Fail { actor, .. }
-        | Command::Interrupt { actor, .. }
-        | Command::Followup { actor, .. }
-        | Command::CancelRun { actor, .. }
-        | Command::RuntimeProvision { actor, .. }
-        | Command::RuntimeRecover { actor, .. }
-        | Command::RuntimeRetire { actor, .. } => actor,
+        Request::Attach { worker_id }
+        | Request::RuntimeAdmit { worker_id, .. }
+        | Request::HostState { worker_id, .. } => worker_id,
+        Request::Spawn { actor, .. }
+        | Request::Progress { actor, .. }
+        | Request::Send { actor, .. }
+        | Request::Broadcast { actor, .. }
+        | Request::Complete { actor, .. }
+        | Request::Fail { actor, .. }
+        | Request::Interrupt { actor, .. }
+        | Request::Followup { actor, .. }
+        | Request::CancelRun { actor, .. }
+        | Request::RuntimeProvision { actor, .. }
+        | Request::RuntimeRecover { actor, .. }
+        | Request::RuntimeRetire { actor, .. } => actor,
     };
     state.workers[actor].run_id.clone()
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use control::decide::Command;
+use control::decide::Request;
 use control::plane::Viewer;
 use control::store::{MemoryStore, SqliteStore, Store};
 use control::{ControlPlane, Error, Keyring, ManualClock};
@@ -45,7 +45,7 @@ fn root_and_two_workers_complete_a_run() {
     assert_eq!(p.worker(&a).unwrap().state, WorkerState::LaunchRequested);
     for w in [&a, &b] {
         let id = p.keys().verify_attach_identity(&p.keys().attach_identity(w)).unwrap();
-        p.execute(Command::Attach { worker_id: id }).unwrap();
+        p.execute(Request::Attach { worker_id: id }).unwrap();
     }
     let wa = p.authenticate(&p.keys().capability(&a)).unwrap();
     assert_eq!(wa.state, WorkerState::Running);
@@ -59,12 +59,12 @@ fn root_and_two_workers_complete_a_run() {
     let page = p.events(&run, 0, 100, &Viewer::Worker(a.clone())).unwrap();
     assert!(page.events.iter().any(|e| matches!(&e.body, EventBody::WorkerMessage { kind: MessageKind::Answer, .. })));
     assert!(page.events.iter().all(|e| e.body.visible_to(&a)));
-    p.execute(Command::Complete { actor: a.clone(), summary: "A done".into(), artifacts: vec![] }).unwrap();
+    p.execute(Request::Complete { actor: a.clone(), summary: "A done".into(), artifacts: vec![] }).unwrap();
     // Root completes while B still works: the run is completing.
-    p.execute(Command::Complete { actor: root_id.clone(), summary: "all".into(), artifacts: vec![] }).unwrap();
+    p.execute(Request::Complete { actor: root_id.clone(), summary: "all".into(), artifacts: vec![] }).unwrap();
     assert_eq!(p.run(&run).unwrap().state, RunState::Completing);
     assert_eq!(code(p.spawn(&root, "c", &assignment("late"), None)), ErrorCode::RunNotActive);
-    p.execute(Command::Complete { actor: b.clone(), summary: "B done".into(), artifacts: vec![] }).unwrap();
+    p.execute(Request::Complete { actor: b.clone(), summary: "B done".into(), artifacts: vec![] }).unwrap();
     assert_eq!(p.run(&run).unwrap().state, RunState::Completed);
     // The log is gapless from 1.
     let all = p.events(&run, 0, 500, &Viewer::Root).unwrap();
@@ -97,7 +97,7 @@ fn hostile_inputs_get_typed_errors_and_change_nothing() {
     let a = p.spawn(&root, "a", &assignment("x"), None).unwrap();
     let b = p.spawn(&root, "b", &assignment("y"), None).unwrap();
     for w in [&a, &b] {
-        p.execute(Command::Attach { worker_id: w.clone() }).unwrap();
+        p.execute(Request::Attach { worker_id: w.clone() }).unwrap();
     }
     let wa = p.worker(&a).unwrap();
     let before = p.run(&run).unwrap().cursor;
@@ -108,10 +108,10 @@ fn hostile_inputs_get_typed_errors_and_change_nothing() {
     assert_eq!(code(p.spawn(&wa, "c", &assignment("z"), None)), ErrorCode::Forbidden);
     assert_eq!(code(p.followup(&wa, &b, "go", None)), ErrorCode::Forbidden);
     assert_eq!(
-        code(p.execute(Command::Interrupt { actor: a.clone(), target: b.clone(), reason: "x".into() })),
+        code(p.execute(Request::Interrupt { actor: a.clone(), target: b.clone(), reason: "x".into() })),
         ErrorCode::Forbidden
     );
-    assert_eq!(code(p.execute(Command::CancelRun { actor: a.clone(), reason: "x".into() })), ErrorCode::Forbidden);
+    assert_eq!(code(p.execute(Request::CancelRun { actor: a.clone(), reason: "x".into() })), ErrorCode::Forbidden);
     assert_eq!(code(p.broadcast(&wa, MessageKind::Information, "hi", None)), ErrorCode::Forbidden);
     // Workers talk to root, not to each other.
     assert_eq!(code(p.send(&wa, &b, MessageKind::Information, "psst", None, None)), ErrorCode::Forbidden);
@@ -126,21 +126,21 @@ fn hostile_inputs_get_typed_errors_and_change_nothing() {
         ErrorCode::TooLarge
     );
     assert_eq!(
-        code(p.execute(Command::Progress { actor: a.clone(), summary: "x".into(), percent: Some(101) })),
+        code(p.execute(Request::Progress { actor: a.clone(), summary: "x".into(), percent: Some(101) })),
         ErrorCode::InvalidArgument
     );
     assert_eq!(code(p.create_run(&"t".repeat(300), None)), ErrorCode::TooLarge);
     // Illegal transitions.
-    p.execute(Command::Interrupt { actor: root_id.clone(), target: b.clone(), reason: "stop".into() }).unwrap();
+    p.execute(Request::Interrupt { actor: root_id.clone(), target: b.clone(), reason: "stop".into() }).unwrap();
     let after_interrupt = p.run(&run).unwrap().cursor;
     assert_eq!(
-        code(p.execute(Command::Complete { actor: b.clone(), summary: "done".into(), artifacts: vec![] })),
+        code(p.execute(Request::Complete { actor: b.clone(), summary: "done".into(), artifacts: vec![] })),
         ErrorCode::InvalidTransition
     );
-    assert_eq!(code(p.execute(Command::Attach { worker_id: b.clone() })), ErrorCode::InvalidTransition);
+    assert_eq!(code(p.execute(Request::Attach { worker_id: b.clone() })), ErrorCode::InvalidTransition);
     assert_eq!(code(p.followup(&root, &b, "again", None)), ErrorCode::InvalidTransition);
     assert_eq!(
-        code(p.execute(Command::Interrupt { actor: root_id.clone(), target: root_id.clone(), reason: "x".into() })),
+        code(p.execute(Request::Interrupt { actor: root_id.clone(), target: root_id.clone(), reason: "x".into() })),
         ErrorCode::InvalidArgument
     );
     assert_eq!(p.run(&run).unwrap().cursor, after_interrupt, "refused calls append nothing");
@@ -159,8 +159,8 @@ fn restart_rebuilds_everything_and_cursors_continue() {
         let (run, root_id) = p.create_run("r", None).unwrap();
         let root = p.worker(&root_id).unwrap();
         let a = p.spawn(&root, "a", &assignment("x"), Some("k")).unwrap();
-        p.execute(Command::Attach { worker_id: a.clone() }).unwrap();
-        p.execute(Command::Progress { actor: a.clone(), summary: "half".into(), percent: Some(50) }).unwrap();
+        p.execute(Request::Attach { worker_id: a.clone() }).unwrap();
+        p.execute(Request::Progress { actor: a.clone(), summary: "half".into(), percent: Some(50) }).unwrap();
         let before = (p.run(&run).unwrap(), p.workers_of(&run), p.events(&run, 0, 500, &Viewer::Root).unwrap());
         (run, root_id, a, before)
     };
@@ -171,7 +171,7 @@ fn restart_rebuilds_everything_and_cursors_continue() {
     let root = p.worker(&root_id).unwrap();
     assert_eq!(p.spawn(&root, "a", &assignment("x"), Some("k")).unwrap(), a);
     assert_eq!(code(p.spawn(&root, "a", &assignment("other"), Some("k"))), ErrorCode::Conflict);
-    let events = p.execute(Command::Progress { actor: a.clone(), summary: "more".into(), percent: None }).unwrap();
+    let events = p.execute(Request::Progress { actor: a.clone(), summary: "more".into(), percent: None }).unwrap();
     assert_eq!(events[0].cursor, before.0.cursor + 1);
 }
 
@@ -253,14 +253,14 @@ async fn a_worker_wait_skips_events_it_may_not_see() {
     let root = p.worker(&root_id).unwrap();
     let a = p.spawn(&root, "a", &assignment("x"), None).unwrap();
     let b = p.spawn(&root, "b", &assignment("y"), None).unwrap();
-    p.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    p.execute(Request::Attach { worker_id: a.clone() }).unwrap();
     let head = p.run(&run).unwrap().cursor;
     let waiter = tokio::spawn({
         let (p, run, a) = (p.clone(), run.clone(), a.clone());
         async move { p.wait(&run, head, Duration::from_secs(30), 100, &Viewer::Worker(a)).await.unwrap() }
     });
     tokio::time::sleep(Duration::from_secs(1)).await;
-    p.execute(Command::Attach { worker_id: b.clone() }).unwrap(); // not A's business
+    p.execute(Request::Attach { worker_id: b.clone() }).unwrap(); // not A's business
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!waiter.is_finished());
     p.send(&root, &a, MessageKind::Information, "hello A", None, None).unwrap();
@@ -275,10 +275,10 @@ fn root_failure_cancels_workers_and_fails_the_run() {
     let (run, root_id) = p.create_run("r", None).unwrap();
     let root = p.worker(&root_id).unwrap();
     let a = p.spawn(&root, "a", &assignment("x"), None).unwrap();
-    p.execute(Command::Fail { actor: root_id.clone(), reason: "gave up".into() }).unwrap();
+    p.execute(Request::Fail { actor: root_id.clone(), reason: "gave up".into() }).unwrap();
     assert_eq!(p.run(&run).unwrap().state, RunState::Failed);
     assert_eq!(p.worker(&a).unwrap().state, WorkerState::Cancelled);
-    assert_eq!(code(p.execute(Command::CancelRun { actor: root_id, reason: "x".into() })), ErrorCode::RunNotActive);
+    assert_eq!(code(p.execute(Request::CancelRun { actor: root_id, reason: "x".into() })), ErrorCode::RunNotActive);
 }
 
 #[test]
@@ -287,8 +287,8 @@ fn followup_reopens_a_completed_worker() {
     let (_run, root_id) = p.create_run("r", None).unwrap();
     let root = p.worker(&root_id).unwrap();
     let a = p.spawn(&root, "a", &assignment("x"), None).unwrap();
-    p.execute(Command::Attach { worker_id: a.clone() }).unwrap();
-    p.execute(Command::Complete { actor: a.clone(), summary: "done".into(), artifacts: vec![] }).unwrap();
+    p.execute(Request::Attach { worker_id: a.clone() }).unwrap();
+    p.execute(Request::Complete { actor: a.clone(), summary: "done".into(), artifacts: vec![] }).unwrap();
     assert_eq!(p.followup(&root, &a, "also do y", Some("f1")).unwrap(), 1);
     assert_eq!(p.followup(&root, &a, "also do y", Some("f1")).unwrap(), 1);
     let w = p.worker(&a).unwrap();
@@ -302,7 +302,7 @@ fn racing_followups_get_distinct_numbers() {
     let (_run, root_id) = p.create_run("r", None).unwrap();
     let root = p.worker(&root_id).unwrap();
     let a = p.spawn(&root, "a", &assignment("x"), None).unwrap();
-    p.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    p.execute(Request::Attach { worker_id: a.clone() }).unwrap();
     let handles: Vec<_> = (0..8)
         .map(|i| {
             let (p, root, a) = (p.clone(), root.clone(), a.clone());
@@ -321,7 +321,7 @@ fn a_replayed_broadcast_returns_the_same_message_ids() {
     let root = p.worker(&root_id).unwrap();
     for name in ["a", "b"] {
         let w = p.spawn(&root, name, &assignment("x"), None).unwrap();
-        p.execute(Command::Attach { worker_id: w }).unwrap();
+        p.execute(Request::Attach { worker_id: w }).unwrap();
     }
     let first = p.broadcast(&root, MessageKind::Information, "hello all", Some("b1")).unwrap();
     assert_eq!(first.len(), 2);
@@ -339,19 +339,19 @@ fn a_late_completion_of_earlier_work_never_closes_a_newer_follow_up() {
     let (_, root_id) = p.create_run("r", None).unwrap();
     let root = p.authenticate(&p.keys().capability(&root_id)).unwrap();
     let a = p.spawn(&root, "a", &assignment("do A"), None).unwrap();
-    p.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    p.execute(Request::Attach { worker_id: a.clone() }).unwrap();
     assert_eq!(p.followup(&root, &a, "also do B", None).unwrap(), 1);
-    let answering = |followup, report| Command::Answering { followup, report: Box::new(report) };
-    let late = answering(0, Command::Complete { actor: a.clone(), summary: "A done".into(), artifacts: vec![] });
+    let answering = |followup, report| Request::Answering { followup, report: Box::new(report) };
+    let late = answering(0, Request::Complete { actor: a.clone(), summary: "A done".into(), artifacts: vec![] });
     let err = p.execute(late).unwrap_err();
     assert_eq!(err.code(), ErrorCode::Conflict, "{err}");
     assert!(err.to_string().contains("follow-up #1 is waiting"), "{err}");
     assert_eq!(p.worker(&a).unwrap().state, WorkerState::Running, "the newer work stays open");
-    let progress = answering(1, Command::Progress { actor: a.clone(), summary: "on B".into(), percent: None });
+    let progress = answering(1, Request::Progress { actor: a.clone(), summary: "on B".into(), percent: None });
     p.execute(progress).unwrap();
-    let done = answering(1, Command::Complete { actor: a.clone(), summary: "B done".into(), artifacts: vec![] });
+    let done = answering(1, Request::Complete { actor: a.clone(), summary: "B done".into(), artifacts: vec![] });
     p.execute(done).unwrap();
     assert_eq!(p.worker(&a).unwrap().state, WorkerState::Completed);
-    let future = answering(2, Command::Fail { actor: a.clone(), reason: "x".into() });
+    let future = answering(2, Request::Fail { actor: a.clone(), reason: "x".into() });
     assert_eq!(p.execute(future).unwrap_err().code(), ErrorCode::InvalidArgument);
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use control::decide::Command;
+use control::decide::Request;
 use control::model::CommandPhase;
 use control::queue::Limits;
 use control::schedule::Policy;
@@ -103,7 +103,7 @@ impl World {
 
     fn connect(&self, executor: &str) {
         self.plane
-            .execute(Command::ExecutorConnected {
+            .execute(Request::ExecutorConnected {
                 executor_id: executor.into(),
                 executor_instance_id: "i1".into(),
                 executor_kind: protocol::executor::ExecutorKind::Fake,
@@ -161,7 +161,7 @@ fn launches_and_active_workers_are_limited() {
     }
     assert!(w.pump(&["ext"]).is_empty(), "the 5th and 6th wait for a managed worker to finish");
     w.plane
-        .execute(Command::Interrupt { actor: w.root.clone(), target: workers[0].clone(), reason: "done".into() })
+        .execute(Request::Interrupt { actor: w.root.clone(), target: workers[0].clone(), reason: "done".into() })
         .unwrap();
     assert_eq!(w.pump(&["ext"]).len(), 1);
 }
@@ -185,7 +185,7 @@ fn creates_spread_over_executors_and_sends_go_only_to_the_holder() {
             ExecutorFrame::ConversationState { worker_id: a.clone(), state: ConversationState::Idle, error: None },
         )
         .unwrap();
-    w.plane.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    w.plane.execute(Request::Attach { worker_id: a.clone() }).unwrap();
     w.plane.followup(&root, &a, "more", None).unwrap();
     assert!(w.pump(&[&hb]).is_empty(), "never sent to the executor that does not hold A");
     let out = w.pump(&[&ha, &hb]);
@@ -205,7 +205,7 @@ fn a_send_waits_while_the_conversation_generates() {
     let a = w.spawn("a");
     w.pump(&["ext"]);
     w.complete_create("ext", &a, CONV_A);
-    w.plane.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    w.plane.execute(Request::Attach { worker_id: a.clone() }).unwrap();
     w.plane
         .report(
             "ext",
@@ -243,7 +243,7 @@ fn a_send_waiting_on_generating_makes_the_daemon_inspect_at_the_bound_and_the_in
     let a = w.spawn("a");
     w.pump(&["ext"]);
     w.complete_create("ext", &a, CONV_A);
-    w.plane.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    w.plane.execute(Request::Attach { worker_id: a.clone() }).unwrap();
     w.observe(&a, ConversationState::Generating);
     assert_eq!(w.plane.recheck(&ext, policy).unwrap(), 0, "nothing waits on it: nothing to recheck");
     let root = w.plane.worker(&w.root).unwrap();
@@ -324,7 +324,7 @@ fn a_wake_that_missed_its_deadline_is_sent_again_up_to_five_attempts() {
     let a = w.spawn("a");
     w.pump(&["ext"]);
     w.complete_create("ext", &a, CONV_A);
-    w.plane.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    w.plane.execute(Request::Attach { worker_id: a.clone() }).unwrap();
     let root = w.plane.worker(&w.root).unwrap();
     w.plane.followup(&root, &a, "one", None).unwrap();
     let mut keys = Vec::new();
@@ -429,7 +429,7 @@ fn a_different_conversation_for_a_bound_worker_fences_it() {
     let worker = w.plane.worker(&a).unwrap();
     assert!(worker.fenced);
     assert_eq!(worker.conversation.unwrap().0.as_str(), CONV_A, "the binding is not overwritten");
-    w.plane.execute(Command::Attach { worker_id: a.clone() }).unwrap();
+    w.plane.execute(Request::Attach { worker_id: a.clone() }).unwrap();
     let root = w.plane.worker(&w.root).unwrap();
     w.plane.followup(&root, &a, "more", None).unwrap();
     assert!(w.pump(&["ext"]).is_empty(), "nothing is sent to a fenced worker");
@@ -439,7 +439,7 @@ fn a_different_conversation_for_a_bound_worker_fences_it() {
 fn interrupting_a_worker_cancels_its_queued_commands() {
     let w = world();
     let a = w.spawn("a");
-    w.plane.execute(Command::Interrupt { actor: w.root.clone(), target: a.clone(), reason: "no".into() }).unwrap();
+    w.plane.execute(Request::Interrupt { actor: w.root.clone(), target: a.clone(), reason: "no".into() }).unwrap();
     assert!(w.pump(&["ext"]).is_empty());
 }
 
@@ -448,7 +448,7 @@ fn executor_connections_go_to_the_system_stream() {
     let w = world();
     let events = w
         .plane
-        .execute(Command::ExecutorConnected {
+        .execute(Request::ExecutorConnected {
             executor_id: "ext".into(),
             executor_instance_id: "i1".into(),
             executor_kind: protocol::executor::ExecutorKind::Fake,
@@ -467,7 +467,7 @@ fn the_system_stream_survives_a_restart() {
     let path = dir.path().join("s.db");
     let connect = |p: &ControlPlane, n: u64| {
         let events = p
-            .execute(Command::ExecutorConnected {
+            .execute(Request::ExecutorConnected {
                 executor_id: "ext".into(),
                 executor_instance_id: format!("i{n}"),
                 executor_kind: protocol::executor::ExecutorKind::Fake,

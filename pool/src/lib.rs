@@ -23,7 +23,7 @@ pub mod plan;
 
 use std::sync::{Arc, Mutex};
 
-use control::decide::{Command, ProvisionSlot};
+use control::decide::{ProvisionSlot, Request};
 use control::model::Worker;
 use control::{ControlPlane, Error};
 use protocol::{Assignment, CommandId, CommandIntent, ErrorCode, RunId, SlotHealth, WorkerId};
@@ -312,7 +312,7 @@ impl Pool {
             })
             .collect();
         let operation_id = format!("ensure-{}", uuid::Uuid::now_v7().simple());
-        self.plane.execute(Command::RuntimeProvision {
+        self.plane.execute(Request::RuntimeProvision {
             actor: root.id.clone(),
             operation_id,
             slots,
@@ -340,7 +340,7 @@ impl Pool {
                 break;
             }
             let command_id = CommandId::from_uuid_bytes(new_id());
-            match self.plane.execute(Command::RuntimeRetire { actor: root.id.clone(), slot, command_id }) {
+            match self.plane.execute(Request::RuntimeRetire { actor: root.id.clone(), slot, command_id }) {
                 Ok(_) => {
                     outcome.retiring.push(slot);
                     excess -= 1;
@@ -365,7 +365,7 @@ impl Pool {
         };
         for record in self.records(&root.run_id).iter().filter(|r| retry(r)) {
             let command_id = CommandId::from_uuid_bytes(new_id());
-            self.plane.execute(Command::RuntimeRecover { actor: root.id.clone(), slot: record.slot, command_id })?;
+            self.plane.execute(Request::RuntimeRecover { actor: root.id.clone(), slot: record.slot, command_id })?;
             outcome.recovering.push(record.slot);
         }
         Ok(outcome)
@@ -376,7 +376,7 @@ impl Pool {
     pub fn bootstrap(&self, attach_identity: &str, peer_fingerprint: &str) -> Result<Worker, Error> {
         let worker = self.plane.keys().verify_attach_identity(attach_identity).ok_or(Error::Unauthorized)?;
         self.plane.worker(&worker).ok_or(Error::Unauthorized)?;
-        self.plane.execute(Command::RuntimeAdmit {
+        self.plane.execute(Request::RuntimeAdmit {
             worker_id: worker.clone(),
             peer_fingerprint: peer_fingerprint.to_owned(),
             now_ms: self.plane.now_ms(),

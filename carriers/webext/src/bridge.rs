@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use control::ControlPlane;
-use control::decide::Command;
+use control::decide::Request;
 use control::queue::Limits;
 use control::schedule::Policy;
 use protocol::executor::{DaemonFrame, ExecutorFrame, FRAME_MAX};
@@ -161,7 +161,7 @@ impl Bridge {
             return Err(CloseReason::IdInUse);
         }
         let timeout = self.config.create_timeout_ms.max(self.config.send_timeout_ms);
-        match blocking(|| self.plane.replay(executor_id, timeout)) {
+        match in_place(|| self.plane.replay(executor_id, timeout)) {
             Ok(commands) => {
                 for command in commands {
                     tracing::info!(executor = executor_id, command = %command.command_id, "replaying");
@@ -177,7 +177,7 @@ impl Bridge {
         }
         // Recording the connection wakes the dispatch loop, which then sees this session.
         if let ExecutorFrame::Hello { executor_kind, capabilities, host, .. } = hello {
-            let command = Command::ExecutorConnected {
+            let command = Request::ExecutorConnected {
                 executor_id: executor_id.to_owned(),
                 executor_instance_id: instance_id.to_owned(),
                 executor_kind,
@@ -203,7 +203,7 @@ impl Bridge {
                 sessions.remove(executor_id);
             }
         }
-        let command = Command::ExecutorDisconnected {
+        let command = Request::ExecutorDisconnected {
             executor_id: executor_id.to_owned(),
             executor_instance_id: instance_id.to_owned(),
             reason,
@@ -214,13 +214,13 @@ impl Bridge {
     /// Hands an executor's report to the control plane. A refused report
     /// (a command or worker held elsewhere, an unknown id) is logged, not fatal.
     pub(crate) async fn report(&self, executor_id: &str, frame: ExecutorFrame) {
-        if let Err(e) = blocking(|| self.plane.report(executor_id, frame)) {
+        if let Err(e) = in_place(|| self.plane.report(executor_id, frame)) {
             tracing::warn!(executor = executor_id, code = %e.code(), "report refused: {e}");
         }
     }
 
-    async fn record(&self, command: Command) {
-        if let Err(e) = blocking(|| self.plane.execute(command)) {
+    async fn record(&self, command: Request) {
+        if let Err(e) = in_place(|| self.plane.execute(command)) {
             tracing::error!(code = %e.code(), "recording an executor event failed: {e}");
         }
     }
@@ -259,7 +259,7 @@ pub fn loopback_host(host: &str) -> bool {
 /// in place on a multi-threaded runtime, inline on a current-thread one
 /// (tests on paused time), so no work hides in a thread pool that paused
 /// time cannot see.
-fn blocking<T>(work: impl FnOnce() -> T) -> T {
+fn in_place<T>(work: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::current().runtime_flavor() {
         tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
         _ => work(),
@@ -301,10 +301,10 @@ async fn dispatch_ready(bridge: &Arc<Bridge>) {
     let (plane, config) = (&bridge.plane, &bridge.config);
     // Due inspects are queued first so this round may dispatch them; their
     // commit wakes the loop once more, which finds nothing new to queue.
-    if let Err(e) = blocking(|| plane.recheck(&connected, config.recheck)) {
+    if let Err(e) = in_place(|| plane.recheck(&connected, config.recheck)) {
         tracing::error!(code = %e.code(), "queueing inspects failed, retrying on the next wake: {e}");
     }
-    let ready = blocking(|| {
+    let ready = in_place(|| {
         let round = plane.next_dispatches(&connected, config.limits);
         let timeout = |intent: &protocol::CommandIntent| match intent {
             protocol::CommandIntent::Create => config.create_timeout_ms,

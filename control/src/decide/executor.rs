@@ -4,9 +4,9 @@
 use super::*;
 
 /// The executor commands (routed here by [`super::decide`]).
-pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error> {
+pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Error> {
     match command {
-        Command::ExecutorConnected { executor_id, executor_instance_id, executor_kind, capabilities, host } => {
+        Request::ExecutorConnected { executor_id, executor_instance_id, executor_kind, capabilities, host } => {
             Ok(vec![EventBody::ExecutorConnected {
                 executor_id: executor_id.clone(),
                 executor_instance_id: executor_instance_id.clone(),
@@ -15,18 +15,18 @@ pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>,
                 host: host.clone(),
             }])
         }
-        Command::ExecutorDisconnected { executor_id, executor_instance_id, reason } => {
+        Request::ExecutorDisconnected { executor_id, executor_instance_id, reason } => {
             Ok(vec![EventBody::ExecutorDisconnected {
                 executor_id: executor_id.clone(),
                 executor_instance_id: executor_instance_id.clone(),
                 reason: reason.clone(),
             }])
         }
-        Command::Dispatch { command_id, executor_id } => Ok(vec![dispatched(state, command_id, executor_id)?]),
-        Command::DispatchAll { dispatches } => {
+        Request::Dispatch { command_id, executor_id } => Ok(vec![dispatched(state, command_id, executor_id)?]),
+        Request::DispatchAll { dispatches } => {
             dispatches.iter().map(|(command_id, executor_id)| dispatched(state, command_id, executor_id)).collect()
         }
-        Command::Recheck { inspections } => inspections
+        Request::Recheck { inspections } => inspections
             .iter()
             .map(|(worker_id, command_id)| {
                 let worker = state.worker(worker_id).ok_or_else(|| Error::NotFound(format!("worker {worker_id}")))?;
@@ -42,8 +42,8 @@ pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>,
                 })
             })
             .collect(),
-        Command::ExecutorReport { executor_id, frame } => report(state, executor_id, frame),
-        Command::HostState { worker_id, code, detail } => {
+        Request::ExecutorReport { executor_id, frame } => report(state, executor_id, frame),
+        Request::HostState { worker_id, code, detail } => {
             let worker = state.worker(worker_id).ok_or_else(|| Error::NotFound(format!("worker {worker_id}")))?;
             if !code.is_host_state() {
                 return Err(Error::InvalidArgument(format!("{code} is not a host state")));
@@ -324,8 +324,8 @@ mod tests {
     use super::super::table::{Given, check};
     use super::*;
 
-    fn report(executor: &str, frame: ExecutorFrame) -> Command {
-        Command::ExecutorReport { executor_id: executor.into(), frame }
+    fn report(executor: &str, frame: ExecutorFrame) -> Request {
+        Request::ExecutorReport { executor_id: executor.into(), frame }
     }
 
     #[test]
@@ -333,7 +333,7 @@ mod tests {
         let mut rows = Vec::new();
 
         let g = Given::run();
-        let c = Command::ExecutorConnected {
+        let c = Request::ExecutorConnected {
             executor_id: "ext".into(),
             executor_instance_id: "i1".into(),
             executor_kind: ExecutorKind::Fake,
@@ -345,31 +345,31 @@ mod tests {
         let mut g = Given::run();
         let a = g.spawned("a");
         let command_id = g.open_command(&a);
-        let c = Command::Dispatch { command_id, executor_id: "ext".into() };
+        let c = Request::Dispatch { command_id, executor_id: "ext".into() };
         rows.push(("a queued create is dispatched", g, c, Ok(&["executor.command_dispatched"][..])));
 
         let mut g = Given::run();
         let a = g.spawned("a");
         let command_id = g.open_command(&a);
-        g.apply(Command::Dispatch { command_id: command_id.clone(), executor_id: "ext".into() });
-        let c = Command::Dispatch { command_id, executor_id: "ext".into() };
+        g.apply(Request::Dispatch { command_id: command_id.clone(), executor_id: "ext".into() });
+        let c = Request::Dispatch { command_id, executor_id: "ext".into() };
         rows.push(("a dispatched command is not dispatched again", g, c, Err(ErrorCode::InvalidTransition)));
 
         let mut g = Given::run();
         let a = g.spawned("a");
         let command_id = g.open_command(&a);
-        g.apply(Command::Dispatch { command_id: command_id.clone(), executor_id: "ext".into() });
+        g.apply(Request::Dispatch { command_id: command_id.clone(), executor_id: "ext".into() });
         let c = report("other", ExecutorFrame::Ack { command_id });
         rows.push(("another executor's command is not reported on", g, c, Err(ErrorCode::Forbidden)));
 
         let mut g = Given::run();
         let a = g.spawned("a");
-        let c = Command::Recheck { inspections: vec![(a, CommandId::from_uuid_bytes(g.id()))] };
+        let c = Request::Recheck { inspections: vec![(a, CommandId::from_uuid_bytes(g.id()))] };
         rows.push(("no inspect without a conversation", g, c, Err(ErrorCode::InvalidTransition)));
 
         let mut g = Given::run();
         let a = g.created("a", "ext");
-        let c = Command::Recheck { inspections: vec![(a, CommandId::from_uuid_bytes(g.id()))] };
+        let c = Request::Recheck { inspections: vec![(a, CommandId::from_uuid_bytes(g.id()))] };
         rows.push(("an inspect of a bound conversation is queued", g, c, Ok(&["executor.command_queued"][..])));
 
         let mut g = Given::run();
@@ -395,16 +395,16 @@ mod tests {
 
         let mut g = Given::run();
         let a = g.created("a", "ext");
-        g.apply(Command::Attach { worker_id: a.clone() });
+        g.apply(Request::Attach { worker_id: a.clone() });
         let send_command = CommandId::from_uuid_bytes(g.id());
         let root = g.root.clone();
-        g.apply(Command::Followup {
+        g.apply(Request::Followup {
             actor: root,
             target: a.clone(),
             instructions: "more".into(),
             send_command: send_command.clone(),
         });
-        g.apply(Command::Dispatch { command_id: send_command.clone(), executor_id: "ext".into() });
+        g.apply(Request::Dispatch { command_id: send_command.clone(), executor_id: "ext".into() });
         let outcome = CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, detail: "busy".into() };
         let c = report("ext", ExecutorFrame::Result { command_id: send_command, outcome });
         rows.push((

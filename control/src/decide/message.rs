@@ -3,9 +3,9 @@
 use super::*;
 
 /// The message commands (routed here by [`super::decide`]).
-pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error> {
+pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Error> {
     match command {
-        Command::Send { actor, message_id, to, kind, body, in_reply_to } => {
+        Request::Send { actor, message_id, to, kind, body, in_reply_to } => {
             let (run, sender) = acting(state, actor)?;
             require_open(run)?;
             require_working(sender)?;
@@ -43,7 +43,7 @@ pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>,
             events.extend(message_state_changes(sender, recipient, *kind));
             Ok(events)
         }
-        Command::Broadcast { actor, message_ids, kind, body } => {
+        Request::Broadcast { actor, message_ids, kind, body } => {
             let (run, root) = root_actor(state, actor)?;
             require_open(run)?;
             check_text("body", body, TEXT_MAX)?;
@@ -92,9 +92,9 @@ mod tests {
     use super::super::table::{Given, check};
     use super::*;
 
-    fn send(g: &mut Given, from: &WorkerId, to: &WorkerId, kind: MessageKind, body: &str) -> Command {
+    fn send(g: &mut Given, from: &WorkerId, to: &WorkerId, kind: MessageKind, body: &str) -> Request {
         let message_id = MessageId::from_uuid_bytes(g.id());
-        Command::Send { actor: from.clone(), message_id, to: to.clone(), kind, body: body.into(), in_reply_to: None }
+        Request::Send { actor: from.clone(), message_id, to: to.clone(), kind, body: body.into(), in_reply_to: None }
     }
 
     #[test]
@@ -123,7 +123,7 @@ mod tests {
         g.attached("a");
         g.attached("b");
         let ids = vec![MessageId::from_uuid_bytes(g.id()), MessageId::from_uuid_bytes(g.id())];
-        let c = Command::Broadcast {
+        let c = Request::Broadcast {
             actor: g.root.clone(),
             message_ids: ids,
             kind: MessageKind::Information,
@@ -134,7 +134,7 @@ mod tests {
         let mut g = Given::run();
         let a = g.attached("a");
         let ids = vec![MessageId::from_uuid_bytes(g.id())];
-        let c = Command::Broadcast { actor: a, message_ids: ids, kind: MessageKind::Information, body: "all".into() };
+        let c = Request::Broadcast { actor: a, message_ids: ids, kind: MessageKind::Information, body: "all".into() };
         rows.push(("a worker cannot broadcast", g, c, Err(ErrorCode::Forbidden)));
 
         check(rows);

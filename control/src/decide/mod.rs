@@ -8,9 +8,9 @@
 //! a table test (a state × a command → the events' kinds, or the refusal):
 //! `run`, `worker` (reports fenced by their follow-up included), `message`,
 //! `executor` (connections, dispatch, inspects, reports), `runtime` (the
-//! pool). This file holds the [`Command`] vocabulary, the routing, the guards
+//! pool). This file holds the [`Request`] vocabulary, the routing, the guards
 //! every family shares, and the table harness. A new family is one new file,
-//! its commands in [`Command`] and one arm in [`decide`].
+//! its commands in [`Request`] and one arm in [`decide`].
 
 use protocol::executor::{CommandOutcome, ConversationState, ExecutorFrame, ExecutorKind, HostFacts};
 use protocol::limits::{ASSIGNMENT_MAX, ITEM_MAX, LIST_MAX, NAME_MAX, TEXT_MAX, TITLE_MAX, WORKERS_PER_RUN_MAX};
@@ -35,7 +35,7 @@ pub use runtime::{retire_protection, setup_refused};
 /// A request to change the control plane, already authenticated: `actor` is
 /// the worker whose capability the caller presented.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Command {
+pub enum Request {
     /// Create a run and its root worker.
     CreateRun {
         /// The new run.
@@ -122,7 +122,7 @@ pub enum Command {
         /// The follow-up number the work answers.
         followup: u32,
         /// `Progress`, `Complete` or `Fail`.
-        report: Box<Command>,
+        report: Box<Request>,
     },
     /// Root stops a worker's work.
     Interrupt {
@@ -266,29 +266,29 @@ pub struct ProvisionSlot {
 
 /// The events that record `command`'s effect on `state`, or why it is refused.
 /// Each family of commands is decided in its own file.
-pub fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error> {
+pub fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Error> {
     match command {
-        Command::CreateRun { .. } | Command::CancelRun { .. } => run::decide(state, command),
-        Command::Spawn { .. }
-        | Command::Attach { .. }
-        | Command::Progress { .. }
-        | Command::Complete { .. }
-        | Command::Answering { .. }
-        | Command::Fail { .. }
-        | Command::Interrupt { .. }
-        | Command::Followup { .. } => worker::decide(state, command),
-        Command::Send { .. } | Command::Broadcast { .. } => message::decide(state, command),
-        Command::ExecutorConnected { .. }
-        | Command::ExecutorDisconnected { .. }
-        | Command::Dispatch { .. }
-        | Command::DispatchAll { .. }
-        | Command::Recheck { .. }
-        | Command::ExecutorReport { .. }
-        | Command::HostState { .. } => executor::decide(state, command),
-        Command::RuntimeProvision { .. }
-        | Command::RuntimeAdmit { .. }
-        | Command::RuntimeRecover { .. }
-        | Command::RuntimeRetire { .. } => runtime::decide(state, command),
+        Request::CreateRun { .. } | Request::CancelRun { .. } => run::decide(state, command),
+        Request::Spawn { .. }
+        | Request::Attach { .. }
+        | Request::Progress { .. }
+        | Request::Complete { .. }
+        | Request::Answering { .. }
+        | Request::Fail { .. }
+        | Request::Interrupt { .. }
+        | Request::Followup { .. } => worker::decide(state, command),
+        Request::Send { .. } | Request::Broadcast { .. } => message::decide(state, command),
+        Request::ExecutorConnected { .. }
+        | Request::ExecutorDisconnected { .. }
+        | Request::Dispatch { .. }
+        | Request::DispatchAll { .. }
+        | Request::Recheck { .. }
+        | Request::ExecutorReport { .. }
+        | Request::HostState { .. } => executor::decide(state, command),
+        Request::RuntimeProvision { .. }
+        | Request::RuntimeAdmit { .. }
+        | Request::RuntimeRecover { .. }
+        | Request::RuntimeRetire { .. } => runtime::decide(state, command),
     }
 }
 
@@ -464,7 +464,7 @@ mod table {
                 next: 1,
             };
             let (run_id, root_id) = (given.run.clone(), given.root.clone());
-            given.apply(Command::CreateRun { run_id, root_id, title: "table".into() });
+            given.apply(Request::CreateRun { run_id, root_id, title: "table".into() });
             given
         }
 
@@ -475,7 +475,7 @@ mod table {
         }
 
         /// Decides and folds `command`; panics if it is refused.
-        pub fn apply(&mut self, command: Command) -> Vec<EventBody> {
+        pub fn apply(&mut self, command: Request) -> Vec<EventBody> {
             let bodies = decide(&self.state, &command).unwrap_or_else(|e| panic!("given {command:?}: {e}"));
             for body in &bodies {
                 let run = match body {
@@ -505,7 +505,7 @@ mod table {
                 completion_protocol: None,
             };
             let actor = self.root.clone();
-            self.apply(Command::Spawn {
+            self.apply(Request::Spawn {
                 actor,
                 worker_id: worker_id.clone(),
                 name: name.into(),
@@ -518,7 +518,7 @@ mod table {
         /// A spawned worker whose conversation attached.
         pub fn attached(&mut self, name: &str) -> WorkerId {
             let worker = self.spawned(name);
-            self.apply(Command::Attach { worker_id: worker.clone() });
+            self.apply(Request::Attach { worker_id: worker.clone() });
             worker
         }
 
@@ -537,10 +537,10 @@ mod table {
         pub fn created(&mut self, name: &str, executor: &str) -> WorkerId {
             let worker = self.spawned(name);
             let command_id = self.open_command(&worker);
-            self.apply(Command::Dispatch { command_id: command_id.clone(), executor_id: executor.into() });
+            self.apply(Request::Dispatch { command_id: command_id.clone(), executor_id: executor.into() });
             let conversation: protocol::ConversationId =
                 format!("0196b2c4-8e1f-7a3b-9c2d-{:012x}", self.id()[0]).parse().expect("a uuid");
-            let report = |frame| Command::ExecutorReport { executor_id: executor.into(), frame };
+            let report = |frame| Request::ExecutorReport { executor_id: executor.into(), frame };
             self.apply(report(ExecutorFrame::Ack { command_id: command_id.clone() }));
             self.apply(report(ExecutorFrame::ConversationBound {
                 worker_id: worker.clone(),
@@ -554,7 +554,7 @@ mod table {
     }
 
     /// Runs one table: each row's command against its state.
-    pub(super) fn check(rows: Vec<(&str, Given, Command, Expect)>) {
+    pub(super) fn check(rows: Vec<(&str, Given, Request, Expect)>) {
         for (name, given, command, expect) in rows {
             let got = decide(&given.state, &command).map_err(|e| e.code());
             let kinds: Result<Vec<&str>, ErrorCode> = got.map(|events| events.iter().map(EventBody::kind).collect());

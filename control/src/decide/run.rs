@@ -3,9 +3,9 @@
 use super::*;
 
 /// The run commands (routed here by [`super::decide`]).
-pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error> {
+pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Error> {
     match command {
-        Command::CreateRun { run_id, root_id, title } => {
+        Request::CreateRun { run_id, root_id, title } => {
             check_text("title", title, TITLE_MAX)?;
             if state.runs.contains_key(run_id) || state.workers.contains_key(root_id) {
                 return Err(Error::InvalidArgument("run or root id already exists".into()));
@@ -21,7 +21,7 @@ pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>,
                 state_change(root_id, WorkerState::Created, WorkerState::Running, None),
             ])
         }
-        Command::CancelRun { actor, reason } => {
+        Request::CancelRun { actor, reason } => {
             let (run, root) = root_actor(state, actor)?;
             if run.state.is_terminal() {
                 return Err(Error::RunNotActive(run.state));
@@ -48,8 +48,8 @@ mod tests {
     use super::super::table::{Given, check};
     use super::*;
 
-    fn cancel(actor: &WorkerId) -> Command {
-        Command::CancelRun { actor: actor.clone(), reason: "stop".into() }
+    fn cancel(actor: &WorkerId) -> Request {
+        Request::CancelRun { actor: actor.clone(), reason: "stop".into() }
     }
 
     #[test]
@@ -76,7 +76,7 @@ mod tests {
         rows.push(("a cancelled run is not cancelled again", g, cancel(&root), Err(ErrorCode::RunNotActive)));
 
         let g = Given::run();
-        let c = Command::CreateRun {
+        let c = Request::CreateRun {
             run_id: g.run.clone(),
             root_id: WorkerId::from_uuid_bytes([9; 16]),
             title: "again".into(),

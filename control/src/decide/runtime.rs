@@ -4,9 +4,9 @@
 use super::*;
 
 /// The runtime commands (routed here by [`super::decide`]).
-pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error> {
+pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Error> {
     match command {
-        Command::RuntimeProvision { actor, operation_id, slots, expires_at_ms } => {
+        Request::RuntimeProvision { actor, operation_id, slots, expires_at_ms } => {
             let (run, root) = root_actor(state, actor)?;
             require_active(run)?;
             if run.workers.len() + slots.len() > WORKERS_PER_RUN_MAX {
@@ -55,7 +55,7 @@ pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>,
             }
             Ok(events)
         }
-        Command::RuntimeAdmit { worker_id, peer_fingerprint, now_ms } => {
+        Request::RuntimeAdmit { worker_id, peer_fingerprint, now_ms } => {
             let (run, worker) = acting(state, worker_id)?;
             require_open(run)?;
             let record = state.runtime.by_worker(worker_id).ok_or(Error::Admission(admission::Refusal::NotPooled))?;
@@ -78,7 +78,7 @@ pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>,
             }
             Ok(events)
         }
-        Command::RuntimeRecover { actor, slot, command_id } => {
+        Request::RuntimeRecover { actor, slot, command_id } => {
             let (run, _) = root_actor(state, actor)?;
             require_open(run)?;
             let record = state.runtime.slot(&run.id, *slot).ok_or_else(|| Error::NotFound(format!("slot {slot}")))?;
@@ -117,7 +117,7 @@ pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>,
                 },
             ])
         }
-        Command::RuntimeRetire { actor, slot, command_id } => {
+        Request::RuntimeRetire { actor, slot, command_id } => {
             let (run, _) = root_actor(state, actor)?;
             let record = state.runtime.slot(&run.id, *slot).ok_or_else(|| Error::NotFound(format!("slot {slot}")))?;
             let worker = state.worker(&record.reserved_worker).expect("pool workers exist");
@@ -184,7 +184,7 @@ mod tests {
     use super::super::table::{Given, check};
     use super::*;
 
-    fn provision(g: &mut Given, slot: u32) -> Command {
+    fn provision(g: &mut Given, slot: u32) -> Request {
         let (worker_id, command_id) = (WorkerId::from_uuid_bytes(g.id()), CommandId::from_uuid_bytes(g.id()));
         let assignment = Assignment {
             objective: format!("parked for slot {slot}"),
@@ -196,7 +196,7 @@ mod tests {
             communication_policy: None,
             completion_protocol: None,
         };
-        Command::RuntimeProvision {
+        Request::RuntimeProvision {
             actor: g.root.clone(),
             operation_id: format!("ensure-{slot}"),
             slots: vec![ProvisionSlot { slot, worker_id, assignment, command_id, not_before_ms: 0 }],
@@ -227,21 +227,21 @@ mod tests {
         let c = provision(&mut g, 0);
         g.apply(c);
         let worker = g.state.runtime.slot(&g.run, 0).unwrap().reserved_worker.clone();
-        let c = Command::RuntimeAdmit { worker_id: worker, peer_fingerprint: "p1".into(), now_ms: 1 };
+        let c = Request::RuntimeAdmit { worker_id: worker, peer_fingerprint: "p1".into(), now_ms: 1 };
         rows.push(("no admission before the conversation is bound", g, c, Err(ErrorCode::PeerIdentityUnresolved)));
 
         let mut g = Given::run();
         let c = provision(&mut g, 0);
         g.apply(c);
         let c =
-            Command::RuntimeRetire { actor: g.root.clone(), slot: 0, command_id: CommandId::from_uuid_bytes(g.id()) };
+            Request::RuntimeRetire { actor: g.root.clone(), slot: 0, command_id: CommandId::from_uuid_bytes(g.id()) };
         rows.push(("a provisioning slot is not retired", g, c, Err(ErrorCode::InvalidTransition)));
 
         let mut g = Given::run();
         let a = g.attached("a");
         let c = provision(&mut g, 0);
-        let Command::RuntimeProvision { slots, expires_at_ms, operation_id, .. } = c else { unreachable!() };
-        let c = Command::RuntimeProvision { actor: a, operation_id, slots, expires_at_ms };
+        let Request::RuntimeProvision { slots, expires_at_ms, operation_id, .. } = c else { unreachable!() };
+        let c = Request::RuntimeProvision { actor: a, operation_id, slots, expires_at_ms };
         rows.push(("only root provisions", g, c, Err(ErrorCode::Forbidden)));
 
         check(rows);

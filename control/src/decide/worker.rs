@@ -4,9 +4,9 @@
 use super::*;
 
 /// The worker commands (routed here by [`super::decide`]).
-pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>, Error> {
+pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Error> {
     match command {
-        Command::Spawn { actor, worker_id, name, assignment, create_command } => {
+        Request::Spawn { actor, worker_id, name, assignment, create_command } => {
             let (run, root) = root_actor(state, actor)?;
             require_active(run)?;
             check_name(name)?;
@@ -38,7 +38,7 @@ pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>,
                 },
             ])
         }
-        Command::Attach { worker_id } => {
+        Request::Attach { worker_id } => {
             let (run, worker) = acting(state, worker_id)?;
             if worker.is_root() {
                 return Err(Error::Forbidden("root does not attach; it uses the capability from run_create".into()));
@@ -67,7 +67,7 @@ pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>,
             }
             Ok(events)
         }
-        Command::Progress { actor, summary, percent } => {
+        Request::Progress { actor, summary, percent } => {
             let (run, worker) = acting(state, actor)?;
             require_open(run)?;
             require_working(worker)?;
@@ -85,7 +85,7 @@ pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>,
             }
             Ok(events)
         }
-        Command::Complete { actor, summary, artifacts } => {
+        Request::Complete { actor, summary, artifacts } => {
             let (run, worker) = acting(state, actor)?;
             require_open(run)?;
             require_working(worker)?;
@@ -108,9 +108,9 @@ pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>,
             }
             Ok(events)
         }
-        Command::Answering { followup, report } => {
+        Request::Answering { followup, report } => {
             let actor = match report.as_ref() {
-                Command::Progress { actor, .. } | Command::Complete { actor, .. } | Command::Fail { actor, .. } => {
+                Request::Progress { actor, .. } | Request::Complete { actor, .. } | Request::Fail { actor, .. } => {
                     actor
                 }
                 _ => {
@@ -134,7 +134,7 @@ pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>,
             }
             super::decide(state, report)
         }
-        Command::Fail { actor, reason } => {
+        Request::Fail { actor, reason } => {
             let (run, worker) = acting(state, actor)?;
             require_open(run)?;
             require_working(worker)?;
@@ -156,7 +156,7 @@ pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>,
             }
             Ok(events)
         }
-        Command::Interrupt { actor, target, reason } => {
+        Request::Interrupt { actor, target, reason } => {
             let (run, _) = root_actor(state, actor)?;
             require_open(run)?;
             check_text("reason", reason, TEXT_MAX)?;
@@ -172,7 +172,7 @@ pub(super) fn decide(state: &State, command: &Command) -> Result<Vec<EventBody>,
             events.extend(close_if_last(state, run, target));
             Ok(events)
         }
-        Command::Followup { actor, target, instructions, send_command } => {
+        Request::Followup { actor, target, instructions, send_command } => {
             let (run, _) = root_actor(state, actor)?;
             require_active(run)?;
             check_text("instructions", instructions, TEXT_MAX)?;
@@ -224,13 +224,13 @@ mod tests {
     use super::super::table::{Given, check};
     use super::*;
 
-    fn complete(actor: &WorkerId) -> Command {
-        Command::Complete { actor: actor.clone(), summary: "done".into(), artifacts: vec![] }
+    fn complete(actor: &WorkerId) -> Request {
+        Request::Complete { actor: actor.clone(), summary: "done".into(), artifacts: vec![] }
     }
 
-    fn followup(g: &mut Given, target: &WorkerId) -> Command {
+    fn followup(g: &mut Given, target: &WorkerId) -> Request {
         let send_command = CommandId::from_uuid_bytes(g.id());
-        Command::Followup { actor: g.root.clone(), target: target.clone(), instructions: "more".into(), send_command }
+        Request::Followup { actor: g.root.clone(), target: target.clone(), instructions: "more".into(), send_command }
     }
 
     #[test]
@@ -250,7 +250,7 @@ mod tests {
                 completion_protocol: None,
             };
             let (worker_id, create_command) = (WorkerId::from_uuid_bytes(g.id()), CommandId::from_uuid_bytes(g.id()));
-            Command::Spawn { actor, worker_id, name: name.into(), assignment, create_command }
+            Request::Spawn { actor, worker_id, name: name.into(), assignment, create_command }
         };
         let root = g.root.clone();
         let c = spawn(&mut g, root, "a", "task".into());
@@ -282,17 +282,17 @@ mod tests {
         rows.push((
             "the first attach runs the worker",
             g,
-            Command::Attach { worker_id: a },
+            Request::Attach { worker_id: a },
             Ok(&["worker.attached", "worker.state_changed"][..]),
         ));
 
         let g = Given::run();
         let root = g.root.clone();
-        rows.push(("root does not attach", g, Command::Attach { worker_id: root }, Err(ErrorCode::Forbidden)));
+        rows.push(("root does not attach", g, Request::Attach { worker_id: root }, Err(ErrorCode::Forbidden)));
 
         let mut g = Given::run();
         let a = g.attached("a");
-        let c = Command::Progress { actor: a, summary: "half".into(), percent: Some(50) };
+        let c = Request::Progress { actor: a, summary: "half".into(), percent: Some(50) };
         rows.push(("progress is recorded", g, c, Ok(&["worker.progress"][..])));
 
         let mut g = Given::run();
@@ -303,19 +303,19 @@ mod tests {
         let a = g.attached("a");
         let f = followup(&mut g, &a);
         g.apply(f);
-        let c = Command::Answering { followup: 0, report: Box::new(complete(&a)) };
+        let c = Request::Answering { followup: 0, report: Box::new(complete(&a)) };
         rows.push(("a report on work a follow-up superseded", g, c, Err(ErrorCode::Conflict)));
 
         let mut g = Given::run();
         let a = g.attached("a");
-        let c = Command::Answering { followup: 1, report: Box::new(complete(&a)) };
+        let c = Request::Answering { followup: 1, report: Box::new(complete(&a)) };
         rows.push(("a report on a follow-up that does not exist", g, c, Err(ErrorCode::InvalidArgument)));
 
         let mut g = Given::run();
         let a = g.attached("a");
         let f = followup(&mut g, &a);
         g.apply(f);
-        let c = Command::Answering { followup: 1, report: Box::new(complete(&a)) };
+        let c = Request::Answering { followup: 1, report: Box::new(complete(&a)) };
         rows.push(("a report on the newest follow-up", g, c, Ok(&["worker.completed", "worker.state_changed"][..])));
 
         let mut g = Given::run();
@@ -331,7 +331,7 @@ mod tests {
 
         let mut g = Given::run();
         let a = g.attached("a");
-        let c = Command::Interrupt { actor: g.root.clone(), target: a, reason: "not needed".into() };
+        let c = Request::Interrupt { actor: g.root.clone(), target: a, reason: "not needed".into() };
         rows.push((
             "an interrupt ends the worker and cancels what it had queued",
             g,

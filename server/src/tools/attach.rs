@@ -98,7 +98,7 @@ fn check_catalog(plane: &ControlPlane, worker_id: &WorkerId, stamp: Option<&str>
          refresh the app in ChatGPT (Settings → Apps → the orchestrator's app → Refresh), then retry"
     );
     let code = protocol::ErrorCode::HostAppStale;
-    plane.execute(Command::HostState { worker_id: worker_id.clone(), code, detail: detail.clone() })?;
+    plane.execute(Request::HostState { worker_id: worker_id.clone(), code, detail: detail.clone() })?;
     Err(Error::HostAppStale(detail))
 }
 
@@ -149,7 +149,7 @@ impl Tools {
         let args = args?;
         let peer = self.peers.fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
-        blocking(move || {
+        on_blocking_pool(move || {
             let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
             plane.worker(&id).ok_or(Error::Unauthorized)?;
             check_catalog(&plane, &id, args.catalog.as_deref())?;
@@ -175,7 +175,7 @@ impl Tools {
         let args = args?;
         let peer = self.peers.fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
-        blocking(move || {
+        on_blocking_pool(move || {
             let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
             plane.worker(&id).ok_or(Error::Unauthorized)?;
             check_catalog(&plane, &id, args.catalog.as_deref())?;
@@ -184,7 +184,7 @@ impl Tools {
             if plane.with_state(|s| s.runtime.by_worker(&id).is_some()) {
                 pool.bootstrap(&args.attach_identity, &peer)?;
             } else {
-                plane.execute(Command::Attach { worker_id: id.clone() })?;
+                plane.execute(Request::Attach { worker_id: id.clone() })?;
             }
             attach_out(&plane, &id)
         })

@@ -15,14 +15,14 @@
 //! = <family>_tools)]`), composed in [`Tools::new`]: `run`, `worker`,
 //! `attach` (with the catalog stamp), `message`, `events`, `runtime` (the
 //! pool and its tasks). This file holds what every family shares: the
-//! handler, authentication (`acting_as`, `root_only`), `blocking` (the one
-//! place a control-plane error becomes the error text) and the views.
+//! handler, authentication (`acting_as`, `root_only`), `on_blocking_pool` (where a
+//! control-plane error becomes a `ToolError`) and the views.
 //! A new family is one new file and one `+` in `Tools::router`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use control::decide::Command;
+use control::decide::Request;
 use control::model::{Run, Worker};
 use control::plane::{Page, Viewer};
 use control::{ControlPlane, Error};
@@ -86,7 +86,7 @@ impl rmcp::model::IntoContents for ToolError {
 /// Runs blocking control-plane work (SQLite commits) off the async workers.
 /// (Tools spell their return type out as `Result<Json<T>, ToolError>`: rmcp's
 /// `#[tool]` reads the output schema from that very shape.)
-async fn blocking<T: Send + 'static>(
+async fn on_blocking_pool<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Error> + Send + 'static,
 ) -> Result<Json<T>, ToolError> {
     match tokio::task::spawn_blocking(f).await {
@@ -270,10 +270,10 @@ impl Tools {
         &self,
         capability: String,
         claimed: Option<String>,
-        command: impl FnOnce(WorkerId) -> Command + Send + 'static,
+        command: impl FnOnce(WorkerId) -> Request + Send + 'static,
     ) -> Result<Json<WorkerOut>, ToolError> {
         let tools = self.clone();
-        blocking(move || {
+        on_blocking_pool(move || {
             let me = acting_as(&tools.plane, &capability, claimed.as_deref())?;
             tools.plane.execute(command(me.id.clone()))?;
             tools.worker_out(&me.id)

@@ -68,7 +68,7 @@ impl Tools {
         let connected = self.connected().await;
         let alive = self.peers.alive().await;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
-        blocking(move || {
+        on_blocking_pool(move || {
             let root = root_only(&plane, &capability)?;
             let outcome = act(&pool, &root)?;
             Ok(PoolOut { outcome, status: pool.status(&root.run_id, &connected, &|p| alive.contains(p)) })
@@ -92,7 +92,7 @@ impl Tools {
         let connected = self.connected().await;
         let alive = self.peers.alive().await;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
-        blocking(move || {
+        on_blocking_pool(move || {
             let root = root_only(&plane, &args.capability)?;
             let status = pool.status(&root.run_id, &connected, &|p| alive.contains(p));
             Ok(StatusOut { status, catalog: catalog().clone() })
@@ -167,7 +167,7 @@ impl Tools {
         let args = args?;
         let alive = self.peers.alive().await;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
-        blocking(move || {
+        on_blocking_pool(move || {
             let root = root_only(&plane, &args.capability)?;
             let idem = args.idempotency_key.as_deref();
             pool.dispatch(&root, &args.instructions, args.slot, idem, &|p| alive.contains(p))
@@ -189,7 +189,7 @@ impl Tools {
     ) -> Result<Json<pool::TaskStatus>, ToolError> {
         let args = args?;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
-        blocking(move || {
+        on_blocking_pool(move || {
             let root = root_only(&plane, &args.capability)?;
             pool.collect(&root, &args.task_id)
         })

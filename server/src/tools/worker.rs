@@ -30,9 +30,9 @@ pub struct WorkerSpawnOut {
 }
 
 /// A work report, fenced by the follow-up it names when it names one.
-fn answering(followup: Option<u32>, report: Command) -> Command {
+fn answering(followup: Option<u32>, report: Request) -> Request {
     match followup {
-        Some(followup) => Command::Answering { followup, report: Box::new(report) },
+        Some(followup) => Request::Answering { followup, report: Box::new(report) },
         None => report,
     }
 }
@@ -158,7 +158,7 @@ impl Tools {
     ) -> Result<Json<WorkerSpawnOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
-        blocking(move || {
+        on_blocking_pool(move || {
             let root = root_only(&plane, &args.capability)?;
             let id = plane.spawn(&root, &args.name, &args.assignment, args.idempotency_key.as_deref())?;
             let worker = plane.worker(&id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
@@ -185,7 +185,7 @@ impl Tools {
     ) -> Result<Json<WorkerListOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
-        blocking(move || {
+        on_blocking_pool(move || {
             let root = root_only(&plane, &args.capability)?;
             Ok(WorkerListOut { workers: plane.workers_of(&root.run_id).iter().map(WorkerView::in_list).collect() })
         })
@@ -207,7 +207,7 @@ impl Tools {
         let args = args?;
         let followup = args.followup;
         self.as_self(args.capability, args.worker_id, move |me| {
-            answering(followup, Command::Progress { actor: me, summary: args.summary, percent: args.percent })
+            answering(followup, Request::Progress { actor: me, summary: args.summary, percent: args.percent })
         })
         .await
     }
@@ -227,7 +227,7 @@ impl Tools {
         let args = args?;
         let followup = args.followup;
         self.as_self(args.capability, args.worker_id, move |me| {
-            answering(followup, Command::Complete { actor: me, summary: args.summary, artifacts: args.artifacts })
+            answering(followup, Request::Complete { actor: me, summary: args.summary, artifacts: args.artifacts })
         })
         .await
     }
@@ -244,7 +244,7 @@ impl Tools {
         let args = args?;
         let followup = args.followup;
         self.as_self(args.capability, args.worker_id, move |me| {
-            answering(followup, Command::Fail { actor: me, reason: args.reason })
+            answering(followup, Request::Fail { actor: me, reason: args.reason })
         })
         .await
     }
@@ -263,10 +263,10 @@ impl Tools {
     ) -> Result<Json<WorkerOut>, ToolError> {
         let args = args?;
         let tools = self.clone();
-        blocking(move || {
+        on_blocking_pool(move || {
             let root = root_only(&tools.plane, &args.capability)?;
             let target: WorkerId = parse(&args.worker_id)?;
-            tools.plane.execute(Command::Interrupt { actor: root.id, target: target.clone(), reason: args.reason })?;
+            tools.plane.execute(Request::Interrupt { actor: root.id, target: target.clone(), reason: args.reason })?;
             tools.worker_out(&target)
         })
         .await
@@ -286,7 +286,7 @@ impl Tools {
     ) -> Result<Json<WorkerFollowupOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
-        blocking(move || {
+        on_blocking_pool(move || {
             let root = root_only(&plane, &args.capability)?;
             let target: WorkerId = parse(&args.worker_id)?;
             let seq = plane.followup(&root, &target, &args.instructions, args.idempotency_key.as_deref())?;
