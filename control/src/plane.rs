@@ -418,6 +418,46 @@ impl ControlPlane {
         .map(|(n, _)| n)
     }
 
+    /// One round of the executor loop, in one commit: queues the inspects
+    /// that fell due ([`crate::schedule`]) and dispatches what the queue
+    /// allows now ([`crate::queue`]); returns each wire command with its
+    /// executor. Planned again under the writer lock, so racing rounds never
+    /// dispatch a command twice. An inspect queued in a round goes out in the
+    /// next (its commit wakes the loop).
+    pub fn dispatch_round(
+        &self,
+        connected: &[String],
+        limits: Limits,
+        policy: Policy,
+        timeout_ms: impl Fn(&CommandIntent) -> u64,
+    ) -> Result<Vec<(String, wire::Command)>, Error> {
+        let plan = |state: &State| {
+            let now = self.clock.now_ms();
+            (schedule::due(state, connected, now, policy), next_dispatches(state, connected, limits, now))
+        };
+        let (due, round) = plan(&self.read());
+        if due.is_empty() && round.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (dispatched, _) = self.commit(None, &(), |state| {
+            let (due, round) = plan(state);
+            let inspections = due.into_iter().map(|w| (w, CommandId::from_uuid_bytes(new_uuid()))).collect();
+            let dispatches: Vec<(CommandId, String)> =
+                round.into_iter().map(|d| (d.command_id, d.executor_id)).collect();
+            (Request::Round { inspections, dispatches: dispatches.clone() }, dispatches)
+        })?;
+        dispatched
+            .into_iter()
+            .map(|(command_id, executor_id)| {
+                let intent = self
+                    .command(&command_id)
+                    .map(|c| c.intent)
+                    .ok_or_else(|| Error::NotFound(format!("command {command_id}")))?;
+                Ok((executor_id, self.render(&command_id, timeout_ms(&intent))?))
+            })
+            .collect()
+    }
+
     /// When the next inspect falls due (see [`crate::schedule`]), if any.
     pub fn next_recheck_at(&self, connected: &[String], policy: Policy) -> Option<u64> {
         schedule::next_due_at(&self.read(), connected, policy)
@@ -623,7 +663,7 @@ fn run_of(state: &State, command: &Request) -> RunId {
         Request::CreateRun { run_id, .. } => return run_id.clone(),
         Request::ExecutorConnected { .. } | Request::ExecutorDisconnected { .. } => return RunId::system(),
         Request::Dispatch { command_id, .. } => &state.commands[command_id].worker_id,
-        Request::DispatchAll { .. } | Request::Recheck { .. } => {
+        Request::DispatchAll { .. } | Request::Recheck { .. } | Request::Round { .. } => {
             unreachable!("each dispatch or inspect event names its worker")
         }
         Request::Answering { report, .. } => return run_of(state, report),

@@ -1,14 +1,19 @@
 //! The bridge: live sessions by executor id, the dispatch loop, and the
 //! `/executor` route.
 //!
-//! Commands leave in two places, both under the sessions lock so they never
-//! overlap: registration replays the commands the (re)connecting executor
-//! holds but has not completed, and the dispatch loop (woken by every
-//! control-plane commit and by paced deadlines) sends whatever
-//! `control::queue` says is next. Each dispatch is committed before its frame
-//! is sent, so a crash between the two ends in a replay, never in a lost or
-//! doubled effect (the executor's journal answers a replayed idempotency key
-//! without acting twice).
+//! Commands leave from one place, the dispatch loop (woken by every
+//! control-plane commit, by a registration and by its timers), so replays
+//! and new dispatches never overlap. Each turn it takes a snapshot of the
+//! live sessions, replays to every session it has not replayed to yet (a
+//! new serial: the commands that executor holds but has not completed), then
+//! runs one round (`ControlPlane::dispatch_round`: due inspects queued and
+//! dispatches committed in one transaction) and sends each command to its
+//! executor's session from the snapshot. No lock is held across a commit. A
+//! session that registers after the snapshot gets this turn's commands by
+//! its own replay in the next turn, not twice. Each dispatch is committed
+//! before its frame is sent, so a crash between the two ends in a replay,
+//! never in a lost or doubled effect (the executor's journal answers a
+//! replayed idempotency key without acting twice).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -104,6 +109,8 @@ pub struct Bridge {
     sessions: Mutex<HashMap<String, Live>>,
     serials: AtomicU64,
     started: tokio::time::Instant,
+    /// Wakes the dispatch loop for a new session (its replay).
+    registered: tokio::sync::Notify,
 }
 
 impl Bridge {
@@ -122,6 +129,7 @@ impl Bridge {
             sessions: Mutex::new(HashMap::new()),
             serials: AtomicU64::new(0),
             started: tokio::time::Instant::now(),
+            registered: tokio::sync::Notify::new(),
         });
         tokio::spawn(dispatch_loop(bridge.clone()));
         bridge
@@ -137,6 +145,7 @@ impl Bridge {
     /// Records a new session. The same executor instance reconnecting
     /// supersedes its older session (a half-open socket); another instance
     /// claiming an id that has a live session is refused, never preferred.
+    /// The dispatch loop replays to it (it sees a new serial).
     pub(crate) async fn register(
         &self,
         executor_id: &str,
@@ -145,37 +154,26 @@ impl Bridge {
         hello: ExecutorFrame,
     ) -> Result<Registered, CloseReason> {
         let serial = self.serials.fetch_add(1, Ordering::SeqCst) + 1;
-        // Under the sessions lock, which the dispatch loop also holds while it
-        // dispatches: the replay and new dispatches never overlap, so nothing
-        // is sent twice and nothing dispatched meanwhile goes missing.
-        let mut sessions = self.sessions.lock().await;
-        // A live session that has been silent longer than one and a half
-        // heartbeats is taken for dead (a half-open socket after a restart):
-        // the newcomer, proven by the same id's credential, supersedes it.
-        let quiet = self.config.heartbeat_ms * 3 / 2;
         let now = self.now_ms();
-        if sessions.get(executor_id).is_some_and(|live| {
-            let silent = now.saturating_sub(live.heard.load(Ordering::SeqCst));
-            live.instance != instance_id && !live.outbox.is_closed() && silent <= quiet
-        }) {
-            return Err(CloseReason::IdInUse);
-        }
-        let timeout = self.config.create_timeout_ms.max(self.config.send_timeout_ms);
-        match in_place(|| self.plane.replay(executor_id, timeout)) {
-            Ok(commands) => {
-                for command in commands {
-                    tracing::info!(executor = executor_id, command = %command.command_id, "replaying");
-                    let _ = outbox.send(Outgoing::Frame(DaemonFrame::Command(command)));
-                }
-            }
-            Err(e) => tracing::error!(code = %e.code(), "replay failed: {e}"),
-        }
         let heard = Arc::new(AtomicU64::new(now));
-        let live = Live { serial, instance: instance_id.to_owned(), outbox, heard: heard.clone() };
-        if let Some(old) = sessions.insert(executor_id.to_owned(), live) {
-            let _ = old.outbox.send(Outgoing::Close(CloseReason::Superseded));
+        {
+            let mut sessions = self.sessions.lock().await;
+            // A live session that has been silent longer than one and a half
+            // heartbeats is taken for dead (a half-open socket after a restart):
+            // the newcomer, proven by the same id's credential, supersedes it.
+            let quiet = self.config.heartbeat_ms * 3 / 2;
+            if sessions.get(executor_id).is_some_and(|live| {
+                let silent = now.saturating_sub(live.heard.load(Ordering::SeqCst));
+                live.instance != instance_id && !live.outbox.is_closed() && silent <= quiet
+            }) {
+                return Err(CloseReason::IdInUse);
+            }
+            let live = Live { serial, instance: instance_id.to_owned(), outbox, heard: heard.clone() };
+            if let Some(old) = sessions.insert(executor_id.to_owned(), live) {
+                let _ = old.outbox.send(Outgoing::Close(CloseReason::Superseded));
+            }
         }
-        // Recording the connection wakes the dispatch loop, which then sees this session.
+        self.registered.notify_one();
         if let ExecutorFrame::Hello { executor_kind, capabilities, host, .. } = hello {
             let command = Request::ExecutorConnected {
                 executor_id: executor_id.to_owned(),
@@ -186,7 +184,6 @@ impl Bridge {
             };
             self.record(command).await;
         }
-        drop(sessions);
         Ok(Registered { serial, heard })
     }
 
@@ -266,13 +263,15 @@ fn in_place<T>(work: impl FnOnce() -> T) -> T {
     }
 }
 
-/// Dispatches whatever the queue allows; wakes on every commit, at the next
-/// paced command's time and when an inspect falls due (`control::schedule`).
-/// (Replays happen at registration.)
+/// The one sender of commands (see the module doc): wakes on every commit,
+/// on a registration, at the next paced command's time and when an inspect
+/// falls due (`control::schedule`).
 async fn dispatch_loop(bridge: Arc<Bridge>) {
     let mut changes = bridge.plane.subscribe_changes();
+    // The session serial each executor was last replayed to.
+    let mut replayed: HashMap<String, u64> = HashMap::new();
     loop {
-        dispatch_ready(&bridge).await;
+        dispatch_turn(&bridge, &mut replayed).await;
         // Timed work waits for its time: wake then, without polling. What was
         // due by now was just handled (or failed, and waits for the next change).
         let connected = bridge.connected().await;
@@ -287,39 +286,54 @@ async fn dispatch_loop(bridge: Arc<Bridge>) {
         tokio::select! {
             _ = async { tokio::time::sleep_until(timer.expect("guarded")).await }, if timer.is_some() => {}
             changed = changes.changed() => if changed.is_err() { return },
+            _ = bridge.registered.notified() => {}
             _ = bridge.shutdown.cancelled() => return,
         }
     }
 }
 
-async fn dispatch_ready(bridge: &Arc<Bridge>) {
-    let sessions = bridge.sessions.lock().await;
-    let connected: Vec<String> = sessions.keys().cloned().collect();
-    if connected.is_empty() {
+/// One turn: replays to new sessions, then one round, sent from a snapshot
+/// of the sessions (no lock held across a commit).
+async fn dispatch_turn(bridge: &Arc<Bridge>, replayed: &mut HashMap<String, u64>) {
+    let live: HashMap<String, (u64, mpsc::UnboundedSender<Outgoing>)> = {
+        let sessions = bridge.sessions.lock().await;
+        sessions.iter().map(|(id, live)| (id.clone(), (live.serial, live.outbox.clone()))).collect()
+    };
+    replayed.retain(|id, _| live.contains_key(id));
+    if live.is_empty() {
         return;
     }
     let (plane, config) = (&bridge.plane, &bridge.config);
-    // Due inspects are queued first so this round may dispatch them; their
-    // commit wakes the loop once more, which finds nothing new to queue.
-    if let Err(e) = in_place(|| plane.recheck(&connected, config.recheck)) {
-        tracing::error!(code = %e.code(), "queueing inspects failed, retrying on the next wake: {e}");
+    let timeout = |intent: &protocol::CommandIntent| match intent {
+        protocol::CommandIntent::Create => config.create_timeout_ms,
+        _ => config.send_timeout_ms,
+    };
+    for (executor_id, (serial, outbox)) in &live {
+        if replayed.get(executor_id) == Some(serial) {
+            continue;
+        }
+        let replay_timeout = config.create_timeout_ms.max(config.send_timeout_ms);
+        match in_place(|| plane.replay(executor_id, replay_timeout)) {
+            Ok(commands) => {
+                for command in commands {
+                    tracing::info!(executor = %executor_id, command = %command.command_id, "replaying");
+                    let _ = outbox.send(Outgoing::Frame(DaemonFrame::Command(command)));
+                }
+                replayed.insert(executor_id.clone(), *serial);
+            }
+            Err(e) => tracing::error!(code = %e.code(), "replay failed, retrying on the next wake: {e}"),
+        }
     }
-    let ready = in_place(|| {
-        let round = plane.next_dispatches(&connected, config.limits);
-        let timeout = |intent: &protocol::CommandIntent| match intent {
-            protocol::CommandIntent::Create => config.create_timeout_ms,
-            _ => config.send_timeout_ms,
-        };
-        plane.dispatch_all(&round, timeout).unwrap_or_else(|e| {
+    let connected: Vec<String> = live.keys().cloned().collect();
+    let ready =
+        in_place(|| plane.dispatch_round(&connected, config.limits, config.recheck, timeout)).unwrap_or_else(|e| {
             tracing::error!(code = %e.code(), "dispatch round failed, replanning on the next wake: {e}");
             Vec::new()
-        })
-    });
+        });
     for (executor_id, command) in ready {
-        // If the session died meanwhile, the command stays dispatched to this
-        // executor and is replayed when it returns.
-        if let Some(live) = sessions.get(&executor_id) {
-            let _ = live.outbox.send(Outgoing::Frame(DaemonFrame::Command(command)));
+        // A session that died or was replaced meanwhile gets it by replay.
+        if let Some((_, outbox)) = live.get(&executor_id) {
+            let _ = outbox.send(Outgoing::Frame(DaemonFrame::Command(command)));
         }
     }
 }

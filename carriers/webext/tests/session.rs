@@ -232,3 +232,48 @@ async fn a_new_instance_supersedes_a_silent_half_open_session_of_its_id() {
     assert_eq!(old.closed().await.0, 4005);
     assert_eq!(rig.bridge.connected().await, vec!["ext".to_string()]);
 }
+
+/// The command frames a peer received within `for_ms` (paused time), by id.
+async fn commands_within(peer: &mut Peer, for_ms: u64) -> Vec<String> {
+    let mut ids = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(for_ms);
+    while let Ok(Some(message)) = tokio::time::timeout_at(deadline, peer.from_daemon.recv()).await {
+        if let Message::Text(text) = message
+            && let Ok(DaemonFrame::Command(command)) = serde_json::from_str(&text)
+        {
+            ids.push(command.command_id.to_string());
+        }
+    }
+    ids
+}
+
+/// Commands leave only from the dispatch loop: a command dispatched to an
+/// executor that then reconnects reaches the new session exactly once (by
+/// its replay), and what is dispatched afterwards goes to the new session,
+/// once. No lock is held across the dispatch commit for this to hold.
+#[tokio::test(start_paused = true)]
+async fn a_command_reaches_a_reconnected_session_exactly_once() {
+    let rig = rig();
+    let mut first = rig.connect("ext").await;
+    let (_, root) = rig.plane.create_run("r", None).unwrap();
+    let root = rig.plane.worker(&root).unwrap();
+    let assignment = protocol::Assignment {
+        objective: "x".into(),
+        constraints: vec![],
+        acceptance_criteria: vec![],
+        dependencies: vec![],
+        scope: Default::default(),
+        artifact_refs: vec![],
+        communication_policy: None,
+        completion_protocol: None,
+    };
+    rig.plane.spawn(&root, "a", &assignment, None).unwrap();
+    let before = commands_within(&mut first, 100).await;
+    assert_eq!(before.len(), 1, "the create went out once: {before:?}");
+
+    let mut second = rig.connect("ext").await;
+    rig.plane.spawn(&root, "b", &assignment, None).unwrap();
+    let after = commands_within(&mut second, 500).await;
+    assert_eq!(after.len(), 2, "the replayed create and the new one: {after:?}");
+    assert_eq!(after.iter().filter(|id| **id == before[0]).count(), 1, "replayed once, not twice");
+}

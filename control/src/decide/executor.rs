@@ -23,25 +23,13 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             }])
         }
         Request::Dispatch { command_id, executor_id } => Ok(vec![dispatched(state, command_id, executor_id)?]),
-        Request::DispatchAll { dispatches } => {
-            dispatches.iter().map(|(command_id, executor_id)| dispatched(state, command_id, executor_id)).collect()
+        Request::DispatchAll { dispatches } => dispatched_all(state, dispatches),
+        Request::Recheck { inspections } => inspects(state, inspections),
+        Request::Round { inspections, dispatches } => {
+            let mut events = inspects(state, inspections)?;
+            events.extend(dispatched_all(state, dispatches)?);
+            Ok(events)
         }
-        Request::Recheck { inspections } => inspections
-            .iter()
-            .map(|(worker_id, command_id)| {
-                let worker = state.worker(worker_id).ok_or_else(|| Error::NotFound(format!("worker {worker_id}")))?;
-                if worker.conversation.is_none() {
-                    return Err(Error::InvalidTransition(format!("worker {worker_id} has no conversation to inspect")));
-                }
-                Ok(EventBody::CommandQueued {
-                    command_id: command_id.clone(),
-                    worker_id: worker_id.clone(),
-                    intent: CommandIntent::Inspect,
-                    idempotency_key: format!("inspect:{command_id}"),
-                    not_before_ms: None,
-                })
-            })
-            .collect(),
         Request::ExecutorReport { executor_id, frame } => report(state, executor_id, frame),
         Request::HostState { worker_id, code, detail } => {
             let worker = state.worker(worker_id).ok_or_else(|| Error::NotFound(format!("worker {worker_id}")))?;
@@ -56,6 +44,31 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
         }
         _ => unreachable!("decide routes only this family's commands here"),
     }
+}
+
+/// The inspects of a recheck: one command per worker with a conversation.
+fn inspects(state: &State, inspections: &[(WorkerId, CommandId)]) -> Result<Vec<EventBody>, Error> {
+    inspections
+        .iter()
+        .map(|(worker_id, command_id)| {
+            let worker = state.worker(worker_id).ok_or_else(|| Error::NotFound(format!("worker {worker_id}")))?;
+            if worker.conversation.is_none() {
+                return Err(Error::InvalidTransition(format!("worker {worker_id} has no conversation to inspect")));
+            }
+            Ok(EventBody::CommandQueued {
+                command_id: command_id.clone(),
+                worker_id: worker_id.clone(),
+                intent: CommandIntent::Inspect,
+                idempotency_key: format!("inspect:{command_id}"),
+                not_before_ms: None,
+            })
+        })
+        .collect()
+}
+
+/// The dispatches of a round, each as [`dispatched`].
+fn dispatched_all(state: &State, dispatches: &[(CommandId, String)]) -> Result<Vec<EventBody>, Error> {
+    dispatches.iter().map(|(command_id, executor_id)| dispatched(state, command_id, executor_id)).collect()
 }
 
 /// The dispatch of one queued command to an executor, which must be the one

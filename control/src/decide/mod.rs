@@ -229,6 +229,14 @@ pub enum Request {
         /// (worker, the id for its inspect command) pairs.
         inspections: Vec<(WorkerId, CommandId)>,
     },
+    /// One round of the executor loop: the inspects that fell due, then the
+    /// dispatches the queue allows, in one commit.
+    Round {
+        /// As in [`Request::Recheck`].
+        inspections: Vec<(WorkerId, CommandId)>,
+        /// As in [`Request::DispatchAll`].
+        dispatches: Vec<(CommandId, String)>,
+    },
     /// An executor reported something about its commands or conversations.
     ExecutorReport {
         /// The reporting executor (authenticated by its session).
@@ -283,6 +291,7 @@ pub fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Error>
         | Request::Dispatch { .. }
         | Request::DispatchAll { .. }
         | Request::Recheck { .. }
+        | Request::Round { .. }
         | Request::ExecutorReport { .. }
         | Request::HostState { .. } => executor::decide(state, command),
         Request::RuntimeProvision { .. }
