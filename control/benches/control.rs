@@ -22,16 +22,7 @@ fn plane(store: Arc<dyn Store>) -> (Arc<ControlPlane>, RunId, WorkerId) {
     let plane = Arc::new(ControlPlane::open(store, Arc::new(SystemClock), Keyring::new([1; 32])).unwrap());
     let (run, root) = plane.create_run("bench", None).unwrap();
     let root_w = plane.worker(&root).unwrap();
-    let assignment = Assignment {
-        objective: "bench".into(),
-        constraints: vec![],
-        acceptance_criteria: vec![],
-        dependencies: vec![],
-        scope: Default::default(),
-        artifact_refs: vec![],
-        communication_policy: None,
-        completion_protocol: None,
-    };
+    let assignment = Assignment::from_objective("bench");
     let w = plane.spawn(&root_w, "w", &assignment, None).unwrap();
     plane.execute(Request::Attach { worker_id: w.clone() }).unwrap();
     (plane, run, w)

@@ -14,16 +14,7 @@ use protocol::executor::{CommandOp, CommandOutcome, ConversationState, ExecutorF
 use protocol::{Assignment, ConversationId, ErrorCode, EventBody, WorkerId, WorkerState};
 
 fn assignment() -> Assignment {
-    Assignment {
-        objective: "x".into(),
-        constraints: vec![],
-        acceptance_criteria: vec![],
-        dependencies: vec![],
-        scope: Default::default(),
-        artifact_refs: vec![],
-        communication_policy: None,
-        completion_protocol: None,
-    }
+    Assignment::from_objective("x")
 }
 
 struct World {
@@ -93,6 +84,21 @@ impl World {
                 },
             )
             .unwrap();
+    }
+
+    /// A worker whose create executor `ext` performed (bound to `conversation`).
+    fn created(&self, name: &str, conversation: &str) -> WorkerId {
+        let worker = self.spawn(name);
+        self.pump(&["ext"]);
+        self.complete_create("ext", &worker, conversation);
+        worker
+    }
+
+    /// A created worker whose conversation attached.
+    fn attached(&self, name: &str, conversation: &str) -> WorkerId {
+        let worker = self.created(name, conversation);
+        self.plane.execute(Request::Attach { worker_id: worker.clone() }).unwrap();
+        worker
     }
 
     fn observe(&self, worker: &WorkerId, state: ConversationState) {
@@ -202,10 +208,7 @@ fn creates_spread_over_executors_and_sends_go_only_to_the_holder() {
 #[test]
 fn a_send_waits_while_the_conversation_generates() {
     let w = world();
-    let a = w.spawn("a");
-    w.pump(&["ext"]);
-    w.complete_create("ext", &a, CONV_A);
-    w.plane.execute(Request::Attach { worker_id: a.clone() }).unwrap();
+    let a = w.attached("a", CONV_A);
     w.plane
         .report(
             "ext",
@@ -240,10 +243,7 @@ fn a_send_waiting_on_generating_makes_the_daemon_inspect_at_the_bound_and_the_in
     let w = world();
     let policy = Policy { recheck_after_ms: 30_000 };
     let ext = World::connected(&["ext"]);
-    let a = w.spawn("a");
-    w.pump(&["ext"]);
-    w.complete_create("ext", &a, CONV_A);
-    w.plane.execute(Request::Attach { worker_id: a.clone() }).unwrap();
+    let a = w.attached("a", CONV_A);
     w.observe(&a, ConversationState::Generating);
     assert_eq!(w.plane.recheck(&ext, policy).unwrap(), 0, "nothing waits on it: nothing to recheck");
     let root = w.plane.worker(&w.root).unwrap();
@@ -292,9 +292,7 @@ fn a_generating_state_from_before_a_reconnect_is_inspected_at_once() {
     let w = world();
     let policy = Policy { recheck_after_ms: 30_000 };
     let ext = World::connected(&["ext"]);
-    let a = w.spawn("a");
-    w.pump(&["ext"]);
-    w.complete_create("ext", &a, CONV_A);
+    let a = w.created("a", CONV_A);
     w.observe(&a, ConversationState::Generating);
     w.clock.advance(10);
     w.connect("ext");
@@ -321,10 +319,7 @@ fn a_generating_state_from_before_a_reconnect_is_inspected_at_once() {
 #[test]
 fn a_wake_that_missed_its_deadline_is_sent_again_up_to_five_attempts() {
     let w = world();
-    let a = w.spawn("a");
-    w.pump(&["ext"]);
-    w.complete_create("ext", &a, CONV_A);
-    w.plane.execute(Request::Attach { worker_id: a.clone() }).unwrap();
+    let a = w.attached("a", CONV_A);
     let root = w.plane.worker(&w.root).unwrap();
     w.plane.followup(&root, &a, "one", None).unwrap();
     let mut keys = Vec::new();
@@ -411,9 +406,7 @@ fn an_uncertain_create_is_never_retried_and_a_failed_one_fails_the_launch() {
 #[test]
 fn a_different_conversation_for_a_bound_worker_fences_it() {
     let w = world();
-    let a = w.spawn("a");
-    w.pump(&["ext"]);
-    w.complete_create("ext", &a, CONV_A);
+    let a = w.created("a", CONV_A);
     let events = w
         .plane
         .report(

@@ -132,16 +132,7 @@ fn an_unrelated_conversation_cannot_claim_a_managed_slot() {
 }
 
 fn assignment() -> protocol::Assignment {
-    protocol::Assignment {
-        objective: String::new(),
-        constraints: vec![],
-        acceptance_criteria: vec![],
-        dependencies: vec![],
-        scope: Default::default(),
-        artifact_refs: vec![],
-        communication_policy: None,
-        completion_protocol: None,
-    }
+    protocol::Assignment::from_objective(String::new())
 }
 
 #[test]

@@ -33,6 +33,22 @@ pub struct Assignment {
     pub completion_protocol: Option<String>,
 }
 
+impl Assignment {
+    /// An assignment that is its objective alone: no lists, no policies.
+    pub fn from_objective(objective: impl Into<String>) -> Self {
+        Self {
+            objective: objective.into(),
+            constraints: Vec::new(),
+            acceptance_criteria: Vec::new(),
+            dependencies: Vec::new(),
+            scope: Scope::default(),
+            artifact_refs: Vec::new(),
+            communication_policy: None,
+            completion_protocol: None,
+        }
+    }
+}
+
 /// Allowed and forbidden areas of work.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

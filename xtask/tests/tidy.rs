@@ -15,15 +15,15 @@ fn errors_doc_is_fresh() {
     assert!(on_disk == errors_doc::render(), "docs/errors.md is stale: run `cargo xtask errors-doc` and commit it");
 }
 
-/// The dependencies named in a crate's `[dependencies]` table.
-fn dependencies(krate: &str) -> Vec<String> {
+/// The dependencies a crate's manifest names in the tables `section` accepts.
+fn manifest_dependencies(krate: &str, section: impl Fn(&str) -> bool) -> Vec<String> {
     let manifest = std::fs::read_to_string(root().join(krate).join("Cargo.toml")).unwrap();
     let mut in_deps = false;
     let mut deps = Vec::new();
     for line in manifest.lines() {
         let line = line.trim();
         if line.starts_with('[') {
-            in_deps = line == "[dependencies]";
+            in_deps = section(line);
             continue;
         }
         if in_deps && let Some((name, _)) = line.split_once('=') {
@@ -31,6 +31,11 @@ fn dependencies(krate: &str) -> Vec<String> {
         }
     }
     deps
+}
+
+/// The dependencies named in a crate's `[dependencies]` table.
+fn dependencies(krate: &str) -> Vec<String> {
+    manifest_dependencies(krate, |table| table == "[dependencies]")
 }
 
 #[test]
@@ -110,20 +115,9 @@ fn the_extension_judges_without_a_browser() {
 /// Every dependency a crate links in the product: `[dependencies]` and the
 /// target-specific `[target.'…'.dependencies]` tables (not dev or build).
 fn product_dependencies(krate: &str) -> Vec<String> {
-    let manifest = std::fs::read_to_string(root().join(krate).join("Cargo.toml")).unwrap();
-    let mut in_deps = false;
-    let mut deps = Vec::new();
-    for line in manifest.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            in_deps = line == "[dependencies]" || (line.starts_with("[target.") && line.ends_with(".dependencies]"));
-            continue;
-        }
-        if in_deps && let Some((name, _)) = line.split_once('=') {
-            deps.push(name.trim().trim_end_matches(".workspace").to_owned());
-        }
-    }
-    deps
+    manifest_dependencies(krate, |table| {
+        table == "[dependencies]" || (table.starts_with("[target.") && table.ends_with(".dependencies]"))
+    })
 }
 
 /// The crates the shipped `orchestrator` and the extension are built from,

@@ -35,16 +35,7 @@ fn summary(mut xs: Vec<Duration>) -> String {
 }
 
 fn assignment() -> Assignment {
-    Assignment {
-        objective: "bench".into(),
-        constraints: vec![],
-        acceptance_criteria: vec![],
-        dependencies: vec![],
-        scope: Default::default(),
-        artifact_refs: vec![],
-        communication_policy: None,
-        completion_protocol: None,
-    }
+    Assignment::from_objective("bench")
 }
 
 /// Round trips of one echoed WebSocket message over loopback, `concurrency` clients at once.

@@ -257,16 +257,7 @@ async fn a_command_reaches_a_reconnected_session_exactly_once() {
     let mut first = rig.connect("ext").await;
     let (_, root) = rig.plane.create_run("r", None).unwrap();
     let root = rig.plane.worker(&root).unwrap();
-    let assignment = protocol::Assignment {
-        objective: "x".into(),
-        constraints: vec![],
-        acceptance_criteria: vec![],
-        dependencies: vec![],
-        scope: Default::default(),
-        artifact_refs: vec![],
-        communication_policy: None,
-        completion_protocol: None,
-    };
+    let assignment = protocol::Assignment::from_objective("x");
     rig.plane.spawn(&root, "a", &assignment, None).unwrap();
     let before = commands_within(&mut first, 100).await;
     assert_eq!(before.len(), 1, "the create went out once: {before:?}");

@@ -503,16 +503,7 @@ mod table {
         pub fn spawned(&mut self, name: &str) -> WorkerId {
             let (worker_id, create_command) =
                 (WorkerId::from_uuid_bytes(self.id()), CommandId::from_uuid_bytes(self.id()));
-            let assignment = Assignment {
-                objective: format!("{name}'s task"),
-                constraints: vec![],
-                acceptance_criteria: vec![],
-                dependencies: vec![],
-                scope: Default::default(),
-                artifact_refs: vec![],
-                communication_policy: None,
-                completion_protocol: None,
-            };
+            let assignment = Assignment::from_objective(format!("{name}'s task"));
             let actor = self.root.clone();
             self.apply(Request::Spawn {
                 actor,

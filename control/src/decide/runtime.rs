@@ -186,16 +186,7 @@ mod tests {
 
     fn provision(g: &mut Given, slot: u32) -> Request {
         let (worker_id, command_id) = (WorkerId::from_uuid_bytes(g.id()), CommandId::from_uuid_bytes(g.id()));
-        let assignment = Assignment {
-            objective: format!("parked for slot {slot}"),
-            constraints: vec![],
-            acceptance_criteria: vec![],
-            dependencies: vec![],
-            scope: Default::default(),
-            artifact_refs: vec![],
-            communication_policy: None,
-            completion_protocol: None,
-        };
+        let assignment = Assignment::from_objective(format!("parked for slot {slot}"));
         Request::RuntimeProvision {
             actor: g.root.clone(),
             operation_id: format!("ensure-{slot}"),

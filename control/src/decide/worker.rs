@@ -239,16 +239,7 @@ mod tests {
 
         let mut g = Given::run();
         let spawn = |g: &mut Given, actor: WorkerId, name: &str, objective: String| {
-            let assignment = Assignment {
-                objective,
-                constraints: vec![],
-                acceptance_criteria: vec![],
-                dependencies: vec![],
-                scope: Default::default(),
-                artifact_refs: vec![],
-                communication_policy: None,
-                completion_protocol: None,
-            };
+            let assignment = Assignment::from_objective(objective);
             let (worker_id, create_command) = (WorkerId::from_uuid_bytes(g.id()), CommandId::from_uuid_bytes(g.id()));
             Request::Spawn { actor, worker_id, name: name.into(), assignment, create_command }
         };
