@@ -40,6 +40,12 @@ impl Root {
         id
     }
 
+    /// Root gives `worker` follow-up `n` ("step n").
+    fn followup(&self, worker: &str, n: u32) -> Value {
+        let args = json!({"capability": self.cap, "worker_id": worker, "instructions": format!("step {n}")});
+        self.mcp.ok("worker_followup", args)
+    }
+
     fn events(&self) -> Vec<Value> {
         self.mcp.ok("events_list", json!({"capability": self.cap, "limit": 500}))["events"].as_array().unwrap().clone()
     }
@@ -386,13 +392,9 @@ async fn a_follow_up_behind_a_stale_generating_state_is_delivered_after_a_restar
         .fault(Fault::NoResync);
     let fake = FakeExecutor::start(config);
     let a = root.attached_worker("alpha").await;
-    let followup = |n: u32| {
-        root.mcp
-            .ok("worker_followup", json!({"capability": root.cap, "worker_id": a, "instructions": format!("step {n}")}))
-    };
-    followup(1);
+    root.followup(&a, 1);
     fake.wait_for(|s| s.submissions_for(&worker_id(&a)).len() == 2, WAIT).await;
-    followup(2);
+    root.followup(&a, 2);
 
     let addr = daemon.addr.clone();
     daemon.kill9();
@@ -417,10 +419,7 @@ async fn a_send_waiting_on_a_lost_idle_report_is_delivered_after_the_recheck_bou
     let fake = FakeExecutor::start(config);
     let a = root.attached_worker("alpha").await;
     for n in 1..=2 {
-        root.mcp.ok(
-            "worker_followup",
-            json!({"capability": root.cap, "worker_id": a, "instructions": format!("step {n}")}),
-        );
+        root.followup(&a, n);
     }
     let stats = fake.wait_for(|s| s.submissions_for(&worker_id(&a)).len() == 3, WAIT).await;
     assert_eq!(stats.submissions_for(&worker_id(&a)).len(), 3, "bootstrap + two follow-ups, each once");
@@ -447,14 +446,10 @@ async fn a_follow_up_behind_a_turn_that_ended_while_the_daemon_was_down_is_deliv
         .fault(Fault::LoseIdleReport(Op::Send));
     let fake = FakeExecutor::start(config);
     let a = root.attached_worker("alpha").await;
-    let followup = |n: u32| {
-        root.mcp
-            .ok("worker_followup", json!({"capability": root.cap, "worker_id": a, "instructions": format!("step {n}")}))
-    };
-    followup(1);
+    root.followup(&a, 1);
     fake.wait_for(|s| s.submissions_for(&worker_id(&a)).len() == 2, WAIT).await;
     // The turn "ended" unheard; follow-up 2 waits behind the generating state.
-    followup(2);
+    root.followup(&a, 2);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(fake.stats().submissions_for(&worker_id(&a)).len(), 2, "sent into a generating conversation");
 

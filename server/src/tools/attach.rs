@@ -127,6 +127,15 @@ pub struct WorkerAttachOut {
     pub instructions: String,
 }
 
+/// The worker an attach names: its attach identity verified, its caller's
+/// catalog current (both attach tools start here).
+fn attaching(plane: &ControlPlane, args: &WorkerAttachArgs) -> Result<WorkerId, Error> {
+    let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
+    plane.worker(&id).ok_or(Error::Unauthorized)?;
+    check_catalog(plane, &id, args.catalog.as_deref())?;
+    Ok(id)
+}
+
 const WORKER_INSTRUCTIONS: &str = "Work on your assignment. Report milestones with worker_progress. \
 Ask root with message_send (to \"/root\", kind question or blocker) and read replies with events_wait \
 (pass back the cursor it returns). Finish with worker_complete (summary, artifacts) or worker_fail (reason).";
@@ -150,9 +159,7 @@ impl Tools {
         let peer = self.peers.fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         on_blocking_pool(move || {
-            let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
-            plane.worker(&id).ok_or(Error::Unauthorized)?;
-            check_catalog(&plane, &id, args.catalog.as_deref())?;
+            attaching(&plane, &args)?;
             let w = pool.bootstrap(&args.attach_identity, &peer)?;
             attach_out(&plane, &w.id)
         })
@@ -176,9 +183,7 @@ impl Tools {
         let peer = self.peers.fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         on_blocking_pool(move || {
-            let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
-            plane.worker(&id).ok_or(Error::Unauthorized)?;
-            check_catalog(&plane, &id, args.catalog.as_deref())?;
+            let id = attaching(&plane, &args)?;
             // A pool worker following its bootstrap prompt lands here too: it is
             // admitted exactly as through runtime_bootstrap.
             if plane.with_state(|s| s.runtime.by_worker(&id).is_some()) {
