@@ -23,15 +23,94 @@ pub mod plan;
 
 use std::sync::{Arc, Mutex};
 
+use control::ControlPlane;
 use control::decide::{ProvisionSlot, Request};
 use control::model::Worker;
-use control::{ControlPlane, Error};
 use protocol::{Assignment, CommandId, CommandIntent, ErrorCode, RunId, SlotHealth, WorkerId};
 use registry::CarrierRecord;
 use schemars::JsonSchema;
 use serde::Serialize;
 
 pub use plan::{Hold, Plan};
+
+/// Why a pool operation was refused. Nothing was committed. Expected
+/// answers are data, not errors (a protected slot is in [`Outcome`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// More parked workers were asked for than the configured maximum.
+    #[error("desired_workers is at most {max} (the configured maximum)")]
+    OverMax {
+        /// The maximum.
+        max: u32,
+    },
+    /// A slot's external effect is uncertain: nothing new is created until
+    /// it is reconciled (first-uncertain fail-fast).
+    #[error("slot {slot}: {why}; nothing new is created until it is reconciled (runtime_recover or inspect)")]
+    Uncertain {
+        /// The slot.
+        slot: u32,
+        /// Why.
+        why: &'static str,
+    },
+    /// No live slot has this number.
+    #[error("slot {0} not found")]
+    NoSuchSlot(u32),
+    /// No parked, idle worker that can act is free for an untargeted task.
+    #[error("no parked idle worker that can act; runtime_ensure more")]
+    NoIdleWorker,
+    /// The slot's conversation has not been admitted yet.
+    #[error("slot {0} is not admitted yet")]
+    NotAdmitted(u32),
+    /// The slot's worker could not re-attach on a wake (see
+    /// `admission::recognizable`): it gets no task.
+    #[error("slot {slot}: {refusal}")]
+    CannotAct {
+        /// The slot.
+        slot: u32,
+        /// Why its peer cannot be recognized.
+        refusal: admission::Refusal,
+    },
+    /// A task id that is not `<worker>:<seq>`.
+    #[error("task_id is <worker>:<seq>")]
+    MalformedTaskId,
+    /// No task of this run has this id.
+    #[error("task {0} not found")]
+    NoSuchTask(String),
+    /// The control plane refused (authentication, admission, a transition, the store).
+    #[error(transparent)]
+    Plane(#[from] control::Error),
+}
+
+impl Error {
+    /// The stable wire code.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::OverMax { .. } | Error::NoIdleWorker => ErrorCode::LimitReached,
+            Error::Uncertain { .. } => ErrorCode::ReconcileRequired,
+            Error::NoSuchSlot(_) | Error::NoSuchTask(_) => ErrorCode::NotFound,
+            Error::NotAdmitted(_) => ErrorCode::InvalidTransition,
+            Error::CannotAct { refusal, .. } => refusal.code(),
+            Error::MalformedTaskId => ErrorCode::InvalidArgument,
+            Error::Plane(e) => e.code(),
+        }
+    }
+}
+
+impl From<Hold> for Error {
+    fn from(hold: Hold) -> Self {
+        match hold {
+            Hold::OverMax { max } => Error::OverMax { max },
+            Hold::Uncertain { slot, why } => Error::Uncertain { slot, why },
+        }
+    }
+}
+
+impl From<protocol::IdError> for Error {
+    fn from(e: protocol::IdError) -> Self {
+        Error::Plane(e.into())
+    }
+}
 
 /// Pool settings.
 #[derive(Debug, Clone, Copy)]
@@ -262,17 +341,6 @@ impl Pool {
         Status { state, reasons, live, max_workers: self.config.max_workers, slots }
     }
 
-    fn hold(hold: Hold) -> Error {
-        match hold {
-            Hold::OverMax { max } => {
-                Error::LimitReached(format!("desired_workers is at most {max} (the configured maximum)"))
-            }
-            Hold::Uncertain { slot, why } => Error::ReconcileRequired(format!(
-                "slot {slot}: {why}; nothing new is created until it is reconciled (runtime_recover or inspect)"
-            )),
-        }
-    }
-
     /// Reconciles toward `desired` parked workers by provisioning missing
     /// slots only. Idempotent: once the records exist, it does nothing.
     pub fn ensure(&self, root: &Worker, desired: u32) -> Result<Outcome, Error> {
@@ -283,7 +351,7 @@ impl Pool {
     fn provision(&self, root: &Worker, desired: u32) -> Result<Outcome, Error> {
         let records = self.records(&root.run_id);
         let now = self.plane.now_ms();
-        let planned = plan::plan(&records, desired, self.config.max_workers, now).map_err(Self::hold)?;
+        let planned = plan::plan(&records, desired, self.config.max_workers, now)?;
         if planned.provision.is_empty() {
             return Ok(Outcome::default());
         }
@@ -330,7 +398,7 @@ impl Pool {
             Ok(p) if !p.provision.is_empty() => return self.provision(root, desired),
             // Uncertainty blocks creation, not a careful scale-down.
             Ok(_) | Err(Hold::Uncertain { .. }) => {}
-            Err(hold) => return Err(Self::hold(hold)),
+            Err(hold) => return Err(hold.into()),
         }
         let mut outcome = Outcome::default();
         let (mut excess, order) = plan::retire_order(&records, desired);
@@ -339,15 +407,19 @@ impl Pool {
             if excess == 0 {
                 break;
             }
-            let command_id = CommandId::from_uuid_bytes(new_id());
-            match self.plane.execute(Request::RuntimeRetire { actor: root.id.clone(), slot, command_id }) {
-                Ok(_) => {
-                    outcome.retiring.push(slot);
-                    excess -= 1;
-                }
-                Err(Error::InvalidTransition(_)) => outcome.protected.push(slot),
-                Err(e) => return Err(e),
+            // A protected slot (busy, targeted, pending, uncertain) is an answer, not a refusal.
+            let protection = self.plane.with_state(|s| {
+                let record = s.runtime.slot(&root.run_id, slot)?;
+                control::decide::retire_protection(s, record, s.worker(&record.reserved_worker)?)
+            });
+            if protection.is_some() {
+                outcome.protected.push(slot);
+                continue;
             }
+            let command_id = CommandId::from_uuid_bytes(new_id());
+            self.plane.execute(Request::RuntimeRetire { actor: root.id.clone(), slot, command_id })?;
+            outcome.retiring.push(slot);
+            excess -= 1;
         }
         Ok(outcome)
     }
@@ -374,14 +446,14 @@ impl Pool {
     /// Admits the calling conversation's MCP peer into its slot (see the
     /// `admission` crate); returns the admitted worker.
     pub fn bootstrap(&self, attach_identity: &str, peer_fingerprint: &str) -> Result<Worker, Error> {
-        let worker = self.plane.keys().verify_attach_identity(attach_identity).ok_or(Error::Unauthorized)?;
-        self.plane.worker(&worker).ok_or(Error::Unauthorized)?;
+        let worker = self.plane.keys().verify_attach_identity(attach_identity).ok_or(control::Error::Unauthorized)?;
+        self.plane.worker(&worker).ok_or(control::Error::Unauthorized)?;
         self.plane.execute(Request::RuntimeAdmit {
             worker_id: worker.clone(),
             peer_fingerprint: peer_fingerprint.to_owned(),
             now_ms: self.plane.now_ms(),
         })?;
-        self.plane.worker(&worker).ok_or_else(|| Error::NotFound(format!("worker {worker}")))
+        Ok(self.plane.worker(&worker).ok_or_else(|| control::Error::NotFound(format!("worker {worker}")))?)
     }
 
     /// Records a task for one parked worker (the given slot, or the lowest
@@ -402,7 +474,7 @@ impl Pool {
             Some(slot) => records
                 .iter()
                 .find(|r| r.slot == slot && r.health != SlotHealth::Retired)
-                .ok_or_else(|| Error::NotFound(format!("slot {slot}")))?,
+                .ok_or(Error::NoSuchSlot(slot))?,
             None => records
                 .iter()
                 .find(|r| {
@@ -410,12 +482,12 @@ impl Pool {
                         && self.idle(&r.reserved_worker)
                         && admission::recognizable(r, alive).is_ok()
                 })
-                .ok_or_else(|| Error::LimitReached("no parked idle worker that can act; runtime_ensure more".into()))?,
+                .ok_or(Error::NoIdleWorker)?,
         };
         if record.logical_worker_id.is_none() {
-            return Err(Error::InvalidTransition(format!("slot {} is not admitted yet", record.slot)));
+            return Err(Error::NotAdmitted(record.slot));
         }
-        admission::recognizable(record, alive).map_err(Error::Admission)?;
+        admission::recognizable(record, alive).map_err(|refusal| Error::CannotAct { slot: record.slot, refusal })?;
         let seq = self.plane.followup(root, &record.reserved_worker, instructions, idem)?;
         Ok(Task {
             task_id: format!("{}:{seq}", record.reserved_worker),
@@ -426,17 +498,16 @@ impl Pool {
 
     /// Where a task is; its result once its worker completed it.
     pub fn collect(&self, root: &Worker, task_id: &str) -> Result<TaskStatus, Error> {
-        let (worker, seq) =
-            task_id.split_once(':').ok_or_else(|| Error::InvalidArgument("task_id is <worker>:<seq>".into()))?;
+        let (worker, seq) = task_id.split_once(':').ok_or(Error::MalformedTaskId)?;
         let worker: WorkerId = worker.parse()?;
-        let seq: u32 = seq.parse().map_err(|_| Error::InvalidArgument("task_id is <worker>:<seq>".into()))?;
+        let seq: u32 = seq.parse().map_err(|_| Error::MalformedTaskId)?;
         let w = self
             .plane
             .worker(&worker)
             .filter(|w| w.run_id == root.run_id)
-            .ok_or_else(|| Error::NotFound(format!("task {task_id}")))?;
+            .ok_or_else(|| Error::NoSuchTask(task_id.to_owned()))?;
         if seq == 0 || seq as usize > w.followups.len() {
-            return Err(Error::NotFound(format!("task {task_id}")));
+            return Err(Error::NoSuchTask(task_id.to_owned()));
         }
         let result = w.completions.iter().find(|(n, _)| *n == seq).map(|(_, s)| s.clone());
         Ok(TaskStatus {

@@ -79,7 +79,7 @@ impl World {
         }
     }
 
-    fn bootstrap(&self, worker: &WorkerId, peer: &str) -> Result<Worker, control::Error> {
+    fn bootstrap(&self, worker: &WorkerId, peer: &str) -> Result<Worker, pool::Error> {
         self.pool.bootstrap(&self.plane.keys().attach_identity(worker), peer)
     }
 
@@ -99,7 +99,7 @@ impl World {
     }
 }
 
-fn code<T: std::fmt::Debug>(r: Result<T, control::Error>) -> ErrorCode {
+fn code<T: std::fmt::Debug>(r: Result<T, pool::Error>) -> ErrorCode {
     r.unwrap_err().code()
 }
 

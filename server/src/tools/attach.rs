@@ -158,10 +158,10 @@ impl Tools {
         let args = args?;
         let peer = self.peers.fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
-        on_blocking_pool(move || {
+        on_blocking_pool(move || -> Result<_, ToolError> {
             attaching(&plane, &args)?;
             let w = pool.bootstrap(&args.attach_identity, &peer)?;
-            attach_out(&plane, &w.id)
+            Ok(attach_out(&plane, &w.id)?)
         })
         .await
     }
@@ -182,7 +182,7 @@ impl Tools {
         let args = args?;
         let peer = self.peers.fingerprint(&ctx);
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
-        on_blocking_pool(move || {
+        on_blocking_pool(move || -> Result<_, ToolError> {
             let id = attaching(&plane, &args)?;
             // A pool worker following its bootstrap prompt lands here too: it is
             // admitted exactly as through runtime_bootstrap.
@@ -191,7 +191,7 @@ impl Tools {
             } else {
                 plane.execute(Request::Attach { worker_id: id.clone() })?;
             }
-            attach_out(&plane, &id)
+            Ok(attach_out(&plane, &id)?)
         })
         .await
     }

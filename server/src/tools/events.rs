@@ -108,7 +108,7 @@ impl Tools {
     async fn events_list(&self, Parameters(args): Parameters<EventsListArgs>) -> Result<Json<EventsOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
-        on_blocking_pool(move || {
+        on_blocking_pool(move || -> Result<_, Error> {
             let me = plane.authenticate(&args.capability)?;
             let viewer = if me.is_root() { Viewer::Root } else { Viewer::Worker(me.id.clone()) };
             Ok(plane.events(&me.run_id, args.after_cursor, page_limit(args.limit)?, &viewer)?.into())

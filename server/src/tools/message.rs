@@ -70,7 +70,7 @@ impl Tools {
     ) -> Result<Json<MessageSendOut>, ToolError> {
         let args = args?;
         let tools = self.clone();
-        on_blocking_pool(move || {
+        on_blocking_pool(move || -> Result<_, Error> {
             let me = tools.plane.authenticate(&args.capability)?;
             let to = tools.recipient(&me.run_id, &args.to)?;
             let reply_to: Option<MessageId> = args.in_reply_to.as_deref().map(parse).transpose()?;
@@ -101,7 +101,7 @@ impl Tools {
     ) -> Result<Json<MessageBroadcastOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
-        on_blocking_pool(move || {
+        on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;
             let ids = plane.broadcast(&root, args.kind, &args.body, args.idempotency_key.as_deref())?;
             Ok(MessageBroadcastOut { message_ids: ids })

@@ -77,6 +77,12 @@ impl From<Error> for ToolError {
     }
 }
 
+impl From<pool::Error> for ToolError {
+    fn from(e: pool::Error) -> Self {
+        Self::new(e.code(), e.to_string())
+    }
+}
+
 impl rmcp::model::IntoContents for ToolError {
     fn into_contents(self) -> Vec<rmcp::model::ContentBlock> {
         vec![rmcp::model::ContentBlock::text(self.text())]
@@ -86,11 +92,11 @@ impl rmcp::model::IntoContents for ToolError {
 /// Runs blocking control-plane work (SQLite commits) off the async workers.
 /// (Tools spell their return type out as `Result<Json<T>, ToolError>`: rmcp's
 /// `#[tool]` reads the output schema from that very shape.)
-async fn on_blocking_pool<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
+async fn on_blocking_pool<T: Send + 'static, E: Into<ToolError> + Send + 'static>(
+    f: impl FnOnce() -> Result<T, E> + Send + 'static,
 ) -> Result<Json<T>, ToolError> {
     match tokio::task::spawn_blocking(f).await {
-        Ok(result) => result.map(Json).map_err(ToolError::from),
+        Ok(result) => result.map(Json).map_err(Into::into),
         Err(join) => Err(ToolError::new(ErrorCode::Internal, join.to_string())),
     }
 }

@@ -59,7 +59,7 @@ impl Tools {
     async fn run_create(&self, Parameters(args): Parameters<RunCreateArgs>) -> Result<Json<RunCreateOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
-        on_blocking_pool(move || {
+        on_blocking_pool(move || -> Result<_, Error> {
             let (run_id, root, created) = plane.create_run_once(&args.title, args.idempotency_key.as_deref())?;
             let run = plane.run(&run_id).ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
             // A key proves nothing about who replays it: the credential goes to the creator only.
@@ -80,7 +80,7 @@ impl Tools {
     async fn run_get(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<RunGetOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
-        on_blocking_pool(move || {
+        on_blocking_pool(move || -> Result<_, Error> {
             let me = plane.authenticate(&args.capability)?;
             let run = plane.run(&me.run_id).ok_or_else(|| Error::NotFound(format!("run {}", me.run_id)))?;
             let workers = if me.is_root() { plane.workers_of(&run.id) } else { vec![me] };
@@ -100,7 +100,7 @@ impl Tools {
     async fn run_cancel(&self, Parameters(args): Parameters<RunCancelArgs>) -> Result<Json<RunGetOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
-        on_blocking_pool(move || {
+        on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;
             plane.execute(Request::CancelRun { actor: root.id.clone(), reason: args.reason })?;
             let run = plane.run(&root.run_id).ok_or_else(|| Error::NotFound(format!("run {}", root.run_id)))?;

@@ -63,12 +63,12 @@ impl Tools {
     async fn pool_call(
         &self,
         capability: String,
-        act: impl FnOnce(&pool::Pool, &Worker) -> Result<pool::Outcome, Error> + Send + 'static,
+        act: impl FnOnce(&pool::Pool, &Worker) -> Result<pool::Outcome, pool::Error> + Send + 'static,
     ) -> Result<Json<PoolOut>, ToolError> {
         let connected = self.connected().await;
         let alive = self.peers.alive().await;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
-        on_blocking_pool(move || {
+        on_blocking_pool(move || -> Result<_, ToolError> {
             let root = root_only(&plane, &capability)?;
             let outcome = act(&pool, &root)?;
             Ok(PoolOut { outcome, status: pool.status(&root.run_id, &connected, &|p| alive.contains(p)) })
@@ -92,7 +92,7 @@ impl Tools {
         let connected = self.connected().await;
         let alive = self.peers.alive().await;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
-        on_blocking_pool(move || {
+        on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;
             let status = pool.status(&root.run_id, &connected, &|p| alive.contains(p));
             Ok(StatusOut { status, catalog: catalog().clone() })

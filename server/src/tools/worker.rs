@@ -158,7 +158,7 @@ impl Tools {
     ) -> Result<Json<WorkerSpawnOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
-        on_blocking_pool(move || {
+        on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;
             let id = plane.spawn(&root, &args.name, &args.assignment, args.idempotency_key.as_deref())?;
             let worker = plane.worker(&id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
@@ -185,7 +185,7 @@ impl Tools {
     ) -> Result<Json<WorkerListOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
-        on_blocking_pool(move || {
+        on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;
             Ok(WorkerListOut { workers: plane.workers_of(&root.run_id).iter().map(WorkerView::in_list).collect() })
         })
@@ -286,7 +286,7 @@ impl Tools {
     ) -> Result<Json<WorkerFollowupOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
-        on_blocking_pool(move || {
+        on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;
             let target: WorkerId = parse(&args.worker_id)?;
             let seq = plane.followup(&root, &target, &args.instructions, args.idempotency_key.as_deref())?;
