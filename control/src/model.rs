@@ -288,7 +288,7 @@ impl State {
                 w.outcome = Some(summary.clone());
                 w.completions.push((w.followups.len() as u32, summary.clone()));
             }
-            EventBody::WorkerFailed { worker_id, reason } | EventBody::WorkerInterrupted { worker_id, reason } => {
+            EventBody::WorkerFailed { worker_id, reason, .. } | EventBody::WorkerInterrupted { worker_id, reason } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.outcome = Some(reason.clone());
             }

@@ -190,6 +190,10 @@ pub enum EventBody {
         /// References to produced artifacts.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         artifacts: Vec<String>,
+        /// The follow-up the report named as the work it finishes (0: the
+        /// assignment), when it named one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        followup: Option<u32>,
     },
     /// A worker reported an unrecoverable failure.
     #[serde(rename = "worker.failed")]
@@ -198,6 +202,9 @@ pub enum EventBody {
         worker_id: WorkerId,
         /// Why.
         reason: String,
+        /// The follow-up the report named, when it named one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        followup: Option<u32>,
     },
     /// Root interrupted a worker (cancelled its work).
     #[serde(rename = "worker.interrupted")]

@@ -96,6 +96,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                     worker_id: actor.clone(),
                     summary: summary.clone(),
                     artifacts: artifacts.clone(),
+                    followup: None,
                 },
                 state_change(actor, worker.state, WorkerState::Completed, None),
             ];
@@ -132,7 +133,16 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             if *followup > newest {
                 return Err(Error::InvalidArgument(format!("there is no follow-up #{followup} (newest: {newest})")));
             }
-            super::decide(state, report)
+            // The outcome says which work it finishes, so root reads it from the event.
+            let mut events = super::decide(state, report)?;
+            for event in &mut events {
+                if let EventBody::WorkerCompleted { followup: named, .. }
+                | EventBody::WorkerFailed { followup: named, .. } = event
+                {
+                    *named = Some(*followup);
+                }
+            }
+            Ok(events)
         }
         Request::Fail { actor, reason } => {
             let (run, worker) = acting(state, actor)?;
@@ -140,7 +150,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             require_working(worker)?;
             check_text("reason", reason, TEXT_MAX)?;
             let mut events = vec![
-                EventBody::WorkerFailed { worker_id: actor.clone(), reason: reason.clone() },
+                EventBody::WorkerFailed { worker_id: actor.clone(), reason: reason.clone(), followup: None },
                 state_change(actor, worker.state, WorkerState::Failed, None),
             ];
             if worker.is_root() {
@@ -308,6 +318,14 @@ mod tests {
         g.apply(f);
         let c = Request::Answering { followup: 1, report: Box::new(complete(&a)) };
         rows.push(("a report on the newest follow-up", g, c, Ok(&["worker.completed", "worker.state_changed"][..])));
+
+        // The completion names the follow-up it finishes.
+        let mut g = Given::run();
+        let a = g.attached("a");
+        let f = followup(&mut g, &a);
+        g.apply(f);
+        let events = g.apply(Request::Answering { followup: 1, report: Box::new(complete(&a)) });
+        assert!(matches!(events[0], EventBody::WorkerCompleted { followup: Some(1), .. }), "{events:?}");
 
         let mut g = Given::run();
         let a = g.attached("a");
