@@ -73,7 +73,7 @@ pub struct Worker {
     /// Last observed coarse conversation state.
     pub conversation_state: Option<ConversationState>,
     /// When that state was last reported, or last asked for by an inspect
-    /// that finished (either way): what `crate::recheck` measures staleness from.
+    /// that finished (either way): what `crate::schedule` measures staleness from.
     pub state_checked_at_ms: u64,
     /// The last error the executor reported about the conversation.
     pub last_error: Option<protocol::ErrorCode>,

@@ -382,6 +382,13 @@ impl ControlPlane {
         .map(|(r, _)| r)
     }
 
+    /// Whether root already used `idem` for a follow-up in its run (a replay
+    /// answers as the first call did, whatever holds now).
+    pub fn followup_replayed(&self, actor: &Worker, idem: Option<&str>) -> Result<bool, Error> {
+        let Some(idem) = Self::idem_key(format!("worker_followup:{}", actor.run_id), idem)? else { return Ok(false) };
+        Ok(self.store.idempotency(&idem.scope, idem.key)?.is_some())
+    }
+
     /// A copy of an executor command, if it exists.
     pub fn command(&self, id: &CommandId) -> Option<QueuedCommand> {
         self.read().commands.get(id).cloned()
@@ -496,32 +503,6 @@ impl ControlPlane {
             executor_id: dispatch.executor_id.clone(),
         })?;
         self.render(&dispatch.command_id, timeout_ms)
-    }
-
-    /// Commits a whole dispatch round in one transaction (one fsync, not one
-    /// per command) and returns each wire command with its executor. All or
-    /// nothing: if anything changed since the round was planned, nothing is
-    /// dispatched and the next round replans.
-    pub fn dispatch_all(
-        &self,
-        round: &[Dispatch],
-        timeout_ms: impl Fn(&CommandIntent) -> u64,
-    ) -> Result<Vec<(String, wire::Command)>, Error> {
-        if round.is_empty() {
-            return Ok(Vec::new());
-        }
-        let dispatches = round.iter().map(|d| (d.command_id.clone(), d.executor_id.clone())).collect();
-        self.execute(Request::DispatchAll { dispatches })?;
-        round
-            .iter()
-            .map(|d| {
-                let intent = self
-                    .command(&d.command_id)
-                    .map(|c| c.intent)
-                    .ok_or_else(|| Error::NotFound(format!("command {}", d.command_id)))?;
-                Ok((d.executor_id.clone(), self.render(&d.command_id, timeout_ms(&intent))?))
-            })
-            .collect()
     }
 
     /// The wire commands to replay to `executor_id` on (re)connect.
@@ -663,7 +644,7 @@ fn run_of(state: &State, command: &Request) -> RunId {
         Request::CreateRun { run_id, .. } => return run_id.clone(),
         Request::ExecutorConnected { .. } | Request::ExecutorDisconnected { .. } => return RunId::system(),
         Request::Dispatch { command_id, .. } => &state.commands[command_id].worker_id,
-        Request::DispatchAll { .. } | Request::Recheck { .. } | Request::Round { .. } => {
+        Request::Recheck { .. } | Request::Round { .. } => {
             unreachable!("each dispatch or inspect event names its worker")
         }
         Request::Answering { report, .. } => return run_of(state, report),

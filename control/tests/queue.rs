@@ -489,3 +489,38 @@ fn the_system_stream_survives_a_restart() {
     assert_eq!(p.system_cursor(), 2);
     connect(&p, 3);
 }
+
+/// One round, one commit: `dispatch_round` queues the inspects that fell
+/// due and dispatches what the queue allows; the inspect it queued goes out
+/// in the next round (ahead of the waiting send); an empty round commits
+/// nothing.
+#[test]
+fn a_dispatch_round_queues_due_inspects_and_dispatches_in_one_commit() {
+    let w = world();
+    let policy = Policy { recheck_after_ms: 1_000 };
+    let ext = World::connected(&["ext"]);
+    let timeout = |_: &protocol::CommandIntent| 60_000;
+    let a = w.attached("a", CONV_A);
+    w.observe(&a, ConversationState::Generating);
+    let b = w.spawn("b");
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.followup(&root, &a, "one", None).unwrap();
+    w.clock.advance(1_000);
+
+    let cursor = w.plane.run(&root.run_id).unwrap().cursor;
+    let first = w.plane.dispatch_round(&ext, Limits::default(), policy, timeout).unwrap();
+    assert!(matches!(&first[..], [(_, wire)] if wire.worker_id == b), "b's create goes; a's send waits: {first:?}");
+    let events = w.plane.events(&root.run_id, cursor, 500, &control::plane::Viewer::Root).unwrap().events;
+    let kinds: Vec<&str> = events.iter().map(|e| e.body.kind()).collect();
+    assert_eq!(
+        kinds,
+        ["executor.command_queued", "executor.command_dispatched"],
+        "one commit: the inspect and the create"
+    );
+
+    let second = w.plane.dispatch_round(&ext, Limits::default(), policy, timeout).unwrap();
+    assert!(matches!(&second[..], [(_, wire)] if matches!(wire.op, CommandOp::ConversationInspect { .. })));
+    let cursor = w.plane.run(&root.run_id).unwrap().cursor;
+    assert!(w.plane.dispatch_round(&ext, Limits::default(), policy, timeout).unwrap().is_empty());
+    assert_eq!(w.plane.run(&root.run_id).unwrap().cursor, cursor, "an empty round commits nothing");
+}

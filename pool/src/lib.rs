@@ -277,6 +277,15 @@ impl Pool {
         self.plane.with_state(|s| s.runtime.pool(run).cloned().collect())
     }
 
+    /// Whether a slot may not be retired now (see `control::decide::retire_protection`).
+    fn protected(&self, run: &RunId, slot: u32) -> bool {
+        self.plane.with_state(|s| {
+            let Some(record) = s.runtime.slot(run, slot) else { return false };
+            s.worker(&record.reserved_worker)
+                .is_some_and(|w| control::decide::retire_protection(s, record, w).is_some())
+        })
+    }
+
     fn idle(&self, worker: &WorkerId) -> bool {
         self.plane.with_state(|s| {
             let (Some(record), Some(w)) = (s.runtime.by_worker(worker), s.worker(worker)) else { return false };
@@ -408,18 +417,21 @@ impl Pool {
                 break;
             }
             // A protected slot (busy, targeted, pending, uncertain) is an answer, not a refusal.
-            let protection = self.plane.with_state(|s| {
-                let record = s.runtime.slot(&root.run_id, slot)?;
-                control::decide::retire_protection(s, record, s.worker(&record.reserved_worker)?)
-            });
-            if protection.is_some() {
+            if self.protected(&root.run_id, slot) {
                 outcome.protected.push(slot);
                 continue;
             }
             let command_id = CommandId::from_uuid_bytes(new_id());
-            self.plane.execute(Request::RuntimeRetire { actor: root.id.clone(), slot, command_id })?;
-            outcome.retiring.push(slot);
-            excess -= 1;
+            match self.plane.execute(Request::RuntimeRetire { actor: root.id.clone(), slot, command_id }) {
+                Ok(_) => {
+                    outcome.retiring.push(slot);
+                    excess -= 1;
+                }
+                // A task landed between the look and the retire (dispatch does
+                // not take the reconcile lock): protected after all.
+                Err(_) if self.protected(&root.run_id, slot) => outcome.protected.push(slot),
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(outcome)
     }
@@ -487,7 +499,11 @@ impl Pool {
         if record.logical_worker_id.is_none() {
             return Err(Error::NotAdmitted(record.slot));
         }
-        admission::recognizable(record, alive).map_err(|refusal| Error::CannotAct { slot: record.slot, refusal })?;
+        // A replay answers as the first call did, even if the worker can no longer act.
+        if !self.plane.followup_replayed(root, idem)? {
+            admission::recognizable(record, alive)
+                .map_err(|refusal| Error::CannotAct { slot: record.slot, refusal })?;
+        }
         let seq = self.plane.followup(root, &record.reserved_worker, instructions, idem)?;
         Ok(Task {
             task_id: format!("{}:{seq}", record.reserved_worker),

@@ -19,7 +19,8 @@ pub fn stamp_description(description: &str, stamp: &str) -> String {
 pub fn stamp_in_tools(tools: &[serde_json::Value]) -> Option<String> {
     let attach = tools.iter().find(|t| t["name"] == STAMPED_TOOLS[0])?;
     let description = attach["description"].as_str()?;
-    let rest = &description[description.find(MARK.trim_start())? + MARK.trim_start().len()..];
+    // The mark is appended last, so the last one is the stamp.
+    let rest = &description[description.rfind(MARK.trim_start())? + MARK.trim_start().len()..];
     let stamp: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
     (!stamp.is_empty()).then_some(stamp)
 }

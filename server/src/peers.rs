@@ -27,17 +27,19 @@ impl Peers {
         Self { seen: Arc::default(), sessions: Some(sessions) }
     }
 
-    /// The calling peer's fingerprint: its streamable-HTTP session, hashed
-    /// (not a secret, but not worth storing raw), remembered so
-    /// [`Peers::alive`] can tell whether it still lives. Without a session
-    /// (stdio, stateless HTTP) every caller looks the same:
+    /// The calling peer's streamable-HTTP session id, if it has one.
+    pub fn session_of(ctx: &RequestContext<RoleServer>) -> Option<String> {
+        let parts = ctx.extensions.get::<axum::http::request::Parts>()?;
+        parts.headers.get("mcp-session-id")?.to_str().ok().map(str::to_owned)
+    }
+
+    /// The fingerprint of a peer that claims a pool slot: its session,
+    /// hashed (not a secret, but not worth storing raw), remembered so
+    /// [`Peers::alive`] can tell whether it still lives (only pool claimants
+    /// are remembered, so memory follows the pool, not every session).
+    /// Without a session (stdio, stateless HTTP) every caller looks the same:
     /// [`admission::SESSIONLESS`], which admission never admits twice.
-    pub fn fingerprint(&self, ctx: &RequestContext<RoleServer>) -> String {
-        let session = ctx
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.headers.get("mcp-session-id"))
-            .and_then(|v| v.to_str().ok());
+    pub fn claimant(&self, session: Option<&str>) -> String {
         let Some(session) = session else { return admission::SESSIONLESS.to_owned() };
         let fingerprint: String = sha2::Sha256::digest(format!("http-session:{session}").as_bytes())
             .iter()

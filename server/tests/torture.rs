@@ -359,6 +359,11 @@ impl Driver {
             match &outcome {
                 Attempt::Unknown => self.unknown.push((tool, args, key)),
                 ok @ Attempt::Ok(_) => self.note(tool, &key, ok),
+                // A key's retry answers as its first run did, or runs it now:
+                // a refusal here means the key lost its effect or its answer.
+                Attempt::Failed(code, message) if matches!(tool, "worker_spawn" | "worker_followup") => {
+                    panic!("retrying {tool} with key {key} was refused: {code}: {message}")
+                }
                 Attempt::Failed(..) => {}
             }
         }
@@ -484,6 +489,10 @@ async fn crash_torture_keeps_every_invariant_across_seeded_kills() {
         driver.retry_unknown();
     }
     history.lock().unwrap().kills = kills;
+    assert!(
+        history.lock().unwrap().rebuilt_checked > 0 || kills < 5,
+        "no kill was quiet enough to compare the rebuilt state: the check never ran"
+    );
 
     // Liveness: after the last restart, with no more kills, everything settles.
     let deadline = Instant::now() + SETTLE;
@@ -508,7 +517,7 @@ async fn crash_torture_keeps_every_invariant_across_seeded_kills() {
                             && e["data"]["worker_id"] == worker.as_str()
                             && completions_before(&events, e) >= s
                     });
-                    !completed && workers.get(worker).is_some_and(|w| w["state"] != "interrupted")
+                    !completed && workers.get(worker).is_some_and(|w| w["state"] != "cancelled")
                 })
             })
             .collect();

@@ -271,18 +271,20 @@ async fn dispatch_loop(bridge: Arc<Bridge>) {
     // The session serial each executor was last replayed to.
     let mut replayed: HashMap<String, u64> = HashMap::new();
     loop {
+        let turn_began = bridge.plane.now_ms();
         dispatch_turn(&bridge, &mut replayed).await;
         // Timed work waits for its time: wake then, without polling. What was
-        // due by now was just handled (or failed, and waits for the next change).
+        // due when the turn began was handled by it (or failed, and waits for
+        // the next change); what fell due during the turn wakes us at once.
         let connected = bridge.connected().await;
         let plane = &bridge.plane;
         let now = plane.now_ms();
         let timer = [plane.next_not_before(), plane.next_recheck_at(&connected, bridge.config.recheck)]
             .into_iter()
             .flatten()
-            .filter(|at| *at > now)
+            .filter(|at| *at > turn_began)
             .min()
-            .map(|at| tokio::time::Instant::now() + std::time::Duration::from_millis(at - now));
+            .map(|at| tokio::time::Instant::now() + std::time::Duration::from_millis(at.saturating_sub(now)));
         tokio::select! {
             _ = async { tokio::time::sleep_until(timer.expect("guarded")).await }, if timer.is_some() => {}
             changed = changes.changed() => if changed.is_err() { return },
@@ -324,7 +326,9 @@ async fn dispatch_turn(bridge: &Arc<Bridge>, replayed: &mut HashMap<String, u64>
             Err(e) => tracing::error!(code = %e.code(), "replay failed, retrying on the next wake: {e}"),
         }
     }
-    let connected: Vec<String> = live.keys().cloned().collect();
+    // A session whose replay failed gets nothing new until its replay went out.
+    let connected: Vec<String> =
+        live.iter().filter(|(id, (serial, _))| replayed.get(*id) == Some(serial)).map(|(id, _)| id.clone()).collect();
     let ready =
         in_place(|| plane.dispatch_round(&connected, config.limits, config.recheck, timeout)).unwrap_or_else(|e| {
             tracing::error!(code = %e.code(), "dispatch round failed, replanning on the next wake: {e}");

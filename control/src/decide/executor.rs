@@ -23,7 +23,6 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             }])
         }
         Request::Dispatch { command_id, executor_id } => Ok(vec![dispatched(state, command_id, executor_id)?]),
-        Request::DispatchAll { dispatches } => dispatched_all(state, dispatches),
         Request::Recheck { inspections } => inspects(state, inspections),
         Request::Round { inspections, dispatches } => {
             let mut events = inspects(state, inspections)?;
@@ -178,8 +177,9 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                 // e.g. the page stayed generating): the wake goes out again
                 // as a new command, a bounded number of times, so a slow page
                 // never drops a follow-up.
-                (CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, .. }, CommandIntent::Send { .. })
-                    if !matches!(worker.state, WorkerState::Failed | WorkerState::Cancelled) =>
+                (CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, .. }, CommandIntent::Send { prompt })
+                    if !matches!(worker.state, WorkerState::Failed | WorkerState::Cancelled)
+                        && !wake_outdated(worker, prompt) =>
                 {
                     let attempts = state
                         .commands
@@ -187,11 +187,12 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                         .filter(|c| c.worker_id == worker.id && c.intent == command.intent)
                         .count();
                     if attempts < SEND_ATTEMPTS_MAX {
+                        let first_key = command.idempotency_key.split(":attempt").next().unwrap_or_default();
                         events.push(EventBody::CommandQueued {
                             command_id: retry_id(command_id),
                             worker_id: worker.id.clone(),
                             intent: command.intent.clone(),
-                            idempotency_key: format!("{}:attempt{}", command.idempotency_key, attempts + 1),
+                            idempotency_key: format!("{first_key}:attempt{}", attempts + 1),
                             not_before_ms: None,
                         });
                     }
@@ -289,6 +290,17 @@ fn bind(
         conversation_id: conversation.clone(),
         url: url.to_owned(),
         executor_id: executor_id.to_owned(),
+    }
+}
+
+/// Whether a wake no longer needs to go out: a newer follow-up's wake
+/// follows (and carries this one), or the worker already finished it.
+fn wake_outdated(worker: &Worker, prompt: &PromptRef) -> bool {
+    match prompt {
+        PromptRef::Followup { seq } => {
+            (*seq as usize) < worker.followups.len() || worker.completions.iter().any(|(n, _)| n == seq)
+        }
+        PromptRef::Bootstrap => worker.attach_count > 0,
     }
 }
 
@@ -425,6 +437,28 @@ mod tests {
             g,
             c,
             Ok(&["executor.command_completed", "executor.command_queued"][..]),
+        ));
+
+        let mut g = Given::run();
+        let a = g.created("a", "ext");
+        g.apply(Request::Attach { worker_id: a.clone() });
+        let (first, second) = (CommandId::from_uuid_bytes(g.id()), CommandId::from_uuid_bytes(g.id()));
+        let root = g.root.clone();
+        g.apply(Request::Followup {
+            actor: root.clone(),
+            target: a.clone(),
+            instructions: "one".into(),
+            send_command: first.clone(),
+        });
+        g.apply(Request::Dispatch { command_id: first.clone(), executor_id: "ext".into() });
+        g.apply(Request::Followup { actor: root, target: a, instructions: "two".into(), send_command: second });
+        let outcome = CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, detail: "busy".into() };
+        let c = report("ext", ExecutorFrame::Result { command_id: first, outcome });
+        rows.push((
+            "a missed wake for work a newer follow-up supersedes is not sent again",
+            g,
+            c,
+            Ok(&["executor.command_completed"][..]),
         ));
 
         check(rows);

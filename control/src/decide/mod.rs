@@ -219,11 +219,6 @@ pub enum Request {
         /// The executor.
         executor_id: String,
     },
-    /// Assign several queued commands (one dispatch round), in one commit.
-    DispatchAll {
-        /// (command, executor) pairs.
-        dispatches: Vec<(CommandId, String)>,
-    },
     /// Queue an inspect of each worker's conversation (see `crate::schedule`).
     Recheck {
         /// (worker, the id for its inspect command) pairs.
@@ -234,7 +229,7 @@ pub enum Request {
     Round {
         /// As in [`Request::Recheck`].
         inspections: Vec<(WorkerId, CommandId)>,
-        /// As in [`Request::DispatchAll`].
+        /// (command, executor) pairs, each as [`Request::Dispatch`].
         dispatches: Vec<(CommandId, String)>,
     },
     /// An executor reported something about its commands or conversations.
@@ -289,7 +284,6 @@ pub fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Error>
         Request::ExecutorConnected { .. }
         | Request::ExecutorDisconnected { .. }
         | Request::Dispatch { .. }
-        | Request::DispatchAll { .. }
         | Request::Recheck { .. }
         | Request::Round { .. }
         | Request::ExecutorReport { .. }

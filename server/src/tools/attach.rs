@@ -4,7 +4,6 @@
 
 use super::*;
 
-/// What an attached worker receives: itself, its capability, its assignment.
 /// What an attach returns: everything but the follow-ups fits by the
 /// bounds of its parts; the follow-ups are as many of the newest as fit in
 /// `RESPONSE_MAX`, so an attach always fits what clients accept.
@@ -156,11 +155,11 @@ impl Tools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<WorkerAttachOut>, ToolError> {
         let args = args?;
-        let peer = self.peers.fingerprint(&ctx);
+        let (session, peers) = (Peers::session_of(&ctx), self.peers.clone());
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         on_blocking_pool(move || -> Result<_, ToolError> {
             attaching(&plane, &args)?;
-            let w = pool.bootstrap(&args.attach_identity, &peer)?;
+            let w = pool.bootstrap(&args.attach_identity, &peers.claimant(session.as_deref()))?;
             Ok(attach_out(&plane, &w.id)?)
         })
         .await
@@ -180,14 +179,14 @@ impl Tools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<WorkerAttachOut>, ToolError> {
         let args = args?;
-        let peer = self.peers.fingerprint(&ctx);
+        let (session, peers) = (Peers::session_of(&ctx), self.peers.clone());
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         on_blocking_pool(move || -> Result<_, ToolError> {
             let id = attaching(&plane, &args)?;
             // A pool worker following its bootstrap prompt lands here too: it is
             // admitted exactly as through runtime_bootstrap.
             if plane.with_state(|s| s.runtime.by_worker(&id).is_some()) {
-                pool.bootstrap(&args.attach_identity, &peer)?;
+                pool.bootstrap(&args.attach_identity, &peers.claimant(session.as_deref()))?;
             } else {
                 plane.execute(Request::Attach { worker_id: id.clone() })?;
             }
