@@ -35,4 +35,4 @@ pub mod store;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use keys::Keyring;
-pub use plane::{ControlPlane, HostSetup};
+pub use plane::{ChatgptSetup, ControlPlane};

@@ -72,14 +72,14 @@ pub struct ControlPlane {
     /// Set when committed events failed to fold: writes are refused.
     broken: std::sync::atomic::AtomicBool,
     /// Where and how new worker conversations are created.
-    host: HostSetup,
+    chatgpt: ChatgptSetup,
 }
 
 /// The operator's one-time ChatGPT setup, as the daemon was told about it:
 /// rendered into every conversation create so a carrier creates the
 /// conversation in the Project and binds it to the app before the bootstrap.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HostSetup {
+pub struct ChatgptSetup {
     /// The label the operator gave the orchestrator's app (connector) in ChatGPT.
     pub app_label: Option<String>,
     /// A `https://chatgpt.com/g/g-p-…/project` URL new workers are created in.
@@ -106,13 +106,13 @@ impl ControlPlane {
             keys,
             changes,
             broken: std::sync::atomic::AtomicBool::new(false),
-            host: HostSetup::default(),
+            chatgpt: ChatgptSetup::default(),
         })
     }
 
     /// The same plane, creating conversations per `host`.
-    pub fn with_host_setup(mut self, host: HostSetup) -> Self {
-        self.host = host;
+    pub fn with_chatgpt_setup(mut self, chatgpt: ChatgptSetup) -> Self {
+        self.chatgpt = chatgpt;
         self
     }
 
@@ -522,8 +522,8 @@ impl ControlPlane {
         let op = match &command.intent {
             CommandIntent::Create => CommandOp::ConversationCreate {
                 prompt: bootstrap_prompt(&attach),
-                project_url: self.host.project_url.clone(),
-                app: self.host.app_label.clone(),
+                project_url: self.chatgpt.project_url.clone(),
+                app: self.chatgpt.app_label.clone(),
             },
             CommandIntent::Send { prompt } => {
                 let (conversation_id, _) = worker.conversation.clone().ok_or_else(|| {
@@ -533,7 +533,7 @@ impl ControlPlane {
                     PromptRef::Bootstrap => bootstrap_prompt(&attach),
                     PromptRef::Followup { seq } => followup_prompt(&attach, *seq),
                 };
-                CommandOp::ConversationSend { conversation_id, prompt, app: self.host.app_label.clone() }
+                CommandOp::ConversationSend { conversation_id, prompt, app: self.chatgpt.app_label.clone() }
             }
             CommandIntent::Open | CommandIntent::Close | CommandIntent::Inspect => {
                 let (conversation_id, url) = worker.conversation.clone().ok_or_else(|| {

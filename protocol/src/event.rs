@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::assignment::Assignment;
 use crate::error::ErrorCode;
-use crate::executor::{CommandOutcome, ConversationState, ExecutorKind, HostFacts};
+use crate::executor::{CommandOutcome, ConversationState, ExecutorKind, MachineFacts};
 use crate::ids::{CommandId, ConversationId, MessageId, RunId, WorkerId};
 use crate::state::{MessageKind, RunState, WorkerState};
 
@@ -359,7 +359,7 @@ pub enum EventBody {
         /// Declared capabilities.
         capabilities: Vec<String>,
         /// Host facts.
-        host: HostFacts,
+        host: MachineFacts,
     },
     /// An executor's session ended (system stream).
     #[serde(rename = "executor.disconnected")]

@@ -44,10 +44,10 @@ pub enum ExecutorKind {
     Fake,
 }
 
-/// Facts about the executor's host, for status and diagnostics only.
+/// Facts about the executor's machine (the wire field is `host`), for status and diagnostics only.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HostFacts {
+pub struct MachineFacts {
     /// Operating system, for example `linux`.
     #[serde(default)]
     pub os: String,
@@ -81,7 +81,7 @@ pub enum ExecutorFrame {
         capabilities: Vec<String>,
         /// Host facts.
         #[serde(default)]
-        host: HostFacts,
+        host: MachineFacts,
     },
     /// Liveness; renews the lease.
     Heartbeat {
@@ -403,7 +403,7 @@ mod tests {
             executor_instance_id: "i".into(),
             executor_kind: ExecutorKind::Fake,
             capabilities: vec![],
-            host: HostFacts::default(),
+            host: MachineFacts::default(),
         };
         assert_eq!(hello(PROTOCOL_VERSION).check_version(), Ok(()));
         assert_eq!(hello(PROTOCOL_VERSION + 1).check_version(), Err(ErrorCode::ProtocolVersionMismatch));

@@ -4,13 +4,13 @@
 //! over MCP exactly as ChatGPT's app would, and compares the catalog with
 //! this binary's own.
 
-use control::HostSetup;
+use control::ChatgptSetup;
 use protocol::limits::{APP_LABEL_MAX, valid_app_label};
 
 use crate::tools::catalog;
 
 /// The host setup from its two settings, or why they are not valid.
-pub fn host_setup(app_label: Option<&str>, project_url: Option<&str>) -> Result<HostSetup, String> {
+pub fn host_setup(app_label: Option<&str>, project_url: Option<&str>) -> Result<ChatgptSetup, String> {
     if let Some(label) = app_label
         && !valid_app_label(label)
     {
@@ -23,7 +23,7 @@ pub fn host_setup(app_label: Option<&str>, project_url: Option<&str>) -> Result<
     {
         return Err("--worker-project-url must look like https://chatgpt.com/g/g-p-<32 hex>[-name]/project".into());
     }
-    Ok(HostSetup { app_label: app_label.map(str::to_owned), project_url: project_url.map(str::to_owned) })
+    Ok(ChatgptSetup { app_label: app_label.map(str::to_owned), project_url: project_url.map(str::to_owned) })
 }
 
 /// One finding.

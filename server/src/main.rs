@@ -123,7 +123,7 @@ struct HostArgs {
 }
 
 impl HostArgs {
-    fn setup(&self) -> anyhow::Result<control::HostSetup> {
+    fn setup(&self) -> anyhow::Result<control::ChatgptSetup> {
         server::doctor::host_setup(self.app_label.as_deref(), self.worker_project_url.as_deref())
             .map_err(anyhow::Error::msg)
     }
@@ -291,12 +291,15 @@ To pair the browser extension:
 The credential speaks for this one executor only. It is a secret: never paste it
 into a chat, a prompt or a URL. `orchestrator pair --revoke <id>` withdraws it.";
 
-fn open_plane(state_dir: Option<PathBuf>, host: control::HostSetup) -> anyhow::Result<(StateDir, Arc<ControlPlane>)> {
+fn open_plane(
+    state_dir: Option<PathBuf>,
+    host: control::ChatgptSetup,
+) -> anyhow::Result<(StateDir, Arc<ControlPlane>)> {
     let dir = StateDir::open(&state_path(state_dir)?)?;
     let store = SqliteStore::open(&dir.database()).context("opening the store")?;
     let plane = ControlPlane::open(Arc::new(store), Arc::new(SystemClock), dir.keyring()?)
         .map_err(|e| anyhow::anyhow!("{}: {e}", e.code()))?;
-    Ok((dir, Arc::new(plane.with_host_setup(host))))
+    Ok((dir, Arc::new(plane.with_chatgpt_setup(host))))
 }
 
 /// Cancels `token` on SIGINT or SIGTERM.
@@ -407,7 +410,7 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Cmd::McpStdio { state_dir } => {
-            let (_dir, plane) = open_plane(state_dir, control::HostSetup::default())?;
+            let (_dir, plane) = open_plane(state_dir, control::ChatgptSetup::default())?;
             let pool = Arc::new(Pool::new(plane.clone(), PoolConfig::default()));
             let service =
                 Tools::new(plane, pool, None, server::peers::Peers::default()).serve(rmcp::transport::stdio()).await?;

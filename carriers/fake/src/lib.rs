@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use protocol::executor::{
-    Command, CommandOp, CommandOutcome, ConversationState, DaemonFrame, ExecutorFrame, ExecutorKind, HostFacts,
+    Command, CommandOp, CommandOutcome, ConversationState, DaemonFrame, ExecutorFrame, ExecutorKind, MachineFacts,
     PROTOCOL_VERSION,
 };
 use protocol::{CommandId, ConversationId, ErrorCode, WorkerId};
@@ -364,7 +364,7 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
         executor_instance_id: instance.to_owned(),
         executor_kind: ExecutorKind::Fake,
         capabilities: vec!["conversation_create".into(), "conversation_send".into()],
-        host: HostFacts { os: std::env::consts::OS.into(), browser: None },
+        host: MachineFacts { os: std::env::consts::OS.into(), browser: None },
     };
     if sink.send(frame(&hello)).await.is_err() {
         return Next::SameInstance;

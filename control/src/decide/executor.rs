@@ -363,7 +363,7 @@ mod tests {
             executor_instance_id: "i1".into(),
             executor_kind: ExecutorKind::Fake,
             capabilities: vec![],
-            host: HostFacts::default(),
+            host: MachineFacts::default(),
         };
         rows.push(("a connection goes to the system stream", g, c, Ok(&["executor.connected"][..])));
 

@@ -12,7 +12,7 @@
 //! every family shares, and the table harness. A new family is one new file,
 //! its commands in [`Request`] and one arm in [`decide`].
 
-use protocol::executor::{CommandOutcome, ConversationState, ExecutorFrame, ExecutorKind, HostFacts};
+use protocol::executor::{CommandOutcome, ConversationState, ExecutorFrame, ExecutorKind, MachineFacts};
 use protocol::limits::{ASSIGNMENT_MAX, ITEM_MAX, LIST_MAX, NAME_MAX, TEXT_MAX, TITLE_MAX, WORKERS_PER_RUN_MAX};
 use protocol::{
     Assignment, CommandId, CommandIntent, ErrorCode, EventBody, MessageId, MessageKind, PromptRef, RunId, RunState,
@@ -201,7 +201,7 @@ pub enum Request {
         /// Declared capabilities.
         capabilities: Vec<String>,
         /// Host facts.
-        host: HostFacts,
+        host: MachineFacts,
     },
     /// An executor's session ended.
     ExecutorDisconnected {

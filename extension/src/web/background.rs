@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use js_sys::{Function, Reflect};
 use protocol::executor::{
-    Command, CommandOp, CommandOutcome, ConversationState, DaemonFrame, ExecutorFrame, ExecutorKind, HostFacts,
+    Command, CommandOp, CommandOutcome, ConversationState, DaemonFrame, ExecutorFrame, ExecutorKind, MachineFacts,
     PROTOCOL_VERSION,
 };
 use protocol::{ConversationId, ErrorCode};
@@ -274,7 +274,7 @@ impl Background {
                     executor_instance_id: bg.instance_id.clone(),
                     executor_kind: ExecutorKind::Webext,
                     capabilities: vec![],
-                    host: HostFacts { os: String::new(), browser: user_agent() },
+                    host: MachineFacts { os: String::new(), browser: user_agent() },
                 };
                 bg.send(&hello);
             }
