@@ -453,16 +453,15 @@ impl ControlPlane {
                 round.into_iter().map(|d| (d.command_id, d.executor_id)).collect();
             (Request::Round { inspections, dispatches: dispatches.clone() }, dispatches)
         })?;
-        dispatched
+        // Each command is rendered on its own: one that cannot be rendered
+        // (logged) holds back no other; it stays dispatched and is replayed.
+        Ok(dispatched
             .into_iter()
-            .map(|(command_id, executor_id)| {
-                let intent = self
-                    .command(&command_id)
-                    .map(|c| c.intent)
-                    .ok_or_else(|| Error::NotFound(format!("command {command_id}")))?;
-                Ok((executor_id, self.render(&command_id, timeout_ms(&intent))?))
+            .filter_map(|(command_id, executor_id)| {
+                let intent = self.command(&command_id)?.intent;
+                self.rendered(&command_id, timeout_ms(&intent)).map(|wire| (executor_id, wire))
             })
-            .collect()
+            .collect())
     }
 
     /// When the next inspect falls due (see [`crate::schedule`]), if any.
@@ -508,7 +507,17 @@ impl ControlPlane {
     /// The wire commands to replay to `executor_id` on (re)connect.
     pub fn replay(&self, executor_id: &str, timeout_ms: u64) -> Result<Vec<wire::Command>, Error> {
         let ids = replay_for(&self.read(), executor_id);
-        ids.iter().map(|id| self.render(id, timeout_ms)).collect()
+        Ok(ids.iter().filter_map(|id| self.rendered(id, timeout_ms)).collect())
+    }
+
+    /// [`ControlPlane::render`], with a failure logged rather than returned:
+    /// a round or a replay still sends every command that renders.
+    fn rendered(&self, id: &CommandId, timeout_ms: u64) -> Option<wire::Command> {
+        self.render(id, timeout_ms)
+            .inspect_err(
+                |e| tracing::error!(command = %id, code = %e.code(), "cannot render a dispatched command: {e}"),
+            )
+            .ok()
     }
 
     /// Renders a durable command as a wire command. The deadline is per
