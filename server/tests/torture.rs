@@ -19,7 +19,8 @@
 //! - **no panic** in the daemon's log.
 //!
 //! The executors misbehave too: one never re-sends its states after a
-//! reconnect and loses idle reports (the daemon must inspect); tabs are
+//! reconnect, loses idle reports (the daemon must inspect) and misses the
+//! deadline of some wakes (the daemon must send them again); tabs are
 //! reported closed both ways (the pool must recover them); a model sometimes
 //! sends a late completion of older work after a newer follow-up (it must be
 //! refused and close nothing).
@@ -418,6 +419,9 @@ async fn crash_torture_keeps_every_invariant_across_seeded_kills() {
     for _ in 0..6 {
         faulty = faulty.fault_after(rng.below(20) as usize, Fault::LoseIdleReport(Op::Send));
     }
+    for _ in 0..3 {
+        faulty = faulty.fault_after(rng.below(20) as usize, Fault::MissDeadline(Op::Send));
+    }
     faulty.reconnect_delay = Duration::from_millis(50);
     let mut polite = FakeConfig::new(format!("ws://{addr}/executor"), credential(state.path(), "ext-b"), "ext-b");
     polite.reconnect_delay = Duration::from_millis(50);
@@ -546,11 +550,17 @@ async fn crash_torture_keeps_every_invariant_across_seeded_kills() {
         let effects: usize = executors.iter().map(|e| e.stats().submissions.len()).sum();
         let late = h.calls.iter().filter(|c| c.tool == "late_complete").count();
         let inspects = events.iter().filter(|e| e["data"]["intent"]["op"] == "inspect").count();
+        let retried = events
+            .iter()
+            .filter(|e| e["type"] == "executor.command_queued")
+            .filter(|e| e["data"]["idempotency_key"].as_str().is_some_and(|k| k.contains(":attempt")))
+            .count();
         let lost: usize = executors.iter().map(|e| e.stats().lost_tabs.len()).sum();
         let reopened: usize = executors.iter().map(|e| e.stats().reopened.len()).sum();
         format!(
             "torture: seed {seed:#x}: {} kills, {} calls ({} ok, {} failed, {} unknown), {} executor effects, {} events, \
          {} workers, {} follow-ups, {} late completions refused, {inspects} inspects of stale states, \
+         {retried} wakes sent again after a missed deadline, \
          {lost} tabs lost and {reopened} reopened, {} rebuilt-state checks, {:.0?}: every invariant held",
             h.kills,
             h.calls.len(),

@@ -65,6 +65,9 @@ pub enum Fault {
     /// Report the turn as generating and lose its idle report (as when the
     /// daemon dies meanwhile): only a resync tells the daemon it went idle.
     LoseIdleReport(Op),
+    /// Acknowledge, then answer `DEADLINE_EXCEEDED` without acting, as a
+    /// carrier does when the page stayed busy past the deadline.
+    MissDeadline(Op),
     /// After the next result, reconnect as a new executor instance.
     ReconnectNewInstance,
     /// After reconnecting, do not re-send the conversations' states (a
@@ -187,7 +190,8 @@ impl Fault {
             | Fault::DeliverTwice(op)
             | Fault::Reorder(op)
             | Fault::StallPastDeadline(op)
-            | Fault::LoseIdleReport(op) => Some(op),
+            | Fault::LoseIdleReport(op)
+            | Fault::MissDeadline(op) => Some(op),
             Fault::ReconnectNewInstance | Fault::StopHeartbeats | Fault::NoResync => None,
         }
     }
@@ -498,6 +502,13 @@ fn handle(shared: &Arc<Shared>, outbox: &Outbox, drop_tx: &mpsc::UnboundedSender
         return;
     }
     if has(Fault::StallAfterAck) {
+        return;
+    }
+    if has(Fault::MissDeadline) {
+        // Nothing performed: the key stays received, as the protocol says.
+        let outcome =
+            CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, detail: "the page stayed busy".into() };
+        let _ = outbox.send(frame(&ExecutorFrame::Result { command_id: command.command_id.clone(), outcome }));
         return;
     }
     let late = has(Fault::StallPastDeadline);
