@@ -148,8 +148,13 @@
   }
 
   document.addEventListener("input", () => {
-    // After the input event, as the real frontend re-renders the slot once its
-    // editor has observed the text: never within the typist's own call.
+    // After the input event, never within the typist's own call. The slot's
+    // two structures (voice while empty, send once there is text) are real
+    // evidence (chatgpt-dom/fixtures/README.md); WHEN the real frontend swaps
+    // them is not: rendered pages are snapshots, no public evidence shows the
+    // timing. Marked as an assumption; the adapter does not rely on it: it
+    // waits, bounded, for the send button the page renders (compose::press_send
+    // answers Ok(None) until then) and abandons at the deadline (fails closed).
     queueMicrotask(updateSlot);
     const query = mentionQuery();
     if (query !== null) openMenu("mention", query);
