@@ -126,13 +126,33 @@ pub struct WorkerAttachOut {
     pub instructions: String,
 }
 
-/// The worker an attach names: its attach identity verified, its caller's
-/// catalog current (both attach tools start here).
-fn attaching(plane: &ControlPlane, args: &WorkerAttachArgs) -> Result<WorkerId, Error> {
-    let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
-    plane.worker(&id).ok_or(Error::Unauthorized)?;
-    check_catalog(plane, &id, args.catalog.as_deref())?;
-    Ok(id)
+impl Tools {
+    /// Both attach tools: the attach identity verified, the caller's catalog
+    /// current, then a pool worker admitted (`pool_only`: nothing else is
+    /// taken) or any other worker attached.
+    async fn attach(
+        &self,
+        args: WorkerAttachArgs,
+        ctx: &RequestContext<RoleServer>,
+        pool_only: bool,
+    ) -> Result<Json<WorkerAttachOut>, ToolError> {
+        let (session, peers) = (Peers::session_of(ctx), self.peers.clone());
+        let (plane, pool) = (self.plane.clone(), self.pool.clone());
+        on_blocking_pool(move || -> Result<_, ToolError> {
+            let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
+            plane.worker(&id).ok_or(Error::Unauthorized)?;
+            check_catalog(&plane, &id, args.catalog.as_deref())?;
+            // A pool worker following its bootstrap prompt lands in
+            // worker_attach too: it is admitted exactly as through runtime_bootstrap.
+            if pool_only || plane.with_state(|s| s.runtime.by_worker(&id).is_some()) {
+                pool.bootstrap(&args.attach_identity, &peers.claimant(session.as_deref()))?;
+            } else {
+                plane.execute(Request::Attach { worker_id: id.clone() })?;
+            }
+            Ok(attach_out(&plane, &id)?)
+        })
+        .await
+    }
 }
 
 const WORKER_INSTRUCTIONS: &str = "Work on your assignment. Report milestones with worker_progress. \
@@ -154,15 +174,7 @@ impl Tools {
         Parameters(args): Parameters<WorkerAttachArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<WorkerAttachOut>, ToolError> {
-        let args = args?;
-        let (session, peers) = (Peers::session_of(&ctx), self.peers.clone());
-        let (plane, pool) = (self.plane.clone(), self.pool.clone());
-        on_blocking_pool(move || -> Result<_, ToolError> {
-            attaching(&plane, &args)?;
-            let w = pool.bootstrap(&args.attach_identity, &peers.claimant(session.as_deref()))?;
-            Ok(attach_out(&plane, &w.id)?)
-        })
-        .await
+        self.attach(args?, &ctx, true).await
     }
 
     /// Attach a worker conversation with the attach identity from its bootstrap prompt; returns its capability and assignment.
@@ -178,20 +190,6 @@ impl Tools {
         Parameters(args): Parameters<WorkerAttachArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<WorkerAttachOut>, ToolError> {
-        let args = args?;
-        let (session, peers) = (Peers::session_of(&ctx), self.peers.clone());
-        let (plane, pool) = (self.plane.clone(), self.pool.clone());
-        on_blocking_pool(move || -> Result<_, ToolError> {
-            let id = attaching(&plane, &args)?;
-            // A pool worker following its bootstrap prompt lands here too: it is
-            // admitted exactly as through runtime_bootstrap.
-            if plane.with_state(|s| s.runtime.by_worker(&id).is_some()) {
-                pool.bootstrap(&args.attach_identity, &peers.claimant(session.as_deref()))?;
-            } else {
-                plane.execute(Request::Attach { worker_id: id.clone() })?;
-            }
-            Ok(attach_out(&plane, &id)?)
-        })
-        .await
+        self.attach(args?, &ctx, false).await
     }
 }
