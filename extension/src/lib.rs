@@ -3,9 +3,10 @@
 //! events to it.
 //!
 //! # Layout
-//! - [`core`]: sans-IO judgement, tested natively: the idempotency journal
-//!   with phases, the worker ↔ tab ↔ conversation registry, page reports
-//!   turned into executor frames.
+//! - The judgement (idempotency journal with phases, the plan per command,
+//!   the worker ↔ tab ↔ conversation registry, page reports turned into
+//!   executor frames) is `executor_core`, shared with every carrier; tabs
+//!   are its handles here.
 //! - [`messages`]: the typed background ↔ content-script operations.
 //! - [`pairing`]: what a pairing may hold (a loopback endpoint as the URL
 //!   parser reads it, a credential of `orchestrator pair`'s form).
@@ -15,7 +16,6 @@
 //!   runs the shared `chatgpt-dom` adapter in chatgpt.com pages with a
 //!   mutation-driven observer; `pages` drives the options page and popup.
 
-pub mod core;
 pub mod messages;
 pub mod pairing;
 

@@ -106,7 +106,7 @@ fn the_extension_judges_without_a_browser() {
     // wasm32-only (a `[target.'cfg(target_arch = "wasm32")'.dependencies]` section).
     for dep in dependencies("extension") {
         assert!(
-            ["protocol", "chatgpt-dom", "serde", "serde_json"].contains(&dep.as_str()),
+            ["protocol", "chatgpt-dom", "executor-core", "serde", "serde_json"].contains(&dep.as_str()),
             "extension's native build must not depend on {dep}"
         );
     }
@@ -124,7 +124,7 @@ fn product_dependencies(krate: &str) -> Vec<String> {
 /// each with the only dependencies it may link. The test rig (fakechat, e2e,
 /// the fake executor, chromiumoxide, TLS for the fake site) is never among
 /// them: a product crate that needs something new names it here, on purpose.
-const PRODUCT: [(&str, &[&str]); 10] = [
+const PRODUCT: [(&str, &[&str]); 11] = [
     ("protocol", &["serde", "serde_json", "schemars"]),
     ("registry", &["protocol", "thiserror"]),
     ("admission", &["protocol", "registry", "thiserror"]),
@@ -164,11 +164,13 @@ const PRODUCT: [(&str, &[&str]); 10] = [
         ],
     ),
     ("chatgpt-dom", &["protocol", "scraper", "ego-tree"]),
+    ("carriers/core", &["protocol", "chatgpt-dom", "serde"]),
     (
         "extension",
         &[
             "protocol",
             "chatgpt-dom",
+            "executor-core",
             "serde",
             "serde_json",
             "wasm-bindgen",
@@ -237,4 +239,29 @@ fn product_crates_link_only_their_allowlisted_dependencies() {
             assert!(!product_dependencies(krate).iter().any(|d| d == banned), "{krate} links the test rig's {banned}");
         }
     }
+}
+
+#[test]
+fn every_executor_runs_on_the_one_executor_core() {
+    // The journal, plans and handshake are written once, in carriers/core;
+    // a carrier that keeps its own would test (or ship) other logic.
+    for krate in ["extension", "carriers/fake"] {
+        assert!(dependencies(krate).iter().any(|d| d == "executor-core"), "{krate} must run on executor-core");
+    }
+    let mut dirs = vec![root().join("extension/src"), root().join("carriers/fake/src")];
+    let mut files = 0;
+    while let Some(dir) = dirs.pop() {
+        for path in std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()) {
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            files += 1;
+            let text = std::fs::read_to_string(&path).unwrap();
+            for own in ["enum Phase", "struct Entry", "in_flight", "fn tab_marker"] {
+                assert!(!text.contains(own), "{} keeps executor logic of its own ({own})", path.display());
+            }
+        }
+    }
+    assert!(files >= 8, "the walk must reach extension/src/web");
 }

@@ -1,7 +1,8 @@
 //! A fake executor: speaks the real executor protocol over a real WebSocket,
-//! simulates managed conversations, keeps an idempotency journal like a real
-//! carrier must, and injects scripted faults. The pool, continuity and CI
-//! tests use it wherever no browser is needed.
+//! runs the real executor logic (`executor_core`, the journal, plans and
+//! handshake the extension runs too) over a simulated browser whose tabs
+//! hold conversations, and injects scripted faults around that core. The
+//! pool, continuity and CI tests use it wherever no browser is needed.
 //!
 //! ```text
 //! let fake = FakeExecutor::start(FakeConfig::new(url, token, "fake-1").fault(Fault::DisconnectAfterAck(Op::Create)));
@@ -11,14 +12,14 @@
 //! Effects are counted in [`Stats`]: conversations created and prompts
 //! submitted, so a test can assert exactly-once against them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use executor_core::{Begin, Identity, Phase, Plan, ack, conversation_url, error};
 use futures_util::{SinkExt, StreamExt};
 use protocol::executor::{
     Command, CommandOp, CommandOutcome, ConversationState, DaemonFrame, ExecutorFrame, ExecutorKind, MachineFacts,
-    PROTOCOL_VERSION,
 };
 use protocol::{CommandId, ConversationId, ErrorCode, WorkerId};
 use tokio::sync::{Notify, mpsc};
@@ -155,28 +156,52 @@ impl Stats {
     }
 }
 
-/// The journal entry for one idempotency key.
+/// A simulated tab: what a page would show and remember.
 #[derive(Debug, Clone)]
-enum Entry {
-    /// Received; the effect has not happened.
-    Received,
-    /// The effect happened with this outcome.
-    Performed(CommandOutcome),
+struct Tab {
+    /// The conversation it shows, once the first prompt made one.
+    conversation: Option<ConversationId>,
+    state: ConversationState,
+    /// Idempotency keys whose prompt the page took (a real page records the
+    /// key before it clicks, so a reconcile can ask it).
+    took: HashSet<String>,
+}
+
+impl Tab {
+    fn url(&self) -> String {
+        self.conversation.as_ref().map_or_else(|| "https://chatgpt.com/".into(), conversation_url)
+    }
+}
+
+/// The simulated browser: tabs by handle.
+#[derive(Debug, Default)]
+struct Browser {
+    next: u64,
+    tabs: HashMap<u64, Tab>,
+}
+
+impl Browser {
+    fn open(&mut self, conversation: Option<ConversationId>) -> u64 {
+        self.next += 1;
+        let tab = Tab { conversation, state: ConversationState::Idle, took: HashSet::new() };
+        self.tabs.insert(self.next, tab);
+        self.next
+    }
 }
 
 struct Shared {
     config: FakeConfig,
     faults: Mutex<Vec<(usize, Fault)>>,
-    journal: Mutex<HashMap<String, Entry>>,
+    /// The executor's memory, the same core the extension runs; tab
+    /// handles are the simulated browser's.
+    core: Mutex<executor_core::Core<u64>>,
+    browser: Mutex<Browser>,
     stats: Mutex<Stats>,
     changed: Notify,
     stop: Notify,
     connected: Mutex<bool>,
     /// The live session's outbox, for effects the test injects (a lost tab).
     outbox: Mutex<Option<Outbox>>,
-    /// Each conversation's state as the executor sees it (what it reports,
-    /// and re-sends after reconnecting or when inspected).
-    states: Mutex<HashMap<WorkerId, ConversationState>>,
 }
 
 impl Fault {
@@ -253,13 +278,13 @@ impl FakeExecutor {
         let shared = Arc::new(Shared {
             faults: Mutex::new(config.faults.clone()),
             config,
-            journal: Mutex::new(HashMap::new()),
+            core: Mutex::new(executor_core::Core::default()),
+            browser: Mutex::new(Browser::default()),
             stats: Mutex::new(Stats::default()),
             changed: Notify::new(),
             stop: Notify::new(),
             connected: Mutex::new(false),
             outbox: Mutex::new(None),
-            states: Mutex::new(HashMap::new()),
         });
         let task = tokio::spawn(run(shared.clone()));
         Self { shared, task }
@@ -297,22 +322,28 @@ impl FakeExecutor {
     /// Simulates the browser losing a worker's tab: reports the conversation
     /// closed, as a real carrier would. Returns whether a session was up.
     pub fn lose_tab(&self, worker: &WorkerId) -> bool {
-        self.report_lost_tab(worker, ExecutorFrame::ConversationClosed { worker_id: worker.clone() })
+        self.report_lost_tab(worker, false)
     }
 
     /// The same loss reported the other documented way: `conversationState{closed}`.
     pub fn lose_tab_as_state(&self, worker: &WorkerId) -> bool {
-        let state = ExecutorFrame::ConversationState {
-            worker_id: worker.clone(),
-            state: ConversationState::Closed,
-            error: None,
-        };
-        self.report_lost_tab(worker, state)
+        self.report_lost_tab(worker, true)
     }
 
-    fn report_lost_tab(&self, worker: &WorkerId, report: ExecutorFrame) -> bool {
-        self.shared.states.lock().unwrap().insert(worker.clone(), ConversationState::Closed);
-        let sent = self.shared.outbox.lock().unwrap().as_ref().is_some_and(|o| o.send(frame(&report)).is_ok());
+    fn report_lost_tab(&self, worker: &WorkerId, as_state: bool) -> bool {
+        let mut core = self.shared.core.lock().unwrap();
+        let tab = core.managed(worker).and_then(|m| m.tab);
+        let mut frames = tab.map(|tab| core.tab_removed(&tab)).unwrap_or_default();
+        drop(core);
+        if let Some(tab) = tab {
+            self.shared.browser.lock().unwrap().tabs.remove(&tab);
+        }
+        if as_state {
+            let closed = ConversationState::Closed;
+            frames = vec![ExecutorFrame::ConversationState { worker_id: worker.clone(), state: closed, error: None }];
+        }
+        let outbox = self.shared.outbox.lock().unwrap();
+        let sent = outbox.as_ref().is_some_and(|o| frames.iter().all(|f| o.send(frame(f)).is_ok()));
         self.shared.update(|s| s.lost_tabs.push(worker.clone()));
         sent
     }
@@ -361,22 +392,21 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
         return Next::SameInstance;
     };
     let (mut sink, mut stream) = socket.split();
-    let hello = ExecutorFrame::Hello {
-        protocol_version: PROTOCOL_VERSION,
+    let hello = executor_core::hello(&Identity {
         token: shared.config.token.clone(),
         executor_id: shared.config.executor_id.clone(),
-        executor_instance_id: instance.to_owned(),
-        executor_kind: ExecutorKind::Fake,
+        instance_id: instance.to_owned(),
+        kind: ExecutorKind::Fake,
         capabilities: vec!["conversation_create".into(), "conversation_send".into()],
         host: MachineFacts { os: std::env::consts::OS.into(), browser: None },
-    };
+    });
     if sink.send(frame(&hello)).await.is_err() {
         return Next::SameInstance;
     }
     let heartbeat = match stream.next().await {
         Some(Ok(Message::Text(text))) => match serde_json::from_str::<DaemonFrame>(&text) {
             Ok(DaemonFrame::Welcome { heartbeat_ms, .. }) => {
-                shared.config.heartbeat.unwrap_or(Duration::from_millis(heartbeat_ms))
+                shared.config.heartbeat.unwrap_or_else(|| executor_core::heartbeat_every(heartbeat_ms))
             }
             _ => return Next::SameInstance,
         },
@@ -393,30 +423,12 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
         s.connections += 1;
         s.instances.push(instance.to_owned());
     });
-    // A report sent while the daemon was away is lost: re-send every
-    // conversation's binding and state after the welcome (the protocol's
-    // reconnect rule), unless scripted not to.
-    let resync: Vec<ExecutorFrame> = if shared.faults.lock().unwrap().iter().any(|(_, f)| *f == Fault::NoResync) {
+    // A report sent while the daemon was away is lost: the core re-sends
+    // every binding and state after the welcome, unless scripted not to.
+    let resync = if shared.faults.lock().unwrap().iter().any(|(_, f)| *f == Fault::NoResync) {
         Vec::new()
     } else {
-        let conversations = shared.stats.lock().unwrap().conversations.clone();
-        let states = shared.states.lock().unwrap().clone();
-        conversations
-            .into_iter()
-            .flat_map(|(worker_id, conversation_id)| {
-                let bound = ExecutorFrame::ConversationBound {
-                    worker_id: worker_id.clone(),
-                    url: format!("https://chatgpt.com/c/{conversation_id}"),
-                    conversation_id,
-                };
-                let state = states.get(&worker_id).map(|s| ExecutorFrame::ConversationState {
-                    worker_id: worker_id.clone(),
-                    state: *s,
-                    error: None,
-                });
-                std::iter::once(bound).chain(state)
-            })
-            .collect()
+        shared.core.lock().unwrap().resync()
     };
     for report in &resync {
         if sink.send(frame(report)).await.is_err() {
@@ -467,48 +479,61 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
     next
 }
 
-/// Handles one command frame: journal first, then (unless a fault says
-/// otherwise) acknowledge, act once, and report.
+/// Handles one command frame the way `executor_core` prescribes (journal,
+/// acknowledge, act once, record, report), with the scripted faults
+/// injected around it.
 fn handle(shared: &Arc<Shared>, outbox: &Outbox, drop_tx: &mpsc::UnboundedSender<Next>, command: Command) {
-    let op = command.op.clone();
     shared.update(|s| {
         *s.frames_by_command.entry(command.command_id.clone()).or_default() += 1;
         s.first_received.entry(command.command_id.clone()).or_insert_with(std::time::Instant::now);
         s.commands.push(command.clone());
     });
-    let known = shared.journal.lock().unwrap().get(&command.idempotency_key).cloned();
-    let ack = || {
-        let _ = outbox.send(frame(&ExecutorFrame::Ack { command_id: command.command_id.clone() }));
+    let send = |f: &ExecutorFrame| {
+        let _ = outbox.send(frame(f));
     };
-    if let Some(Entry::Performed(outcome)) = known {
-        // A replay of something already done: answer from the journal.
-        ack();
-        let _ = outbox.send(frame(&ExecutorFrame::Result { command_id: command.command_id.clone(), outcome }));
-        return;
-    }
+    let key = command.idempotency_key.clone();
     // Faults fire on the first delivery of a command, not on its replays.
-    let fired = if known.is_none() { shared.faults_for(&op) } else { Vec::new() };
+    let first = shared.core.lock().unwrap().entry(&key).is_none();
+    let begun = shared.core.lock().unwrap().begin(&command, now_ms());
+    let plan = match begun {
+        Begin::Refused(result) => {
+            send(&ack(&command));
+            send(&result);
+            return;
+        }
+        Begin::Joined => {
+            send(&ack(&command));
+            return;
+        }
+        Begin::Perform(plan) => plan,
+    };
+    let fired = if first { shared.faults_for(&command.op) } else { Vec::new() };
     let has = |kind: fn(Op) -> Fault| fired.iter().any(|f| f.op().is_some_and(|o| *f == kind(o)));
-    shared.journal.lock().unwrap().insert(command.idempotency_key.clone(), Entry::Received);
+    // A stalled or cut-off attempt dies without a result, as a restart ends
+    // it: the daemon's replay resumes it at its phase.
     if has(Fault::StallBeforeAck) {
+        shared.core.lock().unwrap().abandon(&key);
         return;
     }
     let reorder = has(Fault::Reorder);
     if !reorder {
-        ack();
+        send(&ack(&command));
     }
     if has(Fault::DisconnectAfterAck) {
+        shared.core.lock().unwrap().abandon(&key);
         let _ = drop_tx.send(Next::SameInstance);
         return;
     }
     if has(Fault::StallAfterAck) {
+        shared.core.lock().unwrap().abandon(&key);
         return;
     }
     if has(Fault::MissDeadline) {
-        // Nothing performed: the key stays received, as the protocol says.
-        let outcome =
-            CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, detail: "the page stayed busy".into() };
-        let _ = outbox.send(frame(&ExecutorFrame::Result { command_id: command.command_id.clone(), outcome }));
+        // Nothing performed: the core leaves the key received, as the protocol says.
+        let outcome = error(ErrorCode::DeadlineExceeded, "the page stayed busy");
+        if let Some(result) = shared.core.lock().unwrap().finish(&key, outcome) {
+            send(&result);
+        }
         return;
     }
     let late = has(Fault::StallPastDeadline);
@@ -518,20 +543,18 @@ fn handle(shared: &Arc<Shared>, outbox: &Outbox, drop_tx: &mpsc::UnboundedSender
     let (shared, outbox, drop_tx) = (shared.clone(), outbox.clone(), drop_tx.clone());
     let act = async move {
         if late {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
-            tokio::time::sleep(Duration::from_millis(command.deadline_ms.saturating_sub(now) + 100)).await;
+            tokio::time::sleep(Duration::from_millis(command.deadline_ms.saturating_sub(now_ms()) + 100)).await;
         }
-        let outcome = perform(&shared, &outbox, &command, lose_idle);
-        shared.journal.lock().unwrap().insert(command.idempotency_key.clone(), Entry::Performed(outcome.clone()));
-        let result = ExecutorFrame::Result { command_id: command.command_id.clone(), outcome };
-        if !drop_result {
+        let outcome = perform(&shared, &outbox, &command, plan, lose_idle);
+        let result = shared.core.lock().unwrap().finish(&command.idempotency_key, outcome);
+        if let (false, Some(result)) = (drop_result, result) {
             let _ = outbox.send(frame(&result));
             if twice {
                 let _ = outbox.send(frame(&result));
             }
         }
         if reorder {
-            let _ = outbox.send(frame(&ExecutorFrame::Ack { command_id: command.command_id.clone() }));
+            let _ = outbox.send(frame(&ack(&command)));
         }
         if shared.take_fault(Fault::ReconnectNewInstance) {
             let _ = drop_tx.send(Next::NewInstance);
@@ -546,89 +569,98 @@ fn handle(shared: &Arc<Shared>, outbox: &Outbox, drop_tx: &mpsc::UnboundedSender
     }
 }
 
-/// Refuses a conversation this executor did not create for `worker`, as a
-/// real carrier refuses tabs it does not manage.
-fn unmanaged(shared: &Shared, worker: &WorkerId, conversation: &ConversationId) -> Option<CommandOutcome> {
-    let managed = shared.stats.lock().unwrap().conversations.iter().any(|(w, c)| w == worker && c == conversation);
-    (!managed).then(|| CommandOutcome::Error {
-        code: ErrorCode::UnmanagedTarget,
-        detail: "not a conversation this executor created".into(),
-    })
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
-/// The simulated effect: create a conversation and submit its prompt, or
-/// submit a prompt into an existing one. Counted exactly as it happens.
-fn perform(shared: &Shared, outbox: &Outbox, command: &Command, lose_idle: bool) -> CommandOutcome {
-    let worker = command.worker_id.clone();
-    let send = |f: ExecutorFrame| {
-        if let ExecutorFrame::ConversationState { worker_id, state, .. } = &f {
-            shared.states.lock().unwrap().insert(worker_id.clone(), *state);
+/// Carries out the core's plan in the simulated browser. Effects are counted
+/// in [`Stats`] exactly as they happen.
+fn perform(shared: &Shared, outbox: &Outbox, command: &Command, plan: Plan<u64>, lose_idle: bool) -> CommandOutcome {
+    let worker = &command.worker_id;
+    let key = &command.idempotency_key;
+    let emit = |frames: Vec<ExecutorFrame>| {
+        for f in &frames {
+            let _ = outbox.send(frame(f));
         }
-        let _ = outbox.send(frame(&f));
     };
-    match &command.op {
-        CommandOp::ConversationCreate { prompt, .. } => {
-            let id: ConversationId =
-                uuid::Uuid::now_v7().hyphenated().to_string().parse().expect("uuids are conversation ids");
-            shared.update(|s| {
-                s.conversations.push((worker.clone(), id.clone()));
-                s.submissions.push((id.clone(), prompt.clone()));
-            });
-            send(ExecutorFrame::ConversationCreated {
+    let prompt = executor_core::prompt_of(command).unwrap_or_default();
+    let submit = |tab: u64| -> CommandOutcome {
+        shared.core.lock().unwrap().advance(key, Phase::SubmissionStarted);
+        let mut browser = shared.browser.lock().unwrap();
+        let Some(page) = browser.tabs.get_mut(&tab) else {
+            return error(ErrorCode::AmbiguousSubmission, "the tab closed during submission");
+        };
+        if page.took.insert(key.clone()) {
+            if page.conversation.is_none() {
+                let id: ConversationId =
+                    uuid::Uuid::now_v7().hyphenated().to_string().parse().expect("uuids are conversation ids");
+                page.conversation = Some(id.clone());
+                shared.update(|s| s.conversations.push((worker.clone(), id)));
+            }
+            let conversation = page.conversation.clone().expect("set above");
+            shared.update(|s| s.submissions.push((conversation, prompt.to_owned())));
+            // The turn runs, then ends; with `lose_idle` it ends while nobody
+            // listens (as when the daemon dies meanwhile): only a resync or
+            // an inspection tells the daemon it went idle.
+            let url = page.url();
+            let mut core = shared.core.lock().unwrap();
+            emit(core.page_report(&tab, &url, ConversationState::Generating, None));
+            page.state = ConversationState::Idle;
+            let ended = core.page_report(&tab, &url, ConversationState::Idle, None);
+            if !lose_idle {
+                emit(ended);
+            }
+        }
+        let mut core = shared.core.lock().unwrap();
+        core.advance(key, Phase::Submitted);
+        core.ok(worker)
+    };
+    match plan {
+        Plan::Reply(outcome) => outcome,
+        Plan::Create { .. } => {
+            shared.core.lock().unwrap().advance(key, Phase::TabOpening);
+            let tab = shared.browser.lock().unwrap().open(None);
+            shared.core.lock().unwrap().tab_opened(worker, tab);
+            emit(vec![ExecutorFrame::ConversationCreated {
                 command_id: command.command_id.clone(),
                 worker_id: worker.clone(),
-            });
-            send(ExecutorFrame::ConversationBound {
-                worker_id: worker.clone(),
-                conversation_id: id.clone(),
-                url: format!("https://chatgpt.com/c/{id}"),
-            });
-            send(ExecutorFrame::ConversationState { worker_id: worker, state: ConversationState::Idle, error: None });
-            CommandOutcome::Ok { conversation_id: Some(id) }
+            }]);
+            submit(tab)
         }
-        CommandOp::ConversationSend { conversation_id, prompt, .. }
-        | CommandOp::ConversationSteer { conversation_id, prompt } => {
-            if let Some(refusal) = unmanaged(shared, &worker, conversation_id) {
-                return refusal;
-            }
-            shared.update(|s| s.submissions.push((conversation_id.clone(), prompt.clone())));
-            if lose_idle {
-                // The turn runs, then ends while nobody listens: the idle report never arrives.
-                send(ExecutorFrame::ConversationState {
-                    worker_id: worker.clone(),
-                    state: ConversationState::Generating,
-                    error: None,
-                });
-                shared.states.lock().unwrap().insert(worker, ConversationState::Idle);
-            } else {
-                send(ExecutorFrame::ConversationState {
-                    worker_id: worker,
-                    state: ConversationState::Idle,
-                    error: None,
-                });
-            }
-            CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }
-        }
-        CommandOp::ConversationOpen { conversation_id, .. } => {
-            if let Some(refusal) = unmanaged(shared, &worker, conversation_id) {
-                return refusal;
-            }
+        Plan::Submit { tab, .. } => submit(tab),
+        Plan::Reconcile { tab: None } => error(ErrorCode::AmbiguousSubmission, "the tab closed during submission"),
+        // The page answers for the key: it took the prompt or it did not.
+        Plan::Reconcile { tab: Some(tab) } if executor_core::prompt_of(command).is_some() => submit(tab),
+        Plan::Reconcile { .. } => shared.core.lock().unwrap().ok(worker),
+        Plan::Open { .. } => {
+            let CommandOp::ConversationOpen { conversation_id, .. } = &command.op else {
+                return error(ErrorCode::InvalidArgument, "only conversation_open opens a conversation");
+            };
+            let tab = shared.browser.lock().unwrap().open(Some(conversation_id.clone()));
+            let mut core = shared.core.lock().unwrap();
+            core.tab_opened(worker, tab);
+            emit(core.page_report(&tab, &conversation_url(conversation_id), ConversationState::Idle, None));
             shared.update(|s| s.reopened.push(conversation_id.clone()));
-            send(ExecutorFrame::ConversationState { worker_id: worker, state: ConversationState::Idle, error: None });
-            CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }
+            core.ok(worker)
         }
-        CommandOp::ConversationInspect { conversation_id } => {
-            // An inspection re-reports the current state, changed or not.
-            let current = shared.states.lock().unwrap().get(&worker).copied();
-            if let Some(state) = current {
-                send(ExecutorFrame::ConversationState { worker_id: worker, state, error: None });
+        Plan::Inspect { tab } => {
+            let page = shared.browser.lock().unwrap().tabs.get(&tab).cloned();
+            let mut core = shared.core.lock().unwrap();
+            match page {
+                Some(page) => emit(core.inspected(&tab, &page.url(), page.state, None)),
+                None => emit(core.tab_removed(&tab)),
             }
-            CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }
+            core.ok(worker)
         }
-        CommandOp::ConversationClose { conversation_id } => {
-            shared.update(|s| s.closed.push(conversation_id.clone()));
-            send(ExecutorFrame::ConversationClosed { worker_id: worker });
-            CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }
+        Plan::Close { tab } => {
+            shared.browser.lock().unwrap().tabs.remove(&tab);
+            let mut core = shared.core.lock().unwrap();
+            let conversation = core.managed(worker).and_then(|m| m.conversation.clone());
+            emit(core.tab_removed(&tab));
+            if let Some(conversation) = conversation {
+                shared.update(|s| s.closed.push(conversation));
+            }
+            core.ok(worker)
         }
     }
 }

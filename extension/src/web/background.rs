@@ -5,13 +5,12 @@
 //! top level; a restart reconnects and the daemon replays what is unfinished.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
 use std::rc::Rc;
 
+use executor_core::{Begin, Identity, Phase, Plan, ack, app_of, error, heartbeat_every, prompt_of, tab_marker};
 use js_sys::{Function, Reflect};
 use protocol::executor::{
     Command, CommandOp, CommandOutcome, ConversationState, DaemonFrame, ExecutorFrame, ExecutorKind, MachineFacts,
-    PROTOCOL_VERSION,
 };
 use protocol::{ConversationId, ErrorCode};
 use serde::{Deserialize, Serialize};
@@ -19,12 +18,11 @@ use wasm_bindgen::prelude::*;
 use web_sys::{CloseEvent, MessageEvent, WebSocket};
 
 use super::{call, from_js, now_ms, object, random_hex, set_timeout, sleep, storage_get, storage_set, to_js};
-use crate::core::{Core, Phase, Plan, tab_marker};
 use crate::messages::{PageReply, Report, Submission, ToPage};
 
-/// Heartbeats at most this far apart: Chromium keeps a service worker alive
-/// while WebSocket messages flow at least every 30 s.
-const HEARTBEAT_MAX_MS: u64 = 20_000;
+/// The shared executor core, with tab ids as handles.
+type Core = executor_core::Core<i32>;
+
 const BACKOFF_MIN_MS: u32 = 500;
 const BACKOFF_MAX_MS: u32 = 30_000;
 
@@ -73,8 +71,6 @@ struct Background {
     heartbeat_seq: Cell<u64>,
     backoff_ms: Cell<u32>,
     reconnect_pending: Cell<bool>,
-    /// Idempotency keys being performed right now (a replay only retargets).
-    in_flight: RefCell<HashSet<String>>,
 }
 
 thread_local! {
@@ -112,7 +108,6 @@ pub async fn bg_start() {
         heartbeat_seq: Cell::new(0),
         backoff_ms: Cell::new(BACKOFF_MIN_MS),
         reconnect_pending: Cell::new(false),
-        in_flight: RefCell::new(HashSet::new()),
     });
     BACKGROUND.with(|b| *b.borrow_mut() = Some(bg.clone()));
     let _ = call("alarms.create", &["keepalive".into(), object(&[("periodInMinutes", 0.5.into())])]).await;
@@ -134,7 +129,7 @@ pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
         }
         "tab_removed" => {
             if let Some(tab) = first.as_f64() {
-                let frames = bg.core.borrow_mut().tab_removed(tab as i32);
+                let frames = bg.core.borrow_mut().tab_removed(&(tab as i32));
                 if !frames.is_empty() {
                     bg.emit(frames);
                     wasm_bindgen_futures::spawn_local(async move { bg.persist().await });
@@ -145,7 +140,7 @@ pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
             // A managed tab the browser discarded: report, then reload the exact conversation.
             let discarded = Reflect::get(&second, &"discarded".into()).ok().and_then(|d| d.as_bool()) == Some(true);
             if let (true, Some(tab)) = (discarded, first.as_f64())
-                && let Some(worker) = bg.core.borrow().worker_of(tab as i32).cloned()
+                && let Some(worker) = bg.core.borrow().worker_of(&(tab as i32)).cloned()
             {
                 bg.emit(vec![ExecutorFrame::ConversationError {
                     worker_id: worker,
@@ -229,7 +224,7 @@ impl Background {
                 }
             }
         }
-        let frames = self.core.borrow_mut().retain_tabs(|t| alive.contains(&t));
+        let frames = self.core.borrow_mut().retain_tabs(|t| alive.contains(t));
         self.emit(frames);
         self.persist().await;
     }
@@ -267,16 +262,14 @@ impl Background {
         let (bg, live) = (self.clone(), current.clone());
         let on_open = Closure::<dyn FnMut()>::new(move || {
             if live() {
-                let hello = ExecutorFrame::Hello {
-                    protocol_version: PROTOCOL_VERSION,
+                bg.send(&executor_core::hello(&Identity {
                     token: pairing.token.clone(),
                     executor_id: bg.executor_id.borrow().clone(),
-                    executor_instance_id: bg.instance_id.clone(),
-                    executor_kind: ExecutorKind::Webext,
+                    instance_id: bg.instance_id.clone(),
+                    kind: ExecutorKind::Webext,
                     capabilities: vec![],
                     host: MachineFacts { os: String::new(), browser: user_agent() },
-                };
-                bg.send(&hello);
+                }));
             }
         });
         let (bg, live) = (self.clone(), current.clone());
@@ -373,8 +366,10 @@ impl Background {
             Ok(DaemonFrame::Welcome { heartbeat_ms, .. }) => {
                 self.backoff_ms.set(BACKOFF_MIN_MS);
                 self.set_connection("connected");
-                self.start_heartbeat(heartbeat_ms.clamp(1_000, HEARTBEAT_MAX_MS));
-                self.resend_bindings();
+                self.start_heartbeat(heartbeat_every(heartbeat_ms).as_millis() as u64);
+                // What the daemon may have missed while away.
+                let frames = self.core.borrow().resync();
+                self.emit(frames);
             }
             Ok(DaemonFrame::Command(command)) => {
                 let bg = self.clone();
@@ -391,26 +386,8 @@ impl Background {
         self.schedule_reconnect();
     }
 
-    /// After (re)connecting: what the daemon may have missed while away.
-    fn resend_bindings(&self) {
-        let mut frames = Vec::new();
-        for (worker, managed) in self.core.borrow().workers() {
-            if let Some(conversation) = &managed.conversation {
-                frames.push(ExecutorFrame::ConversationBound {
-                    worker_id: worker.clone(),
-                    conversation_id: conversation.clone(),
-                    url: format!("https://chatgpt.com/c/{conversation}"),
-                });
-            }
-            if let Some(state) = managed.state {
-                frames.push(ExecutorFrame::ConversationState { worker_id: worker.clone(), state, error: None });
-            }
-        }
-        self.emit(frames);
-    }
-
     fn on_report(self: &Rc<Self>, tab: i32, report: &Report) {
-        let frames = self.core.borrow_mut().page_report(tab, &report.url, report.state, report.error);
+        let frames = self.core.borrow_mut().page_report(&tab, &report.url, report.state, report.error);
         if !frames.is_empty() {
             self.emit(frames);
             let bg = self.clone();
@@ -418,37 +395,27 @@ impl Background {
         }
     }
 
-    /// Journal, persist, acknowledge, act, record, answer.
+    /// Journal, persist, acknowledge, act, record, answer (the order
+    /// `executor_core` prescribes).
     async fn handle(self: Rc<Self>, command: Command) {
         let key = command.idempotency_key.clone();
-        let ack = ExecutorFrame::Ack { command_id: command.command_id.clone() };
-        if self.in_flight.borrow().contains(&key) {
-            // A replay of work in progress: the result will answer the newest id.
-            if self.core.borrow_mut().retarget(&key, &command) {
-                self.persist().await;
-                self.send(&ack);
-            } else {
-                self.send(&ack);
-                self.send(&ExecutorFrame::Result {
-                    command_id: command.command_id.clone(),
-                    outcome: error(ErrorCode::Conflict, "idempotency key reused for another worker"),
-                });
+        let begun = self.core.borrow_mut().begin(&command, now_ms());
+        let plan = match begun {
+            Begin::Refused(result) => {
+                self.send(&ack(&command));
+                self.send(&result);
+                return;
             }
-            return;
-        }
-        // Claimed before any await, so a replay arriving meanwhile only retargets.
-        self.in_flight.borrow_mut().insert(key.clone());
-        let plan = self.core.borrow_mut().receive(&command, now_ms());
-        if let Plan::Refuse(outcome) = plan {
-            self.in_flight.borrow_mut().remove(&key);
-            self.send(&ack);
-            self.send(&ExecutorFrame::Result { command_id: command.command_id.clone(), outcome });
-            return;
-        }
+            Begin::Joined => {
+                self.persist().await;
+                self.send(&ack(&command));
+                return;
+            }
+            Begin::Perform(plan) => plan,
+        };
         self.persist().await;
-        self.send(&ack);
+        self.send(&ack(&command));
         let outcome = self.perform(&command, plan).await;
-        self.in_flight.borrow_mut().remove(&key);
         let result = self.core.borrow_mut().finish(&key, outcome);
         self.persist().await;
         if let Some(result) = result {
@@ -456,10 +423,10 @@ impl Background {
         }
     }
 
-    async fn perform(self: &Rc<Self>, command: &Command, plan: Plan) -> CommandOutcome {
+    async fn perform(self: &Rc<Self>, command: &Command, plan: Plan<i32>) -> CommandOutcome {
         let creating = matches!(command.op, CommandOp::ConversationCreate { .. });
         match plan {
-            Plan::Reply(outcome) | Plan::Refuse(outcome) => outcome,
+            Plan::Reply(outcome) => outcome,
             Plan::Create { url, prompt } => match self.open_marked(command, &url).await {
                 Ok(tab) => {
                     self.emit(vec![ExecutorFrame::ConversationCreated {
@@ -474,7 +441,7 @@ impl Background {
             // The page settles it: it records a key before clicking and again once confirmed.
             Plan::Reconcile { tab: None } => error(ErrorCode::AmbiguousSubmission, "the tab closed during submission"),
             Plan::Reconcile { tab: Some(tab) } => match prompt_of(command) {
-                Some(prompt) => self.submit(command, tab, &prompt, creating).await,
+                Some(prompt) => self.submit(command, tab, prompt, creating).await,
                 None => self.ok(command),
             },
             Plan::Open { url } => {
@@ -491,25 +458,16 @@ impl Background {
             }
             Plan::Inspect { tab } => match ask(tab, &ToPage::Ping).await {
                 Ok(PageReply::Report(report)) => {
-                    self.on_report(tab, &report);
-                    // An inspection re-reports the state, changed or not: the
-                    // daemon may have missed the last report.
-                    let state =
-                        self.core.borrow().workers().find(|(w, _)| **w == command.worker_id).and_then(|(_, m)| m.state);
-                    if let Some(state) = state {
-                        self.emit(vec![ExecutorFrame::ConversationState {
-                            worker_id: command.worker_id.clone(),
-                            state,
-                            error: report.error,
-                        }]);
-                    }
+                    let frames = self.core.borrow_mut().inspected(&tab, &report.url, report.state, report.error);
+                    self.emit(frames);
+                    self.persist().await;
                     self.ok(command)
                 }
                 _ => error(ErrorCode::BrowserControlUnavailable, "the managed tab does not answer"),
             },
             Plan::Close { tab } => {
                 let _ = call("tabs.remove", &[tab.into()]).await;
-                let frames = self.core.borrow_mut().tab_removed(tab);
+                let frames = self.core.borrow_mut().tab_removed(&tab);
                 self.emit(frames);
                 self.ok(command)
             }
@@ -517,8 +475,7 @@ impl Background {
     }
 
     fn ok(&self, command: &Command) -> CommandOutcome {
-        let conversation = self.core.borrow().managed(&command.worker_id).and_then(|m| m.conversation.clone());
-        CommandOutcome::Ok { conversation_id: conversation }
+        self.core.borrow().ok(&command.worker_id)
     }
 
     /// Opens the new chat's tab, marked with the command, unless a restart
@@ -526,7 +483,7 @@ impl Background {
     /// marker and used.
     async fn open_marked(&self, command: &Command, url: &str) -> Result<i32, CommandOutcome> {
         let key = &command.idempotency_key;
-        let marker = tab_marker(&marker_of(key));
+        let marker = tab_marker(key);
         let resumed = self.core.borrow().entry(key).is_some_and(|e| e.phase == Phase::TabOpening);
         let found = if resumed { find_marked(&marker).await } else { None };
         self.core.borrow_mut().advance(key, Phase::TabOpening);
@@ -564,10 +521,7 @@ impl Background {
             deadline_ms: command.deadline_ms,
             expect_conversation: creating,
             conversation: conversation.map(|c| c.to_string()),
-            app: match &command.op {
-                CommandOp::ConversationCreate { app, .. } | CommandOp::ConversationSend { app, .. } => app.clone(),
-                _ => None,
-            },
+            app: app_of(command).map(str::to_owned),
         });
         match ask(tab, &request).await {
             Ok(PageReply::Submitted(report)) => {
@@ -612,20 +566,6 @@ impl Background {
     }
 }
 
-/// The prompt a command carries, if any.
-fn prompt_of(command: &Command) -> Option<String> {
-    match &command.op {
-        CommandOp::ConversationCreate { prompt, .. }
-        | CommandOp::ConversationSend { prompt, .. }
-        | CommandOp::ConversationSteer { prompt, .. } => Some(prompt.clone()),
-        _ => None,
-    }
-}
-
-fn error(code: ErrorCode, detail: &str) -> CommandOutcome {
-    CommandOutcome::Error { code, detail: detail.into() }
-}
-
 /// Opens an inactive tab that the browser should not discard.
 async fn open_tab(url: &str) -> Result<i32, CommandOutcome> {
     let tab = call("tabs.create", &[object(&[("url", url.into()), ("active", false.into())])])
@@ -636,11 +576,6 @@ async fn open_tab(url: &str) -> Result<i32, CommandOutcome> {
     // Not every browser knows autoDiscardable; discarding is detected and repaired anyway.
     let _ = call("tabs.update", &[id.into(), object(&[("autoDiscardable", false.into())])]).await;
     Ok(id)
-}
-
-/// The marker's text: the idempotency key, URL-fragment safe.
-fn marker_of(key: &str) -> String {
-    key.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect()
 }
 
 /// The one tab whose URL ends with `marker`, if exactly one does.

@@ -2,7 +2,7 @@
 //! resumes at its persisted phase, nothing is performed twice, and nothing
 //! unmanaged is touched.
 
-use extension::core::{Core, Phase, Plan};
+use executor_core::{Begin, Core, JOURNAL_KEEP, Phase, Plan};
 use protocol::executor::{Command, CommandOp, CommandOutcome, ConversationState, ExecutorFrame};
 use protocol::{CommandId, ConversationId, ErrorCode, WorkerId};
 
@@ -41,20 +41,32 @@ fn send(n: u8, w: &WorkerId, conversation: &str) -> Command {
     command(n, w, &format!("send-{n}"), op)
 }
 
+/// What the executor plans for `command` at `now_ms`, as if no earlier
+/// attempt were still running (each call stands for a fresh process).
+fn plan_at(core: &mut Core<i32>, command: &Command, now_ms: u64) -> Plan<i32> {
+    match core.begin(command, now_ms) {
+        Begin::Perform(plan) => {
+            core.abandon(&command.idempotency_key);
+            plan
+        }
+        other => panic!("expected a plan, got {other:?}"),
+    }
+}
+
 /// Persist and load, as the background does across a service-worker restart.
-fn restart(core: &Core) -> Core {
+fn restart(core: &Core<i32>) -> Core<i32> {
     serde_json::from_str(&serde_json::to_string(core).unwrap()).unwrap()
 }
 
 /// A worker with tab 7 bound to `CONV`, its create completed.
-fn bound_worker() -> (Core, WorkerId) {
-    let mut core = Core::default();
+fn bound_worker() -> (Core<i32>, WorkerId) {
+    let mut core = Core::<i32>::default();
     let w = worker(1);
-    assert!(matches!(core.receive(&create(1, &w), 0), Plan::Create { .. }));
+    assert!(matches!(plan_at(&mut core, &create(1, &w), 0), Plan::Create { .. }));
     core.advance("create-1", Phase::TabOpening);
     core.tab_opened(&w, 7);
     core.advance("create-1", Phase::SubmissionStarted);
-    let frames = core.page_report(7, &format!("https://chatgpt.com/c/{CONV}"), ConversationState::Generating, None);
+    let frames = core.page_report(&7, &format!("https://chatgpt.com/c/{CONV}"), ConversationState::Generating, None);
     assert!(
         matches!(&frames[0], ExecutorFrame::ConversationBound { conversation_id, .. } if conversation_id.as_str() == CONV)
     );
@@ -71,7 +83,7 @@ fn a_completed_command_is_answered_from_the_journal_after_a_restart() {
     let mut replay = create(1, &w);
     replay.command_id = CommandId::from_uuid_bytes([9; 16]);
     assert_eq!(
-        core.receive(&replay, 0),
+        plan_at(&mut core, &replay, 0),
         Plan::Reply(CommandOutcome::Ok { conversation_id: Some(CONV.parse().unwrap()) })
     );
     let Some(ExecutorFrame::Result { command_id, .. }) =
@@ -85,24 +97,24 @@ fn a_completed_command_is_answered_from_the_journal_after_a_restart() {
 #[test]
 fn a_restart_inside_submission_reconciles_with_the_page_instead_of_resending() {
     let (mut core, w) = bound_worker();
-    assert_eq!(core.receive(&send(2, &w, CONV), 0), Plan::Submit { tab: 7, prompt: "wake".into() });
+    assert_eq!(plan_at(&mut core, &send(2, &w, CONV), 0), Plan::Submit { tab: 7, prompt: "wake".into() });
     core.advance("send-2", Phase::SubmissionStarted);
     let mut core = restart(&core);
-    assert_eq!(core.receive(&send(2, &w, CONV), 0), Plan::Reconcile { tab: Some(7) });
+    assert_eq!(plan_at(&mut core, &send(2, &w, CONV), 0), Plan::Reconcile { tab: Some(7) });
     // The tab is gone too: still a reconcile (which then reports AMBIGUOUS_SUBMISSION), never a resend.
-    core.tab_removed(7);
-    assert_eq!(core.receive(&send(2, &w, CONV), 0), Plan::Reconcile { tab: None });
+    core.tab_removed(&7);
+    assert_eq!(plan_at(&mut core, &send(2, &w, CONV), 0), Plan::Reconcile { tab: None });
 }
 
 #[test]
 fn a_restart_after_opening_the_tab_submits_there_without_opening_another() {
-    let mut core = Core::default();
+    let mut core = Core::<i32>::default();
     let w = worker(1);
-    core.receive(&create(1, &w), 0);
+    plan_at(&mut core, &create(1, &w), 0);
     core.advance("create-1", Phase::TabOpening);
     core.tab_opened(&w, 3);
     let mut core = restart(&core);
-    assert_eq!(core.receive(&create(1, &w), 0), Plan::Submit { tab: 3, prompt: "boot".into() });
+    assert_eq!(plan_at(&mut core, &create(1, &w), 0), Plan::Submit { tab: 3, prompt: "boot".into() });
     // A second create for the same worker under another key is a conflict, not a second tab.
     let other = command(
         5,
@@ -110,19 +122,22 @@ fn a_restart_after_opening_the_tab_submits_there_without_opening_another() {
         "create-other",
         CommandOp::ConversationCreate { prompt: "x".into(), project_url: None, app: None },
     );
-    assert!(matches!(core.receive(&other, 0), Plan::Reply(CommandOutcome::Error { code: ErrorCode::Conflict, .. })));
+    assert!(matches!(
+        plan_at(&mut core, &other, 0),
+        Plan::Reply(CommandOutcome::Error { code: ErrorCode::Conflict, .. })
+    ));
 }
 
 #[test]
 fn commands_naming_conversations_this_executor_did_not_create_are_refused() {
     let (mut core, w) = bound_worker();
     let refused =
-        |plan: Plan| matches!(plan, Plan::Reply(CommandOutcome::Error { code: ErrorCode::UnmanagedTarget, .. }));
-    assert!(refused(core.receive(&send(2, &w, OTHER), 0)), "another conversation");
-    assert!(refused(core.receive(&send(3, &worker(2), CONV), 0)), "another worker");
+        |plan: Plan<i32>| matches!(plan, Plan::Reply(CommandOutcome::Error { code: ErrorCode::UnmanagedTarget, .. }));
+    assert!(refused(plan_at(&mut core, &send(2, &w, OTHER), 0)), "another conversation");
+    assert!(refused(plan_at(&mut core, &send(3, &worker(2), CONV), 0)), "another worker");
     let close =
         command(4, &worker(3), "close-4", CommandOp::ConversationClose { conversation_id: CONV.parse().unwrap() });
-    assert!(refused(core.receive(&close, 0)));
+    assert!(refused(plan_at(&mut core, &close, 0)));
     let open = command(
         5,
         &worker(3),
@@ -132,23 +147,23 @@ fn commands_naming_conversations_this_executor_did_not_create_are_refused() {
             url: format!("https://chatgpt.com/c/{OTHER}"),
         },
     );
-    assert!(refused(core.receive(&open, 0)));
+    assert!(refused(plan_at(&mut core, &open, 0)));
     // Reports from a tab nobody manages mean nothing.
-    assert!(core.page_report(99, &format!("https://chatgpt.com/c/{OTHER}"), ConversationState::Idle, None).is_empty());
-    assert_eq!(core.worker_of(99), None);
+    assert!(core.page_report(&99, &format!("https://chatgpt.com/c/{OTHER}"), ConversationState::Idle, None).is_empty());
+    assert_eq!(core.worker_of(&99), None);
 }
 
 #[test]
 fn page_reports_bind_once_flag_drift_and_coalesce_states() {
     let (mut core, w) = bound_worker();
     let url = format!("https://chatgpt.com/c/{CONV}");
-    assert!(core.page_report(7, &url, ConversationState::Generating, None).is_empty(), "no change, nothing sent");
-    let frames = core.page_report(7, &url, ConversationState::Idle, None);
+    assert!(core.page_report(&7, &url, ConversationState::Generating, None).is_empty(), "no change, nothing sent");
+    let frames = core.page_report(&7, &url, ConversationState::Idle, None);
     assert_eq!(
         frames,
         vec![ExecutorFrame::ConversationState { worker_id: w.clone(), state: ConversationState::Idle, error: None }]
     );
-    let frames = core.page_report(7, &format!("https://chatgpt.com/c/{OTHER}"), ConversationState::Idle, None);
+    let frames = core.page_report(&7, &format!("https://chatgpt.com/c/{OTHER}"), ConversationState::Idle, None);
     assert!(matches!(
         &frames[..],
         [ExecutorFrame::ConversationError { code: ErrorCode::ConversationIdentityDrift, .. }]
@@ -159,26 +174,26 @@ fn page_reports_bind_once_flag_drift_and_coalesce_states() {
         "never rebinds"
     );
     // The tab closes: the conversation is reported closed; a reopen opens the exact URL.
-    assert_eq!(core.tab_removed(7), vec![ExecutorFrame::ConversationClosed { worker_id: w.clone() }]);
+    assert_eq!(core.tab_removed(&7), vec![ExecutorFrame::ConversationClosed { worker_id: w.clone() }]);
     let open = command(
         6,
         &w,
         "open-6",
         CommandOp::ConversationOpen { conversation_id: CONV.parse().unwrap(), url: url.clone() },
     );
-    assert_eq!(core.receive(&open, 0), Plan::Open { url });
+    assert_eq!(plan_at(&mut core, &open, 0), Plan::Open { url });
     assert!(matches!(
-        core.receive(&send(7, &w, CONV), 0),
+        plan_at(&mut core, &send(7, &w, CONV), 0),
         Plan::Reply(CommandOutcome::Error { code: ErrorCode::NotFound, .. })
     ));
 }
 
 #[test]
 fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
-    let mut core = Core::default();
+    let mut core = Core::<i32>::default();
     let w = worker(1);
     assert!(matches!(
-        core.receive(&create(1, &w), 20_000),
+        plan_at(&mut core, &create(1, &w), 20_000),
         Plan::Reply(CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, .. })
     ));
     let op = CommandOp::ConversationCreate {
@@ -187,17 +202,20 @@ fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
         app: None,
     };
     assert!(matches!(
-        core.receive(&command(2, &worker(2), "k2", op), 0),
+        plan_at(&mut core, &command(2, &worker(2), "k2", op), 0),
         Plan::Reply(CommandOutcome::Error { code: ErrorCode::InvalidArgument, .. })
     ));
     let project = format!("https://chatgpt.com/g/g-p-{}/project", "a".repeat(32));
     let op = CommandOp::ConversationCreate { prompt: "p".into(), project_url: Some(project.clone()), app: None };
-    assert_eq!(core.receive(&command(3, &worker(3), "k3", op), 0), Plan::Create { url: project, prompt: "p".into() });
+    assert_eq!(
+        plan_at(&mut core, &command(3, &worker(3), "k3", op), 0),
+        Plan::Create { url: project, prompt: "p".into() }
+    );
     // An app label that cannot name an app is refused before anything opens or types.
     for label in ["", " padded", "line\nbreak"] {
         let op = CommandOp::ConversationCreate { prompt: "p".into(), project_url: None, app: Some(label.into()) };
         assert!(matches!(
-            core.receive(&command(4, &worker(4), &format!("k4{label}"), op), 0),
+            plan_at(&mut core, &command(4, &worker(4), &format!("k4{label}"), op), 0),
             Plan::Reply(CommandOutcome::Error { code: ErrorCode::InvalidArgument, .. })
         ));
         let op = CommandOp::ConversationSend {
@@ -206,7 +224,7 @@ fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
             app: Some(label.into()),
         };
         assert!(matches!(
-            core.receive(&command(5, &worker(5), &format!("k5{label}"), op), 0),
+            plan_at(&mut core, &command(5, &worker(5), &format!("k5{label}"), op), 0),
             Plan::Reply(CommandOutcome::Error { code: ErrorCode::InvalidArgument, .. })
         ));
     }
@@ -214,16 +232,16 @@ fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
 
 #[test]
 fn the_journal_stays_bounded() {
-    let mut core = Core::default();
-    for n in 0..(extension::core::JOURNAL_KEEP + 40) {
+    let mut core = Core::<i32>::default();
+    for n in 0..(JOURNAL_KEEP + 40) {
         let key = format!("k{n}");
         let w = WorkerId::from_uuid_bytes([(n % 200) as u8 + 1; 16]);
         let c = command(1, &w, &key, CommandOp::ConversationInspect { conversation_id: CONV.parse().unwrap() });
-        core.receive(&c, 0);
+        plan_at(&mut core, &c, 0);
         core.finish(&key, CommandOutcome::Ok { conversation_id: None });
     }
     assert!(core.entry("k0").is_none(), "the oldest completed entries are forgotten");
-    assert!(core.entry(&format!("k{}", extension::core::JOURNAL_KEEP + 39)).is_some());
+    assert!(core.entry(&format!("k{}", JOURNAL_KEEP + 39)).is_some());
 }
 
 #[test]
@@ -231,8 +249,21 @@ fn a_key_reused_by_another_worker_is_refused_without_touching_the_journal() {
     let (mut core, w) = bound_worker();
     let mut other = create(1, &worker(9));
     other.command_id = CommandId::from_uuid_bytes([8; 16]);
-    assert!(matches!(core.receive(&other, 0), Plan::Refuse(CommandOutcome::Error { code: ErrorCode::Conflict, .. })));
-    assert!(!core.retarget("create-1", &other));
+    let refused = |begin: Begin<i32>| {
+        matches!(
+            begin,
+            Begin::Refused(ExecutorFrame::Result {
+                outcome: CommandOutcome::Error { code: ErrorCode::Conflict, .. },
+                ..
+            })
+        )
+    };
+    assert!(refused(core.begin(&other, 0)));
+    // Also while the owner's command is being performed (a replay would join it).
+    assert_eq!(core.begin(&send(2, &w, CONV), 0), Begin::Perform(Plan::Submit { tab: 7, prompt: "wake".into() }));
+    let mut thief = send(3, &worker(9), CONV);
+    thief.idempotency_key = "send-2".into();
+    assert!(refused(core.begin(&thief, 0)));
     let entry = core.entry("create-1").unwrap();
     assert_eq!((&entry.worker_id, entry.phase), (&w, Phase::Completed), "the owner's entry is intact");
     assert_eq!(entry.command_id, CommandId::from_uuid_bytes([1; 16]));
@@ -240,26 +271,90 @@ fn a_key_reused_by_another_worker_is_refused_without_touching_the_journal() {
 
 #[test]
 fn a_refused_create_releases_its_tab_so_a_retry_under_a_new_key_starts_clean() {
-    let mut core = Core::default();
+    let mut core = Core::<i32>::default();
     let w = worker(1);
-    assert!(matches!(core.receive(&create(1, &w), 0), Plan::Create { .. }));
+    assert!(matches!(plan_at(&mut core, &create(1, &w), 0), Plan::Create { .. }));
     core.advance("create-1", Phase::TabOpening);
     core.tab_opened(&w, 3);
     let refused = CommandOutcome::Error { code: ErrorCode::HostAppDisabled, detail: String::new() };
-    core.finish("create-1", refused.clone());
+    core.finish("create-1", refused);
     assert_eq!(core.release_unbound(&w), Some(3));
-    assert_eq!(core.worker_of(3), None, "the tab is no longer managed");
-    // The same key answers from the journal; a retry under a new key creates afresh.
-    assert_eq!(core.receive(&create(1, &w), 0), Plan::Reply(refused));
+    assert_eq!(core.worker_of(&3), None, "the tab is no longer managed");
+    // Nothing reached the page: the key stays received, so a replay of it
+    // acts again (the protocol's rule), as does a retry under a new key.
+    assert_eq!(core.entry("create-1").map(|e| (e.phase, e.outcome.clone())), Some((Phase::Received, None)));
+    assert!(matches!(plan_at(&mut core, &create(1, &w), 0), Plan::Create { .. }));
     let retry = command(
         2,
         &w,
         "create-1:retry-1",
         CommandOp::ConversationCreate { prompt: "boot".into(), project_url: None, app: Some("Orchestrator".into()) },
     );
-    assert!(matches!(core.receive(&retry, 0), Plan::Create { .. }));
+    assert!(matches!(plan_at(&mut core, &retry, 0), Plan::Create { .. }));
     // A worker whose page already showed its conversation keeps it.
     core.tab_opened(&w, 4);
-    core.page_report(4, &format!("https://chatgpt.com/c/{CONV}"), ConversationState::Idle, None);
+    core.page_report(&4, &format!("https://chatgpt.com/c/{CONV}"), ConversationState::Idle, None);
     assert_eq!(core.release_unbound(&w), None);
+}
+
+#[test]
+fn a_replay_while_the_command_runs_joins_it_and_the_result_answers_the_newest_id() {
+    let (mut core, w) = bound_worker();
+    assert_eq!(core.begin(&send(2, &w, CONV), 0), Begin::Perform(Plan::Submit { tab: 7, prompt: "wake".into() }));
+    let mut replay = send(2, &w, CONV);
+    replay.command_id = CommandId::from_uuid_bytes([42; 16]);
+    assert_eq!(core.begin(&replay, 0), Begin::Joined, "one effect: the replay does not plan again");
+    core.advance("send-2", Phase::Submitted);
+    let Some(ExecutorFrame::Result { command_id, .. }) = core.finish("send-2", core.ok(&w)) else { panic!() };
+    assert_eq!(command_id, replay.command_id);
+    // Settled: a later replay is answered from the journal.
+    assert!(matches!(core.begin(&replay, 0), Begin::Perform(Plan::Reply(CommandOutcome::Ok { .. }))));
+}
+
+#[test]
+fn an_abandoned_attempt_is_resumed_at_its_phase_by_the_replay() {
+    let (mut core, w) = bound_worker();
+    assert!(matches!(core.begin(&send(2, &w, CONV), 0), Begin::Perform(Plan::Submit { .. })));
+    core.advance("send-2", Phase::SubmissionStarted);
+    core.abandon("send-2");
+    assert_eq!(core.begin(&send(2, &w, CONV), 0), Begin::Perform(Plan::Reconcile { tab: Some(7) }));
+}
+
+#[test]
+fn an_error_before_the_page_leaves_the_key_received_and_one_after_is_kept() {
+    let (mut core, w) = bound_worker();
+    let late = CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, detail: "busy".into() };
+    assert!(matches!(core.begin(&send(2, &w, CONV), 0), Begin::Perform(Plan::Submit { .. })));
+    core.finish("send-2", late);
+    assert_eq!(core.entry("send-2").map(|e| e.phase), Some(Phase::Received));
+    assert!(matches!(core.begin(&send(2, &w, CONV), 0), Begin::Perform(Plan::Submit { .. })), "a replay acts");
+    core.advance("send-2", Phase::SubmissionStarted);
+    let ambiguous = CommandOutcome::Error { code: ErrorCode::AmbiguousSubmission, detail: "gone".into() };
+    core.finish("send-2", ambiguous.clone());
+    assert_eq!(core.begin(&send(2, &w, CONV), 0), Begin::Perform(Plan::Reply(ambiguous)), "never typed twice");
+}
+
+#[test]
+fn an_inspection_and_a_resync_re_send_the_state_even_when_unchanged() {
+    let (mut core, w) = bound_worker();
+    let url = format!("https://chatgpt.com/c/{CONV}");
+    let state = |s| ExecutorFrame::ConversationState { worker_id: w.clone(), state: s, error: None };
+    assert_eq!(
+        core.inspected(&7, &url, ConversationState::Generating, None),
+        vec![state(ConversationState::Generating)]
+    );
+    let bound = ExecutorFrame::ConversationBound {
+        worker_id: w.clone(),
+        conversation_id: CONV.parse().unwrap(),
+        url: url.clone(),
+    };
+    assert_eq!(core.resync(), vec![bound, state(ConversationState::Generating)]);
+}
+
+#[test]
+fn the_handshake_frames_follow_the_protocol() {
+    assert_eq!(executor_core::tab_marker("send:w/1 x"), "#orchestrator-send-w-1-x");
+    assert_eq!(executor_core::heartbeat_every(60_000), executor_core::HEARTBEAT_MAX);
+    assert_eq!(executor_core::heartbeat_every(5), executor_core::HEARTBEAT_MIN);
+    assert_eq!(executor_core::heartbeat_every(5_000).as_millis(), 5_000);
 }
