@@ -7,7 +7,9 @@
 //!    in-memory store this is the broker's wake path alone; over SQLite it
 //!    includes the durable commit (printed beside it).
 //! 2. Durable mutation throughput: `ControlPlane` commands on SQLite against
-//!    a raw rusqlite insert+commit loop with the same pragmas.
+//!    a raw rusqlite insert+commit loop with the same pragmas, from 1 thread
+//!    and from 16 at once (the raw baseline then uses 16 connections; each
+//!    of our threads reports progress for its own worker).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,38 +82,67 @@ fn wake_latency(rt: &tokio::runtime::Runtime, label: &str, store: Arc<dyn Store>
     );
 }
 
-fn raw_sqlite_loop(path: &std::path::Path, n: usize) -> Duration {
-    let mut conn = rusqlite::Connection::open(path).unwrap();
-    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
-    conn.pragma_update(None, "synchronous", "FULL").unwrap();
-    conn.execute_batch("CREATE TABLE t (seq INTEGER PRIMARY KEY, run_id TEXT, cursor INTEGER, at_ms INTEGER, kind TEXT, body TEXT, UNIQUE(run_id, cursor))")
+/// `threads` connections each committing `n / threads` one-row transactions
+/// into one table, concurrently.
+fn raw_sqlite(path: &std::path::Path, n: usize, threads: usize) -> Duration {
+    let open = || {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        conn.pragma_update(None, "synchronous", "FULL").unwrap();
+        conn.busy_timeout(Duration::from_secs(30)).unwrap();
+        conn
+    };
+    open()
+        .execute_batch("CREATE TABLE t (seq INTEGER PRIMARY KEY, run_id TEXT, cursor INTEGER, at_ms INTEGER, kind TEXT, body TEXT, UNIQUE(run_id, cursor))")
         .unwrap();
     let body = "x".repeat(260);
     let start = Instant::now();
-    for i in 0..n {
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).unwrap();
-        tx.execute(
-            "INSERT INTO t (run_id, cursor, at_ms, kind, body) VALUES ('run', ?1, ?2, 'worker.progress', ?3)",
-            rusqlite::params![i as i64, i as i64, body],
-        )
-        .unwrap();
-        tx.commit().unwrap();
-    }
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (mut conn, body) = (open(), &body);
+            scope.spawn(move || {
+                for i in 0..n / threads {
+                    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).unwrap();
+                    tx.execute(
+                        "INSERT INTO t (run_id, cursor, at_ms, kind, body) VALUES (?1, ?2, ?3, 'worker.progress', ?4)",
+                        rusqlite::params![format!("run{t}"), i as i64, i as i64, body],
+                    )
+                    .unwrap();
+                    tx.commit().unwrap();
+                }
+            });
+        }
+    });
     start.elapsed()
 }
 
-fn throughput(n: usize) {
+fn throughput(n: usize, threads: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let raw = raw_sqlite_loop(&dir.path().join("raw.db"), n);
-    let (plane, _run, w) = plane(Arc::new(SqliteStore::open(&dir.path().join("plane.db")).unwrap()));
-    let start = Instant::now();
-    for i in 0..n {
-        progress(&plane, &w, i);
+    let raw = raw_sqlite(&dir.path().join("raw.db"), n, threads);
+    let (plane, run, w) = plane(Arc::new(SqliteStore::open(&dir.path().join("plane.db")).unwrap()));
+    let root = plane.workers_of(&run)[0].clone();
+    let mut workers = vec![w];
+    while workers.len() < threads {
+        let assignment = Assignment::from_objective("bench");
+        let w = plane.spawn(&root, &format!("w{}", workers.len()), &assignment, None).unwrap();
+        plane.execute(Request::Attach { worker_id: w.clone() }).unwrap();
+        workers.push(w);
     }
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for w in &workers {
+            let plane = &plane;
+            scope.spawn(move || {
+                for i in 0..n / threads {
+                    progress(plane, w, i);
+                }
+            });
+        }
+    });
     let ours = start.elapsed();
-    let rate = |d: Duration| n as f64 / d.as_secs_f64();
+    let rate = |d: Duration| (n / threads * threads) as f64 / d.as_secs_f64();
     println!(
-        "throughput    raw rusqlite insert+commit {:>8.0}/s   control plane {:>8.0}/s   ratio {:.2}x  ({n} commits each, WAL, synchronous=FULL)",
+        "throughput {threads:>2} thread(s): raw rusqlite insert+commit {:>8.0}/s   control plane {:>8.0}/s   ratio {:.2}x  ({n} commits each, WAL, synchronous=FULL)",
         rate(raw),
         rate(ours),
         rate(ours) / rate(raw)
@@ -133,5 +164,7 @@ fn main() {
         let store = Arc::new(SqliteStore::open(&dir.path().join(format!("wake-{waiters}.db"))).unwrap());
         wake_latency(&rt, "sqlite", store, waiters, rounds);
     }
-    throughput(if quick { 50 } else { 2000 });
+    for threads in [1, 16] {
+        throughput(if quick { 64 } else { 2000 }, threads);
+    }
 }

@@ -1,9 +1,22 @@
 //! The control plane shell: authenticates, runs [`decide`], commits the events
-//! (with the idempotency record) in one store transaction, folds them into the
-//! in-memory state and wakes waiters. State changes only after a commit, so a
-//! failed append leaves memory and disk as they were.
+//! (with the idempotency record) durably, folds them into the in-memory state
+//! and wakes waiters.
+//!
+//! **Group commit.** Decisions are serialized under the writer lock against
+//! the *working* state (what is durable plus what is being made durable);
+//! the resulting batches queue in a [`Group`], and whichever committer finds
+//! no flush running becomes the leader and writes every queued batch in one
+//! store transaction (one fsync for all). Only then are the events folded
+//! into the state readers see, their committers answered, and waiters woken
+//! (by a publisher task on the runtime, off every committer's path; inline
+//! when the plane runs without a runtime). So nothing a
+//! reader, a waiter or a caller sees is ever undurable, and concurrent
+//! commits share one durable write. A failed write fails its whole group and
+//! everything decided on top of it, and the working state is rebuilt from
+//! the readers' state: memory and disk stay as they were.
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
 use protocol::executor::{self as wire, CommandOp, ExecutorFrame};
@@ -58,17 +71,52 @@ pub struct IdemKey<'a> {
     key: &'a str,
 }
 
+/// Batches decided but not yet durable, and who is making them durable.
+#[derive(Default)]
+struct Group {
+    /// Decided, waiting for the next flush, in decision order.
+    queued: Vec<(u64, Batch)>,
+    /// Being written by the leader now (idempotency checks see them).
+    flushing: Arc<Vec<(u64, Batch)>>,
+    /// Whether a leader is writing.
+    leading: bool,
+    /// The last ticket handed out; tickets are flushed in order.
+    next_ticket: u64,
+    /// Every ticket up to this one has ended.
+    settled_through: u64,
+    /// The ended tickets that did not become durable (rare: a failed write).
+    failed: HashMap<u64, Settled>,
+}
+
+/// How a queued batch ended.
+#[derive(Debug, Clone)]
+enum Settled {
+    /// Durable and folded.
+    Durable,
+    /// Not written (its group, or one it was decided on top of, failed).
+    Failed(StoreError),
+    /// Durable, but the events did not fold: a bug; writes are refused.
+    Unfolded(String),
+}
+
 /// The durable control plane.
 pub struct ControlPlane {
     store: Arc<dyn Store>,
+    /// What is durable: every reader reads this.
     state: RwLock<State>,
-    /// Serializes mutations: decide, append and fold happen as one step.
-    writer: Mutex<()>,
-    broker: Broker,
+    /// The working state decisions are made against (durable plus queued);
+    /// its lock serializes decisions.
+    writer: Mutex<State>,
+    group: Mutex<Group>,
+    /// Signalled when a flush ends.
+    flushed: Condvar,
+    broker: Arc<Broker>,
+    /// Hands durable events to the publisher task, which wakes waiters.
+    publisher: Option<tokio::sync::mpsc::UnboundedSender<Vec<Event>>>,
     clock: Arc<dyn Clock>,
     keys: Keyring,
     /// Counts commits; the executor bridge's dispatch loop wakes on it.
-    changes: tokio::sync::watch::Sender<u64>,
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
     /// Set when committed events failed to fold: writes are refused.
     broken: std::sync::atomic::AtomicBool,
     /// Where and how new worker conversations are created.
@@ -92,16 +140,31 @@ impl ControlPlane {
     pub fn open(store: Arc<dyn Store>, clock: Arc<dyn Clock>, keys: Keyring) -> Result<Self, Error> {
         let mut state = State::default();
         store.replay(&mut |event| state.apply(&event).map_err(|e| StoreError::Corrupt(e.to_string())))?;
-        let broker = Broker::new();
+        let broker = Arc::new(Broker::new());
         for run in state.runs.values() {
             broker.prime(&run.id, run.cursor);
         }
-        let changes = tokio::sync::watch::Sender::new(0);
+        let changes = Arc::new(tokio::sync::watch::Sender::new(0));
+        // A task, not a thread, so that paused test time sees it; it ends
+        // when the plane (the channel's sender) is dropped.
+        let publisher = tokio::runtime::Handle::try_current().ok().map(|runtime| {
+            let (publisher, mut published) = tokio::sync::mpsc::unbounded_channel::<Vec<Event>>();
+            let (broker, changes) = (broker.clone(), changes.clone());
+            runtime.spawn(async move {
+                while let Some(events) = published.recv().await {
+                    publish(&broker, &changes, &events);
+                }
+            });
+            publisher
+        });
         Ok(Self {
             store,
+            writer: Mutex::new(state.clone()),
             state: RwLock::new(state),
-            writer: Mutex::new(()),
+            group: Mutex::new(Group::default()),
+            flushed: Condvar::new(),
             broker,
+            publisher,
             clock,
             keys,
             changes,
@@ -170,35 +233,59 @@ impl ControlPlane {
         Ok(Some(IdemKey { scope: scope.into(), key }))
     }
 
-    /// Runs one command. `make` builds it (and the response) from the state
-    /// under the writer lock, so nothing it reads can change before the
-    /// commit. With a key: a replay with the same `request` returns the first
-    /// response; a different `request` is a `CONFLICT`.
+    /// Runs one command. `make` builds it (and the response) from the
+    /// working state under the writer lock, so nothing it reads can change
+    /// before the commit. With a key: a replay with the same `request`
+    /// returns the first response; a different `request` is a `CONFLICT`.
+    /// Returns once the events are durable and folded.
     fn commit<R: Serialize + DeserializeOwned>(
         &self,
         idem: Option<IdemKey<'_>>,
         request: &impl Serialize,
         make: impl FnOnce(&State) -> (Request, R),
     ) -> Result<(R, Vec<Event>), Error> {
-        let _writer = self.writer.lock().expect("writer lock");
-        if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(Error::ReconcileRequired(
-                "the control plane refused writes after a fold failure; restart it".into(),
-            ));
-        }
-        let request_hash = idem.as_ref().map(|_| hash_json(request));
-        if let (Some(idem), Some(hash)) = (&idem, &request_hash)
-            && let Some(found) = self.store.idempotency(&idem.scope, idem.key)?
-        {
-            if &found.request_hash != hash {
-                return Err(Error::Conflict { key: idem.key.to_owned() });
+        let (response, events, ticket) = {
+            let mut working = self.writer.lock().expect("writer lock");
+            if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(Error::ReconcileRequired(
+                    "the control plane refused writes after a fold failure; restart it".into(),
+                ));
             }
-            let response = serde_json::from_str(&found.response)
-                .map_err(|e| StoreError::Corrupt(format!("idempotency response: {e}")))?;
-            return Ok((response, Vec::new()));
+            let request_hash = idem.as_ref().map(|_| hash_json(request));
+            if let (Some(idem), Some(hash)) = (&idem, &request_hash)
+                && let Some((found, queued)) = self.idempotency(&idem.scope, idem.key)?
+            {
+                if &found.request_hash != hash {
+                    return Err(Error::Conflict { key: idem.key.to_owned() });
+                }
+                let response = serde_json::from_str(&found.response)
+                    .map_err(|e| StoreError::Corrupt(format!("idempotency response: {e}")))?;
+                (response, Vec::new(), queued)
+            } else {
+                self.decide_and_queue(&mut working, idem, request_hash, make)?
+            }
+        };
+        // Answer only from what is durable: a queued batch this answer rests on is waited for.
+        match ticket.map_or(Settled::Durable, |ticket| self.durable(ticket)) {
+            Settled::Durable => Ok((response, events)),
+            Settled::Failed(e) => Err(e.into()),
+            Settled::Unfolded(e) => Err(Error::ReconcileRequired(format!("committed events do not fold: {e}"))),
         }
-        let (command, response) = make(&self.read());
-        let bodies = decide(&self.read(), &command)?;
+    }
+
+    /// Decides `make`'s command against the working state, folds its events
+    /// there and queues its batch; returns the response, the events and the
+    /// ticket to wait for (none when nothing is pending at all).
+    #[allow(clippy::type_complexity)]
+    fn decide_and_queue<R: Serialize>(
+        &self,
+        working: &mut State,
+        idem: Option<IdemKey<'_>>,
+        request_hash: Option<String>,
+        make: impl FnOnce(&State) -> (Request, R),
+    ) -> Result<(R, Vec<Event>, Option<u64>), Error> {
+        let (command, response) = make(working);
+        let bodies = decide(working, &command)?;
         // Every event must fit in a response page (see `EVENT_MAX`).
         for body in &bodies {
             let len = serde_json::to_vec(body).map_or(usize::MAX, |json| json.len());
@@ -206,33 +293,7 @@ impl ControlPlane {
                 return Err(Error::TooLarge { field: body.kind(), len, max: EVENT_MAX });
             }
         }
-        let at_ms = self.clock.now_ms();
-        let events: Vec<Event> = {
-            let state = self.read();
-            let mut next = std::collections::HashMap::<RunId, u64>::new();
-            bodies
-                .into_iter()
-                .map(|body| {
-                    // A dispatch round spans runs: each dispatch goes to its worker's run.
-                    let run_id = match &body {
-                        EventBody::CommandDispatched { worker_id, .. }
-                        | EventBody::CommandQueued { worker_id, intent: CommandIntent::Inspect, .. } => {
-                            state.workers[worker_id].run_id.clone()
-                        }
-                        _ => run_of(&state, &command),
-                    };
-                    let cursor = next.entry(run_id.clone()).or_insert_with(|| {
-                        if run_id.is_system() {
-                            state.system_cursor
-                        } else {
-                            state.runs.get(&run_id).map_or(0, |r| r.cursor)
-                        }
-                    });
-                    *cursor += 1;
-                    Event { cursor: *cursor, run_id, at_ms, body }
-                })
-                .collect()
-        };
+        let events = stamp(working, &command, bodies, self.clock.now_ms());
         let idempotency = match (idem, request_hash) {
             (Some(idem), Some(request_hash)) => Some(IdempotencyRecord {
                 scope: idem.scope,
@@ -242,26 +303,122 @@ impl ControlPlane {
             }),
             _ => None,
         };
-        self.store.append(&Batch { events: events.clone(), idempotency })?;
+        let mut group = self.group.lock().expect("group lock");
+        if events.is_empty() && idempotency.is_none() {
+            // Nothing to write; the answer may still rest on queued batches.
+            return Ok((response, events, Some(group.next_ticket)));
+        }
+        // The events were decided against this very state, so a fold
+        // failure is a bug, not bad input: nothing was queued; refuse
+        // every later write until a restart re-folds the log.
+        if let Err(e) = events.iter().try_for_each(|event| working.apply(event)) {
+            self.broken.store(true, std::sync::atomic::Ordering::SeqCst);
+            tracing::error!("decided events do not fold ({e}); refusing writes until restart");
+            return Err(Error::ReconcileRequired(format!("decided events do not fold: {e}")));
+        }
+        group.next_ticket += 1;
+        let ticket = group.next_ticket;
+        group.queued.push((ticket, Batch { events: events.clone(), idempotency }));
+        Ok((response, events, Some(ticket)))
+    }
+
+    /// Waits until `ticket` (and every one before it) has ended, leading a
+    /// flush of every queued batch when no other committer is.
+    fn durable(&self, ticket: u64) -> Settled {
+        let mut group = self.group.lock().expect("group lock");
+        loop {
+            if ticket <= group.settled_through {
+                return group.failed.get(&ticket).cloned().unwrap_or(Settled::Durable);
+            }
+            if group.leading {
+                group = self.flushed.wait(group).expect("group lock");
+                continue;
+            }
+            group.leading = true;
+            let flushing = Arc::new(std::mem::take(&mut group.queued));
+            group.flushing = flushing.clone();
+            drop(group);
+            let batches: Vec<Batch> = flushing.iter().map(|(_, b)| b.clone()).collect();
+            let outcome = match self.store.append_group(&batches) {
+                Ok(()) => self.fold_durable(&batches),
+                Err(e) => self.roll_back(e),
+            };
+            group = self.group.lock().expect("group lock");
+            if let Some((last, _)) = flushing.last() {
+                if !matches!(outcome, Settled::Durable) {
+                    for (t, _) in flushing.iter() {
+                        group.failed.insert(*t, outcome.clone());
+                    }
+                }
+                group.settled_through = group.settled_through.max(*last);
+            }
+            group.flushing = Arc::default();
+            group.leading = false;
+            self.flushed.notify_all();
+        }
+    }
+
+    /// Folds a written group into the readers' state and hands its events
+    /// to the publisher.
+    fn fold_durable(&self, batches: &[Batch]) -> Settled {
+        let events: Vec<Event> = batches.iter().flat_map(|b| b.events.iter().cloned()).collect();
         {
             let mut state = self.state.write().expect("state lock");
-            for event in &events {
-                // The events were decided against this very state under the
-                // writer lock, so a fold failure is a bug, not bad input. The
-                // events are durable; memory may now lag them, so fail closed:
-                // refuse every later write until a restart re-folds the log.
-                if let Err(e) = state.apply(event) {
-                    self.broken.store(true, std::sync::atomic::Ordering::SeqCst);
-                    tracing::error!("committed events do not fold ({e}); refusing writes until restart");
-                    return Err(Error::ReconcileRequired(format!("committed events do not fold: {e}")));
-                }
+            if let Err(e) = events.iter().try_for_each(|event| state.apply(event)) {
+                self.broken.store(true, std::sync::atomic::Ordering::SeqCst);
+                tracing::error!("committed events do not fold ({e}); refusing writes until restart");
+                return Settled::Unfolded(e.to_string());
             }
         }
-        self.broker.publish(&events);
         if !events.is_empty() {
-            self.changes.send_modify(|n| *n += 1);
+            // Inline when there is no publisher task (or its runtime is gone).
+            let unsent = match &self.publisher {
+                Some(publisher) => publisher.send(events).err().map(|e| e.0),
+                None => Some(events),
+            };
+            if let Some(events) = unsent {
+                publish(&self.broker, &self.changes, &events);
+            }
         }
-        Ok((response, events))
+        Settled::Durable
+    }
+
+    /// A group failed to write: it, and every batch decided on top of it
+    /// since (failed here, under the writer lock, so none is added
+    /// meanwhile), end undurable; the working state goes back to what is.
+    fn roll_back(&self, error: StoreError) -> Settled {
+        let mut working = self.writer.lock().expect("writer lock");
+        let mut group = self.group.lock().expect("group lock");
+        let queued = std::mem::take(&mut group.queued);
+        let tickets: Vec<u64> = group.flushing.iter().chain(&queued).map(|(t, _)| *t).collect();
+        for t in tickets {
+            group.failed.insert(t, Settled::Failed(error.clone()));
+        }
+        group.settled_through = group.next_ticket;
+        *working = self.read().clone();
+        Settled::Failed(error)
+    }
+
+    /// Commits decided but not yet durable (queued or being written).
+    pub fn pending_commits(&self) -> usize {
+        let group = self.group.lock().expect("group lock");
+        group.queued.len() + group.flushing.len()
+    }
+
+    /// The idempotency record for `key`, queued or being written (with the
+    /// ticket to wait for) or durable.
+    fn idempotency(&self, scope: &str, key: &str) -> Result<Option<(IdempotencyRecord, Option<u64>)>, StoreError> {
+        {
+            let group = self.group.lock().expect("group lock");
+            let pending = group.flushing.iter().chain(group.queued.iter());
+            if let Some((ticket, rec)) = pending
+                .filter_map(|(t, b)| Some((t, b.idempotency.as_ref()?)))
+                .find(|(_, rec)| rec.scope == scope && rec.key == key)
+            {
+                return Ok(Some((rec.clone(), Some(*ticket))));
+            }
+        }
+        Ok(self.store.idempotency(scope, key)?.map(|rec| (rec, None)))
     }
 
     /// Runs a command that has no idempotency key and returns its events.
@@ -386,7 +543,7 @@ impl ControlPlane {
     /// answers as the first call did, whatever holds now).
     pub fn followup_replayed(&self, actor: &Worker, idem: Option<&str>) -> Result<bool, Error> {
         let Some(idem) = Self::idem_key(format!("worker_followup:{}", actor.run_id), idem)? else { return Ok(false) };
-        Ok(self.store.idempotency(&idem.scope, idem.key)?.is_some())
+        Ok(self.idempotency(&idem.scope, idem.key)?.is_some())
     }
 
     /// A copy of an executor command, if it exists.
@@ -583,9 +740,10 @@ impl ControlPlane {
         let mut bytes = 0;
         let mut full = false;
         while events.len() < limit && cursor < head && !full {
+            // The tail may lag the state by the publisher's hop: then the store.
             let batch: Vec<Event> = match self.broker.tail_after(run, cursor, EVENTS_PAGE_MAX) {
-                Some(tail) => tail.iter().map(|e| Event::clone(e)).collect(),
-                None => self.store.events_after(run, cursor, EVENTS_PAGE_MAX)?,
+                Some(tail) if !tail.is_empty() => tail.iter().map(|e| Event::clone(e)).collect(),
+                _ => self.store.events_after(run, cursor, EVENTS_PAGE_MAX)?,
             };
             if batch.is_empty() {
                 break;
@@ -644,6 +802,35 @@ impl ControlPlane {
             }
         }
     }
+}
+
+/// Wakes the waiters of durable events and the loops that watch commits.
+fn publish(broker: &Broker, changes: &tokio::sync::watch::Sender<u64>, events: &[Event]) {
+    broker.publish(events);
+    changes.send_modify(|n| *n += 1);
+}
+
+/// Gives each decided event its run, cursor and time: a dispatch round spans
+/// runs, each dispatch going to its worker's run.
+fn stamp(state: &State, command: &Request, bodies: Vec<EventBody>, at_ms: u64) -> Vec<Event> {
+    let mut next = HashMap::<RunId, u64>::new();
+    bodies
+        .into_iter()
+        .map(|body| {
+            let run_id = match &body {
+                EventBody::CommandDispatched { worker_id, .. }
+                | EventBody::CommandQueued { worker_id, intent: CommandIntent::Inspect, .. } => {
+                    state.workers[worker_id].run_id.clone()
+                }
+                _ => run_of(state, command),
+            };
+            let cursor = next.entry(run_id.clone()).or_insert_with(|| {
+                if run_id.is_system() { state.system_cursor } else { state.runs.get(&run_id).map_or(0, |r| r.cursor) }
+            });
+            *cursor += 1;
+            Event { cursor: *cursor, run_id, at_ms, body }
+        })
+        .collect()
 }
 
 /// The run an event of `command` belongs to: the run being created, or the

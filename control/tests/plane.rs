@@ -355,3 +355,138 @@ fn a_late_completion_of_earlier_work_never_closes_a_newer_follow_up() {
     let future = answering(2, Request::Fail { actor: a.clone(), reason: "x".into() });
     assert_eq!(p.execute(future).unwrap_err().code(), ErrorCode::InvalidArgument);
 }
+
+/// A store whose group writes take `delay` (an fsync's stand-in), can be
+/// held at a gate, fail on demand, and count how many writes there were.
+#[derive(Default)]
+struct SlowStore {
+    inner: MemoryStore,
+    delay: Duration,
+    writes: std::sync::atomic::AtomicUsize,
+    batches: std::sync::atomic::AtomicUsize,
+    /// While set, a write waits until it is cleared, then fails if `fail` is set.
+    gate: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+    fail: std::sync::atomic::AtomicBool,
+}
+
+impl SlowStore {
+    fn hold(&self, held: bool) {
+        *self.gate.lock().unwrap() = held;
+        self.opened.notify_all();
+    }
+}
+
+impl Store for SlowStore {
+    fn append_group(&self, group: &[control::store::Batch]) -> Result<(), control::store::StoreError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let _held = self.opened.wait_while(self.gate.lock().unwrap(), |held| *held).unwrap();
+        if self.fail.load(SeqCst) {
+            return Err(control::store::StoreError::Backend("injected: disk full".into()));
+        }
+        std::thread::sleep(self.delay);
+        self.writes.fetch_add(1, SeqCst);
+        self.batches.fetch_add(group.len(), SeqCst);
+        self.inner.append_group(group)
+    }
+    fn replay(
+        &self,
+        visit: &mut dyn FnMut(protocol::Event) -> Result<(), control::store::StoreError>,
+    ) -> Result<(), control::store::StoreError> {
+        self.inner.replay(visit)
+    }
+    fn events_after(
+        &self,
+        run: &protocol::RunId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<protocol::Event>, control::store::StoreError> {
+        self.inner.events_after(run, after, limit)
+    }
+    fn idempotency(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> Result<Option<control::store::IdempotencyRecord>, control::store::StoreError> {
+        self.inner.idempotency(scope, key)
+    }
+}
+
+#[test]
+fn concurrent_commits_share_durable_writes_and_every_one_is_durable() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let store = Arc::new(SlowStore { delay: Duration::from_millis(2), ..SlowStore::default() });
+    let p = Arc::new(plane_on(store.clone()));
+    let (run, root_id) = p.create_run("r", None).unwrap();
+    let root = p.worker(&root_id).unwrap();
+    let workers: Vec<_> = (0..16)
+        .map(|i| {
+            let w = p.spawn(&root, &format!("w{i}"), &assignment("x"), None).unwrap();
+            p.execute(Request::Attach { worker_id: w.clone() }).unwrap();
+            w
+        })
+        .collect();
+    let (writes, batches) = (store.writes.load(SeqCst), store.batches.load(SeqCst));
+    std::thread::scope(|scope| {
+        for w in &workers {
+            let p = &p;
+            scope.spawn(move || {
+                for i in 0..20 {
+                    let summary = format!("step {i}");
+                    p.execute(Request::Progress { actor: w.clone(), summary, percent: None }).unwrap();
+                }
+            });
+        }
+    });
+    let (writes, batches) = (store.writes.load(SeqCst) - writes, store.batches.load(SeqCst) - batches);
+    assert_eq!(batches, 16 * 20, "every commit was written, once");
+    assert!(writes < batches / 2, "concurrent commits shared writes: {writes} writes for {batches} commits");
+    // What readers see is what a restart rebuilds: the log is gapless and whole.
+    let reopened = plane_on(store.clone());
+    assert_eq!(reopened.run(&run).unwrap().cursor, p.run(&run).unwrap().cursor);
+    let mut cursors = Vec::new();
+    store
+        .replay(&mut |e| {
+            if e.run_id == run {
+                cursors.push(e.cursor);
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(cursors, (1..=cursors.len() as u64).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_failed_group_write_fails_what_was_decided_on_top_of_it_and_the_next_commit_works() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let store = Arc::new(SlowStore::default());
+    let p = Arc::new(plane_on(store.clone()));
+    let (run, root_id) = p.create_run("r", None).unwrap();
+    let root = p.worker(&root_id).unwrap();
+    let before = p.run(&run).unwrap().cursor;
+    store.hold(true);
+    let first = std::thread::spawn({
+        let (p, root) = (p.clone(), root.clone());
+        move || p.spawn(&root, "a", &assignment("x"), Some("a"))
+    });
+    // The first write is held; the second is decided on top of it and queues.
+    while p.pending_commits() < 1 {
+        std::thread::yield_now();
+    }
+    let second = std::thread::spawn({
+        let (p, root) = (p.clone(), root.clone());
+        move || p.spawn(&root, "b", &assignment("y"), Some("b"))
+    });
+    while p.pending_commits() < 2 {
+        std::thread::yield_now();
+    }
+    store.fail.store(true, SeqCst);
+    store.hold(false);
+    assert_eq!(code(first.join().unwrap()), ErrorCode::StoreUnavailable);
+    assert_eq!(code(second.join().unwrap()), ErrorCode::StoreUnavailable);
+    assert_eq!(p.run(&run).unwrap().cursor, before, "readers never saw either");
+    store.fail.store(false, SeqCst);
+    p.spawn(&root, "c", &assignment("z"), Some("c")).unwrap();
+    assert_eq!(p.workers_of(&run).len(), 2, "root and c: the failed two left nothing behind");
+    assert_eq!(plane_on(store.clone()).run(&run).unwrap().cursor, p.run(&run).unwrap().cursor);
+}

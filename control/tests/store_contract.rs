@@ -40,11 +40,11 @@ impl FlakyStore {
 }
 
 impl Store for FlakyStore {
-    fn append(&self, batch: &Batch) -> Result<(), StoreError> {
+    fn append_group(&self, group: &[Batch]) -> Result<(), StoreError> {
         if self.failing.load(Ordering::SeqCst) {
             return Err(StoreError::Backend("injected: disk full".into()));
         }
-        self.inner.append(batch)
+        self.inner.append_group(group)
     }
     fn replay(&self, visit: &mut dyn FnMut(Event) -> Result<(), StoreError>) -> Result<(), StoreError> {
         self.inner.replay(visit)

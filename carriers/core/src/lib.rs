@@ -41,6 +41,13 @@ pub const HEARTBEAT_MAX: Duration = Duration::from_secs(20);
 /// Heartbeats at least this far apart, whatever the daemon asks.
 pub const HEARTBEAT_MIN: Duration = Duration::from_secs(1);
 
+/// The daemon allows an executor 100 frames per second with bursts of 200
+/// (close 4003 beyond): a [`Core::resync`] longer than this is sent in
+/// chunks of this many frames, [`RESYNC_PAUSE`] apart.
+pub const RESYNC_CHUNK: usize = 100;
+/// The pause between two resync chunks.
+pub const RESYNC_PAUSE: Duration = Duration::from_secs(1);
+
 /// Where a command is. Persisted before the step it names is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -128,7 +135,7 @@ pub enum Plan<H> {
         /// The managed tab.
         tab: H,
     },
-    /// Close the managed tab ([`Core::tab_removed`]).
+    /// Close the managed tab ([`Core::closed_by_daemon`]).
     Close {
         /// The managed tab.
         tab: H,
@@ -451,6 +458,18 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
         vec![ExecutorFrame::ConversationClosed { worker_id: worker }]
     }
 
+    /// The daemon closed the worker's tab (`conversation_close`): reported
+    /// closed once, then forgotten (never re-sent by a resync).
+    pub fn closed_by_daemon(&mut self, tab: &H) -> Vec<ExecutorFrame> {
+        let frames = self.tab_removed(tab);
+        for frame in &frames {
+            if let ExecutorFrame::ConversationClosed { worker_id } = frame {
+                self.workers.remove(worker_id);
+            }
+        }
+        frames
+    }
+
     /// What a page report means: a binding the first time a managed tab
     /// shows `/c/<uuid>`, drift if it later shows another, and state changes
     /// (an unchanged state is not sent again; an error always is). Reports
@@ -516,7 +535,7 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
 
     /// What to send right after `welcome`: every managed conversation's
     /// binding and current state, changed or not (a report sent while the
-    /// daemon was away is lost).
+    /// daemon was away is lost). Send it in [`RESYNC_CHUNK`]s.
     pub fn resync(&self) -> Vec<ExecutorFrame> {
         let mut frames = Vec::new();
         for (worker, managed) in &self.workers {

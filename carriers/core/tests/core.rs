@@ -358,3 +358,12 @@ fn the_handshake_frames_follow_the_protocol() {
     assert_eq!(executor_core::heartbeat_every(5), executor_core::HEARTBEAT_MIN);
     assert_eq!(executor_core::heartbeat_every(5_000).as_millis(), 5_000);
 }
+
+#[test]
+fn a_conversation_the_daemon_closed_is_reported_once_and_forgotten() {
+    let (mut core, w) = bound_worker();
+    assert_eq!(core.closed_by_daemon(&7), vec![ExecutorFrame::ConversationClosed { worker_id: w.clone() }]);
+    assert!(core.managed(&w).is_none());
+    assert!(core.resync().is_empty(), "a resync does not bring it back");
+    assert!(core.tab_removed(&7).is_empty(), "the browser's own removal event means nothing now");
+}

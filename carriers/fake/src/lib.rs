@@ -430,9 +430,14 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
     } else {
         shared.core.lock().unwrap().resync()
     };
-    for report in &resync {
-        if sink.send(frame(report)).await.is_err() {
-            return Next::SameInstance;
+    for (i, chunk) in resync.chunks(executor_core::RESYNC_CHUNK).enumerate() {
+        if i > 0 {
+            tokio::time::sleep(executor_core::RESYNC_PAUSE).await;
+        }
+        for report in chunk {
+            if sink.send(frame(report)).await.is_err() {
+                return Next::SameInstance;
+            }
         }
     }
 
@@ -655,12 +660,12 @@ fn perform(shared: &Shared, outbox: &Outbox, command: &Command, plan: Plan<u64>,
         Plan::Close { tab } => {
             shared.browser.lock().unwrap().tabs.remove(&tab);
             let mut core = shared.core.lock().unwrap();
-            let conversation = core.managed(worker).and_then(|m| m.conversation.clone());
-            emit(core.tab_removed(&tab));
-            if let Some(conversation) = conversation {
-                shared.update(|s| s.closed.push(conversation));
+            let ok = core.ok(worker);
+            emit(core.closed_by_daemon(&tab));
+            if let CommandOutcome::Ok { conversation_id: Some(conversation) } = &ok {
+                shared.update(|s| s.closed.push(conversation.clone()));
             }
-            core.ok(worker)
+            ok
         }
     }
 }

@@ -9,7 +9,7 @@
 //!   committed in the daemon's log;
 //! - baseline: one WebSocket message echoed over the same loopback.
 //!
-//! Each at 1 and 16 concurrent workers.
+//! Each at 1 and 16 workers spawned at once (16 threads calling `spawn`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +21,7 @@ use control::store::SqliteStore;
 use control::{ControlPlane, Keyring, SystemClock};
 use fake_executor::{FakeConfig, FakeExecutor};
 use futures_util::{SinkExt, StreamExt};
-use protocol::{Assignment, CommandId, EventBody};
+use protocol::{Assignment, CommandId, CommandIntent};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
@@ -106,29 +106,36 @@ fn main() {
         let mut dispatch = Vec::new();
         let mut acked = Vec::new();
         for round in 0..rounds {
+            // The executor may send 100 frames per second (bursts of 200), and
+            // each create costs it six: let the bucket refill between rounds.
+            if round > 0 {
+                std::thread::sleep(Duration::from_millis(100 * concurrency as u64));
+            }
             let (_, root) = plane.create_run(&format!("bench {concurrency}/{round}"), None).unwrap();
             let root = plane.worker(&root).unwrap();
-            let mut spawned: Vec<(CommandId, Instant)> = Vec::new();
-            for i in 0..concurrency {
-                let worker = plane.spawn(&root, &format!("w{i}"), &assignment(), None).unwrap();
-                let at = Instant::now();
-                let run = plane.events(&root.run_id, 0, 500, &control::plane::Viewer::Root).unwrap();
-                let command = run
-                    .events
-                    .iter()
-                    .find_map(|e| match &e.body {
-                        EventBody::CommandQueued { command_id, worker_id, .. } if *worker_id == worker => {
-                            Some(command_id.clone())
-                        }
-                        _ => None,
+            // The spawns arrive at once, as from `concurrency` callers.
+            let spawned: Vec<(CommandId, Instant)> = std::thread::scope(|scope| {
+                let callers: Vec<_> = (0..concurrency)
+                    .map(|i| {
+                        let (plane, root) = (&plane, &root);
+                        scope.spawn(move || {
+                            let worker = plane.spawn(root, &format!("w{i}"), &assignment(), None).unwrap();
+                            let at = Instant::now();
+                            let create = plane.with_state(|s| {
+                                let mut creates = s.commands.values().filter(|c| c.worker_id == worker);
+                                creates.find(|c| c.intent == CommandIntent::Create).map(|c| c.id.clone()).unwrap()
+                            });
+                            (create, at)
+                        })
                     })
-                    .unwrap();
-                spawned.push((command, at));
-            }
+                    .collect();
+                callers.into_iter().map(|c| c.join().unwrap()).collect()
+            });
             let ids: Vec<CommandId> = spawned.iter().map(|(c, _)| c.clone()).collect();
             // Watch the log for the acks, timestamping each as it is committed.
             let mut changes = plane.subscribe_changes();
             let mut ack_at: std::collections::HashMap<CommandId, Instant> = Default::default();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
             rt.block_on(async {
                 while ack_at.len() < ids.len() {
                     for id in &ids {
@@ -140,8 +147,15 @@ fn main() {
                             ack_at.insert(id.clone(), Instant::now());
                         }
                     }
-                    if ack_at.len() < ids.len() {
-                        let _ = tokio::time::timeout(Duration::from_secs(10), changes.changed()).await;
+                    if ack_at.len() < ids.len() && tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
+                        let missing: Vec<_> = ids.iter().filter(|id| !ack_at.contains_key(*id)).collect();
+                        let phases: Vec<_> = missing.iter().map(|id| plane.command(id).map(|c| c.phase)).collect();
+                        panic!(
+                            "no ack within 30 s for {} commands ({phases:?}); the fake received {} frames; closes {:?}",
+                            missing.len(),
+                            fake.stats().commands.len(),
+                            fake.stats().closes.iter().take(3).collect::<Vec<_>>()
+                        );
                     }
                 }
             });

@@ -49,6 +49,7 @@ fn all<S: Store>(store: &S) -> Vec<Event> {
 /// Runs every check, each on a fresh store from `make`.
 pub fn check_all<S: Store>(make: impl Fn() -> S) {
     appended_events_read_back_in_order(&make());
+    a_group_commits_every_batch_or_none(&make());
     cursors_must_continue_the_log(&make());
     a_refused_batch_commits_nothing(&make());
     idempotency_keys_are_unique(&make());
@@ -118,4 +119,23 @@ pub fn replay_keeps_runs_in_creation_order<S: Store>(store: &S) {
     store.append(&batch(vec![event(&b, 2), event(&a, 3)])).unwrap();
     let order: Vec<(RunId, u64)> = all(store).into_iter().map(|e| (e.run_id, e.cursor)).collect();
     assert_eq!(order, vec![(a.clone(), 1), (a.clone(), 2), (a, 3), (b.clone(), 1), (b, 2)]);
+}
+
+/// A group is one transaction: its batches continue each other, and one
+/// the store would refuse (a gap, a key used twice) fails all of them.
+pub fn a_group_commits_every_batch_or_none<S: Store>(store: &S) {
+    let (a, b) = (run(1), run(2));
+    let first = Batch { events: vec![event(&a, 1)], idempotency: Some(record("k1", "h")) };
+    let second = Batch { events: vec![event(&b, 1), event(&a, 2)], idempotency: Some(record("k2", "h")) };
+    store.append_group(&[first, second]).unwrap();
+    assert_eq!(all(store).len(), 3);
+    let gap = [batch(vec![event(&a, 3)]), batch(vec![event(&a, 5)])];
+    assert!(matches!(store.append_group(&gap), Err(StoreError::CursorGap { .. })));
+    let twice = [
+        Batch { events: vec![event(&a, 3)], idempotency: Some(record("k3", "h")) },
+        Batch { events: vec![event(&a, 4)], idempotency: Some(record("k3", "h")) },
+    ];
+    assert_eq!(store.append_group(&twice), Err(StoreError::DuplicateKey));
+    assert_eq!(all(store).len(), 3, "a refused group commits nothing");
+    assert!(store.idempotency("test", "k3").unwrap().is_none());
 }

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use protocol::{Event, RunId};
 
-use super::{Batch, IdempotencyRecord, Store, StoreError, check_cursors};
+use super::{Batch, IdempotencyRecord, Store, StoreError, check_group};
 
 #[derive(Default)]
 struct Inner {
@@ -27,16 +27,17 @@ impl MemoryStore {
 }
 
 impl Store for MemoryStore {
-    fn append(&self, batch: &Batch) -> Result<(), StoreError> {
+    fn append_group(&self, group: &[Batch]) -> Result<(), StoreError> {
         let mut inner = self.0.lock().expect("store lock");
-        check_cursors(batch, |run| Ok(inner.logs.get(run).map_or(0, |log| log.len() as u64)))?;
-        if let Some(rec) = &batch.idempotency {
-            if inner.keys.contains_key(&(rec.scope.clone(), rec.key.clone())) {
-                return Err(StoreError::DuplicateKey);
-            }
+        check_group(group, |run| Ok(inner.logs.get(run).map_or(0, |log| log.len() as u64)))?;
+        let keys = group.iter().filter_map(|b| b.idempotency.as_ref());
+        if keys.clone().any(|rec| inner.keys.contains_key(&(rec.scope.clone(), rec.key.clone()))) {
+            return Err(StoreError::DuplicateKey);
+        }
+        for rec in keys {
             inner.keys.insert((rec.scope.clone(), rec.key.clone()), rec.clone());
         }
-        for event in &batch.events {
+        for event in group.iter().flat_map(|b| &b.events) {
             if !inner.logs.contains_key(&event.run_id) {
                 inner.runs.push(event.run_id.clone());
             }

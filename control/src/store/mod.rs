@@ -75,7 +75,14 @@ pub enum StoreError {
 /// blocking and short.
 pub trait Store: Send + Sync + 'static {
     /// Commits every event and the idempotency record of `batch`, or nothing.
-    fn append(&self, batch: &Batch) -> Result<(), StoreError>;
+    fn append(&self, batch: &Batch) -> Result<(), StoreError> {
+        self.append_group(std::slice::from_ref(batch))
+    }
+
+    /// Commits the batches of a group, in order, as one transaction (one
+    /// durable write for all of them), or nothing: a batch the store would
+    /// refuse on its own fails the whole group. The plane's group commit.
+    fn append_group(&self, group: &[Batch]) -> Result<(), StoreError>;
 
     /// Calls `visit` with every event of every run, each run in cursor order,
     /// runs in the order they were created. Used to rebuild state on start.
@@ -88,22 +95,31 @@ pub trait Store: Send + Sync + 'static {
     fn idempotency(&self, scope: &str, key: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
 }
 
-/// Checks that `batch`'s events continue each run's log, given a lookup of
-/// each run's last committed cursor. Shared by every implementation.
-pub(crate) fn check_cursors(
-    batch: &Batch,
+/// Checks that the group's events continue each run's log and that no
+/// idempotency key repeats within it, given a lookup of each run's last
+/// committed cursor. Shared by every implementation.
+pub(crate) fn check_group(
+    group: &[Batch],
     mut last: impl FnMut(&RunId) -> Result<u64, StoreError>,
 ) -> Result<(), StoreError> {
     let mut next: std::collections::HashMap<&RunId, u64> = std::collections::HashMap::new();
-    for event in &batch.events {
-        let expected = match next.get(&event.run_id) {
-            Some(n) => *n,
-            None => last(&event.run_id)? + 1,
-        };
-        if event.cursor != expected {
-            return Err(StoreError::CursorGap { run: event.run_id.to_string(), cursor: event.cursor });
+    let mut keys = std::collections::HashSet::new();
+    for batch in group {
+        if let Some(rec) = &batch.idempotency
+            && !keys.insert((&rec.scope, &rec.key))
+        {
+            return Err(StoreError::DuplicateKey);
         }
-        next.insert(&event.run_id, expected + 1);
+        for event in &batch.events {
+            let expected = match next.get(&event.run_id) {
+                Some(n) => *n,
+                None => last(&event.run_id)? + 1,
+            };
+            if event.cursor != expected {
+                return Err(StoreError::CursorGap { run: event.run_id.to_string(), cursor: event.cursor });
+            }
+            next.insert(&event.run_id, expected + 1);
+        }
     }
     Ok(())
 }

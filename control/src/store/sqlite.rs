@@ -1,5 +1,5 @@
 //! The embedded default [`Store`]: SQLite in WAL mode, one `BEGIN IMMEDIATE`
-//! transaction per batch, `synchronous=FULL` so a committed batch survives a
+//! transaction per group of batches (the plane's group commit), `synchronous=FULL` so a committed batch survives a
 //! crash of the process or the machine. Schema changes are numbered
 //! migrations recorded in `PRAGMA user_version`.
 
@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use protocol::{Event, RunId};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Batch, IdempotencyRecord, Store, StoreError, check_cursors};
+use super::{Batch, IdempotencyRecord, Store, StoreError, check_group};
 
 /// Numbered migrations; `MIGRATIONS[i]` moves the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &["
@@ -92,28 +92,28 @@ fn decode(body: String) -> Result<Event, StoreError> {
 }
 
 impl Store for SqliteStore {
-    fn append(&self, batch: &Batch) -> Result<(), StoreError> {
+    fn append_group(&self, group: &[Batch]) -> Result<(), StoreError> {
         let mut conn = self.conn.lock().expect("store lock");
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
-        check_cursors(batch, |run| {
+        check_group(group, |run| {
             tx.query_row("SELECT COALESCE(MAX(cursor), 0) FROM events WHERE run_id = ?1", [run.as_str()], |r| {
                 r.get::<_, i64>(0)
             })
             .map(|c| c as u64)
             .map_err(backend)
         })?;
-        if let Some(rec) = &batch.idempotency {
-            let inserted = tx
-                .execute(
-                    "INSERT OR IGNORE INTO idempotency (scope, key, request_hash, response) VALUES (?1, ?2, ?3, ?4)",
-                    params![rec.scope, rec.key, rec.request_hash, rec.response],
-                )
-                .map_err(backend)?;
-            if inserted == 0 {
-                return Err(StoreError::DuplicateKey);
+        for batch in group {
+            if let Some(rec) = &batch.idempotency {
+                let inserted = tx
+                    .execute(
+                        "INSERT OR IGNORE INTO idempotency (scope, key, request_hash, response) VALUES (?1, ?2, ?3, ?4)",
+                        params![rec.scope, rec.key, rec.request_hash, rec.response],
+                    )
+                    .map_err(backend)?;
+                if inserted == 0 {
+                    return Err(StoreError::DuplicateKey);
+                }
             }
-        }
-        {
             let mut insert = tx
                 .prepare_cached("INSERT INTO events (run_id, cursor, at_ms, kind, body) VALUES (?1, ?2, ?3, ?4, ?5)")
                 .map_err(backend)?;

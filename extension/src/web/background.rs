@@ -367,9 +367,7 @@ impl Background {
                 self.backoff_ms.set(BACKOFF_MIN_MS);
                 self.set_connection("connected");
                 self.start_heartbeat(heartbeat_every(heartbeat_ms).as_millis() as u64);
-                // What the daemon may have missed while away.
-                let frames = self.core.borrow().resync();
-                self.emit(frames);
+                self.resync();
             }
             Ok(DaemonFrame::Command(command)) => {
                 let bg = self.clone();
@@ -378,6 +376,25 @@ impl Background {
             // A frame this build does not understand: the daemon is not ours to guess about.
             Err(_) => self.disconnect_and_retry("unreadable daemon frame"),
         }
+    }
+
+    /// After (re)connecting: what the daemon may have missed while away,
+    /// in chunks within the daemon's frame rate.
+    fn resync(self: &Rc<Self>) {
+        let frames = self.core.borrow().resync();
+        let generation = self.generation.get();
+        let bg = self.clone();
+        wasm_bindgen_futures::spawn_local(async move {
+            for (i, chunk) in frames.chunks(executor_core::RESYNC_CHUNK).enumerate() {
+                if i > 0 {
+                    sleep(executor_core::RESYNC_PAUSE.as_millis() as i32).await;
+                }
+                if bg.generation.get() != generation {
+                    return;
+                }
+                bg.emit(chunk.to_vec());
+            }
+        });
     }
 
     fn disconnect_and_retry(self: &Rc<Self>, why: &str) {
@@ -466,10 +483,12 @@ impl Background {
                 _ => error(ErrorCode::BrowserControlUnavailable, "the managed tab does not answer"),
             },
             Plan::Close { tab } => {
+                let ok = self.ok(command);
                 let _ = call("tabs.remove", &[tab.into()]).await;
-                let frames = self.core.borrow_mut().tab_removed(&tab);
+                let frames = self.core.borrow_mut().closed_by_daemon(&tab);
                 self.emit(frames);
-                self.ok(command)
+                self.persist().await;
+                ok
             }
         }
     }
