@@ -14,7 +14,9 @@
 //! - [`plane`]: the shell that runs commands: idempotency, append, fold, wake.
 //! - [`queue`]: which executor commands to dispatch (or replay) next; pure.
 //! - [`schedule`]: what falls due with time (re-inspecting a conversation
-//!   whose blocking state may be stale); pure, the shell owns the timer.
+//!   whose blocking state may be stale); pure.
+//! - [`scheduler`]: the task that owns `schedule`'s timers and commits what
+//!   falls due.
 //! - [`prompts`]: bootstrap and wake prompt texts, rendered at dispatch.
 //!
 //! Architecture invariant: `model` and `decide` do no IO and read no clock;
@@ -30,6 +32,7 @@ pub mod plane;
 pub mod prompts;
 pub mod queue;
 pub mod schedule;
+pub mod scheduler;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};

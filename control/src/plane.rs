@@ -567,7 +567,8 @@ impl ControlPlane {
     }
 
     /// Queues an inspect for every conversation whose blocking state may be
-    /// stale (see [`crate::schedule`]); returns how many. One commit.
+    /// stale (see [`crate::schedule`]); returns how many. One commit. The
+    /// [`crate::scheduler`] task calls it.
     pub fn recheck(&self, connected: &[String], policy: Policy) -> Result<usize, Error> {
         if schedule::due(&self.read(), connected, self.clock.now_ms(), policy).is_empty() {
             return Ok(0);
@@ -582,33 +583,25 @@ impl ControlPlane {
         .map(|(n, _)| n)
     }
 
-    /// One round of the executor loop, in one commit: queues the inspects
-    /// that fell due ([`crate::schedule`]) and dispatches what the queue
-    /// allows now ([`crate::queue`]); returns each wire command with its
-    /// executor. Planned again under the writer lock, so racing rounds never
-    /// dispatch a command twice. An inspect queued in a round goes out in the
-    /// next (its commit wakes the loop).
+    /// One round of the executor loop, in one commit: dispatches what the
+    /// queue allows now ([`crate::queue`]); returns each wire command with
+    /// its executor. Planned again under the writer lock, so racing rounds
+    /// never dispatch a command twice. (Inspects that fall due are queued by
+    /// the [`crate::scheduler`]; their commit wakes the loop.)
     pub fn dispatch_round(
         &self,
         connected: &[String],
         limits: Limits,
-        policy: Policy,
         timeout_ms: impl Fn(&CommandIntent) -> u64,
     ) -> Result<Vec<(String, wire::Command)>, Error> {
-        let plan = |state: &State| {
-            let now = self.clock.now_ms();
-            (schedule::due(state, connected, now, policy), next_dispatches(state, connected, limits, now))
-        };
-        let (due, round) = plan(&self.read());
-        if due.is_empty() && round.is_empty() {
+        if next_dispatches(&self.read(), connected, limits, self.clock.now_ms()).is_empty() {
             return Ok(Vec::new());
         }
         let (dispatched, _) = self.commit(None, &(), |state| {
-            let (due, round) = plan(state);
-            let inspections = due.into_iter().map(|w| (w, CommandId::from_uuid_bytes(new_uuid()))).collect();
+            let round = next_dispatches(state, connected, limits, self.clock.now_ms());
             let dispatches: Vec<(CommandId, String)> =
                 round.into_iter().map(|d| (d.command_id, d.executor_id)).collect();
-            (Request::Round { inspections, dispatches: dispatches.clone() }, dispatches)
+            (Request::Round { dispatches: dispatches.clone() }, dispatches)
         })?;
         // Each command is rendered on its own: one that cannot be rendered
         // (logged) holds back no other; it stays dispatched and is replayed.

@@ -18,7 +18,7 @@ fn assignment() -> Assignment {
 }
 
 struct World {
-    plane: ControlPlane,
+    plane: Arc<ControlPlane>,
     root: WorkerId,
     clock: ManualClock,
 }
@@ -28,7 +28,7 @@ fn world() -> World {
     let plane =
         ControlPlane::open(Arc::new(MemoryStore::new()), Arc::new(clock.clone()), Keyring::new([5; 32])).unwrap();
     let (_, root) = plane.create_run("q", None).unwrap();
-    World { plane, root, clock }
+    World { plane: Arc::new(plane), root, clock }
 }
 
 impl World {
@@ -490,12 +490,11 @@ fn the_system_stream_survives_a_restart() {
     connect(&p, 3);
 }
 
-/// One round, one commit: `dispatch_round` queues the inspects that fell
-/// due and dispatches what the queue allows; the inspect it queued goes out
-/// in the next round (ahead of the waiting send); an empty round commits
-/// nothing.
+/// One round, one commit: `dispatch_round` dispatches everything the queue
+/// allows, the inspect the scheduler queued included (ahead of the send
+/// waiting on the same conversation); an empty round commits nothing.
 #[test]
-fn a_dispatch_round_queues_due_inspects_and_dispatches_in_one_commit() {
+fn a_dispatch_round_dispatches_in_one_commit_and_a_scheduled_inspect_goes_ahead_of_the_send() {
     let w = world();
     let policy = Policy { recheck_after_ms: 1_000 };
     let ext = World::connected(&["ext"]);
@@ -506,21 +505,54 @@ fn a_dispatch_round_queues_due_inspects_and_dispatches_in_one_commit() {
     let root = w.plane.worker(&w.root).unwrap();
     w.plane.followup(&root, &a, "one", None).unwrap();
     w.clock.advance(1_000);
+    assert_eq!(w.plane.recheck(&ext, policy).unwrap(), 1, "the scheduler's commit");
 
     let cursor = w.plane.run(&root.run_id).unwrap().cursor;
-    let first = w.plane.dispatch_round(&ext, Limits::default(), policy, timeout).unwrap();
-    assert!(matches!(&first[..], [(_, wire)] if wire.worker_id == b), "b's create goes; a's send waits: {first:?}");
+    let round = w.plane.dispatch_round(&ext, Limits::default(), timeout).unwrap();
+    let ops: Vec<(&WorkerId, &CommandOp)> = round.iter().map(|(_, wire)| (&wire.worker_id, &wire.op)).collect();
+    assert!(
+        matches!(&ops[..], [(x, CommandOp::ConversationInspect { .. }), (y, CommandOp::ConversationCreate { .. })] | [(y, CommandOp::ConversationCreate { .. }), (x, CommandOp::ConversationInspect { .. })] if **x == a && **y == b),
+        "a's inspect and b's create go; a's send waits: {ops:?}"
+    );
     let events = w.plane.events(&root.run_id, cursor, 500, &control::plane::Viewer::Root).unwrap().events;
     let kinds: Vec<&str> = events.iter().map(|e| e.body.kind()).collect();
-    assert_eq!(
-        kinds,
-        ["executor.command_queued", "executor.command_dispatched"],
-        "one commit: the inspect and the create"
-    );
-
-    let second = w.plane.dispatch_round(&ext, Limits::default(), policy, timeout).unwrap();
-    assert!(matches!(&second[..], [(_, wire)] if matches!(wire.op, CommandOp::ConversationInspect { .. })));
+    assert_eq!(kinds, ["executor.command_dispatched", "executor.command_dispatched"], "one commit");
     let cursor = w.plane.run(&root.run_id).unwrap().cursor;
-    assert!(w.plane.dispatch_round(&ext, Limits::default(), policy, timeout).unwrap().is_empty());
+    assert!(w.plane.dispatch_round(&ext, Limits::default(), timeout).unwrap().is_empty());
     assert_eq!(w.plane.run(&root.run_id).unwrap().cursor, cursor, "an empty round commits nothing");
+}
+
+/// The scheduler task commits what falls due by the injected clock: it
+/// wakes on commits and on changes of the connected executors, queues one
+/// inspect per due conversation, and ends when told to.
+#[tokio::test(start_paused = true)]
+async fn the_scheduler_task_queues_what_falls_due_and_stops_when_told() {
+    let w = world();
+    let policy = Policy { recheck_after_ms: 1_000 };
+    let a = w.attached("a", CONV_A);
+    w.observe(&a, ConversationState::Generating);
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.followup(&root, &a, "one", None).unwrap();
+    let inspects =
+        || w.plane.with_state(|s| s.commands.values().filter(|c| c.intent == protocol::CommandIntent::Inspect).count());
+    let (live, connected) = tokio::sync::watch::channel(Vec::new());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(control::scheduler::run(w.plane.clone(), connected, policy, async {
+        let _ = stopped.await;
+    }));
+    tokio::task::yield_now().await;
+    w.clock.advance(1_000);
+    // Due, but no executor is connected: nothing to inspect through.
+    w.spawn("nudge"); // a commit wakes the task
+    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    assert_eq!(inspects(), 0);
+    live.send_replace(World::connected(&["ext"]));
+    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    assert_eq!(inspects(), 1, "queued once the executor is live");
+    w.clock.advance(5_000);
+    live.send_replace(World::connected(&["ext"]));
+    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    assert_eq!(inspects(), 1, "one open inspect per conversation");
+    stop.send(()).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(1), task).await.expect("the task ends").unwrap();
 }

@@ -2,18 +2,21 @@
 //! `/executor` route.
 //!
 //! Commands leave from one place, the dispatch loop (woken by every
-//! control-plane commit, by a registration and by its timers), so replays
+//! control-plane commit, by a registration and by a paced command's time),
+//! so replays
 //! and new dispatches never overlap. Each turn it takes a snapshot of the
 //! live sessions, replays to every session it has not replayed to yet (a
 //! new serial: the commands that executor holds but has not completed), then
-//! runs one round (`ControlPlane::dispatch_round`: due inspects queued and
-//! dispatches committed in one transaction) and sends each command to its
+//! runs one round (`ControlPlane::dispatch_round`: the round's dispatches
+//! committed in one transaction) and sends each command to its
 //! executor's session from the snapshot. No lock is held across a commit. A
 //! session that registers after the snapshot gets this turn's commands by
 //! its own replay in the next turn, not twice. Each dispatch is committed
 //! before its frame is sent, so a crash between the two ends in a replay,
 //! never in a lost or doubled effect (the executor's journal answers a
-//! replayed idempotency key without acting twice).
+//! replayed idempotency key without acting twice). Time-driven commands
+//! (inspects of possibly stale states) are queued by `control::scheduler`,
+//! which the bridge starts and keeps informed of the live executors.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,6 +31,7 @@ use control::ControlPlane;
 use control::decide::Request;
 use control::queue::Limits;
 use control::schedule::Policy;
+use control::scheduler::in_place;
 use protocol::executor::{DaemonFrame, ExecutorFrame, FRAME_MAX};
 use tokio::sync::{Mutex, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -111,10 +115,13 @@ pub struct Bridge {
     started: tokio::time::Instant,
     /// Wakes the dispatch loop for a new session (its replay).
     registered: tokio::sync::Notify,
+    /// The executors with a live session, for the scheduler task.
+    live: tokio::sync::watch::Sender<Vec<String>>,
 }
 
 impl Bridge {
-    /// Starts the bridge and its dispatch loop. `shutdown` closes every session.
+    /// Starts the bridge, its dispatch loop and the scheduler task
+    /// (`control::scheduler`). `shutdown` closes every session and ends both.
     pub fn start(
         plane: Arc<ControlPlane>,
         config: BridgeConfig,
@@ -130,8 +137,12 @@ impl Bridge {
             serials: AtomicU64::new(0),
             started: tokio::time::Instant::now(),
             registered: tokio::sync::Notify::new(),
+            live: tokio::sync::watch::Sender::new(Vec::new()),
         });
         tokio::spawn(dispatch_loop(bridge.clone()));
+        let stop = bridge.shutdown.clone().cancelled_owned();
+        let (plane, live, policy) = (bridge.plane.clone(), bridge.live.subscribe(), bridge.config.recheck);
+        tokio::spawn(control::scheduler::run(plane, live, policy, stop));
         bridge
     }
 
@@ -172,6 +183,7 @@ impl Bridge {
             if let Some(old) = sessions.insert(executor_id.to_owned(), live) {
                 let _ = old.outbox.send(Outgoing::Close(CloseReason::Superseded));
             }
+            self.publish_live(&sessions);
         }
         self.registered.notify_one();
         if let ExecutorFrame::Hello { executor_kind, capabilities, host, .. } = hello {
@@ -187,6 +199,14 @@ impl Bridge {
         Ok(Registered { serial, heard })
     }
 
+    /// Tells the scheduler which executors are live (before the connect or
+    /// disconnect is recorded, so the commit that wakes it finds them).
+    fn publish_live(&self, sessions: &HashMap<String, Live>) {
+        let mut ids: Vec<String> = sessions.keys().cloned().collect();
+        ids.sort();
+        self.live.send_replace(ids);
+    }
+
     /// Milliseconds since the bridge started (the sessions' shared clock).
     pub(crate) fn now_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
@@ -199,6 +219,7 @@ impl Bridge {
             if sessions.get(executor_id).is_some_and(|live| live.serial == serial) {
                 sessions.remove(executor_id);
             }
+            self.publish_live(&sessions);
         }
         let command = Request::ExecutorDisconnected {
             executor_id: executor_id.to_owned(),
@@ -252,20 +273,9 @@ pub fn loopback_host(host: &str) -> bool {
     ["localhost", "127.0.0.1", "::1"].contains(&host_name(host))
 }
 
-/// Runs short blocking control-plane work (a SQLite commit) on this task:
-/// in place on a multi-threaded runtime, inline on a current-thread one
-/// (tests on paused time), so no work hides in a thread pool that paused
-/// time cannot see.
-fn in_place<T>(work: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::current().runtime_flavor() {
-        tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
-        _ => work(),
-    }
-}
-
 /// The one sender of commands (see the module doc): wakes on every commit,
-/// on a registration, at the next paced command's time and when an inspect
-/// falls due (`control::schedule`).
+/// on a registration and at the next paced command's time. (Inspects that
+/// fall due are queued by the scheduler task; their commit wakes it.)
 async fn dispatch_loop(bridge: Arc<Bridge>) {
     let mut changes = bridge.plane.subscribe_changes();
     // The session serial each executor was last replayed to.
@@ -276,14 +286,11 @@ async fn dispatch_loop(bridge: Arc<Bridge>) {
         // Timed work waits for its time: wake then, without polling. What was
         // due when the turn began was handled by it (or failed, and waits for
         // the next change); what fell due during the turn wakes us at once.
-        let connected = bridge.connected().await;
         let plane = &bridge.plane;
         let now = plane.now_ms();
-        let timer = [plane.next_not_before(), plane.next_recheck_at(&connected, bridge.config.recheck)]
-            .into_iter()
-            .flatten()
+        let timer = plane
+            .next_not_before()
             .filter(|at| *at > turn_began)
-            .min()
             .map(|at| tokio::time::Instant::now() + std::time::Duration::from_millis(at.saturating_sub(now)));
         tokio::select! {
             _ = async { tokio::time::sleep_until(timer.expect("guarded")).await }, if timer.is_some() => {}
@@ -329,11 +336,10 @@ async fn dispatch_turn(bridge: &Arc<Bridge>, replayed: &mut HashMap<String, u64>
     // A session whose replay failed gets nothing new until its replay went out.
     let connected: Vec<String> =
         live.iter().filter(|(id, (serial, _))| replayed.get(*id) == Some(serial)).map(|(id, _)| id.clone()).collect();
-    let ready =
-        in_place(|| plane.dispatch_round(&connected, config.limits, config.recheck, timeout)).unwrap_or_else(|e| {
-            tracing::error!(code = %e.code(), "dispatch round failed, replanning on the next wake: {e}");
-            Vec::new()
-        });
+    let ready = in_place(|| plane.dispatch_round(&connected, config.limits, timeout)).unwrap_or_else(|e| {
+        tracing::error!(code = %e.code(), "dispatch round failed, replanning on the next wake: {e}");
+        Vec::new()
+    });
     for (executor_id, command) in ready {
         // A session that died or was replaced meanwhile gets it by replay.
         if let Some((_, outbox)) = live.get(&executor_id) {

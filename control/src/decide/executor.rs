@@ -24,11 +24,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
         }
         Request::Dispatch { command_id, executor_id } => Ok(vec![dispatched(state, command_id, executor_id)?]),
         Request::Recheck { inspections } => inspects(state, inspections),
-        Request::Round { inspections, dispatches } => {
-            let mut events = inspects(state, inspections)?;
-            events.extend(dispatched_all(state, dispatches)?);
-            Ok(events)
-        }
+        Request::Round { dispatches } => dispatched_all(state, dispatches),
         Request::ExecutorReport { executor_id, frame } => report(state, executor_id, frame),
         Request::HostState { worker_id, code, detail } => {
             let worker = state.worker(worker_id).ok_or_else(|| Error::NotFound(format!("worker {worker_id}")))?;

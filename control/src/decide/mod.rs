@@ -224,11 +224,9 @@ pub enum Request {
         /// (worker, the id for its inspect command) pairs.
         inspections: Vec<(WorkerId, CommandId)>,
     },
-    /// One round of the executor loop: the inspects that fell due, then the
-    /// dispatches the queue allows, in one commit.
+    /// One round of the executor loop: the dispatches the queue allows, in
+    /// one commit.
     Round {
-        /// As in [`Request::Recheck`].
-        inspections: Vec<(WorkerId, CommandId)>,
         /// (command, executor) pairs, each as [`Request::Dispatch`].
         dispatches: Vec<(CommandId, String)>,
     },

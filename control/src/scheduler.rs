@@ -1,0 +1,58 @@
+//! The shell that runs [`crate::schedule`]: one task that owns its timers.
+//! It commits what is due now, sleeps until the next rule falls due (by the
+//! plane's injected clock), and wakes early on every commit and every change
+//! of the connected executors. The executor bridge only sends what the
+//! queue holds; nothing here sends anything. Execution Continuity's rules
+//! (resume, keepalive, stall guard) run in this task too.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::ControlPlane;
+use crate::schedule::Policy;
+
+/// Runs until `stop` resolves or the connected set's sender is dropped.
+/// `connected` holds the executors with a live session, kept current by the
+/// bridge before it records each connect and disconnect.
+pub async fn run(
+    plane: Arc<ControlPlane>,
+    mut connected: watch::Receiver<Vec<String>>,
+    policy: Policy,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let mut changes = plane.subscribe_changes();
+    tokio::pin!(stop);
+    loop {
+        let executors = connected.borrow_and_update().clone();
+        let turn_began = plane.now_ms();
+        if let Err(e) = in_place(|| plane.recheck(&executors, policy)) {
+            tracing::error!(code = %e.code(), "scheduled inspects not queued, retrying on the next wake: {e}");
+        }
+        // What was due when the turn began was handled (or failed, and waits
+        // for the next change); what fell due during the turn wakes us at once.
+        let now = plane.now_ms();
+        let timer = plane
+            .next_recheck_at(&executors, policy)
+            .filter(|at| *at > turn_began)
+            .map(|at| tokio::time::Instant::now() + Duration::from_millis(at.saturating_sub(now)));
+        tokio::select! {
+            _ = async { tokio::time::sleep_until(timer.expect("guarded")).await }, if timer.is_some() => {}
+            changed = changes.changed() => if changed.is_err() { return },
+            changed = connected.changed() => if changed.is_err() { return },
+            _ = &mut stop => return,
+        }
+    }
+}
+
+/// Runs short blocking control-plane work (a SQLite commit) on this task:
+/// in place on a multi-threaded runtime, inline on a current-thread one
+/// (tests on paused time), so no work hides in a thread pool that paused
+/// time cannot see.
+pub fn in_place<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::current().runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
+        _ => work(),
+    }
+}
