@@ -9,7 +9,8 @@ use crate::store::StoreError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A malformed argument.
+    /// A malformed argument at the edge (the message says which and why;
+    /// the rules' own refusals are [`Error::Refused`]).
     #[error("{0}")]
     InvalidArgument(String),
     /// A malformed identifier.
@@ -25,30 +26,15 @@ pub enum Error {
         /// The bound.
         max: usize,
     },
-    /// The named entity does not exist.
-    #[error("{0} not found")]
-    NotFound(String),
     /// Missing or invalid capability.
     #[error("capability is missing or not valid")]
     Unauthorized,
-    /// Authenticated but not allowed.
-    #[error("{0}")]
-    Forbidden(String),
-    /// Not allowed from the current state.
-    #[error("{0}")]
-    InvalidTransition(String),
-    /// The run is not active.
-    #[error("run is {0:?}; it does not accept this action")]
-    RunNotActive(protocol::RunState),
     /// Same idempotency key, different arguments.
     #[error("idempotency key {key:?} was already used with different arguments")]
     Conflict {
         /// The key.
         key: String,
     },
-    /// A configured limit was reached.
-    #[error("{0}")]
-    LimitReached(String),
     /// The store failed; nothing committed.
     #[error("store: {0}")]
     Store(#[from] StoreError),
@@ -58,12 +44,9 @@ pub enum Error {
     /// The caller's host (ChatGPT) holds an outdated catalog of this daemon's tools.
     #[error("{0}")]
     HostAppStale(String),
-    /// A pool admission claim was refused.
-    #[error("admission refused: {0}")]
-    Admission(admission::Refusal),
-    /// A report on work a newer follow-up has superseded.
-    #[error("superseded: {0}")]
-    Superseded(String),
+    /// A transition rule refused the request (see [`crate::decide::Refusal`]).
+    #[error(transparent)]
+    Refused(#[from] crate::decide::Refusal),
 }
 
 impl Error {
@@ -73,18 +56,13 @@ impl Error {
             Error::InvalidArgument(_) => ErrorCode::InvalidArgument,
             Error::InvalidId(_) => ErrorCode::InvalidId,
             Error::TooLarge { .. } => ErrorCode::TooLarge,
-            Error::NotFound(_) => ErrorCode::NotFound,
             Error::Unauthorized => ErrorCode::Unauthorized,
-            Error::Forbidden(_) => ErrorCode::Forbidden,
-            Error::InvalidTransition(_) => ErrorCode::InvalidTransition,
-            Error::RunNotActive(_) => ErrorCode::RunNotActive,
-            Error::Conflict { .. } | Error::Superseded(_) => ErrorCode::Conflict,
-            Error::LimitReached(_) => ErrorCode::LimitReached,
+            Error::Conflict { .. } => ErrorCode::Conflict,
             Error::Store(StoreError::Corrupt(_)) => ErrorCode::ReconcileRequired,
             Error::Store(_) => ErrorCode::StoreUnavailable,
-            Error::Admission(refusal) => refusal.code(),
             Error::ReconcileRequired(_) => ErrorCode::ReconcileRequired,
             Error::HostAppStale(_) => ErrorCode::HostAppStale,
+            Error::Refused(refusal) => refusal.code(),
         }
     }
 }

@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 
 use crate::broker::Broker;
 use crate::clock::Clock;
-use crate::decide::{Request, broadcast_recipients, decide};
+use crate::decide::{Refusal, Request, broadcast_recipients, decide};
 use crate::error::Error;
 use crate::keys::Keyring;
 use crate::model::{QueuedCommand, Run, State, Worker};
@@ -674,9 +674,8 @@ impl ControlPlane {
     /// attempt (now + `timeout_ms`); the id and idempotency key never change.
     pub fn render(&self, id: &CommandId, timeout_ms: u64) -> Result<wire::Command, Error> {
         let state = self.read();
-        let command = state.commands.get(id).ok_or_else(|| Error::NotFound(format!("command {id}")))?;
-        let worker =
-            state.worker(&command.worker_id).ok_or_else(|| Error::NotFound(format!("worker {}", command.worker_id)))?;
+        let command = state.commands.get(id).ok_or_else(|| Refusal::NoCommand(id.clone()))?;
+        let worker = state.worker(&command.worker_id).ok_or_else(|| Refusal::NoWorker(command.worker_id.clone()))?;
         let attach = self.keys.attach_identity(&worker.id);
         let op = match &command.intent {
             CommandIntent::Create => CommandOp::ConversationCreate {
@@ -685,9 +684,8 @@ impl ControlPlane {
                 app: self.chatgpt.app_label.clone(),
             },
             CommandIntent::Send { prompt } => {
-                let (conversation_id, _) = worker.conversation.clone().ok_or_else(|| {
-                    Error::InvalidTransition(format!("worker {} has no bound conversation", worker.id))
-                })?;
+                let (conversation_id, _) =
+                    worker.conversation.clone().ok_or_else(|| Refusal::Unbound(worker.id.clone()))?;
                 let prompt = match prompt {
                     PromptRef::Bootstrap => bootstrap_prompt(&attach),
                     PromptRef::Followup { seq } => followup_prompt(&attach, *seq),
@@ -695,9 +693,8 @@ impl ControlPlane {
                 CommandOp::ConversationSend { conversation_id, prompt, app: self.chatgpt.app_label.clone() }
             }
             CommandIntent::Open | CommandIntent::Close | CommandIntent::Inspect => {
-                let (conversation_id, url) = worker.conversation.clone().ok_or_else(|| {
-                    Error::InvalidTransition(format!("worker {} has no bound conversation", worker.id))
-                })?;
+                let (conversation_id, url) =
+                    worker.conversation.clone().ok_or_else(|| Refusal::Unbound(worker.id.clone()))?;
                 match command.intent {
                     CommandIntent::Open => CommandOp::ConversationOpen { conversation_id, url },
                     CommandIntent::Inspect => CommandOp::ConversationInspect { conversation_id },
@@ -721,7 +718,7 @@ impl ControlPlane {
 
     /// A page of the run's events after `after`, filtered for `viewer`.
     pub fn events(&self, run: &RunId, after: u64, limit: usize, viewer: &Viewer) -> Result<Page, Error> {
-        let head = self.run(run).ok_or_else(|| Error::NotFound(format!("run {run}")))?.cursor;
+        let head = self.run(run).ok_or_else(|| Refusal::NoRun(run.clone()))?.cursor;
         if after > head {
             return Err(Error::InvalidArgument(format!("after_cursor {after} is beyond the run's last cursor {head}")));
         }

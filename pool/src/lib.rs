@@ -465,7 +465,10 @@ impl Pool {
             peer_fingerprint: peer_fingerprint.to_owned(),
             now_ms: self.plane.now_ms(),
         })?;
-        Ok(self.plane.worker(&worker).ok_or_else(|| control::Error::NotFound(format!("worker {worker}")))?)
+        Ok(self
+            .plane
+            .worker(&worker)
+            .ok_or_else(|| control::Error::from(control::decide::Refusal::NoWorker(worker.clone())))?)
     }
 
     /// Records a task for one parked worker (the given slot, or the lowest

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The executor commands (routed here by [`super::decide`]).
-pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Error> {
+pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusal> {
     match command {
         Request::ExecutorConnected { executor_id, executor_instance_id, executor_kind, capabilities, host } => {
             Ok(vec![EventBody::ExecutorConnected {
@@ -27,9 +27,9 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
         Request::Round { dispatches } => dispatched_all(state, dispatches),
         Request::ExecutorReport { executor_id, frame } => report(state, executor_id, frame),
         Request::HostState { worker_id, code, detail } => {
-            let worker = state.worker(worker_id).ok_or_else(|| Error::NotFound(format!("worker {worker_id}")))?;
+            let worker = state.worker(worker_id).ok_or_else(|| Refusal::NoWorker(worker_id.clone()))?;
             if !code.is_host_state() {
-                return Err(Error::InvalidArgument(format!("{code} is not a host state")));
+                return Err(Refusal::NotAHostState(*code));
             }
             Ok(if worker.last_error == Some(*code) {
                 vec![]
@@ -42,13 +42,13 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
 }
 
 /// The inspects of a recheck: one command per worker with a conversation.
-fn inspects(state: &State, inspections: &[(WorkerId, CommandId)]) -> Result<Vec<EventBody>, Error> {
+fn inspects(state: &State, inspections: &[(WorkerId, CommandId)]) -> Result<Vec<EventBody>, Refusal> {
     inspections
         .iter()
         .map(|(worker_id, command_id)| {
-            let worker = state.worker(worker_id).ok_or_else(|| Error::NotFound(format!("worker {worker_id}")))?;
+            let worker = state.worker(worker_id).ok_or_else(|| Refusal::NoWorker(worker_id.clone()))?;
             if worker.conversation.is_none() {
-                return Err(Error::InvalidTransition(format!("worker {worker_id} has no conversation to inspect")));
+                return Err(Refusal::NoConversation(worker_id.clone()));
             }
             Ok(EventBody::CommandQueued {
                 command_id: command_id.clone(),
@@ -62,20 +62,19 @@ fn inspects(state: &State, inspections: &[(WorkerId, CommandId)]) -> Result<Vec<
 }
 
 /// The dispatches of a round, each as [`dispatched`].
-fn dispatched_all(state: &State, dispatches: &[(CommandId, String)]) -> Result<Vec<EventBody>, Error> {
+fn dispatched_all(state: &State, dispatches: &[(CommandId, String)]) -> Result<Vec<EventBody>, Refusal> {
     dispatches.iter().map(|(command_id, executor_id)| dispatched(state, command_id, executor_id)).collect()
 }
 
 /// The dispatch of one queued command to an executor, which must be the one
 /// holding the worker, if any holds it.
-fn dispatched(state: &State, command_id: &CommandId, executor_id: &str) -> Result<EventBody, Error> {
+fn dispatched(state: &State, command_id: &CommandId, executor_id: &str) -> Result<EventBody, Refusal> {
     let command = known_command(state, command_id)?;
-    let worker =
-        state.worker(&command.worker_id).ok_or_else(|| Error::NotFound(format!("worker {}", command.worker_id)))?;
+    let worker = state.worker(&command.worker_id).ok_or_else(|| Refusal::NoWorker(command.worker_id.clone()))?;
     if let Some(bound) = &worker.executor_id
         && bound != executor_id
     {
-        return Err(Error::Forbidden(format!("worker {} is bound to another executor", worker.id)));
+        return Err(Refusal::BoundElsewhere(worker.id.clone()));
     }
     match command.phase {
         CommandPhase::Queued => Ok(EventBody::CommandDispatched {
@@ -84,7 +83,7 @@ fn dispatched(state: &State, command_id: &CommandId, executor_id: &str) -> Resul
             executor_id: executor_id.to_owned(),
         }),
         CommandPhase::Dispatched | CommandPhase::Acked | CommandPhase::Completed | CommandPhase::Cancelled => {
-            Err(Error::InvalidTransition(format!("command {command_id} is not queued")))
+            Err(Refusal::NotQueued(command_id.clone()))
         }
     }
 }
@@ -92,11 +91,9 @@ fn dispatched(state: &State, command_id: &CommandId, executor_id: &str) -> Resul
 /// Applies what an executor reported. Duplicates (a second ack, a result
 /// delivered twice, the same binding again) record nothing; anything about a
 /// command or worker held by another executor is refused.
-fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec<EventBody>, Error> {
+fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec<EventBody>, Refusal> {
     match frame {
-        ExecutorFrame::Hello { .. } | ExecutorFrame::Heartbeat { .. } => {
-            Err(Error::InvalidArgument("hello and heartbeat are session frames, not reports".into()))
-        }
+        ExecutorFrame::Hello { .. } | ExecutorFrame::Heartbeat { .. } => Err(Refusal::SessionFrame),
         ExecutorFrame::Ack { command_id } => {
             let command = held_command(state, executor_id, command_id)?;
             match command.phase {
@@ -117,9 +114,7 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                     Ok(events)
                 }
                 CommandPhase::Acked | CommandPhase::Completed => Ok(vec![]),
-                CommandPhase::Queued | CommandPhase::Cancelled => {
-                    Err(Error::InvalidTransition(format!("command {command_id} was never dispatched")))
-                }
+                CommandPhase::Queued | CommandPhase::Cancelled => Err(Refusal::NeverDispatched(command_id.clone())),
             }
         }
         ExecutorFrame::Result { command_id, outcome } => {
@@ -128,7 +123,7 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                 CommandPhase::Dispatched | CommandPhase::Acked => {}
                 CommandPhase::Completed => return Ok(vec![]),
                 CommandPhase::Queued | CommandPhase::Cancelled => {
-                    return Err(Error::InvalidTransition(format!("command {command_id} was never dispatched")));
+                    return Err(Refusal::NeverDispatched(command_id.clone()));
                 }
             }
             let worker = state.worker(&command.worker_id).expect("commands name known workers");
@@ -202,7 +197,7 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
         ExecutorFrame::ConversationCreated { command_id, worker_id } => {
             let command = held_command(state, executor_id, command_id)?;
             if &command.worker_id != worker_id {
-                return Err(Error::Forbidden("conversationCreated names another worker than its command".into()));
+                return Err(Refusal::CreatedForAnother);
             }
             let worker = held_worker(state, executor_id, worker_id)?;
             Ok(if worker.conversation_created {
@@ -318,24 +313,24 @@ fn uncertain(code: ErrorCode) -> bool {
     matches!(code, ErrorCode::OutcomeUnknown | ErrorCode::AmbiguousSubmission | ErrorCode::ReconcileRequired)
 }
 
-fn known_command<'a>(state: &'a State, id: &CommandId) -> Result<&'a QueuedCommand, Error> {
-    state.commands.get(id).ok_or_else(|| Error::NotFound(format!("command {id}")))
+fn known_command<'a>(state: &'a State, id: &CommandId) -> Result<&'a QueuedCommand, Refusal> {
+    state.commands.get(id).ok_or_else(|| Refusal::NoCommand(id.clone()))
 }
 
 /// A command dispatched to `executor_id`.
-fn held_command<'a>(state: &'a State, executor_id: &str, id: &CommandId) -> Result<&'a QueuedCommand, Error> {
+fn held_command<'a>(state: &'a State, executor_id: &str, id: &CommandId) -> Result<&'a QueuedCommand, Refusal> {
     let command = known_command(state, id)?;
     if command.executor_id.as_deref() != Some(executor_id) {
-        return Err(Error::Forbidden(format!("command {id} is not held by this executor")));
+        return Err(Refusal::CommandNotHeld(id.clone()));
     }
     Ok(command)
 }
 
 /// A worker whose conversation `executor_id` holds.
-fn held_worker<'a>(state: &'a State, executor_id: &str, id: &WorkerId) -> Result<&'a Worker, Error> {
-    let worker = state.worker(id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
+fn held_worker<'a>(state: &'a State, executor_id: &str, id: &WorkerId) -> Result<&'a Worker, Refusal> {
+    let worker = state.worker(id).ok_or_else(|| Refusal::NoWorker(id.clone()))?;
     if worker.executor_id.as_deref() != Some(executor_id) {
-        return Err(Error::Forbidden(format!("worker {id} is not held by this executor")));
+        return Err(Refusal::WorkerNotHeld(id.clone()));
     }
     Ok(worker)
 }

@@ -3,34 +3,32 @@
 use super::*;
 
 /// The message commands (routed here by [`super::decide`]).
-pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Error> {
+pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusal> {
     match command {
         Request::Send { actor, message_id, to, kind, body, in_reply_to } => {
             let (run, sender) = acting(state, actor)?;
             require_open(run)?;
             require_working(sender)?;
             check_text("body", body, TEXT_MAX)?;
-            let recipient = state
-                .worker(to)
-                .filter(|w| w.run_id == run.id)
-                .ok_or_else(|| Error::NotFound(format!("worker {to} in this run")))?;
+            let recipient =
+                state.worker(to).filter(|w| w.run_id == run.id).ok_or_else(|| Refusal::NoWorkerInRun(to.clone()))?;
             if recipient.id == sender.id {
-                return Err(Error::InvalidArgument("a worker cannot message itself".into()));
+                return Err(Refusal::MessageToSelf);
             }
             if !sender.is_root() && !recipient.is_root() && Some(&recipient.id) != sender.parent.as_ref() {
-                return Err(Error::Forbidden("workers may message root or their parent only".into()));
+                return Err(Refusal::MessageRecipient);
             }
             if let Some(reply_to) = in_reply_to {
                 match run.messages.get(reply_to) {
                     Some(addressee) if addressee == actor => {}
                     Some(_) => {
-                        return Err(Error::Forbidden("in_reply_to names a message addressed to another worker".into()));
+                        return Err(Refusal::ReplyToOthers);
                     }
-                    None => return Err(Error::NotFound(format!("message {reply_to} in this run"))),
+                    None => return Err(Refusal::NoMessageInRun(reply_to.clone())),
                 }
             }
             if state.runs.values().any(|r| r.messages.contains_key(message_id)) {
-                return Err(Error::InvalidArgument("message id already exists".into()));
+                return Err(Refusal::IdTaken("message id"));
             }
             let mut events = vec![EventBody::WorkerMessage {
                 message_id: message_id.clone(),
@@ -49,7 +47,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             check_text("body", body, TEXT_MAX)?;
             let recipients = broadcast_recipients(state, run);
             if message_ids.len() < recipients.len() {
-                return Err(Error::InvalidArgument("not enough message ids for the recipients".into()));
+                return Err(Refusal::TooFewMessageIds);
             }
             let mut events = Vec::new();
             for (recipient, message_id) in recipients.into_iter().zip(message_ids) {

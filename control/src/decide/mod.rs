@@ -19,17 +19,18 @@ use protocol::{
     SlotHealth, WorkerId, WorkerState,
 };
 
-use crate::error::Error;
 use crate::model::{CommandPhase, QueuedCommand, Run, State, Worker};
 
 mod executor;
 mod message;
+mod refusal;
 mod run;
 mod runtime;
 mod worker;
 
 pub use executor::SEND_ATTEMPTS_MAX;
 pub use message::broadcast_recipients;
+pub use refusal::Refusal;
 pub use runtime::{retire_protection, setup_refused};
 
 /// A request to change the control plane, already authenticated: `actor` is
@@ -267,7 +268,7 @@ pub struct ProvisionSlot {
 
 /// The events that record `command`'s effect on `state`, or why it is refused.
 /// Each family of commands is decided in its own file.
-pub fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Error> {
+pub fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusal> {
     match command {
         Request::CreateRun { .. } | Request::CancelRun { .. } => run::decide(state, command),
         Request::Spawn { .. }
@@ -311,53 +312,50 @@ fn state_change(worker: &WorkerId, from: WorkerState, to: WorkerState, reason: O
 }
 
 /// The actor and its run; the actor must exist.
-fn acting<'a>(state: &'a State, actor: &WorkerId) -> Result<(&'a Run, &'a Worker), Error> {
-    let worker = state.worker(actor).ok_or_else(|| Error::NotFound(format!("worker {actor}")))?;
-    let run = state.runs.get(&worker.run_id).ok_or_else(|| Error::NotFound(format!("run {}", worker.run_id)))?;
+fn acting<'a>(state: &'a State, actor: &WorkerId) -> Result<(&'a Run, &'a Worker), Refusal> {
+    let worker = state.worker(actor).ok_or_else(|| Refusal::NoWorker(actor.clone()))?;
+    let run = state.runs.get(&worker.run_id).ok_or_else(|| Refusal::NoRun(worker.run_id.clone()))?;
     Ok((run, worker))
 }
 
 /// The actor, which must be its run's root.
-fn root_actor<'a>(state: &'a State, actor: &WorkerId) -> Result<(&'a Run, &'a Worker), Error> {
+fn root_actor<'a>(state: &'a State, actor: &WorkerId) -> Result<(&'a Run, &'a Worker), Refusal> {
     let (run, worker) = acting(state, actor)?;
     if !worker.is_root() {
-        return Err(Error::Forbidden("only root may do this".into()));
+        return Err(Refusal::RootOnly);
     }
     Ok((run, worker))
 }
 
 /// A non-root worker of `run`.
-fn child_of_run<'a>(state: &'a State, run: &Run, id: &WorkerId) -> Result<&'a Worker, Error> {
-    let worker = state
-        .worker(id)
-        .filter(|w| w.run_id == run.id)
-        .ok_or_else(|| Error::NotFound(format!("worker {id} in this run")))?;
+fn child_of_run<'a>(state: &'a State, run: &Run, id: &WorkerId) -> Result<&'a Worker, Refusal> {
+    let worker = state.worker(id).filter(|w| w.run_id == run.id).ok_or_else(|| Refusal::NoWorkerInRun(id.clone()))?;
     if worker.is_root() {
-        return Err(Error::InvalidArgument("root cannot be the target".into()));
+        return Err(Refusal::RootAsTarget);
     }
     Ok(worker)
 }
 
 /// New work may start only in an active run.
-fn require_active(run: &Run) -> Result<(), Error> {
+fn require_active(run: &Run) -> Result<(), Refusal> {
     match run.state {
         RunState::Active => Ok(()),
         RunState::Completing | RunState::Completed | RunState::Failed | RunState::Cancelled => {
-            Err(Error::RunNotActive(run.state))
+            Err(Refusal::RunNotActive(run.state))
         }
     }
 }
 
 /// Reporting and messaging continue while a run is completing.
-fn require_open(run: &Run) -> Result<(), Error> {
+fn require_open(run: &Run) -> Result<(), Refusal> {
     match run.state {
         RunState::Active | RunState::Completing => Ok(()),
-        RunState::Completed | RunState::Failed | RunState::Cancelled => Err(Error::RunNotActive(run.state)),
+        RunState::Completed | RunState::Failed | RunState::Cancelled => Err(Refusal::RunNotActive(run.state)),
     }
 }
 
 /// Only a working worker reports, messages, completes or fails.
-fn require_working(worker: &Worker) -> Result<(), Error> {
+fn require_working(worker: &Worker) -> Result<(), Refusal> {
     match worker.state {
         WorkerState::Running | WorkerState::Waiting => Ok(()),
         WorkerState::Created
@@ -366,7 +364,7 @@ fn require_working(worker: &Worker) -> Result<(), Error> {
         | WorkerState::Completed
         | WorkerState::Failed
         | WorkerState::Cancelled
-        | WorkerState::LaunchFailed => Err(Error::InvalidTransition(format!("worker is {:?}", worker.state))),
+        | WorkerState::LaunchFailed => Err(Refusal::WorkerIs(worker.state)),
     }
 }
 
@@ -400,23 +398,23 @@ fn close_if_last(state: &State, run: &Run, finishing: &WorkerId) -> Option<Event
     })
 }
 
-fn check_text(field: &'static str, text: &str, max: usize) -> Result<(), Error> {
+fn check_text(field: &'static str, text: &str, max: usize) -> Result<(), Refusal> {
     if text.len() > max {
-        return Err(Error::TooLarge { field, len: text.len(), max });
+        return Err(Refusal::TooLarge { field, len: text.len(), max });
     }
     Ok(())
 }
 
-fn check_list(field: &'static str, items: &[String]) -> Result<(), Error> {
+fn check_list(field: &'static str, items: &[String]) -> Result<(), Refusal> {
     if items.len() > LIST_MAX {
-        return Err(Error::TooLarge { field, len: items.len(), max: LIST_MAX });
+        return Err(Refusal::TooLarge { field, len: items.len(), max: LIST_MAX });
     }
     items.iter().try_for_each(|item| check_text(field, item, ITEM_MAX))
 }
 
-fn check_assignment(a: &Assignment) -> Result<(), Error> {
+fn check_assignment(a: &Assignment) -> Result<(), Refusal> {
     if a.objective.trim().is_empty() {
-        return Err(Error::InvalidArgument("assignment.objective must not be empty".into()));
+        return Err(Refusal::EmptyObjective);
     }
     for text in a.texts() {
         check_text("assignment", text, TEXT_MAX)?;
@@ -426,7 +424,7 @@ fn check_assignment(a: &Assignment) -> Result<(), Error> {
     }
     let len = serde_json::to_vec(a).map_or(usize::MAX, |json| json.len());
     if len > ASSIGNMENT_MAX {
-        return Err(Error::TooLarge { field: "assignment", len, max: ASSIGNMENT_MAX });
+        return Err(Refusal::TooLarge { field: "assignment", len, max: ASSIGNMENT_MAX });
     }
     Ok(())
 }

@@ -3,12 +3,12 @@
 use super::*;
 
 /// The run commands (routed here by [`super::decide`]).
-pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Error> {
+pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusal> {
     match command {
         Request::CreateRun { run_id, root_id, title } => {
             check_text("title", title, TITLE_MAX)?;
             if state.runs.contains_key(run_id) || state.workers.contains_key(root_id) {
-                return Err(Error::InvalidArgument("run or root id already exists".into()));
+                return Err(Refusal::IdTaken("run or root id"));
             }
             Ok(vec![
                 EventBody::RunCreated { title: title.clone(), root_worker_id: root_id.clone() },
@@ -24,7 +24,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
         Request::CancelRun { actor, reason } => {
             let (run, root) = root_actor(state, actor)?;
             if run.state.is_terminal() {
-                return Err(Error::RunNotActive(run.state));
+                return Err(Refusal::RunNotActive(run.state));
             }
             check_text("reason", reason, TEXT_MAX)?;
             let mut events = cancel_children(state, run, actor, "run cancelled");

@@ -4,19 +4,19 @@
 use super::*;
 
 /// The runtime commands (routed here by [`super::decide`]).
-pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Error> {
+pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusal> {
     match command {
         Request::RuntimeProvision { actor, operation_id, slots, expires_at_ms } => {
             let (run, root) = root_actor(state, actor)?;
             require_active(run)?;
             if run.workers.len() + slots.len() > WORKERS_PER_RUN_MAX {
-                return Err(Error::LimitReached(format!("a run holds at most {WORKERS_PER_RUN_MAX} workers")));
+                return Err(Refusal::RunFull(WORKERS_PER_RUN_MAX));
             }
             let mut paths = run.paths.clone();
             let mut events = Vec::new();
             for s in slots {
                 if state.runtime.slot(&run.id, s.slot).is_some_and(|r| r.health != SlotHealth::Retired) {
-                    return Err(Error::InvalidTransition(format!("slot {} is held", s.slot)));
+                    return Err(Refusal::SlotHeld(s.slot));
                 }
                 check_assignment(&s.assignment)?;
                 let base = format!("{}/pool-{}", root.path, s.slot);
@@ -58,9 +58,9 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
         Request::RuntimeAdmit { worker_id, peer_fingerprint, now_ms } => {
             let (run, worker) = acting(state, worker_id)?;
             require_open(run)?;
-            let record = state.runtime.by_worker(worker_id).ok_or(Error::Admission(admission::Refusal::NotPooled))?;
+            let record = state.runtime.by_worker(worker_id).ok_or(Refusal::Admission(admission::Refusal::NotPooled))?;
             let claim = admission::Claim { worker: worker_id, peer_fingerprint, now_ms: *now_ms };
-            let decided = admission::admit(record, &claim).map_err(Error::Admission)?;
+            let decided = admission::admit(record, &claim).map_err(Refusal::Admission)?;
             let mut events = Vec::new();
             if decided == admission::Admission::Admit {
                 events.push(EventBody::RuntimeSlotAdmitted {
@@ -81,7 +81,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
         Request::RuntimeRecover { actor, slot, command_id } => {
             let (run, _) = root_actor(state, actor)?;
             require_open(run)?;
-            let record = state.runtime.slot(&run.id, *slot).ok_or_else(|| Error::NotFound(format!("slot {slot}")))?;
+            let record = state.runtime.slot(&run.id, *slot).ok_or(Refusal::NoSlot(*slot))?;
             if let Some(attempts) = setup_refused(state, record) {
                 // Nothing was submitted before: create afresh under a new key
                 // (the executor's journal answers the old key with its refusal).
@@ -95,10 +95,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                 }]);
             }
             if record.health != SlotHealth::Lost || record.conversation.is_none() {
-                return Err(Error::InvalidTransition(format!(
-                    "slot {slot} is {:?}; only a lost, bound slot is reopened",
-                    record.health
-                )));
+                return Err(Refusal::SlotNotLost { slot: *slot, health: record.health });
             }
             let worker = record.reserved_worker.clone();
             Ok(vec![
@@ -119,10 +116,10 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
         }
         Request::RuntimeRetire { actor, slot, command_id } => {
             let (run, _) = root_actor(state, actor)?;
-            let record = state.runtime.slot(&run.id, *slot).ok_or_else(|| Error::NotFound(format!("slot {slot}")))?;
+            let record = state.runtime.slot(&run.id, *slot).ok_or(Refusal::NoSlot(*slot))?;
             let worker = state.worker(&record.reserved_worker).expect("pool workers exist");
             if let Some(why) = retire_protection(state, record, worker) {
-                return Err(Error::InvalidTransition(format!("slot {slot} is protected: {why}")));
+                return Err(Refusal::SlotProtected { slot: *slot, why: why.to_string() });
             }
             let mut events = vec![EventBody::RuntimeSlotHealth {
                 slot: *slot,

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The worker commands (routed here by [`super::decide`]).
-pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Error> {
+pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusal> {
     match command {
         Request::Spawn { actor, worker_id, name, assignment, create_command } => {
             let (run, root) = root_actor(state, actor)?;
@@ -13,13 +13,13 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             check_assignment(assignment)?;
             let path = format!("{}/{name}", root.path);
             if run.paths.contains(&path) {
-                return Err(Error::InvalidArgument(format!("a worker named {path} already exists in this run")));
+                return Err(Refusal::NameTaken(path.to_string()));
             }
             if run.workers.len() >= WORKERS_PER_RUN_MAX {
-                return Err(Error::LimitReached(format!("a run holds at most {WORKERS_PER_RUN_MAX} workers")));
+                return Err(Refusal::RunFull(WORKERS_PER_RUN_MAX));
             }
             if state.workers.contains_key(worker_id) {
-                return Err(Error::InvalidArgument("worker id already exists".into()));
+                return Err(Refusal::IdTaken("worker id"));
             }
             Ok(vec![
                 EventBody::WorkerCreated {
@@ -41,16 +41,16 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
         Request::Attach { worker_id } => {
             let (run, worker) = acting(state, worker_id)?;
             if worker.is_root() {
-                return Err(Error::Forbidden("root does not attach; it uses the capability from run_create".into()));
+                return Err(Refusal::RootDoesNotAttach);
             }
             if state.runtime.by_worker(worker_id).is_some() {
-                return Err(Error::Forbidden("pool workers attach through admission (runtime_bootstrap)".into()));
+                return Err(Refusal::PoolWorkerAttach);
             }
             if worker.state == WorkerState::Cancelled
                 || worker.state == WorkerState::LaunchFailed
                 || run.state.is_terminal()
             {
-                return Err(Error::InvalidTransition(format!("worker is {:?}; it can no longer attach", worker.state)));
+                return Err(Refusal::CannotAttach(worker.state));
             }
             let mut events =
                 vec![EventBody::WorkerAttached { worker_id: worker_id.clone(), attach_count: worker.attach_count + 1 }];
@@ -73,7 +73,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             require_working(worker)?;
             check_text("summary", summary, TEXT_MAX)?;
             if percent.is_some_and(|p| p > 100) {
-                return Err(Error::InvalidArgument("percent must be between 0 and 100".into()));
+                return Err(Refusal::BadPercent);
             }
             let mut events = vec![EventBody::WorkerProgress {
                 worker_id: actor.clone(),
@@ -115,23 +115,16 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                     actor
                 }
                 _ => {
-                    return Err(Error::InvalidArgument("only progress, completion and failure name their work".into()));
+                    return Err(Refusal::WorkNotNamed);
                 }
             };
             let (_, worker) = acting(state, actor)?;
             let newest = worker.followups.len() as u32;
             if *followup < newest {
-                return Err(Error::Superseded(format!(
-                    "this reports on {}, but follow-up #{newest} is waiting: read it with worker_attach",
-                    if *followup == 0 {
-                        "the original assignment".to_owned()
-                    } else {
-                        format!("follow-up #{followup}")
-                    }
-                )));
+                return Err(Refusal::Superseded { followup: *followup, newest });
             }
             if *followup > newest {
-                return Err(Error::InvalidArgument(format!("there is no follow-up #{followup} (newest: {newest})")));
+                return Err(Refusal::NoSuchFollowup { followup: *followup, newest });
             }
             // The outcome says which work it finishes, so root reads it from the event.
             let mut events = super::decide(state, report)?;
@@ -172,7 +165,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             check_text("reason", reason, TEXT_MAX)?;
             let worker = child_of_run(state, run, target)?;
             if worker.state.is_terminal() {
-                return Err(Error::InvalidTransition(format!("worker is already {:?}", worker.state)));
+                return Err(Refusal::AlreadyEnded(worker.state));
             }
             let mut events = vec![
                 EventBody::WorkerInterrupted { worker_id: target.clone(), reason: reason.clone() },
@@ -194,10 +187,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                 | WorkerState::Launching
                 | WorkerState::Cancelled
                 | WorkerState::LaunchFailed => {
-                    return Err(Error::InvalidTransition(format!(
-                        "a {:?} worker cannot take a follow-up",
-                        worker.state
-                    )));
+                    return Err(Refusal::NoFollowupFor(worker.state));
                 }
             }
             let seq = worker.followups.len() as u32 + 1;
@@ -219,12 +209,12 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
     }
 }
 
-fn check_name(name: &str) -> Result<(), Error> {
+fn check_name(name: &str) -> Result<(), Refusal> {
     check_text("name", name, NAME_MAX)?;
     let ok = !name.is_empty()
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
     if !ok {
-        return Err(Error::InvalidArgument("name must be 1-64 characters of a-z, 0-9, '-' or '_'".into()));
+        return Err(Refusal::BadName);
     }
     Ok(())
 }

@@ -8,13 +8,13 @@ use super::*;
 /// bounds of its parts; the follow-ups are as many of the newest as fit in
 /// `RESPONSE_MAX`, so an attach always fits what clients accept.
 fn attach_out(plane: &ControlPlane, id: &WorkerId) -> Result<WorkerAttachOut, Error> {
-    let w = plane.worker(id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
+    let w = plane.worker(id).ok_or_else(|| Error::from(Refusal::NoWorker(id.clone())))?;
     let mut out = WorkerAttachOut {
         // Its own long texts cut, as in a list: room for the newest follow-up.
         worker: WorkerView::in_list(&w),
         run_id: w.run_id.clone(),
         capability: plane.keys().capability(id),
-        assignment: w.assignment.clone().ok_or_else(|| Error::Forbidden("root does not attach".into()))?,
+        assignment: w.assignment.clone().ok_or_else(|| Error::from(Refusal::RootDoesNotAttach))?,
         followups: Vec::new(),
         followups_from: 1,
         instructions: WORKER_INSTRUCTIONS.into(),

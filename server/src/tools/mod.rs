@@ -22,7 +22,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use control::decide::Request;
+use control::decide::{Refusal, Request};
 use control::model::{Run, Worker};
 use control::plane::{Page, Viewer};
 use control::{ControlPlane, Error};
@@ -112,7 +112,7 @@ fn acting_as(plane: &ControlPlane, capability: &str, claimed: Option<&str>) -> R
     if let Some(claimed) = claimed {
         let claimed: WorkerId = parse(claimed)?;
         if claimed != me.id {
-            return Err(Error::Forbidden("a capability acts only as its own worker".into()));
+            return Err(Error::from(Refusal::NotYourself));
         }
     }
     Ok(me)
@@ -121,7 +121,7 @@ fn acting_as(plane: &ControlPlane, capability: &str, claimed: Option<&str>) -> R
 fn root_only(plane: &ControlPlane, capability: &str) -> Result<Worker, Error> {
     let me = plane.authenticate(capability)?;
     if !me.is_root() {
-        return Err(Error::Forbidden("only root may call this tool".into()));
+        return Err(Error::from(Refusal::RootOnly));
     }
     Ok(me)
 }
@@ -264,8 +264,8 @@ pub struct Tools {
 
 impl Tools {
     fn worker_out(&self, id: &WorkerId) -> Result<WorkerOut, Error> {
-        let w = self.plane.worker(id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
-        let run = self.plane.run(&w.run_id).ok_or_else(|| Error::NotFound(format!("run {}", w.run_id)))?;
+        let w = self.plane.worker(id).ok_or_else(|| Error::from(Refusal::NoWorker(id.clone())))?;
+        let run = self.plane.run(&w.run_id).ok_or_else(|| Error::from(Refusal::NoRun(w.run_id.clone())))?;
         Ok(WorkerOut { worker: WorkerView::from(&w), run_state: run.state, cursor: run.cursor })
     }
 
@@ -296,7 +296,7 @@ impl Tools {
                 .into_iter()
                 .find(|w| w.path == to)
                 .map(|w| w.id)
-                .ok_or_else(|| Error::NotFound(format!("worker {to} in this run")));
+                .ok_or_else(|| Error::from(Refusal::NoPathInRun(to.to_owned())));
         }
         parse(to)
     }

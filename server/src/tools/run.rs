@@ -61,7 +61,7 @@ impl Tools {
         let plane = self.plane.clone();
         on_blocking_pool(move || -> Result<_, Error> {
             let (run_id, root, created) = plane.create_run_once(&args.title, args.idempotency_key.as_deref())?;
-            let run = plane.run(&run_id).ok_or_else(|| Error::NotFound(format!("run {run_id}")))?;
+            let run = plane.run(&run_id).ok_or_else(|| Error::from(Refusal::NoRun(run_id.clone())))?;
             // A key proves nothing about who replays it: the credential goes to the creator only.
             let root_capability = created.then(|| plane.keys().capability(&root));
             Ok(RunCreateOut { run: RunView::from(&run), root_capability, replayed: !created })
@@ -82,7 +82,7 @@ impl Tools {
         let plane = self.plane.clone();
         on_blocking_pool(move || -> Result<_, Error> {
             let me = plane.authenticate(&args.capability)?;
-            let run = plane.run(&me.run_id).ok_or_else(|| Error::NotFound(format!("run {}", me.run_id)))?;
+            let run = plane.run(&me.run_id).ok_or_else(|| Error::from(Refusal::NoRun(me.run_id.clone())))?;
             let workers = if me.is_root() { plane.workers_of(&run.id) } else { vec![me] };
             Ok(RunGetOut { run: RunView::from(&run), workers: workers.iter().map(WorkerView::in_list).collect() })
         })
@@ -103,7 +103,7 @@ impl Tools {
         on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;
             plane.execute(Request::CancelRun { actor: root.id.clone(), reason: args.reason })?;
-            let run = plane.run(&root.run_id).ok_or_else(|| Error::NotFound(format!("run {}", root.run_id)))?;
+            let run = plane.run(&root.run_id).ok_or_else(|| Error::from(Refusal::NoRun(root.run_id.clone())))?;
             Ok(RunGetOut {
                 run: RunView::from(&run),
                 workers: plane.workers_of(&run.id).iter().map(WorkerView::in_list).collect(),

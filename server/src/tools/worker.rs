@@ -161,7 +161,7 @@ impl Tools {
         on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;
             let id = plane.spawn(&root, &args.name, &args.assignment, args.idempotency_key.as_deref())?;
-            let worker = plane.worker(&id).ok_or_else(|| Error::NotFound(format!("worker {id}")))?;
+            let worker = plane.worker(&id).ok_or_else(|| Error::from(Refusal::NoWorker(id.clone())))?;
             Ok(WorkerSpawnOut {
                 worker: WorkerView::from(&worker),
                 bootstrap_prompt: bootstrap_prompt(&plane.keys().attach_identity(&id)),
@@ -290,7 +290,7 @@ impl Tools {
             let root = root_only(&plane, &args.capability)?;
             let target: WorkerId = parse(&args.worker_id)?;
             let seq = plane.followup(&root, &target, &args.instructions, args.idempotency_key.as_deref())?;
-            let w = plane.worker(&target).ok_or_else(|| Error::NotFound(format!("worker {target}")))?;
+            let w = plane.worker(&target).ok_or_else(|| Error::from(Refusal::NoWorker(target.clone())))?;
             Ok(WorkerFollowupOut { worker: WorkerView::from(&w), seq })
         })
         .await
