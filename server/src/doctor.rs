@@ -84,7 +84,8 @@ pub async fn run(mcp_url: &str, app_label: Option<&str>, project_url: Option<&st
     let label = app_label.unwrap_or("<app label>");
     todo.push(format!(
         "In ChatGPT, once: Settings → Apps → Advanced settings → turn on Developer mode; Create app, name it exactly \
-         \"{label}\" (no other app may carry that exact name), MCP server URL = your tunnel's public URL + /mcp."
+         \"{label}\" (no other app may carry that exact name), MCP server URL = the URL `orchestrator expose --host \
+         <tunnel host>` prints (https://<tunnel host>/s/<secret>/mcp), authentication: none."
     ));
     todo.push(format!(
         "After upgrading the daemon, if its catalog changed (now {}), open the app in ChatGPT's settings and press Refresh.",

@@ -13,6 +13,7 @@
 
 mod args;
 pub mod doctor;
+pub mod exposure;
 pub mod http;
 pub mod inspect_page;
 pub mod peers;

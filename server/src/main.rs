@@ -90,6 +90,23 @@ enum Cmd {
         #[arg(long, default_value = "127.0.0.1:7777")]
         listen: SocketAddr,
     },
+    /// Expose the tools to ChatGPT through a tunnel: create the MCP secret
+    /// in the state directory (owner-only; `--rotate` for a new one) and
+    /// print the URL to paste into ChatGPT and the `serve` command to run.
+    Expose {
+        /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// The tunnel's public hostname (e.g. from `cloudflared tunnel`).
+        #[arg(long)]
+        host: String,
+        /// Replace the secret: the old URL stops working once `serve` restarts.
+        #[arg(long)]
+        rotate: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve the same MCP tools over stdio.
     McpStdio {
         /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
@@ -270,6 +287,27 @@ fn pair(
 }
 
 /// Prints start-up lines; a closed stdout must not take the daemon down.
+/// What the banner says about the ChatGPT side: the app label and the
+/// exposure, each with the next step when it is missing. Never a secret.
+fn setup_facts(setup: &control::ChatgptSetup, allowed_hosts: &[String], has_secret: bool) -> String {
+    let app = match &setup.app_label {
+        Some(label) => format!("setup: app label {label:?}"),
+        None => "setup: no --app-label: worker conversations cannot be bound to the orchestrator's app and will \
+                 not attach; pass --app-label \"<the app's name in ChatGPT>\" (docs/setup.md)"
+            .to_owned(),
+    };
+    let exposure = match (allowed_hosts.first(), has_secret) {
+        (Some(host), true) => format!(
+            "setup: exposed for ChatGPT at {} (`orchestrator expose --host {host}` prints the URL to paste)",
+            server::exposure::shown_url(host)
+        ),
+        _ => "setup: not exposed: ChatGPT cannot reach a loopback daemon; run `orchestrator expose --host \
+              <your tunnel's hostname>`"
+            .to_owned(),
+    };
+    format!("{app}\n{exposure}")
+}
+
 fn announce(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
@@ -336,7 +374,13 @@ fn init_logging() {
                 meta.target() == *t || meta.target().strip_prefix(t).is_some_and(|rest| rest.starts_with("::"))
             })
     });
-    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(env).with_filter(no_bodies);
+    // Colours only for a person at a terminal, never into files, pipes or an MCP client's log.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_filter(env)
+        .with_filter(no_bodies);
     tracing_subscriber::registry().with(layer).init();
 }
 
@@ -363,25 +407,37 @@ async fn main() -> anyhow::Result<()> {
             let bridge_config = executor.config()?;
             let pool_config = runtime.config()?;
             let host = host.setup()?;
-            let mcp_secret = std::env::var("ORCHESTRATOR_MCP_SECRET").ok().filter(|s| !s.is_empty());
-            if let Some(secret) = &mcp_secret
-                && (secret.len() < 32 || !secret.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
-            {
-                bail!("ORCHESTRATOR_MCP_SECRET must be at least 32 URL-safe characters [A-Za-z0-9_-]");
-            }
+            let state_dir = state_path(state_dir)?;
+            let mcp_secret = server::exposure::load_secret(&state_dir)?;
             if !listen.ip().is_loopback() && mcp_secret.is_none() {
                 bail!(
-                    "refusing to listen on {listen} without ORCHESTRATOR_MCP_SECRET: the tools would be open to the network"
+                    "refusing to listen on {listen} without an MCP secret: the tools would be open to the network \
+                     (run `orchestrator expose --host <hostname>` first, or set ORCHESTRATOR_MCP_SECRET)"
                 );
             }
-            let (dir, plane) = open_plane(state_dir, host)?;
+            if let (Some(exposed), None) = (allowed_hosts.first(), &mcp_secret) {
+                bail!(
+                    "refusing --allowed-host {exposed} without an MCP secret: whoever reaches that host would hold \
+                     every tool. Run `orchestrator expose --host {exposed}` and paste the URL it prints into ChatGPT"
+                );
+            }
+            let setup = setup_facts(&host, &allowed_hosts, mcp_secret.is_some());
+            let (dir, plane) = open_plane(Some(state_dir), host)?;
             let credentials = Credentials::open_or_create(&dir.path().join("executors"))?;
             let config = HttpConfig { allowed_hosts, allowed_origins, mcp_secret };
             let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
             let addr = listener.local_addr()?;
+            let paired = credentials.list().map(|l| l.len()).unwrap_or(0);
             announce(&format!(
-                "orchestrator listening on http://{addr} (state: {})\nMCP endpoint: http://{addr}/mcp\nexecutor endpoint: ws://{addr}/executor",
-                dir.path().display()
+                "orchestrator listening on http://{addr} (state: {})\nMCP endpoint: http://{addr}/mcp\nexecutor endpoint: ws://{addr}/executor\n{setup}\n{}",
+                dir.path().display(),
+                if paired == 0 {
+                    "setup: no executor is paired, so no worker conversation can be opened: run `orchestrator pair` and \
+                     paste the credential into the extension's options page"
+                        .to_owned()
+                } else {
+                    format!("setup: {paired} executor(s) paired")
+                }
             ));
             let bridge = Bridge::start(plane.clone(), bridge_config, credentials, shutdown.child_token());
             let pool = Arc::new(Pool::new(plane.clone(), pool_config));
@@ -402,6 +458,25 @@ async fn main() -> anyhow::Result<()> {
             }
             let credentials = Credentials::open_or_create(&path.join("executors"))?;
             pair(&credentials, executor_id, list, revoke, rotate, json, listen)?;
+        }
+        Cmd::Expose { state_dir, host, rotate, json } => {
+            if host.is_empty() || host.contains(['/', ' ', '@']) {
+                bail!("--host is a bare hostname, such as my-tunnel.example.com");
+            }
+            let secret = server::exposure::create_secret(&state_path(state_dir)?, rotate)?;
+            let url = server::exposure::paste_url(&host, &secret);
+            let serve = format!("orchestrator serve --allowed-host {host}");
+            if json {
+                println!("{}", serde_json::json!({ "url": url, "host": host, "serve": serve }));
+            } else {
+                println!(
+                    "Paste this URL into ChatGPT (Settings → Apps → Create, authentication: none):\n  {url}\n\n\
+                     Run the daemon as:\n  {serve}\nand point your tunnel at it, for example:\n  \
+                     cloudflared tunnel --url http://127.0.0.1:7777\n\n\
+                     The URL is the credential: anyone holding it can use every tool. `--rotate` replaces it \
+                     (restart serve afterwards)."
+                );
+            }
         }
         Cmd::InspectPage { file, json } => print!("{}", server::inspect_page::run(&file, json)?),
         Cmd::Doctor { mcp_url, host } => {

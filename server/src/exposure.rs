@@ -1,0 +1,137 @@
+//! How ChatGPT reaches the tools: through a tunnel to the loopback daemon,
+//! at a secret path. ChatGPT apps authenticate with OAuth or not at all (no
+//! static header), so the secret is in the URL: `https://<tunnel host>/s/
+//! <secret>/mcp`. `orchestrator expose` creates the secret in the state
+//! directory (owner-only) and prints that URL; `serve` reads it (or
+//! `ORCHESTRATOR_MCP_SECRET`, which wins) and refuses any extra Host without
+//! one. `/executor` never answers a non-loopback Host (see `carrier_webext`).
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use anyhow::{Context, bail};
+
+/// The secret's file in the state directory.
+pub const SECRET_FILE: &str = "mcp-secret";
+/// The environment variable that overrides the file.
+pub const SECRET_ENV: &str = "ORCHESTRATOR_MCP_SECRET";
+
+/// Whether `secret` may be an MCP secret: at least 32 URL-safe characters.
+pub fn check_secret(secret: &str) -> anyhow::Result<()> {
+    if secret.len() < 32 || !secret.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        bail!("the MCP secret must be at least 32 URL-safe characters [A-Za-z0-9_-]");
+    }
+    Ok(())
+}
+
+/// The secret `serve` uses: the environment's, else the state directory's
+/// (which must be owner-only), else none.
+pub fn load_secret(state_dir: &Path) -> anyhow::Result<Option<String>> {
+    if let Some(secret) = std::env::var(SECRET_ENV).ok().filter(|s| !s.is_empty()) {
+        check_secret(&secret).context(SECRET_ENV)?;
+        return Ok(Some(secret));
+    }
+    let path = state_dir.join(SECRET_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let mode = std::fs::metadata(&path)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        bail!("{} is readable by others (mode {:o}); chmod 600 it", path.display(), mode & 0o777);
+    }
+    let secret = text.trim().to_owned();
+    check_secret(&secret).with_context(|| path.display().to_string())?;
+    Ok(Some(secret))
+}
+
+/// The state directory's secret, created (owner-only) when absent or when
+/// `rotate` asks for a new one.
+pub fn create_secret(state_dir: &Path, rotate: bool) -> anyhow::Result<String> {
+    std::fs::create_dir_all(state_dir)?;
+    std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o700))?;
+    let path = state_dir.join(SECRET_FILE);
+    if !rotate && let Some(secret) = load_file_only(&path)? {
+        return Ok(secret);
+    }
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+    let secret = base64url(&bytes);
+    let fresh = path.with_extension("new");
+    let _ = std::fs::remove_file(&fresh);
+    let mut f = OpenOptions::new().create_new(true).write(true).mode(0o600).open(&fresh)?;
+    f.write_all(secret.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&fresh, &path)?;
+    Ok(secret)
+}
+
+fn load_file_only(path: &Path) -> anyhow::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let secret = text.trim().to_owned();
+            check_secret(&secret).with_context(|| path.display().to_string())?;
+            Ok(Some(secret))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// The URL to paste into ChatGPT for a tunnel reaching the daemon at `host`.
+pub fn paste_url(host: &str, secret: &str) -> String {
+    format!("https://{host}/s/{secret}/mcp")
+}
+
+/// The same URL with the secret elided, for banners and logs.
+pub fn shown_url(host: &str) -> String {
+    format!("https://{host}/s/<secret>/mcp")
+}
+
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_created_secret_is_owner_only_kept_and_rotated_on_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let first = create_secret(&state, false).unwrap();
+        check_secret(&first).unwrap();
+        assert_eq!(first.len(), 43);
+        assert_eq!(create_secret(&state, false).unwrap(), first, "kept");
+        let mode = std::fs::metadata(state.join(SECRET_FILE)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let second = create_secret(&state, true).unwrap();
+        assert_ne!(second, first, "rotated");
+        std::fs::set_permissions(state.join(SECRET_FILE), std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(load_file_only(&state.join(SECRET_FILE)).is_ok());
+        // serve refuses a secret others can read (unless the environment overrides it).
+        if std::env::var(SECRET_ENV).is_err() {
+            assert!(load_secret(&state).is_err());
+        }
+    }
+
+    #[test]
+    fn base64url_matches_the_rfc_vectors() {
+        assert_eq!(base64url(b"f"), "Zg");
+        assert_eq!(base64url(b"fo"), "Zm8");
+        assert_eq!(base64url(b"foo"), "Zm9v");
+        assert_eq!(base64url(&[0xfb, 0xff]), "-_8");
+    }
+}

@@ -1,0 +1,107 @@
+//! From clone to a first worker (issue 17): the daemon says what is missing
+//! and what to run next, and exposure to ChatGPT is one safe story
+//! (`orchestrator expose`, a secret path, no open extra Host).
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use support::{Daemon, http};
+
+fn orchestrator() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
+    cmd.env_remove("ORCHESTRATOR_MCP_SECRET").env("RUST_LOG", "warn");
+    cmd
+}
+
+/// The banner's lines up to and including the last `setup:` line.
+fn banner(state: &std::path::Path, extra: &[&str]) -> Vec<String> {
+    let mut child = orchestrator()
+        .args(["serve", "--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(state)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let done = line.contains("executor(s) paired") || line.contains("no executor is paired");
+        lines.push(line);
+        if done {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    lines
+}
+
+#[test]
+fn the_banner_names_what_is_missing_and_the_next_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = banner(dir.path(), &[]).join("\n");
+    assert!(text.contains("no --app-label") && text.contains("--app-label \""), "{text}");
+    assert!(text.contains("no executor is paired") && text.contains("orchestrator pair"), "{text}");
+    assert!(text.contains("not exposed") && text.contains("orchestrator expose --host"), "{text}");
+
+    let paired =
+        orchestrator().args(["pair", "--executor-id", "ext-1", "--state-dir"]).arg(dir.path()).output().unwrap();
+    assert!(paired.status.success());
+    let text = banner(dir.path(), &["--app-label", "My Orch"]).join("\n");
+    assert!(text.contains("app label \"My Orch\""), "{text}");
+    assert!(text.contains("1 executor(s) paired"), "{text}");
+}
+
+#[test]
+fn an_extra_host_without_a_secret_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = orchestrator()
+        .args(["serve", "--listen", "127.0.0.1:0", "--allowed-host", "tunnel.example", "--state-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "it started");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("orchestrator expose --host tunnel.example"), "{stderr}");
+}
+
+/// `expose` creates an owner-only secret and prints the URL; `serve` with
+/// the tunnel's host answers MCP at exactly that path and refuses `/mcp`
+/// without the secret or with another one.
+#[test]
+fn expose_prints_the_url_that_the_daemon_then_answers() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = orchestrator()
+        .args(["expose", "--host", "tunnel.example", "--json", "--state-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let url = printed["url"].as_str().unwrap();
+    assert_eq!(printed["serve"], "orchestrator serve --allowed-host tunnel.example");
+    let path = url.strip_prefix("https://tunnel.example").unwrap();
+    let secret = path.strip_prefix("/s/").and_then(|p| p.strip_suffix("/mcp")).unwrap();
+    let mode = std::fs::metadata(dir.path().join("mcp-secret")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let again = orchestrator().args(["expose", "--host", "tunnel.example", "--state-dir"]).arg(dir.path()).output();
+    assert!(String::from_utf8_lossy(&again.unwrap().stdout).contains(url), "the secret is kept");
+
+    // The Daemon helper passes no secret: serve reads the state directory's.
+    let daemon = Daemon::start_with(dir.path(), &["--allowed-host", "tunnel.example"], &[]);
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    let headers = [
+        ("Host", "tunnel.example"),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    assert_eq!(http(&daemon.addr, "POST", path, &headers, init).0, 200, "the printed URL works");
+    assert_eq!(http(&daemon.addr, "POST", "/mcp", &headers, init).0, 401, "not without the secret");
+    let wrong = format!("/s/{}/mcp", "x".repeat(secret.len()));
+    assert_eq!(http(&daemon.addr, "POST", &wrong, &headers, init).0, 404, "not with another secret");
+    // `/executor` through the tunnel's host: security.rs,
+    // the_executor_endpoint_is_never_reachable_through_the_exposed_host.
+}
