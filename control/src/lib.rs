@@ -18,6 +18,7 @@
 //! - [`scheduler`]: the task that owns `schedule`'s timers and commits what
 //!   falls due.
 //! - [`prompts`]: bootstrap and wake prompt texts, rendered at dispatch.
+//! - [`waiting`]: what a worker that is not working waits for, with the next step.
 //!
 //! Architecture invariant: `model` and `decide` do no IO and read no clock;
 //! only `plane` touches the store, and no SQL type leaves `store::sqlite`.
@@ -34,6 +35,7 @@ pub mod queue;
 pub mod schedule;
 pub mod scheduler;
 pub mod store;
+pub mod waiting;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;

@@ -614,6 +614,11 @@ impl ControlPlane {
             .collect())
     }
 
+    /// What the worker waits for, if anything outside it (see [`crate::waiting`]).
+    pub fn waiting_for(&self, worker: &Worker, live: &[String]) -> Option<protocol::Waiting> {
+        crate::waiting::waiting_for(&self.read(), &self.chatgpt, worker, live)
+    }
+
     /// When the next inspect falls due (see [`crate::schedule`]), if any.
     pub fn next_recheck_at(&self, connected: &[String], policy: Policy) -> Option<u64> {
         schedule::next_due_at(&self.read(), connected, policy)

@@ -556,3 +556,48 @@ async fn the_scheduler_task_queues_what_falls_due_and_stops_when_told() {
     stop.send(()).unwrap();
     tokio::time::timeout(std::time::Duration::from_secs(1), task).await.expect("the task ends").unwrap();
 }
+
+/// Issue 17: a worker that is not working says what it waits for, with the
+/// next step: the app setup first (no label: nothing can bind), then the
+/// browser's host states, an executor, a launch slot, its attach; a worker
+/// with a question waits for an answer; a working one waits for nothing.
+#[test]
+fn a_worker_that_is_not_working_says_what_it_waits_for_and_what_to_do() {
+    use protocol::WaitingFor;
+    let on = |w: &World, worker: &WorkerId, live: &[&str]| {
+        let worker = w.plane.worker(worker).unwrap();
+        w.plane.waiting_for(&worker, &World::connected(live)).map(|waiting| (waiting.on, waiting.next_step))
+    };
+    let unlabelled = world();
+    let a = unlabelled.spawn("a");
+    let (waiting, step) = on(&unlabelled, &a, &["ext"]).unwrap();
+    assert_eq!(waiting, WaitingFor::AppSetup);
+    assert!(step.contains("--app-label"), "{step}");
+
+    let clock = ManualClock::at(1_000);
+    let setup = control::ChatgptSetup { app_label: Some("Orch".into()), project_url: None };
+    let plane = ControlPlane::open(Arc::new(MemoryStore::new()), Arc::new(clock.clone()), Keyring::new([5; 32]))
+        .unwrap()
+        .with_chatgpt_setup(setup);
+    let (_, root) = plane.create_run("q", None).unwrap();
+    let w = World { plane: Arc::new(plane), root, clock };
+    let b = w.spawn("b");
+    assert_eq!(on(&w, &b, &[]).map(|x| x.0), Some(WaitingFor::Executor), "nobody connected");
+    assert_eq!(on(&w, &b, &["ext"]).map(|x| x.0), Some(WaitingFor::LaunchSlot), "queued, not yet sent");
+    w.connect("ext");
+    assert_eq!(w.pump(&["ext"]).len(), 1);
+    assert_eq!(on(&w, &b, &["ext"]).map(|x| x.0), Some(WaitingFor::Attach), "sent: its conversation must attach");
+    assert_eq!(on(&w, &b, &[]).map(|x| x.0), Some(WaitingFor::Executor), "its executor went away");
+    w.plane
+        .execute(Request::HostState {
+            worker_id: b.clone(),
+            code: protocol::ErrorCode::HostAppDisabled,
+            detail: "off".into(),
+        })
+        .unwrap();
+    let (waiting, step) = on(&w, &b, &["ext"]).unwrap();
+    assert_eq!(waiting, WaitingFor::AppSetup);
+    assert!(step.contains("HOST_APP_DISABLED"), "{step}");
+    let c = w.attached("c", CONV_A);
+    assert_eq!(on(&w, &c, &["ext"]), None, "working");
+}

@@ -26,4 +26,4 @@ pub use assignment::{Assignment, Scope};
 pub use error::ErrorCode;
 pub use event::{CommandIntent, Event, EventBody, PromptRef, SlotHealth};
 pub use ids::{CommandId, ConversationId, IdError, MessageId, RunId, WorkerId};
-pub use state::{MessageKind, RunState, WorkerDisposition, WorkerState};
+pub use state::{MessageKind, RunState, Waiting, WaitingFor, WorkerDisposition, WorkerState};

@@ -144,3 +144,31 @@ mod tests {
         assert!(serde_json::from_str::<MessageKind>("\"gossip\"").is_err());
     }
 }
+
+/// What a worker that is not working is waiting for, so a person (or root)
+/// knows whom to nudge. Shown in worker views beside `state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitingFor {
+    /// The ChatGPT app setup: no app label, or the app cannot be bound.
+    AppSetup,
+    /// The browser: signed out, not authorized, or not under control.
+    Browser,
+    /// An executor to connect (the paired extension or agent is not running).
+    Executor,
+    /// A launch slot: other launches go first (`--max-launches`, `--max-active-workers`).
+    LaunchSlot,
+    /// The new conversation to call `worker_attach` (its bootstrap was submitted).
+    Attach,
+    /// An answer to the question or blocker it raised.
+    Answer,
+}
+
+/// A [`WaitingFor`] with the next step in words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Waiting {
+    /// On what.
+    pub on: WaitingFor,
+    /// What to do about it.
+    pub next_step: String,
+}

@@ -105,3 +105,27 @@ fn expose_prints_the_url_that_the_daemon_then_answers() {
     // `/executor` through the tunnel's host: security.rs,
     // the_executor_endpoint_is_never_reachable_through_the_exposed_host.
 }
+
+/// A worker spawned while the setup is incomplete says so in `worker_list`
+/// and `run_get`: the missing app label first, then the missing executor,
+/// each with the next step (instead of a bare `launch_requested`).
+#[test]
+fn worker_views_name_the_missing_setup_and_the_next_step() {
+    use serde_json::json;
+    for (extra, on, step) in
+        [(&[][..], "app_setup", "--app-label"), (&["--app-label", "My Orch"][..], "executor", "orchestrator pair")]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let daemon = Daemon::start_with(dir.path(), extra, &[]);
+        let root = support::Mcp::connect(&daemon.addr);
+        let cap = root.ok("run_create", json!({"title": "first run"}))["root_capability"].as_str().unwrap().to_owned();
+        root.ok("worker_spawn", json!({"capability": cap, "name": "w", "assignment": {"objective": "o"}}));
+        for tool in ["worker_list", "run_get"] {
+            let out = root.ok(tool, json!({"capability": cap}));
+            let worker = out["workers"].as_array().unwrap().iter().find(|w| w["path"] != "/root").unwrap().clone();
+            assert_eq!(worker["waiting_for"]["on"], on, "{tool}: {worker}");
+            let next = worker["waiting_for"]["next_step"].as_str().unwrap();
+            assert!(next.contains(step), "{tool}: {next}");
+        }
+    }
+}

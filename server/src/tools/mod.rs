@@ -178,6 +178,11 @@ pub struct WorkerView {
     /// Completion summary or failure reason.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
+    /// What it waits for, with the next step, while it is not working
+    /// (a launch waiting on the app setup, an executor, a slot, its attach;
+    /// a question waiting for an answer). Set in `worker_list` and `run_get`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<protocol::Waiting>,
     /// True in a list when `last_progress` or `outcome` was cut to its first
     /// 256 bytes (so 256 workers fit one response); the full texts are in
     /// the worker's `worker.progress` / `worker.completed` events.
@@ -197,6 +202,7 @@ impl From<&Worker> for WorkerView {
             followups: w.followups.len() as u32,
             last_progress: w.last_progress.clone(),
             outcome: w.outcome.clone(),
+            waiting_for: None,
             shortened: false,
             updated_at_ms: w.updated_at_ms,
         }
@@ -224,6 +230,11 @@ impl WorkerView {
             }
         }
         view
+    }
+
+    /// The list view, with what the worker waits for (`live`: the executors with a session).
+    fn in_list_waiting(plane: &ControlPlane, w: &Worker, live: &[String]) -> Self {
+        Self { waiting_for: plane.waiting_for(w, live), ..Self::in_list(w) }
     }
 }
 

@@ -80,11 +80,13 @@ impl Tools {
     async fn run_get(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<RunGetOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
+        let live = self.connected().await;
         on_blocking_pool(move || -> Result<_, Error> {
             let me = plane.authenticate(&args.capability)?;
             let run = plane.run(&me.run_id).ok_or_else(|| Error::from(Refusal::NoRun(me.run_id.clone())))?;
             let workers = if me.is_root() { plane.workers_of(&run.id) } else { vec![me] };
-            Ok(RunGetOut { run: RunView::from(&run), workers: workers.iter().map(WorkerView::in_list).collect() })
+            let workers = workers.iter().map(|w| WorkerView::in_list_waiting(&plane, w, &live)).collect();
+            Ok(RunGetOut { run: RunView::from(&run), workers })
         })
         .await
     }

@@ -185,9 +185,13 @@ impl Tools {
     ) -> Result<Json<WorkerListOut>, ToolError> {
         let args = args?;
         let plane = self.plane.clone();
+        let live = self.connected().await;
         on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;
-            Ok(WorkerListOut { workers: plane.workers_of(&root.run_id).iter().map(WorkerView::in_list).collect() })
+            let workers = plane.workers_of(&root.run_id);
+            Ok(WorkerListOut {
+                workers: workers.iter().map(|w| WorkerView::in_list_waiting(&plane, w, &live)).collect(),
+            })
         })
         .await
     }

@@ -1,0 +1,61 @@
+//! What a worker that is not working waits for, in words a person acts on.
+//! Pure: the state, the operator's setup and the live executors in.
+
+use protocol::{CommandIntent, ErrorCode, Waiting, WaitingFor, WorkerState};
+
+use crate::model::{CommandPhase, State, Worker};
+use crate::plane::ChatgptSetup;
+
+/// Why `worker` is not working yet, if it is waiting on something outside
+/// itself; `None` for a working or finished worker.
+pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &[String]) -> Option<Waiting> {
+    let waiting = |on, next_step: String| Some(Waiting { on, next_step });
+    match worker.state {
+        WorkerState::Waiting => {
+            return waiting(WaitingFor::Answer, "it raised a question or blocker: answer with message_send".into());
+        }
+        WorkerState::Created | WorkerState::LaunchRequested | WorkerState::Launching => {}
+        _ => return None,
+    }
+    if setup.app_label.is_none() {
+        return waiting(
+            WaitingFor::AppSetup,
+            "the daemon has no --app-label, so the new conversation cannot be bound to the orchestrator's app and \
+             never attaches: restart `orchestrator serve` with --app-label \"<the app's name in ChatGPT>\""
+                .into(),
+        );
+    }
+    match worker.last_error {
+        Some(code @ (ErrorCode::HostAppBindingNotReady | ErrorCode::HostAppDisabled | ErrorCode::HostAppStale)) => {
+            return waiting(
+                WaitingFor::AppSetup,
+                format!("{code}: fix the app in ChatGPT (docs/setup.md); `orchestrator doctor` says what is off"),
+            );
+        }
+        Some(code) if code.is_host_state() => {
+            return waiting(WaitingFor::Browser, format!("{code}: the browser needs you (docs/setup.md)"));
+        }
+        _ => {}
+    }
+    let create = state
+        .open_commands
+        .iter()
+        .filter_map(|id| state.commands.get(id))
+        .find(|c| c.worker_id == worker.id && c.intent == CommandIntent::Create);
+    let executor_live = |c: &crate::model::QueuedCommand| c.executor_id.as_ref().is_none_or(|e| live.contains(e));
+    match create {
+        Some(c) if live.is_empty() || !executor_live(c) => waiting(
+            WaitingFor::Executor,
+            "no executor is connected: start the browser with the paired extension (`orchestrator pair` pairs one)"
+                .into(),
+        ),
+        Some(c) if c.phase == CommandPhase::Queued => waiting(
+            WaitingFor::LaunchSlot,
+            "queued behind other launches (--max-launches, --max-active-workers)".into(),
+        ),
+        _ => waiting(
+            WaitingFor::Attach,
+            "its conversation is being created or was given its bootstrap; it has not called worker_attach yet".into(),
+        ),
+    }
+}
