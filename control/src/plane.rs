@@ -179,6 +179,11 @@ impl ControlPlane {
         self
     }
 
+    /// The operator's ChatGPT setup this daemon runs with.
+    pub fn chatgpt_setup(&self) -> &ChatgptSetup {
+        &self.chatgpt
+    }
+
     /// A receiver that changes on every commit that appended events.
     pub fn subscribe_changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.subscribe()

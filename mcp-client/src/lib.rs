@@ -80,18 +80,32 @@ fn dechunk(mut rest: &str) -> String {
 }
 
 async fn post(authority: &str, path: &str, session: Option<&str>, body: &str) -> Result<Reply, Error> {
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", VERSION),
+    ];
+    if let Some(s) = session {
+        headers.push(("Mcp-Session-Id", s));
+    }
+    request("POST", authority, path, &headers, body).await
+}
+
+/// One HTTP/1.1 request on a fresh connection, the reply read to its end.
+async fn request(
+    method: &str,
+    authority: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<Reply, Error> {
     let mut stream = TcpStream::connect(authority).await?;
     stream.set_nodelay(true)?;
-    let mut req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {VERSION}\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if let Some(s) = session {
-        req.push_str(&format!("Mcp-Session-Id: {s}\r\n"));
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        req.push_str(&format!("{name}: {value}\r\n"));
     }
-    req.push_str("\r\n");
-    req.push_str(body);
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
     stream.write_all(req.as_bytes()).await?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).await?;
@@ -102,6 +116,17 @@ async fn post(authority: &str, path: &str, session: Option<&str>, body: &str) ->
         reply.body = dechunk(&reply.body);
     }
     Ok(reply)
+}
+
+/// `GET path` on `authority` (loopback `host:port`) with `headers`: the body
+/// of a 200 reply; any other status is an [`Error::Protocol`] naming it.
+pub async fn get(authority: &str, path: &str, headers: &[(&str, &str)]) -> Result<String, Error> {
+    let reply = request("GET", authority, path, headers, "").await?;
+    let status = reply.head.split_whitespace().nth(1).unwrap_or("?").to_owned();
+    if status != "200" {
+        return Err(Error::Protocol(format!("HTTP {status}: {}", reply.body.trim())));
+    }
+    Ok(reply.body)
 }
 
 fn message(body: &str) -> Result<Value, Error> {

@@ -7,6 +7,7 @@
 use control::ChatgptSetup;
 use protocol::limits::{APP_LABEL_MAX, valid_app_label};
 
+use crate::admin::Status;
 use crate::tools::catalog;
 
 /// The host setup from its two settings, or why they are not valid.
@@ -27,18 +28,60 @@ pub fn host_setup(app_label: Option<&str>, project_url: Option<&str>) -> Result<
 }
 
 /// One finding.
+#[derive(Debug, serde::Serialize)]
 struct Check {
     ok: bool,
     what: &'static str,
     says: String,
 }
 
-/// Runs every check, prints them and the setup still to do; true when nothing is missing.
-pub async fn run(mcp_url: &str, app_label: Option<&str>, project_url: Option<&str>) -> bool {
+/// How `doctor` ends: every item ok, setup still to do, or the daemon
+/// could not be asked at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Nothing missing (exit 0).
+    Ready,
+    /// The daemon runs; setup is still to do (exit 1).
+    Incomplete,
+    /// The daemon is not reachable or refused the admin read (exit 2).
+    Unreachable,
+}
+
+impl Verdict {
+    /// The process exit code.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Verdict::Ready => 0,
+            Verdict::Incomplete => 1,
+            Verdict::Unreachable => 2,
+        }
+    }
+}
+
+/// What the operator expects, to compare with what the daemon runs with.
+#[derive(Debug, Clone, Default)]
+pub struct Expected<'a> {
+    /// `--app-label` given to doctor.
+    pub app_label: Option<&'a str>,
+    /// `--worker-project-url` given to doctor.
+    pub project_url: Option<&'a str>,
+}
+
+/// Asks the running daemon (MCP for its identity and catalog, the admin
+/// read for its configuration and executors), prints the findings and the
+/// setup still to do (`json`: one object), and says how it went.
+pub async fn run(mcp_url: &str, state_dir: &std::path::Path, expected: Expected<'_>, json: bool) -> Verdict {
     let mut checks = Vec::new();
     let mut todo: Vec<String> = Vec::new();
     let own = catalog();
-    match daemon(mcp_url).await {
+    let mut reachable = true;
+    // A daemon with an MCP secret answers `/mcp` only with it: ask at the
+    // secret path, as ChatGPT does (the secret is never printed).
+    let asked = match (mcp_url.strip_suffix("/mcp"), crate::exposure::load_secret(state_dir)) {
+        (Some(base), Ok(Some(secret))) => format!("{base}/s/{secret}/mcp"),
+        _ => mcp_url.to_owned(),
+    };
+    match daemon(&asked).await {
         Ok((name, version, stamp)) => {
             checks.push(Check { ok: true, what: "daemon", says: format!("{name} {version} at {mcp_url}") });
             let same = stamp.as_deref() == Some(own.stamp.as_str());
@@ -53,35 +96,28 @@ pub async fn run(mcp_url: &str, app_label: Option<&str>, project_url: Option<&st
             });
         }
         Err(e) => {
+            reachable = false;
             checks.push(Check { ok: false, what: "daemon", says: format!("not reachable at {mcp_url}: {e}") });
             todo.push("Start the daemon: orchestrator serve (see README).".into());
         }
     }
-    match host_setup(app_label, project_url) {
-        Err(e) => checks.push(Check { ok: false, what: "config", says: e }),
-        Ok(setup) => {
-            match &setup.app_label {
-                Some(label) => checks.push(Check { ok: true, what: "app label", says: format!("\"{label}\"") }),
-                None => {
-                    checks.push(Check {
-                        ok: false,
-                        what: "app label",
-                        says: "not set: new worker conversations cannot be bound to the app".into(),
-                    });
-                    todo.push("Pass --app-label with the exact name of the orchestrator's app in ChatGPT.".into());
-                }
-            }
-            checks.push(Check {
-                ok: true,
-                what: "project",
-                says: setup
-                    .project_url
-                    .clone()
-                    .unwrap_or_else(|| "none (optional): workers start as plain chats".into()),
-            });
-        }
+    if let Err(e) = host_setup(expected.app_label, expected.project_url) {
+        checks.push(Check { ok: false, what: "config", says: e });
     }
-    let label = app_label.unwrap_or("<app label>");
+    let status = if reachable { admin_status(mcp_url, state_dir).await } else { Err(anyhow::anyhow!("not reachable")) };
+    let label = match &status {
+        Err(e) => {
+            if reachable {
+                reachable = false;
+                checks.push(Check { ok: false, what: "admin", says: format!("the daemon's status: {e}") });
+            }
+            expected.app_label.unwrap_or("<app label>").to_owned()
+        }
+        Ok(status) => {
+            setup_checks(status, &expected, &mut checks, &mut todo);
+            status.app_label.clone().unwrap_or_else(|| "<app label>".into())
+        }
+    };
     todo.push(format!(
         "In ChatGPT, once: Settings → Apps → Advanced settings → turn on Developer mode; Create app, name it exactly \
          \"{label}\" (no other app may carry that exact name), MCP server URL = the URL `orchestrator expose --host \
@@ -91,8 +127,17 @@ pub async fn run(mcp_url: &str, app_label: Option<&str>, project_url: Option<&st
         "After upgrading the daemon, if its catalog changed (now {}), open the app in ChatGPT's settings and press Refresh.",
         own.stamp
     ));
-    if project_url.is_some() {
+    if status.as_ref().is_ok_and(|s| s.worker_project_url.is_some()) {
         todo.push(format!("In the worker Project's settings, add the app \"{label}\" so its chats inherit it."));
+    }
+    let verdict = match (reachable, checks.iter().all(|c| c.ok)) {
+        (false, _) => Verdict::Unreachable,
+        (true, false) => Verdict::Incomplete,
+        (true, true) => Verdict::Ready,
+    };
+    if json {
+        println!("{}", serde_json::json!({ "ready": verdict == Verdict::Ready, "checks": checks, "todo": todo }));
+        return verdict;
     }
     for c in &checks {
         println!("{:<10} {:<4} {}", c.what, if c.ok { "ok" } else { "FAIL" }, c.says);
@@ -101,7 +146,83 @@ pub async fn run(mcp_url: &str, app_label: Option<&str>, project_url: Option<&st
     for (n, step) in todo.iter().enumerate() {
         println!("  {}. {step}", n + 1);
     }
-    checks.iter().all(|c| c.ok)
+    verdict
+}
+
+/// The findings about what the daemon runs with, against what is expected.
+fn setup_checks(status: &Status, expected: &Expected<'_>, checks: &mut Vec<Check>, todo: &mut Vec<String>) {
+    let label = match (&status.app_label, expected.app_label) {
+        (Some(running), Some(wanted)) if running != wanted => Check {
+            ok: false,
+            what: "app label",
+            says: format!(
+                "the daemon runs with \"{running}\", you expected \"{wanted}\": restart it with the right one"
+            ),
+        },
+        (Some(running), _) => Check { ok: true, what: "app label", says: format!("\"{running}\"") },
+        (None, _) => {
+            todo.push(
+                "Restart the daemon with --app-label and the exact name of the orchestrator's app in ChatGPT.".into(),
+            );
+            Check {
+                ok: false,
+                what: "app label",
+                says: "not set: new worker conversations cannot be bound to the app and never attach".into(),
+            }
+        }
+    };
+    checks.push(label);
+    checks.push(match (&status.worker_project_url, expected.project_url) {
+        (running, Some(wanted)) if running.as_deref() != Some(wanted) => Check {
+            ok: false,
+            what: "project",
+            says: format!("the daemon runs with {running:?}, you expected {wanted:?}"),
+        },
+        (Some(url), _) => Check { ok: true, what: "project", says: url.clone() },
+        (None, _) => Check { ok: true, what: "project", says: "none (optional): workers start as plain chats".into() },
+    });
+    checks.push(match (status.executors_connected.len(), status.executors_paired) {
+        (0, 0) => Check {
+            ok: false,
+            what: "executors",
+            says: "none paired: run `orchestrator pair` and paste the credential into the extension's options page"
+                .into(),
+        },
+        (0, paired) => Check {
+            ok: false,
+            what: "executors",
+            says: format!("{paired} paired, none connected: start the browser with the paired extension"),
+        },
+        (_, paired) => Check {
+            ok: true,
+            what: "executors",
+            says: format!("connected: {} ({paired} paired)", status.executors_connected.join(", ")),
+        },
+    });
+    checks.push(match (status.exposed_hosts.first(), status.mcp_secret) {
+        (Some(host), true) => Check {
+            ok: true,
+            what: "exposure",
+            says: format!("{} (`orchestrator expose --host {host}` prints the URL)", crate::exposure::shown_url(host)),
+        },
+        _ => Check {
+            ok: false,
+            what: "exposure",
+            says: "not exposed: ChatGPT cannot reach a loopback daemon; run `orchestrator expose --host <tunnel host>`"
+                .into(),
+        },
+    });
+}
+
+/// The daemon's own status, over the admin read on loopback.
+async fn admin_status(mcp_url: &str, state_dir: &std::path::Path) -> anyhow::Result<Status> {
+    let token = crate::admin::read_token(state_dir)?;
+    let addr = mcp_url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split('/').next())
+        .ok_or_else(|| anyhow::anyhow!("--mcp-url must be http://HOST:PORT/…"))?;
+    let body = mcp_client::get(addr, "/admin/status", &[("Authorization", &format!("Bearer {token}"))]).await?;
+    Ok(serde_json::from_str(&body)?)
 }
 
 /// The daemon's server name, version and the catalog stamp in its tool list.

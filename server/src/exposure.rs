@@ -57,16 +57,27 @@ pub fn create_secret(state_dir: &Path, rotate: bool) -> anyhow::Result<String> {
     if !rotate && let Some(secret) = load_file_only(&path)? {
         return Ok(secret);
     }
+    let secret = random_token()?;
+    write_private(&path, &secret)?;
+    Ok(secret)
+}
+
+/// 32 random bytes, base64url (43 characters).
+pub fn random_token() -> anyhow::Result<String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
-    let secret = base64url(&bytes);
+    Ok(base64url(&bytes))
+}
+
+/// Replaces `path` with `text`, owner-only, atomically.
+pub fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
     let fresh = path.with_extension("new");
     let _ = std::fs::remove_file(&fresh);
     let mut f = OpenOptions::new().create_new(true).write(true).mode(0o600).open(&fresh)?;
-    f.write_all(secret.as_bytes())?;
+    f.write_all(text.as_bytes())?;
     f.sync_all()?;
-    std::fs::rename(&fresh, &path)?;
-    Ok(secret)
+    std::fs::rename(&fresh, path)?;
+    Ok(())
 }
 
 fn load_file_only(path: &Path) -> anyhow::Result<Option<String>> {

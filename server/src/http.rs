@@ -35,6 +35,8 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     /// The MCP secret, when the endpoint is exposed beyond loopback.
     pub mcp_secret: Option<String>,
+    /// The token `/admin/status` requires; no admin route without one.
+    pub admin_token: Option<String>,
 }
 
 /// The axum app over `plane`, with the executor bridge's `/executor` route.
@@ -54,6 +56,7 @@ pub fn app(
         .enforce_origin_validation()
         .with_cancellation_token(shutdown);
     let executors = bridge.clone();
+    let admin_plane = plane.clone();
     let sessions = Arc::new(LocalSessionManager::default());
     let peers = Peers::over(sessions.clone());
     let service: StreamableHttpService<Tools, LocalSessionManager> = StreamableHttpService::new(
@@ -66,7 +69,11 @@ pub fn app(
     let health = Router::new()
         .route("/healthz", get(healthz))
         .route_layer(middleware::from_fn_with_state(Arc::new(hosts.clone()), require_host));
-    let router = health.merge(carrier_webext::router(bridge));
+    let mut router = health.merge(carrier_webext::router(bridge.clone()));
+    if let Some(token) = &config.admin_token {
+        let (hosts, secret) = (config.allowed_hosts.clone(), config.mcp_secret.is_some());
+        router = router.merge(crate::admin::router(admin_plane, bridge, hosts, secret, token.clone()));
+    }
     match &config.mcp_secret {
         None => router.nest_service("/mcp", service),
         Some(secret) => {

@@ -11,6 +11,7 @@
 //! Architecture invariant: no domain rule lives here; tools authenticate,
 //! translate arguments, call the control plane and shape the output.
 
+pub mod admin;
 mod args;
 pub mod doctor;
 pub mod exposure;

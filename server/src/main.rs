@@ -53,15 +53,22 @@ enum Cmd {
         #[command(flatten)]
         host: HostArgs,
     },
-    /// Check the one-time ChatGPT setup against the running daemon: its
-    /// identity and tool catalog, the app label and the worker Project, and
-    /// say what is still to do (docs/setup.md).
+    /// Ask the running daemon how it is set up — identity, tool catalog, app
+    /// label, worker Project, executors, exposure — and say what is still to
+    /// do (docs/setup.md). Exit 0: ready; 1: setup to do; 2: no answer.
     Doctor {
         /// The daemon's MCP endpoint.
         #[arg(long, default_value = "http://127.0.0.1:7777/mcp")]
         mcp_url: String,
+        /// The daemon's state directory (its admin token is read from there).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// Optional: what you expect the daemon to run with; a difference fails.
         #[command(flatten)]
         host: HostArgs,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Pair an executor: issue a credential bound to one executor id and
     /// print it with the set-up steps. Each executor (each browser, each
@@ -424,7 +431,8 @@ async fn main() -> anyhow::Result<()> {
             let setup = setup_facts(&host, &allowed_hosts, mcp_secret.is_some());
             let (dir, plane) = open_plane(Some(state_dir), host)?;
             let credentials = Credentials::open_or_create(&dir.path().join("executors"))?;
-            let config = HttpConfig { allowed_hosts, allowed_origins, mcp_secret };
+            let admin_token = Some(server::admin::issue_token(dir.path())?);
+            let config = HttpConfig { allowed_hosts, allowed_origins, mcp_secret, admin_token };
             let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
             let addr = listener.local_addr()?;
             let paired = credentials.list().map(|l| l.len()).unwrap_or(0);
@@ -479,10 +487,13 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Cmd::InspectPage { file, json } => print!("{}", server::inspect_page::run(&file, json)?),
-        Cmd::Doctor { mcp_url, host } => {
-            if !server::doctor::run(&mcp_url, host.app_label.as_deref(), host.worker_project_url.as_deref()).await {
-                std::process::exit(1);
-            }
+        Cmd::Doctor { mcp_url, state_dir, host, json } => {
+            let expected = server::doctor::Expected {
+                app_label: host.app_label.as_deref(),
+                project_url: host.worker_project_url.as_deref(),
+            };
+            let verdict = server::doctor::run(&mcp_url, &state_path(state_dir)?, expected, json).await;
+            std::process::exit(verdict.exit_code());
         }
         Cmd::McpStdio { state_dir } => {
             let (_dir, plane) = open_plane(state_dir, control::ChatgptSetup::default())?;

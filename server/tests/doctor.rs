@@ -2,6 +2,8 @@
 //! validation: a bad app label or Project URL stops `serve` with a clear
 //! error instead of creating workers that can never be bound.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -9,33 +11,98 @@ fn orchestrator() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_orchestrator"))
 }
 
-fn doctor(mcp_url: &str, extra: &[&str]) -> (bool, String) {
-    let out = Command::new(orchestrator()).args(["doctor", "--mcp-url", mcp_url]).args(extra).output().unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+/// Runs `doctor` against `state` (the daemon's state dir): exit code and stdout.
+fn doctor(mcp_url: &str, state: &Path, extra: &[&str]) -> (i32, String) {
+    let out = Command::new(orchestrator())
+        .args(["doctor", "--mcp-url", mcp_url, "--state-dir"])
+        .arg(state)
+        .args(extra)
+        .output()
+        .unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Issue 17: doctor reports what the *running* daemon was started with (not
+/// its own flags), compares what you expect, and names what is missing.
 #[test]
 fn doctor_reads_the_daemons_identity_and_catalog_and_lists_the_setup() {
     let dir = tempfile::tempdir().unwrap();
-    let daemon = e2e::Daemon::start(orchestrator(), &dir.path().join("state"), "127.0.0.1:0", &[]).unwrap();
+    let state = dir.path().join("state");
     let project = "https://chatgpt.com/g/g-p-0123456789abcdef0123456789abcdef-workers/project";
-    let (ok, text) = doctor(&daemon.mcp_url(), &["--app-label", "Orchestrator", "--worker-project-url", project]);
-    assert!(ok, "{text}");
+    let daemon = e2e::Daemon::start(
+        orchestrator(),
+        &state,
+        "127.0.0.1:0",
+        &["--app-label", "My Orch", "--worker-project-url", project],
+    )
+    .unwrap();
+    let (code, text) = doctor(&daemon.mcp_url(), &state, &[]);
+    assert_eq!(code, 1, "no executor, not exposed: setup to do: {text}");
     assert!(text.contains("chatgpt-orchestrator"), "{text}");
     assert!(text.contains("(same as this binary)"), "{text}");
-    assert!(text.contains("name it exactly \"Orchestrator\""), "{text}");
+    assert!(text.contains("app label  ok   \"My Orch\""), "{text}");
+    assert!(text.contains(project), "{text}");
+    assert!(text.contains("executors  FAIL") && text.contains("orchestrator pair"), "{text}");
+    assert!(text.contains("exposure   FAIL") && text.contains("orchestrator expose"), "{text}");
+    assert!(text.contains("name it exactly \"My Orch\""), "{text}");
     assert!(text.contains("worker Project"), "{text}");
 
-    let (ok, text) = doctor(&daemon.mcp_url(), &[]);
-    assert!(!ok, "no label is a missing setup step: {text}");
-    assert!(text.contains("app label  FAIL"), "{text}");
+    let (code, text) = doctor(&daemon.mcp_url(), &state, &["--app-label", "Wrong Name"]);
+    assert_eq!(code, 1);
+    assert!(text.contains("app label  FAIL the daemon runs with \"My Orch\", you expected \"Wrong Name\""), "{text}");
 
-    let (ok, text) =
-        doctor(&daemon.mcp_url(), &["--app-label", "x", "--worker-project-url", "https://evil.example/g/x"]);
-    assert!(!ok && text.contains("--worker-project-url must look like"), "{text}");
+    let (_, json) = doctor(&daemon.mcp_url(), &state, &["--json"]);
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report["ready"], false);
+    let item = |what: &str| report["checks"].as_array().unwrap().iter().find(|c| c["what"] == what).unwrap().clone();
+    assert_eq!(item("app label")["ok"], true);
+    assert_eq!(item("executors")["ok"], false);
 
-    let (ok, text) = doctor("http://127.0.0.1:9/mcp", &["--app-label", "x"]);
-    assert!(!ok && text.contains("not reachable"), "{text}");
+    let (code, text) =
+        doctor(&daemon.mcp_url(), &state, &["--app-label", "x", "--worker-project-url", "https://evil.example/g/x"]);
+    assert_eq!(code, 1);
+    assert!(text.contains("--worker-project-url must look like"), "{text}");
+
+    let (code, text) = doctor(&daemon.mcp_url(), &dir.path().join("elsewhere"), &[]);
+    assert_eq!(code, 2, "the admin read needs the daemon's state dir: {text}");
+    assert!(text.contains("admin") && text.contains("cannot read"), "{text}");
+
+    let (code, text) = doctor("http://127.0.0.1:9/mcp", &state, &["--app-label", "x"]);
+    assert_eq!(code, 2);
+    assert!(text.contains("not reachable"), "{text}");
+}
+
+/// Without an app label the daemon's own answer fails the item, whatever
+/// doctor is told; with everything in place doctor exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_fails_a_missing_label_and_passes_a_ready_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let bare = support::Daemon::start(&state);
+    let (url, s) = (bare.mcp_url(), state.clone());
+    let (code, text) = tokio::task::spawn_blocking(move || doctor(&url, &s, &["--app-label", "Orch"])).await.unwrap();
+    assert_eq!(code, 1);
+    assert!(text.contains("app label  FAIL not set"), "{text}");
+    drop(bare);
+
+    let expose = Command::new(orchestrator())
+        .args(["expose", "--host", "tunnel.example", "--state-dir"])
+        .arg(&state)
+        .env_remove("ORCHESTRATOR_MCP_SECRET")
+        .output()
+        .unwrap();
+    assert!(expose.status.success());
+    let token = carrier_webext::Credentials::open_or_create(&state.join("executors")).unwrap().issue("ext-1").unwrap();
+    let ready = support::Daemon::start_with(&state, &["--app-label", "Orch", "--allowed-host", "tunnel.example"], &[]);
+    let ws = ready.mcp_url().replace("http://", "ws://").replace("/mcp", "/executor");
+    let fake = fake_executor::FakeExecutor::start(fake_executor::FakeConfig::new(ws, token, "ext-1"));
+    fake.wait_for(|s| s.connections == 1, std::time::Duration::from_secs(10)).await;
+    let (url, s) = (ready.mcp_url(), state.clone());
+    let (code, text) = tokio::task::spawn_blocking(move || doctor(&url, &s, &[])).await.unwrap();
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("executors  ok   connected: ext-1 (1 paired)"), "{text}");
+    assert!(text.contains("exposure   ok   https://tunnel.example/s/<secret>/mcp"), "never the secret itself: {text}");
+    fake.stop().await;
 }
 
 #[test]

@@ -146,6 +146,11 @@ impl Bridge {
         bridge
     }
 
+    /// How many executors hold a credential.
+    pub fn paired(&self) -> usize {
+        self.credentials.list().map_or(0, |l| l.len())
+    }
+
     /// Executor ids with a live session.
     pub async fn connected(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.sessions.lock().await.keys().cloned().collect();
