@@ -804,8 +804,25 @@ impl ControlPlane {
     }
 }
 
-/// Wakes the waiters of durable events and the loops that watch commits.
+/// Wakes the waiters of durable events and the loops that watch commits,
+/// and logs the domain's milestones at INFO: one line per worker transition,
+/// binding and host state (ids, states and codes only: never a text a
+/// worker or root wrote, never a capability).
 fn publish(broker: &Broker, changes: &tokio::sync::watch::Sender<u64>, events: &[Event]) {
+    for event in events {
+        match &event.body {
+            EventBody::WorkerStateChanged { worker_id, from, to, .. } => {
+                tracing::info!(run = %event.run_id, worker = %worker_id, ?from, ?to, "worker state");
+            }
+            EventBody::ConversationBound { worker_id, conversation_id, .. } => {
+                tracing::info!(run = %event.run_id, worker = %worker_id, conversation = %conversation_id, "bound");
+            }
+            EventBody::ConversationError { worker_id, code, .. } => {
+                tracing::info!(run = %event.run_id, worker = %worker_id, %code, "conversation needs attention");
+            }
+            _ => {}
+        }
+    }
     broker.publish(events);
     changes.send_modify(|n| *n += 1);
 }

@@ -74,7 +74,7 @@ pub fn app(
         let (hosts, secret) = (config.allowed_hosts.clone(), config.mcp_secret.is_some());
         router = router.merge(crate::admin::router(admin_plane, bridge, hosts, secret, token.clone()));
     }
-    match &config.mcp_secret {
+    let router = match &config.mcp_secret {
         None => router.nest_service("/mcp", service),
         Some(secret) => {
             let bearer = Router::new()
@@ -82,7 +82,20 @@ pub fn app(
                 .route_layer(middleware::from_fn_with_state(Arc::new(secret.clone()), require_bearer));
             router.merge(bearer).nest_service(&format!("/s/{secret}/mcp"), service)
         }
+    };
+    router.layer(middleware::from_fn(session_ended))
+}
+
+/// A session's `DELETE` is answered `204 No Content` rather than rmcp's
+/// `202 Accepted`: the Python SDK takes only 200 and 204 for success and
+/// otherwise logs "Session termination failed" on every close.
+async fn session_ended(request: Request, next: Next) -> Response {
+    let delete = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
     }
+    response
 }
 
 async fn require_host(State(hosts): State<Arc<Vec<String>>>, request: Request, next: Next) -> Response {

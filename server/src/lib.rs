@@ -18,5 +18,6 @@ pub mod exposure;
 pub mod http;
 pub mod inspect_page;
 pub mod peers;
+pub mod service;
 pub mod state_dir;
 pub mod tools;

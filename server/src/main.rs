@@ -114,6 +114,12 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Run the daemon as your user's service, restarted on failure: a
+    /// systemd user unit (Linux) or a launchd agent (macOS).
+    Service {
+        #[command(subcommand)]
+        action: ServiceAction,
+    },
     /// Serve the same MCP tools over stdio.
     McpStdio {
         /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
@@ -131,6 +137,45 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum ServiceAction {
+    /// Write the service file that runs `orchestrator serve` with the
+    /// arguments after `--` (checked now), then say how to enable it.
+    Install {
+        /// Print the file instead of writing it.
+        #[arg(long)]
+        print: bool,
+        /// The service manager (default: this OS's).
+        #[arg(long = "for", value_enum)]
+        manager: Option<ManagerArg>,
+        /// `serve`'s arguments, after `--`.
+        #[arg(last = true)]
+        serve_args: Vec<String>,
+    },
+    /// Remove the service file (disable it first; the command is printed).
+    Uninstall {
+        /// The service manager (default: this OS's).
+        #[arg(long = "for", value_enum)]
+        manager: Option<ManagerArg>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ManagerArg {
+    Systemd,
+    Launchd,
+}
+
+impl ManagerArg {
+    fn or_here(arg: Option<ManagerArg>) -> server::service::Manager {
+        match arg {
+            Some(ManagerArg::Systemd) => server::service::Manager::Systemd,
+            Some(ManagerArg::Launchd) => server::service::Manager::Launchd,
+            None => server::service::Manager::here(),
+        }
+    }
 }
 
 /// The operator's ChatGPT setup.
@@ -294,6 +339,41 @@ fn pair(
 }
 
 /// Prints start-up lines; a closed stdout must not take the daemon down.
+/// `service install|uninstall`.
+fn service(action: ServiceAction) -> anyhow::Result<()> {
+    let home = PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?);
+    match action {
+        ServiceAction::Install { print, manager, serve_args } => {
+            let manager = ManagerArg::or_here(manager);
+            let mut args = vec!["serve".to_owned()];
+            args.extend(serve_args);
+            // Checked now, not at the first restart.
+            let argv = std::iter::once("orchestrator".to_owned()).chain(args.iter().cloned());
+            Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("the serve arguments: {e}"))?;
+            let exe = std::env::current_exe()?.canonicalize()?;
+            let text = manager.render(&exe, &args, &home.join("Library/Logs").join(server::service::NAME));
+            if print {
+                print!("{text}");
+                return Ok(());
+            }
+            let path = manager.path(&home);
+            std::fs::create_dir_all(path.parent().expect("a file in a directory"))?;
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+            println!("wrote {}\nenable it with:\n  {}", path.display(), manager.enable_hint());
+        }
+        ServiceAction::Uninstall { manager } => {
+            let manager = ManagerArg::or_here(manager);
+            let path = manager.path(&home);
+            match std::fs::remove_file(&path) {
+                Ok(()) => println!("removed {}; if it was running:\n  {}", path.display(), manager.disable_hint()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => println!("no service file at {}", path.display()),
+                Err(e) => return Err(e).with_context(|| format!("removing {}", path.display())),
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What the banner says about the ChatGPT side: the app label and the
 /// exposure, each with the next step when it is missing. Never a secret.
 fn setup_facts(setup: &control::ChatgptSetup, allowed_hosts: &[String], has_secret: bool) -> String {
@@ -374,7 +454,9 @@ fn init_logging() {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let env = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    // By default the domain speaks at INFO and the MCP transport only warns
+    // (at INFO it writes about three lines per call).
+    let env = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,rmcp=warn".into());
     let no_bodies = tracing_subscriber::filter::filter_fn(|meta| {
         *meta.level() <= tracing::Level::INFO
             || !BODY_LOGGING_TARGETS.iter().any(|t| {
@@ -486,6 +568,7 @@ async fn main() -> anyhow::Result<()> {
                 );
             }
         }
+        Cmd::Service { action } => service(action)?,
         Cmd::InspectPage { file, json } => print!("{}", server::inspect_page::run(&file, json)?),
         Cmd::Doctor { mcp_url, state_dir, host, json } => {
             let expected = server::doctor::Expected {

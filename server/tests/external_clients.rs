@@ -16,6 +16,7 @@ fn python_sdk_plays_root_and_two_workers_over_http_in_both_modes() {
     for mode in ["auto", "legacy"] {
         let out = python("flow.py", &[&daemon.mcp_url(), mode]);
         assert!(out.contains(&format!("flow over {mode}: ok")), "{out}");
+        assert!(!out.contains("Session termination failed"), "the SDK complains on close: {out}");
     }
 }
 

@@ -129,3 +129,52 @@ fn worker_views_name_the_missing_setup_and_the_next_step() {
         }
     }
 }
+
+/// `service install` writes a systemd user unit that `systemd-analyze
+/// verify` accepts and a launchd agent that a plist parser reads; bad
+/// `serve` arguments are caught at install time; `uninstall` removes it.
+#[test]
+fn service_files_are_valid_for_their_managers() {
+    let home = tempfile::tempdir().unwrap();
+    let install = |extra: &[&str]| {
+        orchestrator().env("HOME", home.path()).args(["service", "install"]).args(extra).output().unwrap()
+    };
+    let out = install(&["--for", "systemd", "--", "--app-label", "My Orch 100%", "--listen", "127.0.0.1:7777"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let unit = home.path().join(".config/systemd/user/chatgpt-orchestrator.service");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    assert!(text.contains("serve --app-label \"My Orch 100%%\" --listen 127.0.0.1:7777"), "{text}");
+    let verify = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit)
+        .output()
+        .expect("systemd-analyze (CI installs systemd)");
+    assert!(
+        verify.status.success(),
+        "systemd-analyze verify: {}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+
+    let plist = install(&["--for", "launchd", "--print", "--", "--app-label", "A&B <x>"]);
+    assert!(plist.status.success());
+    let path = home.path().join("agent.plist");
+    std::fs::write(&path, &plist.stdout).unwrap();
+    let parsed = Command::new("python3")
+        .args(["-c", "import plistlib, sys, json; print(json.dumps(plistlib.load(open(sys.argv[1], 'rb'))))"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(parsed.status.success(), "{}", String::from_utf8_lossy(&parsed.stderr));
+    let agent: serde_json::Value = serde_json::from_slice(&parsed.stdout).unwrap();
+    assert_eq!(agent["Label"], "com.chatgpt-orchestrator");
+    let args: Vec<&str> = agent["ProgramArguments"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert_eq!(&args[1..], ["serve", "--app-label", "A&B <x>"]);
+    assert_eq!(agent["KeepAlive"]["SuccessfulExit"], false);
+
+    let bad = install(&["--for", "systemd", "--", "--no-such-flag"]);
+    assert!(!bad.status.success(), "a typo is caught at install time");
+    let removed = orchestrator().env("HOME", home.path()).args(["service", "uninstall", "--for", "systemd"]).output();
+    assert!(removed.unwrap().status.success());
+    assert!(!unit.exists());
+}

@@ -107,6 +107,13 @@ fn install() -> anyhow::Result<()> {
         // Without --locked: the CLI's lock file pins a crate the registry no longer has.
         run(Command::new("cargo").args(["install", "wasm-bindgen-cli", "--version", dist::WASM_BINDGEN]))?;
     }
+    // systemd-analyze, to verify the unit `orchestrator service install` writes.
+    if !succeeds(Command::new("systemd-analyze").arg("--version")) {
+        run(Command::new("apt-get").args(["update"]))?;
+        run(Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends", "systemd"])
+            .env("DEBIAN_FRONTEND", "noninteractive"))?;
+    }
     // Firefox ESR for the extension's Firefox run, certutil to trust fakechat's CA there.
     if !Path::new("/usr/bin/firefox-esr").exists() || !Path::new("/usr/bin/certutil").exists() {
         run(Command::new("apt-get").args(["update"]))?;
