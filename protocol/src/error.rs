@@ -7,10 +7,26 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// In tool schemas a code is a string with a pointer to its list: the ~40
+/// codes with their meanings would add kilobytes to every schema that can
+/// carry one, and every conversation pays for the catalogue in context.
+impl JsonSchema for ErrorCode {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ErrorCode".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A stable error code such as NOT_FOUND or HOST_APP_STALE (every code, its meaning and what to do: docs/errors.md)."
+        })
+    }
+}
+
 macro_rules! error_codes {
     ($(#[doc = $doc:literal] $variant:ident = $code:literal, $action:literal;)*) => {
         /// A stable, machine-readable error code.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         #[non_exhaustive]
         pub enum ErrorCode {
             $(#[doc = $doc] #[serde(rename = $code)] $variant,)*

@@ -44,6 +44,7 @@ mod events;
 mod message;
 mod run;
 mod runtime;
+mod schema;
 mod worker;
 
 pub use attach::{Catalog, catalog};
@@ -324,14 +325,21 @@ impl Tools {
         Self { plane, pool, executors, peers, tool_router: Self::stamped_router() }
     }
 
-    /// Every family's tools, composed: one router per file of this module.
+    /// Every family's tools, composed: one router per file of this module,
+    /// their schemas made lean and portable ([`schema::lean`]).
     fn router() -> ToolRouter<Self> {
-        Self::run_tools()
+        let mut router = Self::run_tools()
             + Self::worker_tools()
             + Self::attach_tools()
             + Self::message_tools()
             + Self::events_tools()
-            + Self::runtime_tools()
+            + Self::runtime_tools();
+        for route in router.map.values_mut() {
+            let tool = &mut route.attr;
+            tool.input_schema = Arc::new(schema::lean(tool.input_schema.as_ref().clone()));
+            tool.output_schema = tool.output_schema.take().map(|s| Arc::new(schema::lean(s.as_ref().clone())));
+        }
+        router
     }
 
     /// The tools, with the catalog stamp in the attach tools' descriptions:
@@ -361,5 +369,33 @@ impl ServerHandler for Tools {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("chatgpt-orchestrator", env!("CARGO_PKG_VERSION")))
             .with_instructions(SERVER_INSTRUCTIONS)
+    }
+}
+
+#[cfg(test)]
+mod catalogue {
+    use super::*;
+
+    /// The whole `tools/list` a client reads, in bytes.
+    fn tools_list_bytes() -> usize {
+        serde_json::to_string(&Tools::stamped_router().list_all()).expect("tools serialize").len()
+    }
+
+    /// The budget for `tools/list`: 80 KB (about 20k tokens) for 23 tools.
+    /// Every worker conversation carries the catalogue in its context, so
+    /// growth is a decision: it was 179.5 KB before the schemas were made
+    /// lean (`schema::lean`, compact error codes and events), 77.5 KB after.
+    const BUDGET: usize = 80_000;
+
+    #[test]
+    fn the_tool_catalogue_stays_under_its_budget() {
+        let bytes = tools_list_bytes();
+        let mut sizes: Vec<(usize, String)> = Tools::stamped_router()
+            .list_all()
+            .iter()
+            .map(|t| (serde_json::to_string(t).expect("a tool serializes").len(), t.name.to_string()))
+            .collect();
+        sizes.sort_by(|a, b| b.cmp(a));
+        assert!(bytes <= BUDGET, "tools/list is {bytes} bytes, over its budget of {BUDGET}; largest: {sizes:?}");
     }
 }
