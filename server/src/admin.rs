@@ -86,15 +86,7 @@ async fn require_admin(State(admin): State<Arc<Admin>>, request: Request, next: 
     if !carrier_webext::bridge::loopback_host(host) {
         return (StatusCode::FORBIDDEN, "FORBIDDEN: the admin read answers loopback only").into_response();
     }
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    let token = admin.token.as_bytes();
-    let same = given.len() == token.len() && given.bytes().zip(token).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
-    if !same {
+    if !crate::http::bears(&request, &admin.token) {
         return (StatusCode::UNAUTHORIZED, "UNAUTHORIZED: the admin token (state dir) is required").into_response();
     }
     next.run(request).await

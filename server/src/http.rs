@@ -112,17 +112,20 @@ async fn healthz() -> impl IntoResponse {
     axum::Json(serde_json::json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
 }
 
-async fn require_bearer(State(secret): State<Arc<String>>, request: Request, next: Next) -> Response {
+/// Whether `request` carries `Authorization: Bearer <secret>`, compared
+/// in constant time over the secret's length.
+pub(crate) fn bears(request: &Request, secret: &str) -> bool {
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    // Constant-time comparison over the secret's length.
-    let same =
-        given.len() == secret.len() && given.bytes().zip(secret.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
-    if same {
+    given.len() == secret.len() && given.bytes().zip(secret.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+async fn require_bearer(State(secret): State<Arc<String>>, request: Request, next: Next) -> Response {
+    if bears(&request, &secret) {
         next.run(request).await
     } else {
         (StatusCode::UNAUTHORIZED, "UNAUTHORIZED: bearer secret required").into_response()
