@@ -56,6 +56,51 @@ pub struct Status {
     pub executors_paired: usize,
     /// Executors with a live session.
     pub executors_connected: Vec<String>,
+    /// The newest runs (at most [`RUNS_SHOWN`]), newest first.
+    #[serde(default)]
+    pub runs: Vec<RunSummary>,
+}
+
+/// How many runs the status lists.
+pub const RUNS_SHOWN: usize = 20;
+
+/// A run in the status: its workers' states and what they wait for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The run.
+    pub run_id: String,
+    /// Its title.
+    pub title: String,
+    /// Its state.
+    pub state: protocol::RunState,
+    /// Its workers, root first.
+    pub workers: Vec<WorkerSummary>,
+}
+
+/// A worker in the status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerSummary {
+    /// The worker.
+    pub worker_id: String,
+    /// Its path, e.g. `/root/w1`.
+    pub path: String,
+    /// Its state.
+    pub state: protocol::WorkerState,
+    /// What it waits for, if anything outside it.
+    pub waiting_for: Option<protocol::WaitingFor>,
+}
+
+/// The running daemon's status, over the admin read at `addr` (loopback
+/// `host:port`), with the token from `state_dir`.
+pub async fn fetch(addr: &str, state_dir: &Path) -> anyhow::Result<Status> {
+    let token = read_token(state_dir)?;
+    let bearer = format!("Bearer {token}");
+    let headers = [("Authorization", bearer.as_str())];
+    let read = mcp_client::get(addr, "/admin/status", &headers);
+    let body = tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer from {addr} within 10 s"))??;
+    Ok(serde_json::from_str(&body)?)
 }
 
 struct Admin {
@@ -93,7 +138,31 @@ async fn require_admin(State(admin): State<Arc<Admin>>, request: Request, next: 
 }
 
 async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
-    let setup = admin.plane.chatgpt_setup();
+    let live = admin.bridge.connected().await;
+    let plane = &admin.plane;
+    let mut runs: Vec<_> = plane.with_state(|s| s.runs.values().map(|r| (r.created_at_ms, r.id.clone())).collect());
+    runs.sort_by(|a, b| b.cmp(a));
+    let runs = runs
+        .into_iter()
+        .take(RUNS_SHOWN)
+        .filter_map(|(_, id)| plane.run(&id))
+        .map(|run| RunSummary {
+            run_id: run.id.to_string(),
+            title: run.title.clone(),
+            state: run.state,
+            workers: plane
+                .workers_of(&run.id)
+                .iter()
+                .map(|w| WorkerSummary {
+                    worker_id: w.id.to_string(),
+                    path: w.path.clone(),
+                    state: w.state,
+                    waiting_for: plane.waiting_for(w, &live).map(|waiting| waiting.on),
+                })
+                .collect(),
+        })
+        .collect();
+    let setup = plane.chatgpt_setup();
     axum::Json(Status {
         version: env!("CARGO_PKG_VERSION").into(),
         catalog_stamp: crate::tools::catalog().stamp.clone(),
@@ -102,6 +171,37 @@ async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
         exposed_hosts: admin.exposed_hosts.clone(),
         mcp_secret: admin.mcp_secret,
         executors_paired: admin.bridge.paired(),
-        executors_connected: admin.bridge.connected().await,
+        executors_connected: live,
+        runs,
     })
+}
+
+/// The status as a table for a terminal.
+pub fn render(status: &Status) -> String {
+    let mut out = format!("daemon     {} (catalog {})\n", status.version, status.catalog_stamp);
+    out += &match &status.app_label {
+        Some(label) => format!("app label  {label:?}\n"),
+        None => "app label  not set: restart serve with --app-label \"<the app's name in ChatGPT>\"\n".into(),
+    };
+    out += &match status.executors_connected.as_slice() {
+        [] => format!("executors  none connected ({} paired)\n", status.executors_paired),
+        live => format!("executors  {} ({} paired)\n", live.join(", "), status.executors_paired),
+    };
+    out += &match (status.exposed_hosts.first(), status.mcp_secret) {
+        (Some(host), true) => format!("exposure   {}\n", crate::exposure::shown_url(host)),
+        _ => "exposure   not exposed (orchestrator expose --host <tunnel host>)\n".into(),
+    };
+    for run in &status.runs {
+        out += &format!("\n{}  {}  {:?}\n", run.run_id, wire(&run.state), run.title);
+        for w in &run.workers {
+            let waiting = w.waiting_for.map(|on| format!("  waiting for {}", wire(&on))).unwrap_or_default();
+            out += &format!("  {:<24} {:<18}{waiting}\n", w.path, wire(&w.state));
+        }
+    }
+    out
+}
+
+/// A state's wire name (`launch_requested`), as the tools show it.
+fn wire(value: &impl Serialize) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }

@@ -216,13 +216,11 @@ fn setup_checks(status: &Status, expected: &Expected<'_>, checks: &mut Vec<Check
 
 /// The daemon's own status, over the admin read on loopback.
 async fn admin_status(mcp_url: &str, state_dir: &std::path::Path) -> anyhow::Result<Status> {
-    let token = crate::admin::read_token(state_dir)?;
     let addr = mcp_url
         .strip_prefix("http://")
         .and_then(|rest| rest.split('/').next())
         .ok_or_else(|| anyhow::anyhow!("--mcp-url must be http://HOST:PORT/…"))?;
-    let body = mcp_client::get(addr, "/admin/status", &[("Authorization", &format!("Bearer {token}"))]).await?;
-    Ok(serde_json::from_str(&body)?)
+    crate::admin::fetch(addr, state_dir).await
 }
 
 /// The daemon's server name, version and the catalog stamp in its tool list.

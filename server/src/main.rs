@@ -114,6 +114,19 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// What the running daemon is doing: setup, executors, the newest runs
+    /// and their workers (what each waits for). Asks its admin read.
+    Status {
+        /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// The daemon's address.
+        #[arg(long, default_value = "127.0.0.1:7777")]
+        addr: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the daemon as your user's service, restarted on failure: a
     /// systemd user unit (Linux) or a launchd agent (macOS).
     Service {
@@ -569,6 +582,14 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Cmd::Service { action } => service(action)?,
+        Cmd::Status { state_dir, addr, json } => {
+            let status = server::admin::fetch(&addr, &state_path(state_dir)?).await?;
+            if json {
+                println!("{}", serde_json::to_string(&status)?);
+            } else {
+                print!("{}", server::admin::render(&status));
+            }
+        }
         Cmd::InspectPage { file, json } => print!("{}", server::inspect_page::run(&file, json)?),
         Cmd::Doctor { mcp_url, state_dir, host, json } => {
             let expected = server::doctor::Expected {

@@ -120,6 +120,21 @@ fn worker_views_name_the_missing_setup_and_the_next_step() {
         let root = support::Mcp::connect(&daemon.addr);
         let cap = root.ok("run_create", json!({"title": "first run"}))["root_capability"].as_str().unwrap().to_owned();
         root.ok("worker_spawn", json!({"capability": cap, "name": "w", "assignment": {"objective": "o"}}));
+        // `orchestrator status` shows the same, in a table and as JSON.
+        let status = |json: bool| {
+            let mut cmd = orchestrator();
+            cmd.args(["status", "--addr", &daemon.addr, "--state-dir"]).arg(dir.path());
+            if json {
+                cmd.arg("--json");
+            }
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let table = status(false);
+        assert!(table.contains("/root/w") && table.contains(&format!("waiting for {on}")), "{table}");
+        let report: serde_json::Value = serde_json::from_str(&status(true)).unwrap();
+        assert_eq!(report["runs"][0]["title"], "first run");
         for tool in ["worker_list", "run_get"] {
             let out = root.ok(tool, json!({"capability": cap}));
             let worker = out["workers"].as_array().unwrap().iter().find(|w| w["path"] != "/root").unwrap().clone();
