@@ -71,6 +71,9 @@ pub struct IdemKey<'a> {
     key: &'a str,
 }
 
+/// How many of the newest failed tickets keep their outcome for waiters.
+const FAILED_KEPT: u64 = 100_000;
+
 /// Batches decided but not yet durable, and who is making them durable.
 #[derive(Default)]
 struct Group {
@@ -249,8 +252,15 @@ impl ControlPlane {
         request: &impl Serialize,
         make: impl FnOnce(&State) -> (Request, R),
     ) -> Result<(R, Vec<Event>), Error> {
+        // A refusal may rest on queued batches too: it waits for the newest.
+        let refused = |e: Error, last: u64| match self.durable(last) {
+            Settled::Durable => e,
+            Settled::Failed(store) => store.into(),
+            Settled::Unfolded(fold) => Error::ReconcileRequired(format!("committed events do not fold: {fold}")),
+        };
         let (response, events, ticket) = {
             let mut working = self.writer.lock().expect("writer lock");
+            let last = self.group.lock().expect("group lock").next_ticket;
             if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
                 return Err(Error::ReconcileRequired(
                     "the control plane refused writes after a fold failure; restart it".into(),
@@ -261,13 +271,21 @@ impl ControlPlane {
                 && let Some((found, queued)) = self.idempotency(&idem.scope, idem.key)?
             {
                 if &found.request_hash != hash {
-                    return Err(Error::Conflict { key: idem.key.to_owned() });
+                    let conflict = Error::Conflict { key: idem.key.to_owned() };
+                    drop(working);
+                    return Err(refused(conflict, queued.unwrap_or(last)));
                 }
                 let response = serde_json::from_str(&found.response)
                     .map_err(|e| StoreError::Corrupt(format!("idempotency response: {e}")))?;
                 (response, Vec::new(), queued)
             } else {
-                self.decide_and_queue(&mut working, idem, request_hash, make)?
+                match self.decide_and_queue(&mut working, idem, request_hash, make) {
+                    Ok(decided) => decided,
+                    Err(e) => {
+                        drop(working);
+                        return Err(refused(e, last));
+                    }
+                }
             }
         };
         // Answer only from what is durable: a queued batch this answer rests on is waited for.
@@ -344,11 +362,23 @@ impl ControlPlane {
             group.flushing = flushing.clone();
             drop(group);
             let batches: Vec<Batch> = flushing.iter().map(|(_, b)| b.clone()).collect();
-            let outcome = match self.store.append_group(&batches) {
-                Ok(()) => self.fold_durable(&batches),
-                Err(e) => self.roll_back(e),
-            };
-            group = self.group.lock().expect("group lock");
+            // Whatever happens here, the group is settled and the waiters
+            // released: a panic fails it (and every later write) loudly
+            // instead of leaving everyone waiting on a leader that is gone.
+            let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
+                    return Settled::Unfolded("writes are refused after a fold failure; restart".into());
+                }
+                match self.store.append_group(&batches) {
+                    Ok(()) => self.fold_durable(&batches),
+                    Err(e) => self.roll_back(e),
+                }
+            }));
+            let outcome = written.as_ref().cloned().unwrap_or_else(|_| {
+                self.broken.store(true, std::sync::atomic::Ordering::SeqCst);
+                Settled::Unfolded("the commit leader panicked; restart".into())
+            });
+            group = self.group.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Some((last, _)) = flushing.last() {
                 if !matches!(outcome, Settled::Durable) {
                     for (t, _) in flushing.iter() {
@@ -356,10 +386,18 @@ impl ControlPlane {
                     }
                 }
                 group.settled_through = group.settled_through.max(*last);
+                // A waiter reads its outcome right after the wake; keep a
+                // generous window of failed tickets, not all of them.
+                let keep_from = group.settled_through.saturating_sub(FAILED_KEPT);
+                group.failed.retain(|t, _| *t > keep_from);
             }
             group.flushing = Arc::default();
             group.leading = false;
             self.flushed.notify_all();
+            if let Err(panic) = written {
+                drop(group);
+                std::panic::resume_unwind(panic);
+            }
         }
     }
 
@@ -400,6 +438,7 @@ impl ControlPlane {
             group.failed.insert(t, Settled::Failed(error.clone()));
         }
         group.settled_through = group.next_ticket;
+        group.flushing = Arc::default();
         *working = self.read().clone();
         Settled::Failed(error)
     }

@@ -13,6 +13,9 @@ use tokio::sync::watch;
 use crate::ControlPlane;
 use crate::schedule::Policy;
 
+/// The pause before retrying a turn whose commit failed.
+const RETRY: Duration = Duration::from_secs(1);
+
 /// Runs until `stop` resolves or the connected set's sender is dropped.
 /// `connected` holds the executors with a live session, kept current by the
 /// bridge before it records each connect and disconnect.
@@ -27,16 +30,21 @@ pub async fn run(
     loop {
         let executors = connected.borrow_and_update().clone();
         let turn_began = plane.now_ms();
-        if let Err(e) = in_place(|| plane.recheck(&executors, policy)) {
-            tracing::error!(code = %e.code(), "scheduled inspects not queued, retrying on the next wake: {e}");
+        let failed = in_place(|| plane.recheck(&executors, policy)).err();
+        if let Some(e) = &failed {
+            tracing::error!(code = %e.code(), "scheduled inspects not queued, retrying in {RETRY:?}: {e}");
         }
-        // What was due when the turn began was handled (or failed, and waits
-        // for the next change); what fell due during the turn wakes us at once.
+        // What was due when the turn began was handled (or failed: then it
+        // is retried after a pause, not in a loop); what fell due during the
+        // turn wakes us at once.
         let now = plane.now_ms();
-        let timer = plane
-            .next_recheck_at(&executors, policy)
-            .filter(|at| *at > turn_began)
-            .map(|at| tokio::time::Instant::now() + Duration::from_millis(at.saturating_sub(now)));
+        let timer = match failed {
+            Some(_) => Some(tokio::time::Instant::now() + RETRY),
+            None => plane
+                .next_recheck_at(&executors, policy)
+                .filter(|at| *at > turn_began)
+                .map(|at| tokio::time::Instant::now() + Duration::from_millis(at.saturating_sub(now))),
+        };
         tokio::select! {
             _ = async { tokio::time::sleep_until(timer.expect("guarded")).await }, if timer.is_some() => {}
             changed = changes.changed() => if changed.is_err() { return },

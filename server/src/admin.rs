@@ -93,6 +93,9 @@ pub struct WorkerSummary {
 /// The running daemon's status, over the admin read at `addr` (loopback
 /// `host:port`), with the token from `state_dir`.
 pub async fn fetch(addr: &str, state_dir: &Path) -> anyhow::Result<Status> {
+    if !carrier_webext::bridge::loopback_host(addr) {
+        anyhow::bail!("the admin read is loopback only; {addr} is not (the token never leaves this machine)");
+    }
     let token = read_token(state_dir)?;
     let bearer = format!("Bearer {token}");
     let headers = [("Authorization", bearer.as_str())];

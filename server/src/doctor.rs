@@ -77,8 +77,10 @@ pub async fn run(mcp_url: &str, state_dir: &std::path::Path, expected: Expected<
     let mut reachable = true;
     // A daemon with an MCP secret answers `/mcp` only with it: ask at the
     // secret path, as ChatGPT does (the secret is never printed).
-    let asked = match (mcp_url.strip_suffix("/mcp"), crate::exposure::load_secret(state_dir)) {
-        (Some(base), Ok(Some(secret))) => format!("{base}/s/{secret}/mcp"),
+    // Only over loopback: the secret and the admin token never leave this machine.
+    let loopback = authority(mcp_url).is_some_and(carrier_webext::bridge::loopback_host);
+    let asked = match (loopback, mcp_url.strip_suffix("/mcp"), crate::exposure::load_secret(state_dir)) {
+        (true, Some(base), Ok(Some(secret))) => format!("{base}/s/{secret}/mcp"),
         _ => mcp_url.to_owned(),
     };
     match daemon(&asked).await {
@@ -97,6 +99,8 @@ pub async fn run(mcp_url: &str, state_dir: &std::path::Path, expected: Expected<
         }
         Err(e) => {
             reachable = false;
+            // The error may quote the URL it was given: never show the secret path.
+            let e = e.to_string().replace(&asked, mcp_url);
             checks.push(Check { ok: false, what: "daemon", says: format!("not reachable at {mcp_url}: {e}") });
             todo.push("Start the daemon: orchestrator serve (see README).".into());
         }
@@ -216,11 +220,13 @@ fn setup_checks(status: &Status, expected: &Expected<'_>, checks: &mut Vec<Check
 
 /// The daemon's own status, over the admin read on loopback.
 async fn admin_status(mcp_url: &str, state_dir: &std::path::Path) -> anyhow::Result<Status> {
-    let addr = mcp_url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.split('/').next())
-        .ok_or_else(|| anyhow::anyhow!("--mcp-url must be http://HOST:PORT/…"))?;
+    let addr = authority(mcp_url).ok_or_else(|| anyhow::anyhow!("--mcp-url must be http://HOST:PORT/…"))?;
     crate::admin::fetch(addr, state_dir).await
+}
+
+/// `host:port` of an `http://` URL.
+fn authority(url: &str) -> Option<&str> {
+    url.strip_prefix("http://").and_then(|rest| rest.split('/').next())
 }
 
 /// The daemon's server name, version and the catalog stamp in its tool list.

@@ -55,6 +55,8 @@ pub fn create_secret(state_dir: &Path, rotate: bool) -> anyhow::Result<String> {
     std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o700))?;
     let path = state_dir.join(SECRET_FILE);
     if !rotate && let Some(secret) = load_file_only(&path)? {
+        // serve refuses a secret others can read: make it owner-only again.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
         return Ok(secret);
     }
     let secret = random_token()?;

@@ -358,19 +358,38 @@ fn service(action: ServiceAction) -> anyhow::Result<()> {
     match action {
         ServiceAction::Install { print, manager, serve_args } => {
             let manager = ManagerArg::or_here(manager);
+            if serve_args.iter().any(|a| a.chars().any(char::is_control)) {
+                bail!("a serve argument holds a control character; the service file cannot carry it");
+            }
             let mut args = vec!["serve".to_owned()];
             args.extend(serve_args);
             // Checked now, not at the first restart.
             let argv = std::iter::once("orchestrator".to_owned()).chain(args.iter().cloned());
-            Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("the serve arguments: {e}"))?;
+            let Cmd::Serve { state_dir, .. } =
+                Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("the serve arguments: {e}"))?.command
+            else {
+                unreachable!("parsed as serve")
+            };
+            // The service runs elsewhere (cwd, environment): pin the state
+            // directory this shell would use, as an absolute path.
+            if state_dir.is_none() {
+                args.push("--state-dir".into());
+                args.push(std::path::absolute(state_path(None)?)?.display().to_string());
+            } else if let Some(i) = args.iter().position(|a| a == "--state-dir") {
+                args[i + 1] = std::path::absolute(&args[i + 1])?.display().to_string();
+            }
             let exe = std::env::current_exe()?.canonicalize()?;
-            let text = manager.render(&exe, &args, &home.join("Library/Logs").join(server::service::NAME));
+            let logs = home.join("Library/Logs").join(server::service::NAME);
+            let text = manager.render(&exe, &args, &logs);
             if print {
                 print!("{text}");
                 return Ok(());
             }
             let path = manager.path(&home);
             std::fs::create_dir_all(path.parent().expect("a file in a directory"))?;
+            if manager == server::service::Manager::Launchd {
+                std::fs::create_dir_all(&logs)?;
+            }
             std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
             println!("wrote {}\nenable it with:\n  {}", path.display(), manager.enable_hint());
         }
@@ -563,7 +582,14 @@ async fn main() -> anyhow::Result<()> {
             pair(&credentials, executor_id, list, revoke, rotate, json, listen)?;
         }
         Cmd::Expose { state_dir, host, rotate, json } => {
-            if host.is_empty() || host.contains(['/', ' ', '@']) {
+            let hostname = |h: &str| {
+                !h.is_empty()
+                    && h.len() <= 253
+                    && h.split('.').all(|l| {
+                        !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    })
+            };
+            if !hostname(&host) {
                 bail!("--host is a bare hostname, such as my-tunnel.example.com");
             }
             let secret = server::exposure::create_secret(&state_path(state_dir)?, rotate)?;

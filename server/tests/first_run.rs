@@ -5,6 +5,7 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use support::{Daemon, http};
@@ -152,7 +153,9 @@ fn worker_views_name_the_missing_setup_and_the_next_step() {
 fn service_files_are_valid_for_their_managers() {
     let home = tempfile::tempdir().unwrap();
     let install = |extra: &[&str]| {
-        orchestrator().env("HOME", home.path()).args(["service", "install"]).args(extra).output().unwrap()
+        let mut cmd = orchestrator();
+        cmd.env("HOME", home.path()).env_remove("XDG_STATE_HOME").args(["service", "install"]).args(extra);
+        cmd.output().unwrap()
     };
     let out = install(&["--for", "systemd", "--", "--app-label", "My Orch 100%", "--listen", "127.0.0.1:7777"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -184,7 +187,9 @@ fn service_files_are_valid_for_their_managers() {
     let agent: serde_json::Value = serde_json::from_slice(&parsed.stdout).unwrap();
     assert_eq!(agent["Label"], "com.chatgpt-orchestrator");
     let args: Vec<&str> = agent["ProgramArguments"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
-    assert_eq!(&args[1..], ["serve", "--app-label", "A&B <x>"]);
+    assert_eq!(&args[1..4], ["serve", "--app-label", "A&B <x>"]);
+    assert_eq!(args[4], "--state-dir", "the state directory is pinned");
+    assert!(Path::new(args[5]).is_absolute(), "{args:?}");
     assert_eq!(agent["KeepAlive"]["SuccessfulExit"], false);
 
     let bad = install(&["--for", "systemd", "--", "--no-such-flag"]);

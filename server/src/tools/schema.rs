@@ -22,8 +22,11 @@ pub fn lean(mut schema: Map<String, Value>) -> Map<String, Value> {
 fn walk(value: &mut Value) {
     match value {
         Value::Object(object) => {
-            for child in object.values_mut() {
-                walk(child);
+            // Values, not schemas, live under these: leave them as they are.
+            for (key, child) in object.iter_mut() {
+                if !["const", "default", "examples", "enum"].contains(&key.as_str()) {
+                    walk(child);
+                }
             }
             tidy(object);
         }
@@ -38,14 +41,19 @@ fn tidy(object: &mut Map<String, Value>) {
         object.insert("type".into(), "string".into());
         object.insert("enum".into(), Value::Array(values));
     }
-    if object.get("type").and_then(Value::as_str) == Some("integer") {
+    let integer = match object.get("type") {
+        Some(Value::String(t)) => t == "integer",
+        Some(Value::Array(types)) => types.iter().any(|t| t == "integer"),
+        _ => false,
+    };
+    if integer {
         object.remove("format");
     }
 }
 
 /// The values of a `oneOf` whose every branch is a documented string `const`.
 fn documented_strings(object: &Map<String, Value>) -> Option<Vec<Value>> {
-    let branches = object.get("oneOf")?.as_array()?;
+    let branches = object.get("oneOf")?.as_array().filter(|b| !b.is_empty())?;
     branches
         .iter()
         .map(|b| {
@@ -71,6 +79,8 @@ mod tests {
                     {"const": "b", "type": "string", "description": "B."}
                 ]},
                 "count": {"type": "integer", "format": "uint32", "minimum": 0},
+                "maybe": {"type": ["integer", "null"], "format": "uint64"},
+                "fixed": {"const": {"oneOf": []}},
                 "mixed": {"oneOf": [{"const": "a", "type": "string"}, {"type": "object"}]}
             }
         });
@@ -81,6 +91,8 @@ mod tests {
             json!({"description": "The state.", "type": "string", "enum": ["a", "b"]})
         );
         assert_eq!(lean["properties"]["count"], json!({"type": "integer", "minimum": 0}));
+        assert_eq!(lean["properties"]["maybe"], json!({"type": ["integer", "null"]}));
+        assert_eq!(lean["properties"]["fixed"], json!({"const": {"oneOf": []}}), "values are not schemas");
         assert!(lean["properties"]["mixed"]["oneOf"].is_array(), "a union of other shapes is left alone");
     }
 }
