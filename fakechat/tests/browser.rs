@@ -58,14 +58,13 @@ async fn typing_and_sending_through_the_page_submits_exactly_one_turn() {
     let url = page.url().await.unwrap().unwrap();
     let id = url.rsplit('/').next().unwrap().to_owned();
     // The reply streams into the open page through its own updates.
+    // (The copy action may show on the user's turn first: wait for the reply's text itself.)
     until(&page, "!!document.querySelector('[data-testid=\"copy-turn-action-button\"]')").await;
-    assert!(
-        eval_bool(
-            &page,
-            "document.querySelector('[data-message-author-role=\"assistant\"]').innerText.includes('You said: hello')"
-        )
-        .await
-    );
+    until(
+        &page,
+        "(document.querySelector('[data-message-author-role=\"assistant\"]')?.innerText ?? '').includes('You said: hello')",
+    )
+    .await;
 
     let oracle = fake.hub.oracle();
     let conversations = oracle["conversations"].as_object().unwrap();

@@ -135,10 +135,11 @@ pub enum Plan<H> {
         /// The managed tab.
         tab: H,
     },
-    /// Close the managed tab ([`Core::closed_by_daemon`]).
+    /// Close the managed tab, if one is open, then forget the worker
+    /// ([`Core::closed_by_daemon`]).
     Close {
-        /// The managed tab.
-        tab: H,
+        /// The managed tab, if still open.
+        tab: Option<H>,
     },
 }
 
@@ -380,10 +381,9 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
             CommandOp::ConversationInspect { conversation_id } => {
                 open_tab(conversation_id).map(|tab| Plan::Inspect { tab })
             }
-            CommandOp::ConversationClose { conversation_id } => bound(conversation_id).map(|m| match &m.tab {
-                Some(tab) => Plan::Close { tab: tab.clone() },
-                None => Plan::Reply(CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }),
-            }),
+            CommandOp::ConversationClose { conversation_id } => {
+                bound(conversation_id).map(|m| Plan::Close { tab: m.tab.clone() })
+            }
         }
     }
 
@@ -458,16 +458,14 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
         vec![ExecutorFrame::ConversationClosed { worker_id: worker }]
     }
 
-    /// The daemon closed the worker's tab (`conversation_close`): reported
-    /// closed once, then forgotten (never re-sent by a resync).
-    pub fn closed_by_daemon(&mut self, tab: &H) -> Vec<ExecutorFrame> {
-        let frames = self.tab_removed(tab);
-        for frame in &frames {
-            if let ExecutorFrame::ConversationClosed { worker_id } = frame {
-                self.workers.remove(worker_id);
-            }
+    /// The daemon closed the worker's conversation (`conversation_close`),
+    /// whether its tab was still open or already gone: reported closed, then
+    /// forgotten (never re-sent by a resync).
+    pub fn closed_by_daemon(&mut self, worker: &WorkerId) -> Vec<ExecutorFrame> {
+        match self.workers.remove(worker) {
+            Some(_) => vec![ExecutorFrame::ConversationClosed { worker_id: worker.clone() }],
+            None => vec![],
         }
-        frames
     }
 
     /// What a page report means: a binding the first time a managed tab

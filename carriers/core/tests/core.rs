@@ -362,8 +362,17 @@ fn the_handshake_frames_follow_the_protocol() {
 #[test]
 fn a_conversation_the_daemon_closed_is_reported_once_and_forgotten() {
     let (mut core, w) = bound_worker();
-    assert_eq!(core.closed_by_daemon(&7), vec![ExecutorFrame::ConversationClosed { worker_id: w.clone() }]);
+    let close = command(8, &w, "close-8", CommandOp::ConversationClose { conversation_id: CONV.parse().unwrap() });
+    assert_eq!(plan_at(&mut core, &close, 0), Plan::Close { tab: Some(7) });
+    assert_eq!(core.closed_by_daemon(&w), vec![ExecutorFrame::ConversationClosed { worker_id: w.clone() }]);
     assert!(core.managed(&w).is_none());
     assert!(core.resync().is_empty(), "a resync does not bring it back");
     assert!(core.tab_removed(&7).is_empty(), "the browser's own removal event means nothing now");
+
+    // The tab was already gone (lost, or the person closed it): still forgotten.
+    let (mut core, w) = bound_worker();
+    core.tab_removed(&7);
+    assert_eq!(plan_at(&mut core, &close, 0), Plan::Close { tab: None });
+    core.closed_by_daemon(&w);
+    assert!(core.resync().is_empty());
 }

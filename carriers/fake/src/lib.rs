@@ -658,11 +658,11 @@ fn perform(shared: &Shared, outbox: &Outbox, command: &Command, plan: Plan<u64>,
             core.ok(worker)
         }
         Plan::Close { tab } => {
-            shared.browser.lock().unwrap().tabs.remove(&tab);
+            let closed = tab.is_some_and(|tab| shared.browser.lock().unwrap().tabs.remove(&tab).is_some());
             let mut core = shared.core.lock().unwrap();
             let ok = core.ok(worker);
-            emit(core.closed_by_daemon(&tab));
-            if let CommandOutcome::Ok { conversation_id: Some(conversation) } = &ok {
+            emit(core.closed_by_daemon(worker));
+            if let (true, CommandOutcome::Ok { conversation_id: Some(conversation) }) = (closed, &ok) {
                 shared.update(|s| s.closed.push(conversation.clone()));
             }
             ok

@@ -484,8 +484,10 @@ impl Background {
             },
             Plan::Close { tab } => {
                 let ok = self.ok(command);
-                let _ = call("tabs.remove", &[tab.into()]).await;
-                let frames = self.core.borrow_mut().closed_by_daemon(&tab);
+                if let Some(tab) = tab {
+                    let _ = call("tabs.remove", &[tab.into()]).await;
+                }
+                let frames = self.core.borrow_mut().closed_by_daemon(&command.worker_id);
                 self.emit(frames);
                 self.persist().await;
                 ok
