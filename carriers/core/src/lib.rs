@@ -326,6 +326,11 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
             self.forget_old();
         }
         if now_ms > command.deadline_ms {
+            // A create that had opened its tab gives the conversation-less tab
+            // up (left open, unmanaged), so the worker is not stuck with it.
+            if self.entry(&command.idempotency_key).is_some_and(|e| e.phase == Phase::TabOpening) {
+                self.release_unbound(&command.worker_id);
+            }
             return Ok(Plan::Reply(error(ErrorCode::DeadlineExceeded, "the command arrived after its deadline")));
         }
         Ok(self.plan(command).unwrap_or_else(Plan::Reply))

@@ -376,3 +376,24 @@ fn a_conversation_the_daemon_closed_is_reported_once_and_forgotten() {
     core.closed_by_daemon(&w);
     assert!(core.resync().is_empty());
 }
+
+#[test]
+fn a_create_resumed_after_its_deadline_gives_its_tab_up_and_a_retry_starts_clean() {
+    let mut core = Core::<i32>::default();
+    let w = worker(1);
+    assert!(matches!(plan_at(&mut core, &create(1, &w), 0), Plan::Create { .. }));
+    core.advance("create-1", Phase::TabOpening);
+    core.tab_opened(&w, 3);
+    let mut core = restart(&core);
+    let late = plan_at(&mut core, &create(1, &w), 20_000);
+    assert!(matches!(late, Plan::Reply(CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, .. })));
+    core.finish("create-1", CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, detail: String::new() });
+    assert_eq!(core.worker_of(&3), None, "the tab is no longer the worker's");
+    let retry = command(
+        2,
+        &w,
+        "create-1:retry-1",
+        CommandOp::ConversationCreate { prompt: "boot".into(), project_url: None, app: None },
+    );
+    assert!(matches!(plan_at(&mut core, &retry, 0), Plan::Create { .. }), "not a CONFLICT");
+}
