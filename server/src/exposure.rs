@@ -27,24 +27,23 @@ pub fn check_secret(secret: &str) -> anyhow::Result<()> {
 }
 
 /// The secret `serve` uses: the environment's, else the state directory's
-/// (which must be owner-only), else none.
+/// ([`stored_secret`]), else none.
 pub fn load_secret(state_dir: &Path) -> anyhow::Result<Option<String>> {
     if let Some(secret) = std::env::var(SECRET_ENV).ok().filter(|s| !s.is_empty()) {
         check_secret(&secret).context(SECRET_ENV)?;
         return Ok(Some(secret));
     }
+    stored_secret(state_dir)
+}
+
+/// The state directory's secret, which must be owner-only.
+pub fn stored_secret(state_dir: &Path) -> anyhow::Result<Option<String>> {
     let path = state_dir.join(SECRET_FILE);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    };
+    let Some(secret) = load_file_only(&path)? else { return Ok(None) };
     let mode = std::fs::metadata(&path)?.permissions().mode();
     if mode & 0o077 != 0 {
         bail!("{} is readable by others (mode {:o}); chmod 600 it", path.display(), mode & 0o777);
     }
-    let secret = text.trim().to_owned();
-    check_secret(&secret).with_context(|| path.display().to_string())?;
     Ok(Some(secret))
 }
 
@@ -134,10 +133,9 @@ mod tests {
         assert_ne!(second, first, "rotated");
         std::fs::set_permissions(state.join(SECRET_FILE), std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(load_file_only(&state.join(SECRET_FILE)).is_ok());
-        // serve refuses a secret others can read (unless the environment overrides it).
-        if std::env::var(SECRET_ENV).is_err() {
-            assert!(load_secret(&state).is_err());
-        }
+        assert!(stored_secret(&state).is_err(), "serve refuses a secret others can read");
+        assert_eq!(create_secret(&state, false).unwrap(), second, "expose keeps it and makes it owner-only again");
+        assert_eq!(stored_secret(&state).unwrap(), Some(second));
     }
 
     #[test]

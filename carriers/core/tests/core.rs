@@ -58,6 +58,16 @@ fn restart(core: &Core<i32>) -> Core<i32> {
     serde_json::from_str(&serde_json::to_string(core).unwrap()).unwrap()
 }
 
+/// A worker whose create opened tab 3 and submitted nothing yet.
+fn opening_worker() -> (Core<i32>, WorkerId) {
+    let mut core = Core::<i32>::default();
+    let w = worker(1);
+    assert!(matches!(plan_at(&mut core, &create(1, &w), 0), Plan::Create { .. }));
+    core.advance("create-1", Phase::TabOpening);
+    core.tab_opened(&w, 3);
+    (core, w)
+}
+
 /// A worker with tab 7 bound to `CONV`, its create completed.
 fn bound_worker() -> (Core<i32>, WorkerId) {
     let mut core = Core::<i32>::default();
@@ -108,11 +118,7 @@ fn a_restart_inside_submission_reconciles_with_the_page_instead_of_resending() {
 
 #[test]
 fn a_restart_after_opening_the_tab_submits_there_without_opening_another() {
-    let mut core = Core::<i32>::default();
-    let w = worker(1);
-    plan_at(&mut core, &create(1, &w), 0);
-    core.advance("create-1", Phase::TabOpening);
-    core.tab_opened(&w, 3);
+    let (core, w) = opening_worker();
     let mut core = restart(&core);
     assert_eq!(plan_at(&mut core, &create(1, &w), 0), Plan::Submit { tab: 3, prompt: "boot".into() });
     // A second create for the same worker under another key is a conflict, not a second tab.
@@ -271,11 +277,7 @@ fn a_key_reused_by_another_worker_is_refused_without_touching_the_journal() {
 
 #[test]
 fn a_refused_create_releases_its_tab_so_a_retry_under_a_new_key_starts_clean() {
-    let mut core = Core::<i32>::default();
-    let w = worker(1);
-    assert!(matches!(plan_at(&mut core, &create(1, &w), 0), Plan::Create { .. }));
-    core.advance("create-1", Phase::TabOpening);
-    core.tab_opened(&w, 3);
+    let (mut core, w) = opening_worker();
     let refused = CommandOutcome::Error { code: ErrorCode::HostAppDisabled, detail: String::new() };
     core.finish("create-1", refused);
     assert_eq!(core.release_unbound(&w), Some(3));
@@ -379,11 +381,7 @@ fn a_conversation_the_daemon_closed_is_reported_once_and_forgotten() {
 
 #[test]
 fn a_create_resumed_after_its_deadline_gives_its_tab_up_and_a_retry_starts_clean() {
-    let mut core = Core::<i32>::default();
-    let w = worker(1);
-    assert!(matches!(plan_at(&mut core, &create(1, &w), 0), Plan::Create { .. }));
-    core.advance("create-1", Phase::TabOpening);
-    core.tab_opened(&w, 3);
+    let (core, w) = opening_worker();
     let mut core = restart(&core);
     let late = plan_at(&mut core, &create(1, &w), 20_000);
     assert!(matches!(late, Plan::Reply(CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, .. })));
