@@ -1,11 +1,13 @@
 //! A minimal MCP client over streamable HTTP (legacy session mode): what
 //! `orchestrator doctor` uses to read the daemon's catalog, and fakechat's
 //! scripted agent to call the orchestrator exactly as a ChatGPT
-//! conversation's host would. Plain HTTP on loopback only; no TLS, no
-//! dependency beyond tokio's sockets, so the product binary stays small.
+//! conversation's host would; and [`post_each`], the one-message relay
+//! `orchestrator mcp-stdio` forwards a stdio client's messages with. Plain
+//! HTTP on loopback only; no TLS, no dependency beyond tokio's sockets, so
+//! the product binary stays small.
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 const VERSION: &str = "2025-11-25";
@@ -91,14 +93,14 @@ async fn post(authority: &str, path: &str, session: Option<&str>, body: &str) ->
     request("POST", authority, path, &headers, body).await
 }
 
-/// One HTTP/1.1 request on a fresh connection, the reply read to its end.
-async fn request(
+/// Writes one HTTP/1.1 request on a fresh connection (closed after the reply).
+async fn send(
     method: &str,
     authority: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &str,
-) -> Result<Reply, Error> {
+) -> Result<TcpStream, Error> {
     let mut stream = TcpStream::connect(authority).await?;
     stream.set_nodelay(true)?;
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n");
@@ -107,6 +109,18 @@ async fn request(
     }
     req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
     stream.write_all(req.as_bytes()).await?;
+    Ok(stream)
+}
+
+/// One HTTP/1.1 request on a fresh connection, the reply read to its end.
+async fn request(
+    method: &str,
+    authority: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<Reply, Error> {
+    let mut stream = send(method, authority, path, headers, body).await?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).await?;
     let text = String::from_utf8_lossy(&raw).into_owned();
@@ -116,6 +130,12 @@ async fn request(
         reply.body = dechunk(&reply.body);
     }
     Ok(reply)
+}
+
+/// `DELETE endpoint` with `headers` (an MCP session's end): the status.
+pub async fn delete(endpoint: &Endpoint, headers: &[(&str, &str)]) -> Result<u16, Error> {
+    let reply = request("DELETE", &endpoint.authority, &endpoint.path, headers, "").await?;
+    Ok(reply.head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0))
 }
 
 /// `GET path` on `authority` (loopback `host:port`) with `headers`: the body
@@ -134,12 +154,206 @@ fn message(body: &str) -> Result<Value, Error> {
     serde_json::from_str(json).map_err(|e| Error::Protocol(format!("{e}: {json}")))
 }
 
-impl Client {
-    /// Connects to an `http://host:port/path` MCP endpoint.
-    pub async fn connect(url: &str) -> Result<Client, Error> {
+/// An `http://host:port/path` MCP endpoint, split for requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `host:port`.
+    pub authority: String,
+    /// The request path, starting with `/`.
+    pub path: String,
+}
+
+impl Endpoint {
+    /// Splits `url`; anything but `http://` is an [`Error::Url`].
+    pub fn parse(url: &str) -> Result<Endpoint, Error> {
         let rest = url.strip_prefix("http://").ok_or_else(|| Error::Url(url.to_owned()))?;
         let (authority, path) =
             rest.split_once('/').map(|(a, p)| (a.to_owned(), format!("/{p}"))).unwrap_or((rest.to_owned(), "/".into()));
+        if authority.is_empty() {
+            return Err(Error::Url(url.to_owned()));
+        }
+        Ok(Endpoint { authority, path })
+    }
+}
+
+/// The longest response head, and the longest single message, a relay
+/// takes: a reply past either is a protocol error, not unbounded memory.
+const HEAD_MAX: usize = 64 << 10;
+const MESSAGE_MAX: usize = 16 << 20;
+
+/// How [`post_each`]'s reply ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relayed {
+    /// The HTTP status.
+    pub status: u16,
+    /// The `Mcp-Session-Id` the reply carried (an `initialize` answer's).
+    pub session: Option<String>,
+    /// The body of a non-2xx reply (cut to 1 KiB), for the caller's error.
+    pub refusal: String,
+}
+
+/// POSTs one JSON-RPC message (`body`) to `endpoint` with `headers`, and
+/// hands every JSON-RPC message of the reply to `each` *as it arrives*
+/// (a JSON body, or each `data:` event of an SSE stream), so a long poll's
+/// notifications are not held back until its end. A 202 has none.
+pub async fn post_each(
+    endpoint: &Endpoint,
+    headers: &[(&str, &str)],
+    body: &str,
+    mut each: impl FnMut(Value),
+) -> Result<Relayed, Error> {
+    let stream = send("POST", &endpoint.authority, &endpoint.path, headers, body).await?;
+    let mut reader = BufReader::new(stream);
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).await? == 0 || line == "\r\n" || line == "\n" {
+            break;
+        }
+        head.push_str(&line);
+        if head.len() > HEAD_MAX {
+            return Err(Error::Protocol("a reply head over 64 KiB".into()));
+        }
+    }
+    let reply = Reply { head, body: String::new() };
+    let status = reply.head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let session = reply.header("mcp-session-id");
+    let sse = reply.header("content-type").is_some_and(|t| t.starts_with("text/event-stream"));
+    let mut body = Body::new(&reply);
+    if !(200..300).contains(&status) {
+        let mut text = Vec::new();
+        while let Some(piece) = body.next(&mut reader).await? {
+            text.extend_from_slice(&piece);
+            if text.len() > 1024 {
+                break;
+            }
+        }
+        let refusal = String::from_utf8_lossy(&text[..text.len().min(1024)]).trim().to_owned();
+        return Ok(Relayed { status, session, refusal });
+    }
+    let mut events = Sse::default();
+    let mut whole = Vec::new();
+    while let Some(piece) = body.next(&mut reader).await? {
+        if sse {
+            events.feed(&piece, &mut each)?;
+        } else {
+            whole.extend_from_slice(&piece);
+            if whole.len() > MESSAGE_MAX {
+                return Err(Error::Protocol("a reply over 16 MiB".into()));
+            }
+        }
+    }
+    if sse {
+        events.feed(b"\n\n", &mut each)?;
+    } else if !whole.iter().all(u8::is_ascii_whitespace) {
+        match serde_json::from_slice(&whole).map_err(|e| Error::Protocol(format!("a JSON reply: {e}")))? {
+            Value::Array(batch) => batch.into_iter().for_each(&mut each),
+            message => each(message),
+        }
+    }
+    Ok(Relayed { status, session, refusal: String::new() })
+}
+
+/// A reply body read piece by piece, by its framing.
+enum Body {
+    Chunked,
+    Length(usize),
+    UntilClose,
+}
+
+impl Body {
+    fn new(reply: &Reply) -> Body {
+        if reply.header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+            Body::Chunked
+        } else if let Some(n) = reply.header("content-length").and_then(|n| n.parse().ok()) {
+            Body::Length(n)
+        } else {
+            Body::UntilClose
+        }
+    }
+
+    /// The next piece of the body, or `None` at its end.
+    async fn next(&mut self, reader: &mut BufReader<TcpStream>) -> Result<Option<Vec<u8>>, Error> {
+        match self {
+            Body::Chunked => {
+                let mut size = String::new();
+                reader.read_line(&mut size).await?;
+                let size = usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16)
+                    .map_err(|_| Error::Protocol(format!("a chunk size {size:?}")))?;
+                if size == 0 {
+                    return Ok(None);
+                }
+                if size > MESSAGE_MAX {
+                    return Err(Error::Protocol("a chunk over 16 MiB".into()));
+                }
+                let mut piece = vec![0; size + 2];
+                reader.read_exact(&mut piece).await?;
+                piece.truncate(size);
+                Ok(Some(piece))
+            }
+            Body::Length(0) => Ok(None),
+            Body::Length(left) => {
+                let mut piece = vec![0; (*left).min(64 << 10)];
+                let n = reader.read(&mut piece).await?;
+                if n == 0 {
+                    return Err(Error::Protocol("the reply ended before its length".into()));
+                }
+                *left -= n;
+                piece.truncate(n);
+                Ok(Some(piece))
+            }
+            Body::UntilClose => {
+                let mut piece = vec![0; 64 << 10];
+                let n = reader.read(&mut piece).await?;
+                piece.truncate(n);
+                Ok((n > 0).then_some(piece))
+            }
+        }
+    }
+}
+
+/// Server-sent events, cut into the JSON messages of their `data:` lines.
+#[derive(Default)]
+struct Sse {
+    line: Vec<u8>,
+    data: String,
+}
+
+impl Sse {
+    fn feed(&mut self, bytes: &[u8], each: &mut impl FnMut(Value)) -> Result<(), Error> {
+        for &b in bytes {
+            if b != b'\n' {
+                self.line.push(b);
+                if self.line.len() > MESSAGE_MAX {
+                    return Err(Error::Protocol("an event over 16 MiB".into()));
+                }
+                continue;
+            }
+            let line = String::from_utf8_lossy(self.line.strip_suffix(b"\r").unwrap_or(&self.line)).into_owned();
+            self.line.clear();
+            if line.is_empty() {
+                // An event ends; one without data (a priming event) is none.
+                if !self.data.trim().is_empty() {
+                    let message = serde_json::from_str(&self.data)
+                        .map_err(|e| Error::Protocol(format!("an event's data: {e}")))?;
+                    each(message);
+                }
+                self.data.clear();
+            } else if let Some(data) = line.strip_prefix("data:") {
+                if !self.data.is_empty() {
+                    self.data.push('\n');
+                }
+                self.data.push_str(data.strip_prefix(' ').unwrap_or(data));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Client {
+    /// Connects to an `http://host:port/path` MCP endpoint.
+    pub async fn connect(url: &str) -> Result<Client, Error> {
+        let Endpoint { authority, path } = Endpoint::parse(url)?;
         let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
             "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "mcp-client", "version": env!("CARGO_PKG_VERSION")}}});
         let reply = post(&authority, &path, None, &init.to_string()).await?;
@@ -188,5 +402,31 @@ impl Client {
             }));
         }
         Ok(Ok(result["structuredContent"].clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_cut_into_messages_across_any_split_and_priming_events_are_none() {
+        let stream =
+            b"id: 0\nretry: 3000\ndata:\n\ndata: {\"id\":1}\r\n\r\nevent: message\ndata: {\"id\":\ndata: 2}\n\n";
+        for split in 1..stream.len() {
+            let mut got = Vec::new();
+            let mut sse = Sse::default();
+            sse.feed(&stream[..split], &mut |m| got.push(m)).unwrap();
+            sse.feed(&stream[split..], &mut |m| got.push(m)).unwrap();
+            assert_eq!(got, [json!({"id": 1}), json!({"id": 2})], "split at {split}");
+        }
+    }
+
+    #[test]
+    fn only_loopback_style_http_urls_are_endpoints() {
+        let e = Endpoint::parse("http://127.0.0.1:7777/s/abc/mcp").unwrap();
+        assert_eq!((e.authority.as_str(), e.path.as_str()), ("127.0.0.1:7777", "/s/abc/mcp"));
+        assert!(Endpoint::parse("https://x/mcp").is_err());
+        assert!(Endpoint::parse("http:///mcp").is_err());
     }
 }

@@ -7,6 +7,7 @@
 //! - [`doctor`]: `orchestrator doctor`, the one-time ChatGPT setup checks.
 //! - [`http`]: the axum app: `/mcp`, `/healthz`, Host/Origin/secret checks.
 //! - [`peers`]: which MCP peers (transport sessions) this process can still recognize.
+//! - [`stdio_proxy`]: `mcp-stdio` beside a running daemon, relaying to its `/mcp`.
 //!
 //! Architecture invariant: no domain rule lives here; tools authenticate,
 //! translate arguments, call the control plane and shape the output.
@@ -20,4 +21,5 @@ pub mod inspect_page;
 pub mod peers;
 pub mod service;
 pub mod state_dir;
+pub mod stdio_proxy;
 pub mod tools;

@@ -57,9 +57,10 @@ enum Cmd {
     /// label, worker Project, executors, exposure — and say what is still to
     /// do (docs/setup.md). Exit 0: ready; 1: setup to do; 2: no answer.
     Doctor {
-        /// The daemon's MCP endpoint.
-        #[arg(long, default_value = "http://127.0.0.1:7777/mcp")]
-        mcp_url: String,
+        /// The daemon's MCP endpoint (default: where the daemon running on
+        /// the state directory serves, else http://127.0.0.1:7777/mcp).
+        #[arg(long)]
+        mcp_url: Option<String>,
         /// The daemon's state directory (its admin token is read from there).
         #[arg(long)]
         state_dir: Option<PathBuf>,
@@ -120,9 +121,10 @@ enum Cmd {
         /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
         #[arg(long)]
         state_dir: Option<PathBuf>,
-        /// The daemon's address.
-        #[arg(long, default_value = "127.0.0.1:7777")]
-        addr: String,
+        /// The daemon's address (default: where the daemon running on the
+        /// state directory listens, else 127.0.0.1:7777).
+        #[arg(long)]
+        addr: Option<String>,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -133,7 +135,9 @@ enum Cmd {
         #[command(subcommand)]
         action: ServiceAction,
     },
-    /// Serve the same MCP tools over stdio.
+    /// Serve the same MCP tools over stdio: relayed to the daemon running on
+    /// the state directory (same tools, executors and store), or, with none
+    /// running, served alone (no executor can connect then; it says so).
     McpStdio {
         /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
         #[arg(long)]
@@ -163,6 +167,9 @@ enum ServiceAction {
         /// The service manager (default: this OS's).
         #[arg(long = "for", value_enum)]
         manager: Option<ManagerArg>,
+        /// Print what was written, and how to enable it, as JSON.
+        #[arg(long, conflicts_with = "print")]
+        json: bool,
         /// `serve`'s arguments, after `--`.
         #[arg(last = true)]
         serve_args: Vec<String>,
@@ -172,6 +179,9 @@ enum ServiceAction {
         /// The service manager (default: this OS's).
         #[arg(long = "for", value_enum)]
         manager: Option<ManagerArg>,
+        /// Print what was removed as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -323,14 +333,23 @@ fn pair(
         if !credentials.revoke(&id)? {
             bail!("no executor {id} is paired (see `orchestrator pair --list`)");
         }
-        println!("revoked {id}: its session closes within a second");
+        match json {
+            true => println!("{}", serde_json::json!({"revoked": [id]})),
+            false => println!("revoked {id}: its session closes within a second"),
+        }
         return Ok(());
     }
     if rotate {
         let n = credentials.revoke_all()?;
-        println!("revoked {n} credential(s): every executor must be paired again");
         if executor_id.is_none() {
+            match json {
+                true => println!("{}", serde_json::json!({"revokedCount": n})),
+                false => println!("revoked {n} credential(s): every executor must be paired again"),
+            }
             return Ok(());
+        }
+        if !json {
+            println!("revoked {n} credential(s): every executor must be paired again");
         }
     }
     let id = executor_id.unwrap_or_else(|| {
@@ -356,7 +375,7 @@ fn pair(
 fn service(action: ServiceAction) -> anyhow::Result<()> {
     let home = PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?);
     match action {
-        ServiceAction::Install { print, manager, serve_args } => {
+        ServiceAction::Install { print, manager, json, serve_args } => {
             let manager = ManagerArg::or_here(manager);
             if serve_args.iter().any(|a| a.chars().any(char::is_control)) {
                 bail!("a serve argument holds a control character; the service file cannot carry it");
@@ -391,15 +410,25 @@ fn service(action: ServiceAction) -> anyhow::Result<()> {
                 std::fs::create_dir_all(&logs)?;
             }
             std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-            println!("wrote {}\nenable it with:\n  {}", path.display(), manager.enable_hint());
+            match json {
+                true => println!("{}", serde_json::json!({"path": path, "enable": manager.enable_hint()})),
+                false => println!("wrote {}\nenable it with:\n  {}", path.display(), manager.enable_hint()),
+            }
         }
-        ServiceAction::Uninstall { manager } => {
+        ServiceAction::Uninstall { manager, json } => {
             let manager = ManagerArg::or_here(manager);
             let path = manager.path(&home);
-            match std::fs::remove_file(&path) {
-                Ok(()) => println!("removed {}; if it was running:\n  {}", path.display(), manager.disable_hint()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => println!("no service file at {}", path.display()),
+            let removed = match std::fs::remove_file(&path) {
+                Ok(()) => true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
                 Err(e) => return Err(e).with_context(|| format!("removing {}", path.display())),
+            };
+            match (json, removed) {
+                (true, _) => println!("{}", serde_json::json!({"path": path, "removed": removed})),
+                (false, true) => {
+                    println!("removed {}; if it was running:\n  {}", path.display(), manager.disable_hint())
+                }
+                (false, false) => println!("no service file at {}", path.display()),
             }
         }
     }
@@ -427,6 +456,23 @@ fn setup_facts(setup: &control::ChatgptSetup, allowed_hosts: &[String], has_secr
     format!("{app}\n{exposure}")
 }
 
+/// The MCP URL of the daemon running on `state`, else the default one.
+fn mcp_url_of(state: &std::path::Path) -> String {
+    server::state_dir::running_endpoint(state).unwrap_or_else(|| "http://127.0.0.1:7777/mcp".into())
+}
+
+/// Where a local client reaches a daemon bound to `addr`: loopback of the
+/// same family when it listens on every address.
+fn loopback_of(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::from(([127, 0, 0, 1], addr.port())),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, addr.port()))
+        }
+        _ => addr,
+    }
+}
+
 fn announce(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
@@ -448,11 +494,7 @@ To pair the browser extension:
 The credential speaks for this one executor only. It is a secret: never paste it
 into a chat, a prompt or a URL. `orchestrator pair --revoke <id>` withdraws it.";
 
-fn open_plane(
-    state_dir: Option<PathBuf>,
-    host: control::ChatgptSetup,
-) -> anyhow::Result<(StateDir, Arc<ControlPlane>)> {
-    let dir = StateDir::open(&state_path(state_dir)?)?;
+fn open_plane(dir: StateDir, host: control::ChatgptSetup) -> anyhow::Result<(StateDir, Arc<ControlPlane>)> {
     let store = SqliteStore::open(&dir.database()).context("opening the store")?;
     let plane = ControlPlane::open(Arc::new(store), Arc::new(SystemClock), dir.keyring()?)
         .map_err(|e| anyhow::anyhow!("{}: {e}", e.code()))?;
@@ -543,12 +585,13 @@ async fn main() -> anyhow::Result<()> {
                 );
             }
             let setup = setup_facts(&host, &allowed_hosts, mcp_secret.is_some());
-            let (dir, plane) = open_plane(Some(state_dir), host)?;
+            let (dir, plane) = open_plane(StateDir::open(&state_dir)?, host)?;
             let credentials = Credentials::open_or_create(&dir.path().join("executors"))?;
             let admin_token = Some(server::admin::issue_token(dir.path())?);
             let config = HttpConfig { allowed_hosts, allowed_origins, mcp_secret, admin_token };
             let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
             let addr = listener.local_addr()?;
+            dir.record_endpoint(&format!("http://{}/mcp", loopback_of(addr)))?;
             let paired = credentials.list().map(|l| l.len()).unwrap_or(0);
             announce(&format!(
                 "orchestrator listening on http://{addr} (state: {})\nMCP endpoint: http://{addr}/mcp\nexecutor endpoint: ws://{addr}/executor\n{setup}\n{}",
@@ -569,6 +612,7 @@ async fn main() -> anyhow::Result<()> {
                 body_read: std::time::Duration::from_millis(body_read_timeout_ms),
             };
             server::http::serve(listener, router, timeouts, shutdown.clone()).await?;
+            dir.forget_endpoint();
             tracing::info!("stopped");
         }
         Cmd::Pair { state_dir, executor_id, list, revoke, rotate, json, listen } => {
@@ -609,7 +653,12 @@ async fn main() -> anyhow::Result<()> {
         }
         Cmd::Service { action } => service(action)?,
         Cmd::Status { state_dir, addr, json } => {
-            let status = server::admin::fetch(&addr, &state_path(state_dir)?).await?;
+            let state = state_path(state_dir)?;
+            let addr = addr.unwrap_or_else(|| {
+                let url = mcp_url_of(&state);
+                url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned()
+            });
+            let status = server::admin::fetch(&addr, &state).await?;
             if json {
                 println!("{}", serde_json::to_string(&status)?);
             } else {
@@ -622,11 +671,33 @@ async fn main() -> anyhow::Result<()> {
                 app_label: host.app_label.as_deref(),
                 project_url: host.worker_project_url.as_deref(),
             };
-            let verdict = server::doctor::run(&mcp_url, &state_path(state_dir)?, expected, json).await;
+            let state = state_path(state_dir)?;
+            let mcp_url = mcp_url.unwrap_or_else(|| mcp_url_of(&state));
+            let verdict = server::doctor::run(&mcp_url, &state, expected, json).await;
             std::process::exit(verdict.exit_code());
         }
         Cmd::McpStdio { state_dir } => {
-            let (_dir, plane) = open_plane(state_dir, control::ChatgptSetup::default())?;
+            let path = state_path(state_dir)?;
+            let dir = match StateDir::open(&path) {
+                Ok(dir) => dir,
+                Err(busy) => {
+                    let Some(url) = server::state_dir::running_endpoint(&path) else { return Err(busy) };
+                    let upstream = server::stdio_proxy::Upstream::new(&url, server::exposure::load_secret(&path)?)?;
+                    let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+                    tokio::select! {
+                        relayed = server::stdio_proxy::relay(upstream, stdin, tokio::io::stdout()) => relayed?,
+                        _ = shutdown.cancelled() => {}
+                    }
+                    return Ok(());
+                }
+            };
+            eprintln!(
+                "mcp-stdio: no daemon runs on {}, so these tools are served alone: no executor can connect to this \
+                 process, and a spawned worker waits for one (waiting_for: executor). Start `orchestrator serve` on \
+                 this state directory instead and run mcp-stdio beside it: it then relays to the daemon.",
+                path.display()
+            );
+            let (_dir, plane) = open_plane(dir, control::ChatgptSetup::default())?;
             let pool = Arc::new(Pool::new(plane.clone(), PoolConfig::default()));
             let service =
                 Tools::new(plane, pool, None, server::peers::Peers::default()).serve(rmcp::transport::stdio()).await?;

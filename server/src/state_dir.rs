@@ -1,6 +1,7 @@
 //! The state directory: `state.db` (SQLite), `server-secret` (the keyring
-//! secret, mode 0600) and `lock` (held for the daemon's lifetime so two
-//! daemons never share one store).
+//! secret, mode 0600), `lock` (held for the daemon's lifetime so two
+//! daemons never share one store) and `daemon-endpoint` (where the daemon
+//! holding the lock serves MCP, so `mcp-stdio` can relay to it).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
@@ -50,11 +51,36 @@ impl StateDir {
         &self.path
     }
 
+    /// Records where this daemon serves MCP (`http://127.0.0.1:P/mcp`), for
+    /// the `mcp-stdio` relay. Owner-only like the rest of the directory.
+    pub fn record_endpoint(&self, mcp_url: &str) -> anyhow::Result<()> {
+        crate::exposure::write_private(&self.path.join(ENDPOINT_FILE), mcp_url)
+    }
+
+    /// Forgets the recorded endpoint (on a clean stop).
+    pub fn forget_endpoint(&self) {
+        let _ = fs::remove_file(self.path.join(ENDPOINT_FILE));
+    }
+
     /// The daemon's keyring, created with a fresh secret on first start.
     pub fn keyring(&self) -> anyhow::Result<Keyring> {
         let secret = read_or_create_secret(&self.path.join("server-secret"))?;
         Ok(Keyring::new(secret))
     }
+}
+
+const ENDPOINT_FILE: &str = "daemon-endpoint";
+
+/// The MCP URL of the daemon serving `path`, if one holds its lock and
+/// recorded where it listens; `None` when no daemon runs there.
+pub fn running_endpoint(path: &Path) -> Option<String> {
+    let lock = OpenOptions::new().write(true).open(path.join("lock")).ok()?;
+    if lock.try_lock().is_ok() {
+        // Nobody holds it: a recorded endpoint is a crashed daemon's.
+        return None;
+    }
+    let url = fs::read_to_string(path.join(ENDPOINT_FILE)).ok()?;
+    Some(url.trim().to_owned()).filter(|u| u.starts_with("http://"))
 }
 
 /// Reads a hex secret file, creating it (0600) with fresh random bytes if absent.
@@ -104,6 +130,17 @@ mod tests {
         assert!(err.to_string().contains("in use"), "{err}");
         drop(first);
         StateDir::open(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn the_endpoint_is_the_lock_holders_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        assert_eq!(running_endpoint(dir.path()), None, "nothing recorded yet");
+        state.record_endpoint("http://127.0.0.1:7777/mcp").unwrap();
+        assert_eq!(running_endpoint(dir.path()).as_deref(), Some("http://127.0.0.1:7777/mcp"));
+        drop(state);
+        assert_eq!(running_endpoint(dir.path()), None, "a record without a lock holder is stale");
     }
 
     #[test]

@@ -104,7 +104,38 @@ fn expose_prints_the_url_that_the_daemon_then_answers() {
     let wrong = format!("/s/{}/mcp", "x".repeat(secret.len()));
     assert_eq!(http(&daemon.addr, "POST", &wrong, &headers, init).0, 404, "not with another secret");
     // `/executor` through the tunnel's host: security.rs,
-    // the_executor_endpoint_is_never_reachable_through_the_exposed_host.
+    // the_executor_endpoint_is_never_reachable_through_the_exposed_host,
+    // and through a real proxy below.
+}
+
+/// Through a reverse proxy on loopback standing in for the tunnel: the
+/// Python SDK plays root and two workers at the URL `expose` printed, in
+/// both protocol modes; `/mcp` without the secret and `/executor` are
+/// refused through the tunnel, while a loopback executor still connects.
+#[test]
+fn the_pasted_url_works_through_a_tunnel_and_the_executor_endpoint_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = orchestrator()
+        .args(["expose", "--host", "tunnel.example", "--json", "--state-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let path = printed["url"].as_str().unwrap().strip_prefix("https://tunnel.example").unwrap().to_owned();
+    let daemon = Daemon::start_with(dir.path(), &["--allowed-host", "tunnel.example"], &[]);
+    let tunnel = support::Tunnel::start(&daemon.addr, "tunnel.example");
+    for mode in ["auto", "legacy"] {
+        let out = support::python("flow.py", &[&format!("http://{}{path}", tunnel.addr), mode]);
+        assert!(out.contains(&format!("flow over {mode}: ok")), "{out}");
+    }
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    let headers = [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")];
+    assert_eq!(http(&tunnel.addr, "POST", "/mcp", &headers, init).0, 401, "not without the secret");
+    let upgrade = |addr: &str, path: &str| support::upgrade_status(addr, path, None, &[]);
+    assert_eq!(upgrade(&tunnel.addr, "/executor"), 403, "no executor through the tunnel");
+    let around = format!("{}/../../../executor", path.trim_end_matches("/mcp"));
+    assert_ne!(upgrade(&tunnel.addr, &around), 101, "nor around the secret path");
+    assert_eq!(upgrade(&daemon.addr, "/executor"), 101, "a loopback executor still connects");
 }
 
 /// A worker spawned while the setup is incomplete says so in `worker_list`
@@ -197,4 +228,38 @@ fn service_files_are_valid_for_their_managers() {
     let removed = orchestrator().env("HOME", home.path()).args(["service", "uninstall", "--for", "systemd"]).output();
     assert!(removed.unwrap().status.success());
     assert!(!unit.exists());
+}
+
+/// `mcp-stdio` beside a running `serve` relays to it: a worker spawned by
+/// a stdio client (the Python SDK, both protocol modes) launches through
+/// the executor paired with the daemon, once. With no daemon running,
+/// `mcp-stdio` says plainly what it can and cannot do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_client_beside_a_running_daemon_launches_workers_through_its_executor() {
+    use fake_executor::{FakeConfig, FakeExecutor};
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().to_str().unwrap().to_owned();
+    let alone = orchestrator().args(["mcp-stdio", "--state-dir", &state]).stdin(Stdio::null()).output().unwrap();
+    let said = String::from_utf8_lossy(&alone.stderr);
+    assert!(said.contains("no daemon runs on") && said.contains("no executor can connect"), "{said}");
+
+    let daemon = Daemon::start_with(dir.path(), &["--app-label", "My Orch"], &[]);
+    let fake = FakeExecutor::start(FakeConfig::new(
+        support::ws_url(&daemon),
+        support::credential(dir.path(), "ext-1"),
+        "ext-1",
+    ));
+    let bin = env!("CARGO_BIN_EXE_orchestrator");
+    let mut workers = Vec::new();
+    for mode in ["legacy", "auto"] {
+        let script = tokio::task::spawn_blocking({
+            let state = state.clone();
+            move || support::python("stdio_relay.py", &[bin, &state, mode])
+        });
+        let out = script.await.unwrap();
+        let line = out.lines().find(|l| l.starts_with(&format!("stdio relay ({mode}): ok"))).expect(&out);
+        workers.push(line.split_whitespace().nth(4).unwrap().to_owned());
+    }
+    let created: Vec<String> = fake.stats().conversations.iter().map(|(w, _)| w.to_string()).collect();
+    assert_eq!(created, workers, "each stdio-spawned worker got exactly one conversation from the daemon's executor");
 }

@@ -197,19 +197,9 @@ fn the_executor_endpoint_is_never_reachable_through_the_exposed_host() {
     let daemon =
         Daemon::start_with(dir.path(), &["--allowed-host", "tunnel.example"], &[("ORCHESTRATOR_MCP_SECRET", secret)]);
     // A well-formed WebSocket upgrade, with the MCP secret, naming `host`.
-    let upgrade = |host: &str| -> u16 {
-        let mut tcp = std::net::TcpStream::connect(&daemon.addr).unwrap();
-        tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let request = format!(
-            "GET /executor HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-             Authorization: Bearer {secret}\r\n\r\n"
-        );
-        tcp.write_all(request.as_bytes()).unwrap();
-        let mut head = [0u8; 64];
-        let n = tcp.read(&mut head).unwrap();
-        String::from_utf8_lossy(&head[..n]).split_whitespace().nth(1).unwrap().parse().unwrap()
-    };
+    let bearer = format!("Bearer {secret}");
+    let upgrade =
+        |host: &str| support::upgrade_status(&daemon.addr, "/executor", Some(host), &[("Authorization", &bearer)]);
     assert_eq!(upgrade("tunnel.example"), 403, "the tunnel's host never reaches /executor");
     assert_eq!(upgrade("tunnel.example:443"), 403);
     assert_eq!(upgrade("127.0.0.1"), 101, "loopback executors still connect");

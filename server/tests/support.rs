@@ -400,3 +400,85 @@ pub async fn refused_after(
     }
     Err("closed without a reason".into())
 }
+
+/// The status a well-formed WebSocket upgrade of `path` gets at `addr`,
+/// naming `host` (default: `addr`) and carrying `extra` headers.
+pub fn upgrade_status(addr: &str, path: &str, host: Option<&str>, extra: &[(&str, &str)]) -> u16 {
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+        host.unwrap_or(addr)
+    );
+    for (k, v) in extra {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    tcp.write_all(request.as_bytes()).unwrap();
+    let mut head = [0u8; 64];
+    let n = tcp.read(&mut head).unwrap();
+    String::from_utf8_lossy(&head[..n]).split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+/// A reverse proxy on loopback standing in for a tunnel (cloudflared, the
+/// OpenAI tunnel client): it accepts on its own port and forwards every
+/// request to `upstream` with the tunnel's public `Host`, as a tunnel
+/// presents it, one request per connection (`Connection: close`), and
+/// passes upgrades through untouched otherwise.
+pub struct Tunnel {
+    pub addr: String,
+}
+
+impl Tunnel {
+    pub fn start(upstream: &str, public_host: &str) -> Tunnel {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (upstream, public_host) = (upstream.to_owned(), public_host.to_owned());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let (upstream, public_host) = (upstream.clone(), public_host.clone());
+                std::thread::spawn(move || Tunnel::forward(client, &upstream, &public_host));
+            }
+        });
+        Tunnel { addr }
+    }
+
+    fn forward(mut client: TcpStream, upstream: &str, public_host: &str) {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if head.len() > 64 << 10 || client.read(&mut byte).map_or(true, |n| n == 0) {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let text = String::from_utf8_lossy(&head).into_owned();
+        let mut lines = text.trim_end().split("\r\n");
+        let mut rewritten = format!("{}\r\n", lines.next().unwrap_or_default());
+        let upgrade = text.to_ascii_lowercase().contains("upgrade: websocket");
+        for line in lines {
+            let name = line.split(':').next().unwrap_or_default().to_ascii_lowercase();
+            match name.as_str() {
+                "host" => rewritten.push_str(&format!("Host: {public_host}\r\n")),
+                "connection" if !upgrade => {}
+                _ => rewritten.push_str(&format!("{line}\r\n")),
+            }
+        }
+        if !upgrade {
+            rewritten.push_str("Connection: close\r\n");
+        }
+        rewritten.push_str("X-Forwarded-Proto: https\r\n\r\n");
+        let Ok(mut server) = TcpStream::connect(upstream) else { return };
+        if server.write_all(rewritten.as_bytes()).is_err() {
+            return;
+        }
+        let (mut client_in, mut server_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut client_in, &mut server_out);
+        });
+        let _ = std::io::copy(&mut server, &mut client);
+        let _ = client.shutdown(std::net::Shutdown::Both);
+        let _ = server.shutdown(std::net::Shutdown::Both);
+    }
+}
