@@ -26,10 +26,10 @@ pub struct Assignment {
     #[serde(default)]
     pub artifact_refs: Vec<String>,
     /// Whom to talk to and when.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub communication_policy: Option<String>,
     /// What "done" must include when calling `worker_complete`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_protocol: Option<String>,
 }
 

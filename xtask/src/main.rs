@@ -95,7 +95,9 @@ fn install() -> anyhow::Result<()> {
     ) {
         run(Command::new("python3").args(["-m", "pip", "install", "--quiet", "-r", requirements]))?;
     }
-    if !root().join("server/tests/ts/node_modules/@modelcontextprotocol/sdk").is_dir() {
+    // The TypeScript SDK client and the MCP Inspector CLI, pinned in its package.json.
+    let ts = root().join("server/tests/ts/node_modules");
+    if !ts.join("@modelcontextprotocol/sdk").is_dir() || !ts.join(".bin/mcp-inspector").exists() {
         run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--prefix", "server/tests/ts"]))?;
     }
     // The extension's build and lint tools: binaryen (wasm-opt) and web-ext.

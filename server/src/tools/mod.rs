@@ -326,7 +326,8 @@ impl Tools {
     }
 
     /// Every family's tools, composed: one router per file of this module,
-    /// their schemas made lean and portable ([`schema::lean`]).
+    /// their schemas made lean and portable ([`schema::lean`]), each
+    /// argument typed inline ([`schema::inline_definitions`]).
     fn router() -> ToolRouter<Self> {
         let mut router = Self::run_tools()
             + Self::worker_tools()
@@ -336,7 +337,8 @@ impl Tools {
             + Self::runtime_tools();
         for route in router.map.values_mut() {
             let tool = &mut route.attr;
-            tool.input_schema = Arc::new(schema::lean(tool.input_schema.as_ref().clone()));
+            let input = schema::inline_definitions(tool.input_schema.as_ref().clone());
+            tool.input_schema = Arc::new(schema::lean(input));
             tool.output_schema = tool.output_schema.take().map(|s| Arc::new(schema::lean(s.as_ref().clone())));
         }
         router
@@ -397,5 +399,36 @@ mod catalogue {
             .collect();
         sizes.sort_by(|a, b| b.cmp(a));
         assert!(bytes <= BUDGET, "tools/list is {bytes} bytes, over its budget of {BUDGET}; largest: {sizes:?}");
+    }
+
+    /// What the MCP Inspector's portability lint and single-type dialects
+    /// ask: one `type` per schema, and arguments that need no `$ref` lookup.
+    #[test]
+    fn every_schema_has_one_type_and_every_argument_is_inline() {
+        fn type_arrays(value: &serde_json::Value, path: &str, found: &mut Vec<String>) {
+            match value {
+                serde_json::Value::Object(object) => {
+                    if object.get("type").is_some_and(serde_json::Value::is_array) {
+                        found.push(path.to_owned());
+                    }
+                    for (key, child) in object {
+                        type_arrays(child, &format!("{path}.{key}"), found);
+                    }
+                }
+                serde_json::Value::Array(items) => items.iter().for_each(|item| type_arrays(item, path, found)),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        for tool in Tools::stamped_router().list_all() {
+            let input = serde_json::to_value(tool.input_schema.as_ref()).expect("a schema serializes");
+            assert!(!input.to_string().contains("\"$ref\""), "{}: an argument refers to $defs", tool.name);
+            type_arrays(&input, &format!("{}.input", tool.name), &mut found);
+            if let Some(output) = &tool.output_schema {
+                let output = serde_json::to_value(output.as_ref()).expect("a schema serializes");
+                type_arrays(&output, &format!("{}.output", tool.name), &mut found);
+            }
+        }
+        assert!(found.is_empty(), "type arrays at {found:?}");
     }
 }
