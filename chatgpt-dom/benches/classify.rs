@@ -14,7 +14,8 @@ use chatgpt_dom::{Dom, classify};
 fn main() {
     let quick = !std::env::args().any(|a| a == "--bench");
     let rounds = if quick { 20 } else { 2_000 };
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/corpus");
+    let dir = std::path::Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
+        .join("fixtures/corpus");
     let mut pages: Vec<(String, HtmlPage)> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())

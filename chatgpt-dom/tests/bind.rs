@@ -12,7 +12,9 @@ use protocol::ErrorCode;
 use scraper::{ElementRef, Html, Selector};
 
 fn load(name: &str) -> Html {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(format!("{name}.html"));
+    let path = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
+        .join("fixtures")
+        .join(format!("{name}.html"));
     Html::parse_document(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
 }
 

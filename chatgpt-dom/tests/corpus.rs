@@ -41,8 +41,7 @@ fn every_real_structure_reads_as_a_human_reads_it() {
 
 #[test]
 fn the_corpus_table_lists_every_structure_with_its_reading() {
-    let table = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/README.md"))
-        .expect("fixtures/README.md");
+    let table = std::fs::read_to_string(support::package_dir().join("fixtures/README.md")).expect("fixtures/README.md");
     for (name, text) in corpus() {
         let row = table
             .lines()

@@ -1,4 +1,4 @@
-//! Headless Chromium (Debian's) with the built extension, on a fresh
+//! Headless Chromium ([`chromium`]) with the built extension, on a fresh
 //! profile, reaching fakechat as `https://chatgpt.com`.
 
 use std::path::Path;
@@ -10,15 +10,18 @@ use chromiumoxide::cdp::browser_protocol::target::{CloseTargetParams, GetTargets
 use chromiumoxide::{Browser, BrowserConfig, Page};
 use futures_util::StreamExt;
 
-pub(crate) const CHROMIUM: &str = "/usr/bin/chromium";
+/// The Chromium the tests and the demo run (see [`find_chromium`]).
+pub fn chromium() -> anyhow::Result<std::path::PathBuf> {
+    crate::find_chromium::find_chromium().map_err(anyhow::Error::msg)
+}
 
-/// Debian's headless Chromium on a fresh profile under `dir`, reaching
+/// Headless Chromium on a fresh profile under `dir`, reaching
 /// `127.0.0.1:port` as `https://chatgpt.com`. Without chromiumoxide's
 /// default flags: they switch off background throttling and renderer
 /// backgrounding, and a managed tab must face the real thing.
-pub fn config(port: u16, dir: &Path) -> chromiumoxide::browser::BrowserConfigBuilder {
-    BrowserConfig::builder()
-        .chrome_executable(CHROMIUM)
+pub fn config(port: u16, dir: &Path) -> anyhow::Result<chromiumoxide::browser::BrowserConfigBuilder> {
+    Ok(BrowserConfig::builder()
+        .chrome_executable(chromium()?)
         .new_headless_mode()
         .no_sandbox()
         .user_data_dir(dir.join("profile"))
@@ -41,7 +44,7 @@ pub fn config(port: u16, dir: &Path) -> chromiumoxide::browser::BrowserConfigBui
             "disable-dev-shm-usage".to_owned(),
             "disable-breakpad".to_owned(),
             "password-store=basic".to_owned(),
-        ])
+        ]))
 }
 
 /// The browser, and the extension's id in it.
@@ -58,7 +61,6 @@ impl Chromium {
     /// Launches Chromium with `extension` loaded, `chatgpt.com` mapped to
     /// `127.0.0.1:port`, profile and caches under `dir`.
     pub async fn launch(extension: &Path, port: u16, dir: &Path) -> anyhow::Result<Chromium> {
-        anyhow::ensure!(Path::new(CHROMIUM).exists(), "{CHROMIUM} is missing: run `cargo xtask install`");
         crate::print_versions();
         let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(extension.join("manifest.json"))?)?;
         let key = manifest["key"].as_str().context("the Chromium manifest has no key")?;
@@ -67,7 +69,7 @@ impl Chromium {
         // Developer mode from the first moment: Chromium collects extension errors only then.
         std::fs::create_dir_all(dir.join("profile/Default"))?;
         std::fs::write(dir.join("profile/Default/Preferences"), r#"{"extensions":{"ui":{"developer_mode":true}}}"#)?;
-        let config = config(port, dir)
+        let config = config(port, dir)?
             .extension(ext.clone())
             .args([format!("disable-extensions-except={ext}"), "enable-unsafe-extension-debugging".to_owned()])
             .build()

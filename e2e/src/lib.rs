@@ -8,6 +8,7 @@
 
 pub mod browser;
 pub mod daemon;
+pub mod find_chromium;
 pub mod firefox;
 pub mod scenario;
 
@@ -16,9 +17,14 @@ pub use daemon::Daemon;
 
 use std::path::{Path, PathBuf};
 
-/// The workspace root (for `dist/`).
+/// The workspace root (for `dist/` and the fixtures), from the running
+/// package's directory, which cargo sets for tests and `cargo run`: the
+/// compile-time path goes stale when another clone shares the target
+/// directory (CI's clone and a working copy do), and a fresh binary would
+/// then read the other clone's files.
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("e2e lives in the workspace").to_owned()
+    let package = std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo (it sets CARGO_MANIFEST_DIR)");
+    Path::new(&package).parent().expect("every package lives in the workspace root").to_owned()
 }
 
 /// The built Firefox extension, or a clear error saying how to build it.
@@ -95,8 +101,9 @@ impl World {
 /// a failing test's output alone. A tool that is missing says so.
 pub fn versions() -> String {
     let web_ext = workspace().join("extension/node_modules/.bin/web-ext");
+    let chromium = find_chromium::find_chromium().unwrap_or_default();
     let tools: [(&str, &std::ffi::OsStr); 4] = [
-        ("chromium", browser::CHROMIUM.as_ref()),
+        ("chromium", chromium.as_os_str()),
         ("firefox", firefox::FIREFOX.as_ref()),
         ("web-ext", web_ext.as_os_str()),
         ("wasm-bindgen", "wasm-bindgen".as_ref()),

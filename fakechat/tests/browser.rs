@@ -1,4 +1,4 @@
-//! Headless Chromium (Debian's) against fakechat mapped as https://chatgpt.com:
+//! Headless Chromium against fakechat mapped as https://chatgpt.com:
 //! typing into the composer and pressing send through the page's own
 //! controls submits exactly one user turn and moves the URL to /c/<uuid>;
 //! the reply streams into the open page. The DevTools endpoint is the test's
@@ -12,14 +12,9 @@ use fakechat::server::Csp;
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-
 async fn launch(port: u16, profile: &std::path::Path) -> Browser {
-    assert!(
-        std::path::Path::new(CHROMIUM).exists(),
-        "Debian's chromium is missing: run the README test command (it installs it)"
-    );
-    let config = e2e::browser::config(port, profile).build().unwrap();
+    let config = e2e::browser::config(port, profile).expect("a Chromium (the README test command installs it)");
+    let config = config.build().unwrap();
     let (browser, mut handler) = Browser::launch(config).await.expect("chromium starts");
     tokio::spawn(async move { while handler.next().await.is_some() {} });
     browser

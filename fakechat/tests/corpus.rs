@@ -4,13 +4,11 @@
 //! adapter as the real structure does. When fakechat drifts from the
 //! evidence, this fails.
 
-use std::path::Path;
-
 use chatgpt_dom::html::HtmlPage;
 
 #[test]
 fn fakechat_renders_each_corpus_structure_it_claims_the_way_the_adapter_reads_the_real_one() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../chatgpt-dom/fixtures/corpus");
+    let dir = e2e::workspace().join("chatgpt-dom/fixtures/corpus");
     let mut checked = 0;
     let mut wrong = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {

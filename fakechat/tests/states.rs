@@ -229,7 +229,7 @@ async fn the_csp_is_strict_by_default_with_a_real_like_and_an_off_switch() {
 
 #[test]
 fn the_fixtures_are_fresh() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../chatgpt-dom/fixtures");
+    let dir = e2e::workspace().join("chatgpt-dom/fixtures");
     let stale = fakechat::fixtures::stale(&dir);
     assert!(stale.is_empty(), "stale fixtures {stale:?}: run `cargo run -p fakechat -- fixtures` and commit them");
 }

@@ -42,9 +42,9 @@ fn kill_dash_nine_mid_run_loses_nothing_acknowledged() {
     let scratch_path = scratch.path().to_str().unwrap().to_owned();
     let daemon = Daemon::start(state.path());
     let mut writer = Command::new("python3")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/restart.py"))
+        .arg(e2e::workspace().join("server/tests/py/restart.py"))
         .args(["before", &daemon.mcp_url(), &scratch_path])
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py"))
+        .current_dir(e2e::workspace().join("server/tests/py"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -2,7 +2,7 @@
 //! prints the reading a human gives it (text and JSON), what a submit would
 //! click, and refuses unreadable or oversized files with a clear error.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
@@ -12,7 +12,7 @@ fn orchestrator() -> Command {
 }
 
 fn corpus() -> Vec<(PathBuf, String)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../chatgpt-dom/fixtures/corpus");
+    let dir = e2e::workspace().join("chatgpt-dom/fixtures/corpus");
     let mut out: Vec<(PathBuf, String)> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -52,7 +52,7 @@ fn every_corpus_page_prints_the_reading_a_human_gives_it() {
 
 #[test]
 fn a_hidden_legacy_element_is_listed_as_hidden_and_the_shared_id_stop_as_stop() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../chatgpt-dom/fixtures/corpus");
+    let dir = e2e::workspace().join("chatgpt-dom/fixtures/corpus");
     let out =
         orchestrator().arg("inspect-page").arg(dir.join("b-2026-09-home-empty-hidden-legacy.html")).output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();

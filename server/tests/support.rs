@@ -89,7 +89,7 @@ impl Drop for Daemon {
 }
 
 fn tests_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
+    e2e::workspace().join("server/tests")
 }
 
 /// Runs one of the Python client scripts; panics with its output on failure.

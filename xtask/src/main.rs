@@ -5,9 +5,10 @@
 //!   benchmarks in quick mode. The README's test command and `.ci/run`.
 //! - `cargo xtask dist`: builds the extension into `dist/firefox` and
 //!   `dist/chromium` (see [`dist`]).
-//! - `cargo xtask demo`: installs, builds the extension and the daemon, runs
-//!   the e2e crate's `demo` (the two-worker scenario in headless Chromium
-//!   against fakechat).
+//! - `cargo xtask demo`: installs only what the demo needs (the extension's
+//!   build tools, a Chromium), builds the extension and the daemon (the
+//!   README's release build), runs the e2e crate's `demo` (the two-worker
+//!   scenario in headless Chromium against fakechat).
 //! - `cargo xtask errors-doc`: regenerates `docs/errors.md` from the codes.
 
 use std::path::{Path, PathBuf};
@@ -17,6 +18,8 @@ use anyhow::{Context, bail};
 
 mod dist;
 mod errors_doc;
+#[path = "../../e2e/src/find_chromium.rs"]
+mod find_chromium;
 
 /// The workspace root. Read at run time (`cargo run` sets it): two clones
 /// sharing one target dir share the uplifted `xtask` binary, whose
@@ -58,7 +61,7 @@ fn print_versions() {
     let web_ext = root().join("extension/node_modules/.bin/web-ext").display().to_string();
     eprintln!(
         "xtask versions: chromium {}, firefox {}, web-ext {}, wasm-bindgen {}, rustc {}, node {}",
-        version("/usr/bin/chromium", &["--version"]),
+        version(&find_chromium::find_chromium().unwrap_or_default().display().to_string(), &["--version"]),
         version("/usr/bin/firefox-esr", &["--version"]),
         version(&web_ext, &["--version"]),
         version("wasm-bindgen", &["--version"]),
@@ -67,24 +70,56 @@ fn print_versions() {
     );
 }
 
-/// Installs the test prerequisites; each step is skipped when already done.
-fn install() -> anyhow::Result<()> {
+/// Installs what the demo needs and nothing else (no Python, Firefox or
+/// TypeScript SDK): the extension's build tools and a Chromium, from apt only
+/// on Debian when none is found. Each step is skipped when already done.
+fn demo_install() -> anyhow::Result<()> {
+    extension_tools()?;
+    if let Err(missing) = find_chromium::find_chromium() {
+        anyhow::ensure!(Path::new("/usr/bin/apt-get").exists(), "{missing}");
+        apt_install(&["chromium"])?;
+    }
+    Ok(())
+}
+
+/// The wasm target, wasm-bindgen at the pinned version, binaryen and web-ext.
+fn extension_tools() -> anyhow::Result<()> {
     let targets =
         Command::new("rustup").args(["target", "list", "--installed"]).output().context("rustup is required")?;
     if !String::from_utf8_lossy(&targets.stdout).contains("wasm32-unknown-unknown") {
         run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))?;
     }
+    if !root().join("extension/node_modules/.bin/wasm-opt").exists() {
+        run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--prefix", "extension"]))?;
+    }
+    let bindgen = Command::new("wasm-bindgen").arg("--version").output();
+    if !bindgen.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(dist::WASM_BINDGEN)) {
+        // Without --locked: the CLI's lock file pins a crate the registry no longer has.
+        run(Command::new("cargo").args(["install", "wasm-bindgen-cli", "--version", dist::WASM_BINDGEN]))?;
+    }
+    Ok(())
+}
+
+/// `apt-get install` of Debian packages, after refreshing the lists.
+fn apt_install(packages: &[&str]) -> anyhow::Result<()> {
+    run(Command::new("apt-get").args(["update"]))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends"])
+        .args(packages)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+/// Installs the test prerequisites; each step is skipped when already done.
+fn install() -> anyhow::Result<()> {
+    extension_tools()?;
     for (component, probe) in [("rustfmt", "fmt"), ("clippy", "clippy")] {
         if !succeeds(Command::new("cargo").args([probe, "--version"])) {
             run(Command::new("rustup").args(["component", "add", component]))?;
         }
     }
-    // Debian's Chromium for the real-browser tests against fakechat.
-    if !Path::new("/usr/bin/chromium").exists() {
-        run(Command::new("apt-get").args(["update"]))?;
-        run(Command::new("apt-get")
-            .args(["install", "-y", "--no-install-recommends", "chromium"])
-            .env("DEBIAN_FRONTEND", "noninteractive"))?;
+    // A Chromium for the real-browser tests against fakechat (Debian's, when none is found).
+    if find_chromium::find_chromium().is_err() {
+        apt_install(&["chromium"])?;
     }
     let requirements = "server/tests/py/requirements.txt";
     if !succeeds(
@@ -100,28 +135,13 @@ fn install() -> anyhow::Result<()> {
     if !ts.join("@modelcontextprotocol/sdk").is_dir() || !ts.join(".bin/mcp-inspector").exists() {
         run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--prefix", "server/tests/ts"]))?;
     }
-    // The extension's build and lint tools: binaryen (wasm-opt) and web-ext.
-    if !root().join("extension/node_modules/.bin/wasm-opt").exists() {
-        run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--prefix", "extension"]))?;
-    }
-    let bindgen = Command::new("wasm-bindgen").arg("--version").output();
-    if !bindgen.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(dist::WASM_BINDGEN)) {
-        // Without --locked: the CLI's lock file pins a crate the registry no longer has.
-        run(Command::new("cargo").args(["install", "wasm-bindgen-cli", "--version", dist::WASM_BINDGEN]))?;
-    }
     // systemd-analyze, to verify the unit `orchestrator service install` writes.
     if !succeeds(Command::new("systemd-analyze").arg("--version")) {
-        run(Command::new("apt-get").args(["update"]))?;
-        run(Command::new("apt-get")
-            .args(["install", "-y", "--no-install-recommends", "systemd"])
-            .env("DEBIAN_FRONTEND", "noninteractive"))?;
+        apt_install(&["systemd"])?;
     }
     // Firefox ESR for the extension's Firefox run, certutil to trust fakechat's CA there.
     if !Path::new("/usr/bin/firefox-esr").exists() || !Path::new("/usr/bin/certutil").exists() {
-        run(Command::new("apt-get").args(["update"]))?;
-        run(Command::new("apt-get")
-            .args(["install", "-y", "--no-install-recommends", "firefox-esr", "libnss3-tools"])
-            .env("DEBIAN_FRONTEND", "noninteractive"))?;
+        apt_install(&["firefox-esr", "libnss3-tools"])?;
     }
     Ok(())
 }
@@ -177,10 +197,13 @@ fn main() -> anyhow::Result<()> {
             dist::dist()
         }
         Some("demo") => {
-            install()?;
+            demo_install()?;
             dist::dist()?;
+            // The README's release build of the daemon, reused as is; the demo rig (fakechat and
+            // the browser driver) in the dev profile, which builds in about half the time.
             run(Command::new("cargo").args(["build", "--release", "-p", "server", "--bin", "orchestrator"]))?;
-            run(Command::new("cargo").args(["run", "--release", "-p", "e2e", "--bin", "demo"]))
+            let daemon = target_dir().join("release/orchestrator");
+            run(Command::new("cargo").args(["run", "-p", "e2e", "--bin", "demo"]).env("ORCHESTRATOR_BIN", daemon))
         }
         Some("torture") => torture(),
         Some("errors-doc") => {

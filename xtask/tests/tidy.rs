@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+    Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo")).parent().unwrap().to_owned()
 }
 
 #[path = "../src/errors_doc.rs"]

@@ -31,7 +31,7 @@ pub struct Page {
 
 /// The text of `fixtures/<name>.html`.
 pub fn fixture_text(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(format!("{name}.html"));
+    let path = package_dir().join("fixtures").join(format!("{name}.html"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -264,7 +264,7 @@ pub fn header(text: &str) -> Header {
 
 /// Every corpus fixture: (name, text).
 pub fn corpus() -> Vec<(String, String)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/corpus");
+    let dir = package_dir().join("fixtures/corpus");
     let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -308,4 +308,10 @@ pub fn run<T>(future: impl std::future::Future<Output = T>) -> T {
 /// `chatgpt_dom::submit` on `page`, the page reacting on each wait.
 pub fn submit(page: &Page, prompt: &str, app: Option<&str>) -> Result<chatgpt_dom::Pressed, chatgpt_dom::Refusal> {
     run(chatgpt_dom::submit(page, prompt, app, &Settle { page, now: std::cell::Cell::new(0) }))
+}
+
+/// This package's directory, read at run time: the compile-time path goes
+/// stale when another clone shares the target directory (CI's does).
+pub fn package_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).expect("run through cargo")
 }

@@ -1,5 +1,5 @@
 //! The demo: the two-worker scenario end to end on this machine. The real
-//! daemon (built beside this binary) on a temporary state dir, fakechat as
+//! daemon (`ORCHESTRATOR_BIN`, else the one beside this binary) on a temporary state dir, fakechat as
 //! chatgpt.com, headless Chromium with the extension from `dist/chromium`.
 //! Prints the event trace and fakechat's per-conversation turn counts.
 //! `cargo xtask demo` builds everything first. It lives in the test rig, not
@@ -8,9 +8,12 @@
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    // `cargo xtask demo` builds the daemon into the same target directory.
-    let daemon = std::env::current_exe()?.with_file_name("orchestrator");
-    anyhow::ensure!(daemon.exists(), "no orchestrator binary beside {}: run `cargo xtask demo`", daemon.display());
+    // `cargo xtask demo` names the README's release build, so neither build redoes the other.
+    let daemon = match std::env::var_os("ORCHESTRATOR_BIN") {
+        Some(named) => std::path::PathBuf::from(named),
+        None => std::env::current_exe()?.with_file_name("orchestrator"),
+    };
+    anyhow::ensure!(daemon.is_file(), "no orchestrator binary at {}: run `cargo xtask demo`", daemon.display());
     let world = e2e::World::start(&daemon, &[]).await?;
     println!(
         "demo: daemon {} · fakechat https://chatgpt.com -> {} · Chromium with extension {} (ready in {:.1} s)\n",
