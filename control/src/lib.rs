@@ -17,6 +17,8 @@
 //!   whose blocking state may be stale); pure.
 //! - [`scheduler`]: the task that owns `schedule`'s timers and commits what
 //!   falls due.
+//! - [`continuity`]: Execution Continuity's rules (when an unfinished worker
+//!   gets another turn, the spacing floor, the keepalive, the stall guard); pure.
 //! - [`prompts`]: bootstrap and wake prompt texts, rendered at dispatch.
 //! - [`waiting`]: what a worker that is not working waits for, with the next step.
 //!
@@ -25,6 +27,7 @@
 
 pub mod broker;
 pub mod clock;
+pub mod continuity;
 pub mod decide;
 pub mod error;
 pub mod keys;

@@ -4,6 +4,7 @@
 //! - [`ids`]: typed, validated identifiers (`run_…`, `wrk_…`, conversation UUIDs).
 //! - [`state`]: run and worker lifecycle states.
 //! - [`assignment`]: the authoritative task a worker retrieves over MCP.
+//! - [`continuity`]: Execution Continuity's policy, attempts and wakes.
 //! - [`event`]: durable domain events, the control plane's only source of truth.
 //! - [`executor`]: executor protocol v1 frames (commands, acks, results, observations).
 //! - [`error`]: stable error codes that appear on every wire.
@@ -15,6 +16,7 @@
 
 pub mod assignment;
 pub mod catalog;
+pub mod continuity;
 pub mod error;
 pub mod event;
 pub mod executor;

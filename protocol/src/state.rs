@@ -68,22 +68,28 @@ impl WorkerState {
     }
 }
 
-/// Execution disposition of a worker (Execution Continuity). Reserved: the
-/// continuity scheduler fills it in; until then every worker is `manual`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, Default)]
+/// A worker's execution disposition (Execution Continuity, seed §7.3):
+/// beside [`WorkerState`], whether it is meant to get another ChatGPT turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerDisposition {
-    /// No automatic continuation; wakes only on explicit follow-up.
-    #[default]
-    Manual,
-    /// Eligible for another turn when its conversation goes idle.
+    /// A turn is expected or under way (launching, generating, or attached and working).
+    Running,
+    /// Unfinished, its conversation idle: eligible for another turn.
     AwaitingExecution,
-    /// Held until a declared dependency changes.
+    /// Held until a declared dependency changes (`worker_await_dependency`).
     AwaitingDependency,
-    /// Held until a person answers.
+    /// Held until a person (or root) answers: `worker_await_human`, or a
+    /// question or blocker it raised.
     AwaitingHuman,
-    /// Auto Resume paused by the operator or the stall guard.
+    /// Unfinished, with automatic turns stopped by the operator or the stall guard.
     Paused,
+    /// Finished: no continuation.
+    Completed,
+    /// Failed (or its launch did): no continuation.
+    Failed,
+    /// Cancelled or stopped: no continuation.
+    Cancelled,
 }
 
 /// The kind of a durable message between workers.

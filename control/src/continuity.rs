@@ -1,0 +1,515 @@
+//! Execution Continuity's rules (`execution-continuity-SPEC.md` §10, §16),
+//! pure: a worker's continuity record, its run's and its own lifecycle
+//! state and `now` in; what to do out. Nothing here reads a clock or
+//! submits anything: the scheduler shell commits what these rules decide,
+//! and the record is rebuilt from the log after a restart, so every
+//! deadline here is a function of durable facts.
+
+use std::collections::BTreeSet;
+
+use protocol::continuity::{ContinuationMode, ContinuationPolicy, Wake};
+use protocol::{CommandId, RunState, WorkerDisposition, WorkerState};
+
+/// An explicit hold on a worker's automatic turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Hold {
+    /// `worker_await_human`: a person must act ("Needs you").
+    Human,
+    /// `worker_await_dependency`: another worker, CI or deploy must change first.
+    Dependency,
+    /// `worker_pause` by root or the operator.
+    Paused,
+    /// The stall guard paused it (too long, or too many attempts, without progress).
+    Stalled,
+}
+
+/// The durable, coalesced request for one more turn, not yet delivered.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Intent {
+    /// Every reason given so far; one delivery answers them all.
+    pub wakes: BTreeSet<Wake>,
+    /// When the first of them arrived.
+    pub since_ms: u64,
+}
+
+impl Intent {
+    /// Whether root or the operator asked for it (a manual worker gets it then).
+    fn explicit(&self) -> bool {
+        self.wakes.iter().any(|w| matches!(w, Wake::Operator | Wake::Steering))
+    }
+
+    /// Whether it may be delivered inside the spacing floor: an idle
+    /// conversation (when the policy allows), an operator's "continue now"
+    /// and root's corrective steering are not spam.
+    fn bypasses_floor(&self, policy: &ContinuationPolicy) -> bool {
+        self.wakes.iter().any(|w| match w {
+            Wake::Idle => policy.idle_may_bypass_min_spacing,
+            Wake::Operator | Wake::Steering => true,
+            Wake::ActiveKeepalive | Wake::Event { .. } => false,
+        })
+    }
+}
+
+/// Progress as the stall guard counts it (seed §16.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Progress {
+    /// Consecutive attempts that ended with no durable progress.
+    pub attempts_without: u32,
+    /// When the worker last made progress (or was created).
+    pub last_at_ms: u64,
+}
+
+/// One worker's continuity record, folded from its events.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Continuity {
+    /// Its policy (the run's default at spawn, then its own changes).
+    pub policy: ContinuationPolicy,
+    /// What holds its automatic turns, if anything.
+    pub hold: Option<Hold>,
+    /// The sequence number of its latest attempt; 0 before the first.
+    pub attempts: u32,
+    /// The continuation command queued or submitted and not yet finished:
+    /// at most one per worker (seed §21.1).
+    pub in_flight: Option<CommandId>,
+    /// The turn asked for and not yet delivered.
+    pub intent: Option<Intent>,
+    /// When its last continuation was submitted.
+    pub last_submitted_at_ms: Option<u64>,
+    /// Since when its conversation has been idle while it is unfinished;
+    /// cleared when a turn starts.
+    pub idle_since_ms: Option<u64>,
+    /// The stall guard's counters.
+    pub progress: Progress,
+}
+
+/// Why a pending turn is withdrawn for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The run completed, failed or was cancelled.
+    Run,
+    /// The worker completed, failed or was cancelled.
+    Worker,
+}
+
+/// Why a pending turn is kept but not delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Awaiting a person.
+    Human,
+    /// Awaiting the answer to a question or blocker it raised.
+    Answer,
+    /// Awaiting a dependency.
+    Dependency,
+    /// Paused by root or the operator.
+    Paused,
+    /// Manual mode and nobody asked explicitly.
+    Manual,
+    /// Paused by the stall guard.
+    Stalled,
+}
+
+/// What to do with a worker's pending turn now (seed §10.2, in its order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Withdraw it (steps 1–2).
+    Cancel(Ended),
+    /// Keep it, deliver nothing (steps 3–7).
+    Hold(Held),
+    /// Another command for the worker is pending or submitted: the reasons
+    /// ride with that one (step 8).
+    Coalesce,
+    /// Deliver it at this time, not before: the idle grace, or the spacing
+    /// floor (step 9). Re-evaluated then.
+    NotBefore(u64),
+    /// Deliver exactly one fresh continuation now (step 10).
+    Submit,
+}
+
+/// What the stall guard says (seed §16.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stall {
+    /// Progressing.
+    Clear,
+    /// Past a warning threshold: surface it, keep resuming.
+    Warn,
+    /// Past a pause threshold: hold further resumes.
+    Pause,
+}
+
+impl Continuity {
+    /// A record starting at `now` under `policy`.
+    pub fn new(policy: ContinuationPolicy, now_ms: u64) -> Self {
+        Self { policy, progress: Progress { attempts_without: 0, last_at_ms: now_ms }, ..Self::default() }
+    }
+
+    /// Adds a reason for a turn; the same reason twice is one (duplicate
+    /// idle reports make one resume).
+    pub fn wake(&mut self, wake: Wake, now_ms: u64) {
+        self.intent.get_or_insert_with(|| Intent { wakes: BTreeSet::new(), since_ms: now_ms }).wakes.insert(wake);
+    }
+
+    /// The conversation was seen idle at `now` while the worker is unfinished.
+    pub fn went_idle(&mut self, now_ms: u64) {
+        if self.idle_since_ms.is_none() {
+            self.idle_since_ms = Some(now_ms);
+        }
+        self.wake(Wake::Idle, now_ms);
+    }
+
+    /// The conversation was seen generating: an idle reason is moot.
+    pub fn went_busy(&mut self) {
+        self.idle_since_ms = None;
+        if let Some(intent) = &mut self.intent {
+            intent.wakes.remove(&Wake::Idle);
+            if intent.wakes.is_empty() {
+                self.intent = None;
+            }
+        }
+    }
+
+    /// The pending turn became attempt `attempts + 1`, its command
+    /// `command` queued at `now`; the reasons are delivered with it.
+    pub fn scheduled(&mut self, command: CommandId) -> Intent {
+        self.attempts += 1;
+        self.in_flight = Some(command);
+        self.intent.take().unwrap_or_default()
+    }
+
+    /// The executor submitted the in-flight continuation at `now`.
+    pub fn submitted(&mut self, now_ms: u64) {
+        self.last_submitted_at_ms = Some(now_ms);
+        self.idle_since_ms = None;
+    }
+
+    /// The in-flight command finished (either way); `progressed` says
+    /// whether the attempt it began made durable progress.
+    pub fn attempt_ended(&mut self, progressed: bool) {
+        self.in_flight = None;
+        if !progressed {
+            self.progress.attempts_without = self.progress.attempts_without.saturating_add(1);
+        }
+    }
+
+    /// Durable progress at `now` (a progress report, a message, a
+    /// disposition change) resets the no-progress counters.
+    pub fn progressed(&mut self, now_ms: u64) {
+        self.progress = Progress { attempts_without: 0, last_at_ms: now_ms };
+    }
+
+    /// The stall guard's reading at `now`.
+    pub fn stall(&self, now_ms: u64) -> Stall {
+        let p = &self.policy;
+        let attempts = self.progress.attempts_without;
+        let quiet = now_ms.saturating_sub(self.progress.last_at_ms);
+        let past = |count: Option<u32>, ms: Option<u64>| {
+            count.is_some_and(|c| attempts >= c) || ms.is_some_and(|m| quiet >= m)
+        };
+        if past(p.stall_pause_after_no_progress_attempts, p.stall_pause_after_no_progress_ms) {
+            Stall::Pause
+        } else if past(p.stall_warning_after_no_progress_attempts, p.stall_warning_after_no_progress_ms) {
+            Stall::Warn
+        } else {
+            Stall::Clear
+        }
+    }
+
+    /// When the active keepalive falls due for `worker`, if it runs at all:
+    /// Auto mode, no hold, nothing in flight. Uniform within the policy's
+    /// window after the last submission (or the last progress before any),
+    /// by a jitter derived from the worker and its attempt count, so the
+    /// deadline is the same after a restart and differs between workers.
+    pub fn keepalive_due_at(&self, worker: &str) -> Option<u64> {
+        let p = &self.policy;
+        if p.mode != ContinuationMode::Auto || self.hold.is_some() || self.in_flight.is_some() {
+            return None;
+        }
+        let from = self.last_submitted_at_ms.unwrap_or(self.progress.last_at_ms);
+        let span = p.active_keepalive_max_ms.saturating_sub(p.active_keepalive_min_ms);
+        let jitter = if span == 0 { 0 } else { fnv1a(worker.as_bytes(), self.attempts) % (span + 1) };
+        Some(from.saturating_add(p.active_keepalive_min_ms).saturating_add(jitter))
+    }
+
+    /// Seed §10.2: what to do with the pending turn, given the run's and the
+    /// worker's lifecycle state. `None` when no turn is pending.
+    pub fn evaluate(&self, run: RunState, worker: WorkerState, now_ms: u64) -> Option<Verdict> {
+        let intent = self.intent.as_ref()?;
+        Some(if run.is_terminal() {
+            Verdict::Cancel(Ended::Run)
+        } else if worker.is_terminal() {
+            Verdict::Cancel(Ended::Worker)
+        } else if self.hold == Some(Hold::Human) {
+            Verdict::Hold(Held::Human)
+        } else if worker == WorkerState::Waiting {
+            Verdict::Hold(Held::Answer)
+        } else if self.hold == Some(Hold::Dependency) {
+            Verdict::Hold(Held::Dependency)
+        } else if self.hold == Some(Hold::Paused) {
+            Verdict::Hold(Held::Paused)
+        } else if self.policy.mode == ContinuationMode::Manual && !intent.explicit() {
+            Verdict::Hold(Held::Manual)
+        } else if self.hold == Some(Hold::Stalled) {
+            Verdict::Hold(Held::Stalled)
+        } else if self.in_flight.is_some() || worker != WorkerState::Running {
+            // Launching: the create command is the one in flight.
+            Verdict::Coalesce
+        } else {
+            match self.due_at(intent) {
+                Some(at) if at > now_ms => Verdict::NotBefore(at),
+                _ => Verdict::Submit,
+            }
+        })
+    }
+
+    /// The earliest time the pending turn may go: an idle reason waits out
+    /// the grace; unless something bypasses it, the spacing floor holds.
+    fn due_at(&self, intent: &Intent) -> Option<u64> {
+        let grace =
+            self.idle_since_ms.filter(|_| intent.wakes.contains(&Wake::Idle)).map(|at| at + self.policy.idle_grace_ms);
+        let floor = self
+            .last_submitted_at_ms
+            .filter(|_| !intent.bypasses_floor(&self.policy))
+            .map(|at| at + self.policy.min_continuation_spacing_ms);
+        grace.max(floor)
+    }
+
+    /// The worker's disposition as views show it (seed §7.3).
+    pub fn disposition(&self, worker: WorkerState) -> WorkerDisposition {
+        match worker {
+            WorkerState::Completed => return WorkerDisposition::Completed,
+            WorkerState::Failed | WorkerState::LaunchFailed => return WorkerDisposition::Failed,
+            WorkerState::Cancelled => return WorkerDisposition::Cancelled,
+            WorkerState::Waiting => return WorkerDisposition::AwaitingHuman,
+            WorkerState::Created | WorkerState::LaunchRequested | WorkerState::Launching | WorkerState::Running => {}
+        }
+        match self.hold {
+            Some(Hold::Human) => WorkerDisposition::AwaitingHuman,
+            Some(Hold::Dependency) => WorkerDisposition::AwaitingDependency,
+            Some(Hold::Paused | Hold::Stalled) => WorkerDisposition::Paused,
+            None if self.idle_since_ms.is_some() && self.in_flight.is_none() => WorkerDisposition::AwaitingExecution,
+            None => WorkerDisposition::Running,
+        }
+    }
+}
+
+/// FNV-1a over `bytes` and `salt`: a stable, well-spread jitter source.
+fn fnv1a(bytes: &[u8], salt: u32) -> u64 {
+    bytes
+        .iter()
+        .chain(&salt.to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: u64 = 60_000;
+
+    fn auto() -> Continuity {
+        Continuity::new(ContinuationPolicy { mode: ContinuationMode::Auto, ..ContinuationPolicy::default() }, 0)
+    }
+
+    fn command(n: u8) -> CommandId {
+        format!("cmd_{:032x}", n).parse().expect("a command id")
+    }
+
+    /// A worker that was continued once at `at` and whose turn then ended.
+    fn after_one_turn(at: u64) -> Continuity {
+        let mut c = auto();
+        c.wake(Wake::Operator, at);
+        c.scheduled(command(1));
+        c.submitted(at);
+        c.attempt_ended(true);
+        c
+    }
+
+    fn verdict(c: &Continuity, worker: WorkerState, now: u64) -> Option<Verdict> {
+        c.evaluate(RunState::Active, worker, now)
+    }
+
+    #[test]
+    fn idle_active_auto_schedules_one_resume_after_the_grace() {
+        let mut c = auto();
+        c.went_idle(1_000);
+        assert_eq!(verdict(&c, WorkerState::Running, 2_000), Some(Verdict::NotBefore(4_000)));
+        assert_eq!(verdict(&c, WorkerState::Running, 4_000), Some(Verdict::Submit));
+        let delivered = c.scheduled(command(1));
+        assert_eq!(delivered.wakes, BTreeSet::from([Wake::Idle]));
+        assert_eq!(c.attempts, 1);
+        assert_eq!(verdict(&c, WorkerState::Running, 5_000), None, "nothing left pending");
+    }
+
+    #[test]
+    fn idle_in_manual_mode_holds_unless_root_or_the_operator_asks() {
+        let mut c = Continuity::new(ContinuationPolicy::default(), 0);
+        c.went_idle(0);
+        assert_eq!(verdict(&c, WorkerState::Running, 10_000), Some(Verdict::Hold(Held::Manual)));
+        c.wake(Wake::Operator, 10_000);
+        assert_eq!(verdict(&c, WorkerState::Running, 10_000), Some(Verdict::Submit));
+    }
+
+    #[test]
+    fn a_finished_worker_or_run_withdraws_the_pending_turn() {
+        let mut c = auto();
+        c.went_idle(0);
+        for ended in [WorkerState::Completed, WorkerState::Failed, WorkerState::Cancelled, WorkerState::LaunchFailed] {
+            assert_eq!(verdict(&c, ended, 10_000), Some(Verdict::Cancel(Ended::Worker)), "{ended:?}");
+        }
+        for run in [RunState::Completed, RunState::Failed, RunState::Cancelled] {
+            assert_eq!(c.evaluate(run, WorkerState::Running, 10_000), Some(Verdict::Cancel(Ended::Run)), "{run:?}");
+        }
+        // Root completing leaves its children running.
+        assert_eq!(c.evaluate(RunState::Completing, WorkerState::Running, 10_000), Some(Verdict::Submit));
+    }
+
+    #[test]
+    fn completion_during_the_grace_cancels_and_completion_after_submission_leaves_nothing() {
+        let mut c = auto();
+        c.went_idle(0);
+        assert_eq!(verdict(&c, WorkerState::Running, 1_000), Some(Verdict::NotBefore(3_000)));
+        assert_eq!(verdict(&c, WorkerState::Completed, 3_000), Some(Verdict::Cancel(Ended::Worker)));
+
+        let mut c = after_one_turn(0);
+        c.went_idle(5_000);
+        assert_eq!(verdict(&c, WorkerState::Completed, 9_000), Some(Verdict::Cancel(Ended::Worker)));
+    }
+
+    #[test]
+    fn holds_apply_in_the_seeds_order() {
+        let mut c = auto();
+        c.went_idle(0);
+        c.wake(Wake::Operator, 0);
+        for (hold, held) in [
+            (Hold::Human, Held::Human),
+            (Hold::Dependency, Held::Dependency),
+            (Hold::Paused, Held::Paused),
+            (Hold::Stalled, Held::Stalled),
+        ] {
+            c.hold = Some(hold);
+            assert_eq!(verdict(&c, WorkerState::Running, 10_000), Some(Verdict::Hold(held)));
+        }
+        c.hold = None;
+        assert_eq!(verdict(&c, WorkerState::Waiting, 10_000), Some(Verdict::Hold(Held::Answer)));
+        // The run's end comes before any hold.
+        c.hold = Some(Hold::Human);
+        assert_eq!(c.evaluate(RunState::Cancelled, WorkerState::Running, 0), Some(Verdict::Cancel(Ended::Run)));
+        // Manual mode comes before the stall guard.
+        c.policy.mode = ContinuationMode::Manual;
+        c.hold = Some(Hold::Stalled);
+        c.intent = Some(Intent { wakes: BTreeSet::from([Wake::Idle]), since_ms: 0 });
+        assert_eq!(verdict(&c, WorkerState::Running, 10_000), Some(Verdict::Hold(Held::Manual)));
+    }
+
+    #[test]
+    fn duplicate_idle_reports_make_one_resume() {
+        let mut c = auto();
+        c.went_idle(0);
+        c.went_idle(500);
+        c.went_idle(900);
+        assert_eq!(c.idle_since_ms, Some(0), "the grace runs from the first");
+        assert_eq!(c.intent.as_ref().map(|i| i.wakes.len()), Some(1));
+        c.scheduled(command(1));
+        c.went_idle(1_000);
+        assert_eq!(verdict(&c, WorkerState::Running, 10_000), Some(Verdict::Coalesce), "one in flight at a time");
+    }
+
+    #[test]
+    fn a_wake_inside_the_floor_is_kept_and_delivered_at_it_and_idle_steering_and_operator_bypass_it() {
+        let c0 = after_one_turn(0);
+        let mut c = c0.clone();
+        c.wake(Wake::ActiveKeepalive, 60_000);
+        c.wake(Wake::Event { kind: "message.sent".into() }, 61_000);
+        assert_eq!(verdict(&c, WorkerState::Running, 61_000), Some(Verdict::NotBefore(15 * MIN)));
+        assert_eq!(verdict(&c, WorkerState::Running, 15 * MIN), Some(Verdict::Submit));
+        assert_eq!(c.scheduled(command(2)).wakes.len(), 2, "both reasons ride with one delivery");
+
+        let mut c = c0.clone();
+        c.went_idle(MIN);
+        assert_eq!(verdict(&c, WorkerState::Running, MIN + 3_000), Some(Verdict::Submit));
+        c.policy.idle_may_bypass_min_spacing = false;
+        assert_eq!(verdict(&c, WorkerState::Running, MIN + 3_000), Some(Verdict::NotBefore(15 * MIN)));
+
+        for wake in [Wake::Steering, Wake::Operator] {
+            let mut c = c0.clone();
+            c.wake(wake, MIN);
+            assert_eq!(verdict(&c, WorkerState::Running, MIN), Some(Verdict::Submit));
+        }
+    }
+
+    #[test]
+    fn going_busy_drops_the_idle_reason_but_keeps_the_others() {
+        let mut c = after_one_turn(0);
+        c.went_idle(MIN);
+        c.went_busy();
+        assert_eq!(c.intent, None);
+        c.went_idle(2 * MIN);
+        c.wake(Wake::ActiveKeepalive, 2 * MIN);
+        c.went_busy();
+        assert_eq!(c.intent.as_ref().map(|i| i.wakes.clone()), Some(BTreeSet::from([Wake::ActiveKeepalive])));
+    }
+
+    #[test]
+    fn a_launching_worker_coalesces_with_its_create() {
+        let mut c = auto();
+        c.wake(Wake::Event { kind: "message.sent".into() }, 0);
+        for state in [WorkerState::Created, WorkerState::LaunchRequested, WorkerState::Launching] {
+            assert_eq!(verdict(&c, state, 0), Some(Verdict::Coalesce));
+        }
+    }
+
+    #[test]
+    fn progress_resets_the_no_progress_counters_and_the_thresholds_warn_then_pause() {
+        let mut c = auto();
+        for _ in 0..9 {
+            c.attempt_ended(false);
+        }
+        assert_eq!(c.stall(0), Stall::Clear);
+        c.attempt_ended(false);
+        assert_eq!(c.stall(0), Stall::Warn);
+        for _ in 0..10 {
+            c.attempt_ended(false);
+        }
+        assert_eq!(c.stall(0), Stall::Pause);
+        c.progressed(5 * MIN);
+        assert_eq!(c.progress, Progress { attempts_without: 0, last_at_ms: 5 * MIN });
+        assert_eq!(c.stall(5 * MIN), Stall::Clear);
+        assert_eq!(c.stall(35 * MIN), Stall::Warn, "30 minutes quiet");
+        assert_eq!(c.stall(65 * MIN), Stall::Pause, "60 minutes quiet");
+        c.policy.stall_pause_after_no_progress_ms = None;
+        c.policy.stall_warning_after_no_progress_ms = None;
+        assert_eq!(c.stall(1_000 * MIN), Stall::Clear, "no total cap");
+        c.attempt_ended(true);
+        assert_eq!(c.progress.attempts_without, 0, "an attempt that progressed counts nothing");
+    }
+
+    #[test]
+    fn the_keepalive_falls_in_its_window_is_stable_and_differs_between_workers() {
+        let c = after_one_turn(10 * MIN);
+        let at = c.keepalive_due_at("wrk_a").expect("auto, unheld, idle");
+        assert!((30 * MIN..=31 * MIN).contains(&at), "{at}");
+        assert_eq!(c.clone().keepalive_due_at("wrk_a"), Some(at), "the same after a restart");
+        let spread: BTreeSet<u64> = (0..50).filter_map(|n| c.keepalive_due_at(&format!("wrk_{n}"))).collect();
+        assert!(spread.len() > 40, "workers are spread over the window: {}", spread.len());
+        let mut held = c.clone();
+        held.hold = Some(Hold::Paused);
+        assert_eq!(held.keepalive_due_at("wrk_a"), None);
+        let mut manual = c;
+        manual.policy.mode = ContinuationMode::Manual;
+        assert_eq!(manual.keepalive_due_at("wrk_a"), None);
+    }
+
+    #[test]
+    fn the_disposition_names_holds_idleness_and_endings() {
+        let mut c = auto();
+        assert_eq!(c.disposition(WorkerState::Running), WorkerDisposition::Running);
+        c.went_idle(0);
+        assert_eq!(c.disposition(WorkerState::Running), WorkerDisposition::AwaitingExecution);
+        assert_eq!(c.disposition(WorkerState::Waiting), WorkerDisposition::AwaitingHuman);
+        c.hold = Some(Hold::Dependency);
+        assert_eq!(c.disposition(WorkerState::Running), WorkerDisposition::AwaitingDependency);
+        c.hold = Some(Hold::Stalled);
+        assert_eq!(c.disposition(WorkerState::Running), WorkerDisposition::Paused);
+        assert_eq!(c.disposition(WorkerState::Completed), WorkerDisposition::Completed);
+        assert_eq!(c.disposition(WorkerState::LaunchFailed), WorkerDisposition::Failed);
+    }
+}

@@ -1,0 +1,275 @@
+//! Execution Continuity vocabulary (`execution-continuity-SPEC.md` §7): the
+//! policy that says whether and how an unfinished worker is given another
+//! ChatGPT turn, the execution attempts that carry its work across turns,
+//! and the wakes that asked for one. A ChatGPT turn ending is not the worker
+//! finishing: only `worker_complete`, `worker_fail` or an explicit hold is.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Whether an unfinished worker is resumed on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ContinuationMode {
+    /// Only an explicit `worker_continue_now` (or follow-up) starts a turn.
+    /// The default for workers of runs that did not opt in (seed §25).
+    #[default]
+    Manual,
+    /// Auto Resume: an idle conversation of a runnable worker gets a fresh
+    /// resume turn, and an active one a checkpoint every 20–21 minutes.
+    Auto,
+}
+
+/// How a worker is continued. Every duration is in milliseconds. Changes
+/// are durable events; a run's default is inherited by the workers it
+/// spawns afterwards. No field can make submissions faster than the
+/// account-wide pacing budget allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+pub struct ContinuationPolicy {
+    /// Manual or Auto Resume.
+    pub mode: ContinuationMode,
+    /// How long a conversation must stay idle before it is resumed, so a
+    /// transient state change makes no turn.
+    pub idle_grace_ms: u64,
+    /// The active keepalive falls due uniformly within
+    /// [`active_keepalive_min_ms`, `active_keepalive_max_ms`] after the
+    /// last continuation submission.
+    ///
+    /// [`active_keepalive_min_ms`]: Self::active_keepalive_min_ms
+    /// [`active_keepalive_max_ms`]: Self::active_keepalive_max_ms
+    pub active_keepalive_min_ms: u64,
+    /// See [`active_keepalive_min_ms`](Self::active_keepalive_min_ms).
+    pub active_keepalive_max_ms: u64,
+    /// The floor between two ordinary (non-idle) continuation submissions
+    /// to one worker; an earlier wake is kept and delivered at the floor.
+    pub min_continuation_spacing_ms: u64,
+    /// Whether an idle conversation may be resumed inside the floor (an
+    /// ended turn needs its continuation now).
+    pub idle_may_bypass_min_spacing: bool,
+    /// After this many consecutive attempts without progress, warn.
+    pub stall_warning_after_no_progress_attempts: Option<u32>,
+    /// After this many consecutive attempts without progress, pause.
+    pub stall_pause_after_no_progress_attempts: Option<u32>,
+    /// After this long without progress, warn.
+    pub stall_warning_after_no_progress_ms: Option<u64>,
+    /// After this long without progress, pause.
+    pub stall_pause_after_no_progress_ms: Option<u64>,
+}
+
+const MINUTE: u64 = 60_000;
+
+impl Default for ContinuationPolicy {
+    /// The seed's recommended defaults (§7.1), in manual mode.
+    fn default() -> Self {
+        Self {
+            mode: ContinuationMode::Manual,
+            idle_grace_ms: 3_000,
+            active_keepalive_min_ms: 20 * MINUTE,
+            active_keepalive_max_ms: 21 * MINUTE,
+            min_continuation_spacing_ms: 15 * MINUTE,
+            idle_may_bypass_min_spacing: true,
+            stall_warning_after_no_progress_attempts: Some(10),
+            stall_pause_after_no_progress_attempts: Some(20),
+            stall_warning_after_no_progress_ms: Some(30 * MINUTE),
+            stall_pause_after_no_progress_ms: Some(60 * MINUTE),
+        }
+    }
+}
+
+/// Why a [`ContinuationPolicy`] was refused; nothing of it was applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyRefusal {
+    /// A duration or count outside its bounds.
+    OutOfRange {
+        /// The field.
+        field: &'static str,
+        /// Smallest accepted value.
+        min: u64,
+        /// Largest accepted value.
+        max: u64,
+        /// What was given.
+        got: u64,
+    },
+    /// Two fields that must be ordered are not.
+    Unordered {
+        /// The field that must be the smaller.
+        low: &'static str,
+        /// The field that must be the larger.
+        high: &'static str,
+    },
+}
+
+impl std::fmt::Display for PolicyRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::OutOfRange { field, min, max, got } => {
+                write!(f, "{field} must be between {min} and {max}, got {got}")
+            }
+            Self::Unordered { low, high } => write!(f, "{low} must not exceed {high}"),
+        }
+    }
+}
+
+impl std::error::Error for PolicyRefusal {}
+
+impl ContinuationPolicy {
+    /// Bounds: the grace at most 10 minutes; the keepalive window within
+    /// 1 minute to 24 hours and ordered; the floor at least 1 minute (so no
+    /// policy turns continuation into a tight loop) and at most 24 hours;
+    /// stall thresholds at least 1, each warning no later than its pause.
+    pub fn check(&self) -> Result<(), PolicyRefusal> {
+        const DAY: u64 = 24 * 60 * MINUTE;
+        let range = |field, got: u64, min, max| {
+            if (min..=max).contains(&got) { Ok(()) } else { Err(PolicyRefusal::OutOfRange { field, min, max, got }) }
+        };
+        range("idle_grace_ms", self.idle_grace_ms, 0, 10 * MINUTE)?;
+        range("active_keepalive_min_ms", self.active_keepalive_min_ms, MINUTE, DAY)?;
+        range("active_keepalive_max_ms", self.active_keepalive_max_ms, MINUTE, DAY)?;
+        range("min_continuation_spacing_ms", self.min_continuation_spacing_ms, MINUTE, DAY)?;
+        let ordered = |low, high, l: Option<u64>, h: Option<u64>| match (l, h) {
+            (Some(l), Some(h)) if l > h => Err(PolicyRefusal::Unordered { low, high }),
+            _ => Ok(()),
+        };
+        ordered(
+            "active_keepalive_min_ms",
+            "active_keepalive_max_ms",
+            Some(self.active_keepalive_min_ms),
+            Some(self.active_keepalive_max_ms),
+        )?;
+        let attempts = [self.stall_warning_after_no_progress_attempts, self.stall_pause_after_no_progress_attempts];
+        for (field, value) in ["stall_warning_after_no_progress_attempts", "stall_pause_after_no_progress_attempts"]
+            .into_iter()
+            .zip(attempts)
+        {
+            if let Some(value) = value {
+                range(field, u64::from(value), 1, 10_000)?;
+            }
+        }
+        for (field, value) in ["stall_warning_after_no_progress_ms", "stall_pause_after_no_progress_ms"]
+            .into_iter()
+            .zip([self.stall_warning_after_no_progress_ms, self.stall_pause_after_no_progress_ms])
+        {
+            if let Some(value) = value {
+                range(field, value, MINUTE, 30 * DAY)?;
+            }
+        }
+        ordered(
+            "stall_warning_after_no_progress_attempts",
+            "stall_pause_after_no_progress_attempts",
+            attempts[0].map(u64::from),
+            attempts[1].map(u64::from),
+        )?;
+        ordered(
+            "stall_warning_after_no_progress_ms",
+            "stall_pause_after_no_progress_ms",
+            self.stall_warning_after_no_progress_ms,
+            self.stall_pause_after_no_progress_ms,
+        )
+    }
+}
+
+/// What started an execution attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptReason {
+    /// The worker's bootstrap.
+    Initial,
+    /// Auto Resume (an idle, keepalive or event wake).
+    AutoResume,
+    /// `worker_continue_now` by root or the operator.
+    ManualResume,
+    /// `worker_followup`: new instructions.
+    Followup,
+    /// A recovery action (a fresh `continue` after a delivery timeout).
+    Recovery,
+}
+
+/// Where an execution attempt is. `scheduled → submitted → generating →
+/// idle`, then one of the endings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptState {
+    /// Decided; its command is queued or about to be.
+    Scheduled,
+    /// The executor submitted its prompt.
+    Submitted,
+    /// ChatGPT is generating the turn.
+    Generating,
+    /// The turn ended; the worker is still unfinished.
+    Idle,
+    /// The worker completed during (or at the end of) this attempt.
+    Completed,
+    /// The worker was held (human, dependency, pause) during this attempt.
+    Blocked,
+    /// The attempt's submission failed (its `error` says how).
+    Failed,
+    /// Withdrawn before submission (the worker ended or was held meanwhile).
+    Cancelled,
+}
+
+impl AttemptState {
+    /// Whether the attempt is over.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Idle | Self::Completed | Self::Blocked | Self::Failed | Self::Cancelled)
+    }
+}
+
+/// One reason a continuation was asked for. Several coalesce into one
+/// delivery; the attempt keeps them all (its provenance).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "class", rename_all = "snake_case")]
+pub enum Wake {
+    /// The conversation went idle while the worker is unfinished.
+    Idle,
+    /// The active keepalive fell due (a checkpoint, even mid-generation).
+    ActiveKeepalive,
+    /// A durable event concerning the worker (a message, an answer, a
+    /// dependency that completed).
+    Event {
+        /// The event's type, for example `message.sent`.
+        kind: String,
+    },
+    /// Root or the operator asked for a turn now (`worker_continue_now`).
+    Operator,
+    /// Root's material corrective steering: not held by the spacing floor.
+    Steering,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_pass_and_each_bound_is_refused_by_name() {
+        let ok = ContinuationPolicy::default();
+        assert_eq!(ok.check(), Ok(()));
+        let refused = |p: ContinuationPolicy| p.check().unwrap_err().to_string();
+        assert!(
+            refused(ContinuationPolicy { min_continuation_spacing_ms: 0, ..ok })
+                .starts_with("min_continuation_spacing_ms")
+        );
+        assert!(refused(ContinuationPolicy { idle_grace_ms: 11 * MINUTE, ..ok }).starts_with("idle_grace_ms"));
+        assert_eq!(
+            refused(ContinuationPolicy { active_keepalive_min_ms: 22 * MINUTE, ..ok }),
+            "active_keepalive_min_ms must not exceed active_keepalive_max_ms"
+        );
+        assert!(
+            refused(ContinuationPolicy { stall_pause_after_no_progress_attempts: Some(0), ..ok })
+                .starts_with("stall_pause_after_no_progress_attempts")
+        );
+        assert!(
+            refused(ContinuationPolicy { stall_warning_after_no_progress_attempts: Some(30), ..ok })
+                .contains("must not exceed")
+        );
+        assert_eq!(ContinuationPolicy { stall_pause_after_no_progress_ms: None, ..ok }.check(), Ok(()));
+    }
+
+    #[test]
+    fn a_partial_policy_takes_the_defaults_and_wakes_name_their_class() {
+        let p: ContinuationPolicy = serde_json::from_str(r#"{"mode":"auto","idle_grace_ms":0}"#).unwrap();
+        assert_eq!(p, ContinuationPolicy { mode: ContinuationMode::Auto, idle_grace_ms: 0, ..Default::default() });
+        let wake = serde_json::to_value(Wake::Event { kind: "message.sent".into() }).unwrap();
+        assert_eq!(wake, serde_json::json!({"class": "event", "kind": "message.sent"}));
+    }
+}
