@@ -68,6 +68,14 @@ fn an_extra_host_without_a_secret_is_refused_at_start() {
     assert!(stderr.contains("orchestrator expose --host tunnel.example"), "{stderr}");
 }
 
+/// `orchestrator expose --host tunnel.example --json` on `dir`: what it printed.
+fn expose(dir: &std::path::Path) -> serde_json::Value {
+    let out =
+        orchestrator().args(["expose", "--host", "tunnel.example", "--json", "--state-dir"]).arg(dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// `expose` creates an owner-only secret and prints the URL; `serve` with
 /// the tunnel's host answers MCP at exactly that path and refuses `/mcp`
 /// without the secret or with another one.
@@ -75,13 +83,7 @@ fn an_extra_host_without_a_secret_is_refused_at_start() {
 fn expose_prints_the_url_that_the_daemon_then_answers() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let out = orchestrator()
-        .args(["expose", "--host", "tunnel.example", "--json", "--state-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let printed = expose(dir.path());
     let url = printed["url"].as_str().unwrap();
     assert_eq!(printed["serve"], "orchestrator serve --allowed-host tunnel.example");
     let path = url.strip_prefix("https://tunnel.example").unwrap();
@@ -115,12 +117,7 @@ fn expose_prints_the_url_that_the_daemon_then_answers() {
 #[test]
 fn the_pasted_url_works_through_a_tunnel_and_the_executor_endpoint_does_not() {
     let dir = tempfile::tempdir().unwrap();
-    let out = orchestrator()
-        .args(["expose", "--host", "tunnel.example", "--json", "--state-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let printed = expose(dir.path());
     let path = printed["url"].as_str().unwrap().strip_prefix("https://tunnel.example").unwrap().to_owned();
     let daemon = Daemon::start_with(dir.path(), &["--allowed-host", "tunnel.example"], &[]);
     let tunnel = support::Tunnel::start(&daemon.addr, "tunnel.example");
