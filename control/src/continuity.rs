@@ -7,21 +7,8 @@
 
 use std::collections::BTreeSet;
 
-use protocol::continuity::{ContinuationMode, ContinuationPolicy, Wake};
+use protocol::continuity::{ContinuationMode, ContinuationPolicy, Hold, Wake};
 use protocol::{CommandId, RunState, WorkerDisposition, WorkerState};
-
-/// An explicit hold on a worker's automatic turns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Hold {
-    /// `worker_await_human`: a person must act ("Needs you").
-    Human,
-    /// `worker_await_dependency`: another worker, CI or deploy must change first.
-    Dependency,
-    /// `worker_pause` by root or the operator.
-    Paused,
-    /// The stall guard paused it (too long, or too many attempts, without progress).
-    Stalled,
-}
 
 /// The durable, coalesced request for one more turn, not yet delivered.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -80,6 +67,12 @@ pub struct Continuity {
     pub idle_since_ms: Option<u64>,
     /// The stall guard's counters.
     pub progress: Progress,
+    /// Whether a submitted turn is running, its end not yet seen.
+    pub turn_open: bool,
+    /// Whether the latest attempt has made progress so far.
+    pub attempt_progressed: bool,
+    /// Whether the stall guard's warning was raised since the last progress.
+    pub warned: bool,
 }
 
 /// Why a pending turn is withdrawn for good.
@@ -148,8 +141,13 @@ impl Continuity {
         self.intent.get_or_insert_with(|| Intent { wakes: BTreeSet::new(), since_ms: now_ms }).wakes.insert(wake);
     }
 
-    /// The conversation was seen idle at `now` while the worker is unfinished.
+    /// The conversation was seen idle at `now` while the worker is
+    /// unfinished: a submitted turn ended (an attempt without progress
+    /// counts against the stall guard) and the worker wants another.
     pub fn went_idle(&mut self, now_ms: u64) {
+        if std::mem::take(&mut self.turn_open) && !self.attempt_progressed {
+            self.progress.attempts_without = self.progress.attempts_without.saturating_add(1);
+        }
         if self.idle_since_ms.is_none() {
             self.idle_since_ms = Some(now_ms);
         }
@@ -167,33 +165,42 @@ impl Continuity {
         }
     }
 
-    /// The pending turn became attempt `attempts + 1`, its command
-    /// `command` queued at `now`; the reasons are delivered with it.
+    /// The pending turn became the next attempt, its command `command`
+    /// queued; the reasons are delivered with it and returned.
     pub fn scheduled(&mut self, command: CommandId) -> Intent {
         self.attempts += 1;
         self.in_flight = Some(command);
+        self.attempt_progressed = false;
         self.intent.take().unwrap_or_default()
     }
 
-    /// The executor submitted the in-flight continuation at `now`.
-    pub fn submitted(&mut self, now_ms: u64) {
-        self.last_submitted_at_ms = Some(now_ms);
-        self.idle_since_ms = None;
-    }
-
-    /// The in-flight command finished (either way); `progressed` says
-    /// whether the attempt it began made durable progress.
-    pub fn attempt_ended(&mut self, progressed: bool) {
+    /// The in-flight command finished at `now`: `submitted` when its prompt
+    /// went in (the turn is open until the conversation is idle again);
+    /// otherwise the attempt ended there, without progress.
+    pub fn command_finished(&mut self, submitted: bool, now_ms: u64) {
         self.in_flight = None;
-        if !progressed {
+        if submitted {
+            self.last_submitted_at_ms = Some(now_ms);
+            self.idle_since_ms = None;
+            self.turn_open = true;
+        } else if !self.attempt_progressed {
             self.progress.attempts_without = self.progress.attempts_without.saturating_add(1);
         }
+    }
+
+    /// The worker finished (completed, failed, cancelled): nothing is pending.
+    pub fn ended(&mut self) {
+        self.intent = None;
+        self.idle_since_ms = None;
+        self.turn_open = false;
     }
 
     /// Durable progress at `now` (a progress report, a message, a
     /// disposition change) resets the no-progress counters.
     pub fn progressed(&mut self, now_ms: u64) {
         self.progress = Progress { attempts_without: 0, last_at_ms: now_ms };
+        self.attempt_progressed = true;
+        self.warned = false;
     }
 
     /// The stall guard's reading at `now`.
@@ -230,18 +237,19 @@ impl Continuity {
     }
 
     /// Seed §10.2: what to do with the pending turn, given the run's and the
-    /// worker's lifecycle state. `None` when no turn is pending.
-    pub fn evaluate(&self, run: RunState, worker: WorkerState, now_ms: u64) -> Option<Verdict> {
+    /// worker's lifecycle state and whether another command (a create, a
+    /// follow-up's send) is open for the worker. `None` when no turn is pending.
+    pub fn evaluate(&self, run: RunState, worker: WorkerState, command_open: bool, now_ms: u64) -> Option<Verdict> {
         let intent = self.intent.as_ref()?;
         Some(if run.is_terminal() {
             Verdict::Cancel(Ended::Run)
         } else if worker.is_terminal() {
             Verdict::Cancel(Ended::Worker)
-        } else if self.hold == Some(Hold::Human) {
+        } else if self.hold == Some(Hold::AwaitingHuman) {
             Verdict::Hold(Held::Human)
         } else if worker == WorkerState::Waiting {
             Verdict::Hold(Held::Answer)
-        } else if self.hold == Some(Hold::Dependency) {
+        } else if self.hold == Some(Hold::AwaitingDependency) {
             Verdict::Hold(Held::Dependency)
         } else if self.hold == Some(Hold::Paused) {
             Verdict::Hold(Held::Paused)
@@ -249,7 +257,7 @@ impl Continuity {
             Verdict::Hold(Held::Manual)
         } else if self.hold == Some(Hold::Stalled) {
             Verdict::Hold(Held::Stalled)
-        } else if self.in_flight.is_some() || worker != WorkerState::Running {
+        } else if self.in_flight.is_some() || command_open || worker != WorkerState::Running {
             // Launching: the create command is the one in flight.
             Verdict::Coalesce
         } else {
@@ -282,8 +290,8 @@ impl Continuity {
             WorkerState::Created | WorkerState::LaunchRequested | WorkerState::Launching | WorkerState::Running => {}
         }
         match self.hold {
-            Some(Hold::Human) => WorkerDisposition::AwaitingHuman,
-            Some(Hold::Dependency) => WorkerDisposition::AwaitingDependency,
+            Some(Hold::AwaitingHuman) => WorkerDisposition::AwaitingHuman,
+            Some(Hold::AwaitingDependency) => WorkerDisposition::AwaitingDependency,
             Some(Hold::Paused | Hold::Stalled) => WorkerDisposition::Paused,
             None if self.idle_since_ms.is_some() && self.in_flight.is_none() => WorkerDisposition::AwaitingExecution,
             None => WorkerDisposition::Running,
@@ -318,13 +326,12 @@ mod tests {
         let mut c = auto();
         c.wake(Wake::Operator, at);
         c.scheduled(command(1));
-        c.submitted(at);
-        c.attempt_ended(true);
+        c.command_finished(true, at);
         c
     }
 
     fn verdict(c: &Continuity, worker: WorkerState, now: u64) -> Option<Verdict> {
-        c.evaluate(RunState::Active, worker, now)
+        c.evaluate(RunState::Active, worker, false, now)
     }
 
     #[test]
@@ -356,10 +363,14 @@ mod tests {
             assert_eq!(verdict(&c, ended, 10_000), Some(Verdict::Cancel(Ended::Worker)), "{ended:?}");
         }
         for run in [RunState::Completed, RunState::Failed, RunState::Cancelled] {
-            assert_eq!(c.evaluate(run, WorkerState::Running, 10_000), Some(Verdict::Cancel(Ended::Run)), "{run:?}");
+            assert_eq!(
+                c.evaluate(run, WorkerState::Running, false, 10_000),
+                Some(Verdict::Cancel(Ended::Run)),
+                "{run:?}"
+            );
         }
         // Root completing leaves its children running.
-        assert_eq!(c.evaluate(RunState::Completing, WorkerState::Running, 10_000), Some(Verdict::Submit));
+        assert_eq!(c.evaluate(RunState::Completing, WorkerState::Running, false, 10_000), Some(Verdict::Submit));
     }
 
     #[test]
@@ -372,6 +383,8 @@ mod tests {
         let mut c = after_one_turn(0);
         c.went_idle(5_000);
         assert_eq!(verdict(&c, WorkerState::Completed, 9_000), Some(Verdict::Cancel(Ended::Worker)));
+        c.ended();
+        assert_eq!(verdict(&c, WorkerState::Completed, 9_000), None, "nothing pending once it ended");
     }
 
     #[test]
@@ -380,8 +393,8 @@ mod tests {
         c.went_idle(0);
         c.wake(Wake::Operator, 0);
         for (hold, held) in [
-            (Hold::Human, Held::Human),
-            (Hold::Dependency, Held::Dependency),
+            (Hold::AwaitingHuman, Held::Human),
+            (Hold::AwaitingDependency, Held::Dependency),
             (Hold::Paused, Held::Paused),
             (Hold::Stalled, Held::Stalled),
         ] {
@@ -391,8 +404,8 @@ mod tests {
         c.hold = None;
         assert_eq!(verdict(&c, WorkerState::Waiting, 10_000), Some(Verdict::Hold(Held::Answer)));
         // The run's end comes before any hold.
-        c.hold = Some(Hold::Human);
-        assert_eq!(c.evaluate(RunState::Cancelled, WorkerState::Running, 0), Some(Verdict::Cancel(Ended::Run)));
+        c.hold = Some(Hold::AwaitingHuman);
+        assert_eq!(c.evaluate(RunState::Cancelled, WorkerState::Running, false, 0), Some(Verdict::Cancel(Ended::Run)));
         // Manual mode comes before the stall guard.
         c.policy.mode = ContinuationMode::Manual;
         c.hold = Some(Hold::Stalled);
@@ -411,6 +424,12 @@ mod tests {
         c.scheduled(command(1));
         c.went_idle(1_000);
         assert_eq!(verdict(&c, WorkerState::Running, 10_000), Some(Verdict::Coalesce), "one in flight at a time");
+        c.in_flight = None;
+        assert_eq!(
+            c.evaluate(RunState::Active, WorkerState::Running, true, 10_000),
+            Some(Verdict::Coalesce),
+            "a follow-up's send is open"
+        );
     }
 
     #[test]
@@ -460,14 +479,19 @@ mod tests {
     #[test]
     fn progress_resets_the_no_progress_counters_and_the_thresholds_warn_then_pause() {
         let mut c = auto();
-        for _ in 0..9 {
-            c.attempt_ended(false);
+        let turn = |c: &mut Continuity, n: u8| {
+            c.scheduled(command(n));
+            c.command_finished(true, 0);
+            c.went_idle(0);
+        };
+        for n in 0..9 {
+            turn(&mut c, n);
         }
         assert_eq!(c.stall(0), Stall::Clear);
-        c.attempt_ended(false);
-        assert_eq!(c.stall(0), Stall::Warn);
-        for _ in 0..10 {
-            c.attempt_ended(false);
+        turn(&mut c, 9);
+        assert_eq!(c.stall(0), Stall::Warn, "10 attempts without progress");
+        for n in 10..20 {
+            turn(&mut c, n);
         }
         assert_eq!(c.stall(0), Stall::Pause);
         c.progressed(5 * MIN);
@@ -478,8 +502,16 @@ mod tests {
         c.policy.stall_pause_after_no_progress_ms = None;
         c.policy.stall_warning_after_no_progress_ms = None;
         assert_eq!(c.stall(1_000 * MIN), Stall::Clear, "no total cap");
-        c.attempt_ended(true);
-        assert_eq!(c.progress.attempts_without, 0, "an attempt that progressed counts nothing");
+
+        // An attempt that progressed counts nothing; one whose submission failed counts.
+        c.scheduled(command(30));
+        c.progressed(MIN);
+        c.command_finished(true, MIN);
+        c.went_idle(MIN);
+        assert_eq!(c.progress.attempts_without, 0);
+        c.scheduled(command(31));
+        c.command_finished(false, MIN);
+        assert_eq!(c.progress.attempts_without, 1);
     }
 
     #[test]
@@ -505,7 +537,7 @@ mod tests {
         c.went_idle(0);
         assert_eq!(c.disposition(WorkerState::Running), WorkerDisposition::AwaitingExecution);
         assert_eq!(c.disposition(WorkerState::Waiting), WorkerDisposition::AwaitingHuman);
-        c.hold = Some(Hold::Dependency);
+        c.hold = Some(Hold::AwaitingDependency);
         assert_eq!(c.disposition(WorkerState::Running), WorkerDisposition::AwaitingDependency);
         c.hold = Some(Hold::Stalled);
         assert_eq!(c.disposition(WorkerState::Running), WorkerDisposition::Paused);

@@ -3,7 +3,10 @@
 
 use std::collections::{HashMap, HashSet};
 
+use protocol::continuity::{ContinuationPolicy, Wake};
 use protocol::executor::{CommandOutcome, ConversationState};
+
+use crate::continuity::Continuity;
 use protocol::{
     Assignment, CommandId, CommandIntent, ConversationId, Event, EventBody, MessageId, RunId, RunState, WorkerId,
     WorkerState,
@@ -32,6 +35,8 @@ pub struct Run {
     pub messages: HashMap<MessageId, WorkerId>,
     /// Worker paths in use.
     pub paths: HashSet<String>,
+    /// The continuation policy workers spawned from now on start with.
+    pub continuation_default: ContinuationPolicy,
 }
 
 /// A logical worker as the log describes it.
@@ -80,6 +85,8 @@ pub struct Worker {
     /// Set when the executor reported a different conversation than the bound
     /// one: nothing more is dispatched until the pool reconciles.
     pub fenced: bool,
+    /// Execution Continuity: its policy, holds, attempts and pending turn.
+    pub continuity: Continuity,
 }
 
 /// Where an executor command is in its life.
@@ -207,6 +214,7 @@ impl State {
                     workers: Vec::new(),
                     messages: HashMap::new(),
                     paths: HashSet::new(),
+                    continuation_default: ContinuationPolicy::default(),
                 },
             );
             return Ok(());
@@ -253,6 +261,7 @@ impl State {
                         state_checked_at_ms: at,
                         last_error: None,
                         fenced: false,
+                        continuity: Continuity::new(run.continuation_default, at),
                     },
                 );
             }
@@ -261,6 +270,13 @@ impl State {
                     touch(&mut self.workers, w, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 }
                 run.messages.insert(message_id.clone(), to.clone());
+                // Speaking is progress; being spoken to is a reason for a turn.
+                if let Some(sender) = self.workers.get_mut(from) {
+                    sender.continuity.progressed(at);
+                }
+                if let Some(recipient) = self.workers.get_mut(to).filter(|w| !w.state.is_terminal() && from != to) {
+                    recipient.continuity.wake(Wake::Event { kind: event.body.kind().to_owned() }, at);
+                }
             }
             EventBody::WorkerStateChanged { worker_id, from, to, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
@@ -268,6 +284,9 @@ impl State {
                     return Err(fail("worker.state_changed from a state the worker is not in"));
                 }
                 w.state = *to;
+                if to.is_terminal() {
+                    w.continuity.ended();
+                }
             }
             EventBody::WorkerAttached { worker_id, attach_count } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
@@ -277,6 +296,7 @@ impl State {
             EventBody::WorkerProgress { worker_id, summary, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.last_progress = Some(summary.clone());
+                w.continuity.progressed(at);
             }
             EventBody::WorkerFollowup { worker_id, instructions, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
@@ -332,6 +352,11 @@ impl State {
                 let inspected = c.intent == CommandIntent::Inspect;
                 let worker_id = c.worker_id.clone();
                 self.open_commands.retain(|id| id != command_id);
+                if let Some(w) =
+                    self.workers.get_mut(&worker_id).filter(|w| w.continuity.in_flight.as_ref() == Some(command_id))
+                {
+                    w.continuity.command_finished(matches!(outcome, CommandOutcome::Ok { .. }), at);
+                }
                 if inspected && let Some(w) = self.workers.get_mut(&worker_id) {
                     w.state_checked_at_ms = at;
                 }
@@ -345,7 +370,13 @@ impl State {
             EventBody::CommandCancelled { command_id, .. } => {
                 let c = self.commands.get_mut(command_id).ok_or_else(|| fail("unknown command"))?;
                 c.phase = CommandPhase::Cancelled;
+                let worker_id = c.worker_id.clone();
                 self.open_commands.retain(|id| id != command_id);
+                if let Some(w) =
+                    self.workers.get_mut(&worker_id).filter(|w| w.continuity.in_flight.as_ref() == Some(command_id))
+                {
+                    w.continuity.in_flight = None;
+                }
             }
             EventBody::ConversationCreated { worker_id, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
@@ -361,6 +392,11 @@ impl State {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.conversation_state = Some(*state);
                 w.state_checked_at_ms = at;
+                match state {
+                    ConversationState::Idle if w.state == WorkerState::Running => w.continuity.went_idle(at),
+                    ConversationState::Generating => w.continuity.went_busy(),
+                    _ => {}
+                }
                 // An app setup state outlives page state changes: it clears when the
                 // worker attaches (its MCP peer reached us), or with a new error.
                 if error.is_some() || !w.last_error.is_some_and(app_setup_state) {
@@ -386,6 +422,32 @@ impl State {
             }
             EventBody::ExecutorConnected { .. } | EventBody::ExecutorDisconnected { .. } => {
                 return Err(fail("executor events belong to the system log"));
+            }
+            EventBody::ContinuationPolicyChanged { worker_id: None, policy } => run.continuation_default = *policy,
+            EventBody::ContinuationPolicyChanged { worker_id: Some(worker_id), policy } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.continuity.policy = *policy;
+            }
+            EventBody::WorkerHoldChanged { worker_id, hold, .. } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.continuity.hold = *hold;
+                // Declaring a wait, or being released from one, is progress (seed §16.1).
+                w.continuity.progressed(at);
+            }
+            EventBody::ContinuationRequested { worker_id, wake } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.continuity.wake(wake.clone(), at);
+            }
+            EventBody::ExecutionScheduled { worker_id, attempt, command_id, .. } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                if *attempt != w.continuity.attempts + 1 {
+                    return Err(fail("execution.scheduled out of sequence"));
+                }
+                w.continuity.scheduled(command_id.clone());
+            }
+            EventBody::ContinuationStalled { worker_id, .. } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.continuity.warned = true;
             }
         }
         self.runtime.apply(event).map_err(|e| fail(&e.to_string()))?;

@@ -34,7 +34,7 @@ use crate::decide::{Refusal, Request, broadcast_recipients, decide};
 use crate::error::Error;
 use crate::keys::Keyring;
 use crate::model::{QueuedCommand, Run, State, Worker};
-use crate::prompts::{bootstrap_prompt, followup_prompt};
+use crate::prompts::{bootstrap_prompt, checkpoint_prompt, followup_prompt, resume_prompt};
 use crate::queue::{Dispatch, Limits, next_dispatches, replay_for};
 use crate::schedule::{self, Policy};
 use crate::store::{Batch, IdempotencyRecord, Store, StoreError};
@@ -738,6 +738,8 @@ impl ControlPlane {
                 let prompt = match prompt {
                     PromptRef::Bootstrap => bootstrap_prompt(&attach),
                     PromptRef::Followup { seq } => followup_prompt(&attach, *seq),
+                    PromptRef::Resume { attempt } => resume_prompt(&attach, *attempt),
+                    PromptRef::Checkpoint { attempt } => checkpoint_prompt(&attach, *attempt),
                 };
                 CommandOp::ConversationSend { conversation_id, prompt, app: self.chatgpt.app_label.clone() }
             }

@@ -31,6 +31,34 @@ pub fn followup_prompt(attach: &str, seq: u32) -> String {
     )
 }
 
+/// Version of the resume and checkpoint wording (Execution Continuity).
+pub const CONTINUE_VERSION: u32 = 1;
+
+/// The resume prompt (seed §11): the worker's turn ended while it is
+/// unfinished. Durable state is authoritative; no assignment body.
+pub fn resume_prompt(attach: &str, attempt: u32) -> String {
+    format!(
+        "[orchestrator resume v{CONTINUE_VERSION} attempt {attempt}] Continue your orchestrated assignment. \
+         Call worker_attach with attach_identity \"{attach}\" to recover your assignment, follow-ups and progress \
+         before acting; do not redo completed work. Continue until the acceptance criteria are met. Before ending your \
+         turn: call worker_complete if finished, worker_fail if irrecoverably failed, worker_await_human only if a \
+         person must act, worker_await_dependency only if another worker or system must change first; otherwise \
+         leave the worker active and it will be resumed."
+    )
+}
+
+/// The checkpoint prompt (seed §10.3): the active keepalive fell due.
+pub fn checkpoint_prompt(attach: &str, attempt: u32) -> String {
+    format!(
+        "[orchestrator checkpoint v{CONTINUE_VERSION} attempt {attempt}] Send root a durable update now \
+         (worker_progress, and message_send to /root): the checkpoint commits if any, what you completed since your \
+         last report, what you are doing now, what remains, and any blockers or contract changes. Then continue the \
+         same assignment to completion; do not stop because you reported. If you lost your capability, call \
+         worker_attach with attach_identity \"{attach}\". If finished, call worker_complete; if genuinely blocked, \
+         use worker_await_human or worker_await_dependency."
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -41,5 +69,14 @@ mod tests {
         assert!(text.contains("\"att_0123_abcd\""));
         assert!(text.starts_with("[orchestrator bootstrap v1]"));
         assert!(!text.contains("cap_"));
+    }
+
+    #[test]
+    fn resume_and_checkpoint_name_the_attempt_and_the_explicit_outcomes_only() {
+        for text in [resume_prompt("att_1", 3), checkpoint_prompt("att_1", 3)] {
+            assert!(text.contains("attempt 3") && text.contains("\"att_1\""), "{text}");
+            assert!(text.contains("worker_complete") && text.contains("worker_await_human"), "{text}");
+            assert!(!text.contains("cap_") && text.len() < 1_000, "{text}");
+        }
     }
 }

@@ -169,6 +169,30 @@ impl ContinuationPolicy {
     }
 }
 
+/// An explicit hold on a worker's automatic turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Hold {
+    /// `worker_await_human`: a person must act ("Needs you").
+    AwaitingHuman,
+    /// `worker_await_dependency`: another worker, CI or a deploy must change first.
+    AwaitingDependency,
+    /// `worker_pause` by root or the operator: the current turn may finish, no next one starts.
+    Paused,
+    /// The stall guard paused it: too many attempts, or too long, without progress.
+    Stalled,
+}
+
+/// How far the stall guard has gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StallLevel {
+    /// Past a warning threshold: surfaced, resumes go on.
+    Warning,
+    /// Past a pause threshold: resumes are held until `worker_resume`.
+    Paused,
+}
+
 /// What started an execution attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::assignment::Assignment;
+use crate::continuity::{AttemptReason, ContinuationPolicy, Hold, StallLevel, Wake};
 use crate::error::ErrorCode;
 use crate::executor::{CommandOutcome, ConversationState, ExecutorKind, MachineFacts};
 use crate::ids::{CommandId, ConversationId, MessageId, RunId, WorkerId};
@@ -67,6 +68,18 @@ pub enum PromptRef {
     Followup {
         /// The follow-up's number.
         seq: u32,
+    },
+    /// The resume prompt of execution attempt `attempt` (Execution
+    /// Continuity: the turn ended, the worker is unfinished).
+    Resume {
+        /// The attempt's sequence number.
+        attempt: u32,
+    },
+    /// The checkpoint prompt of execution attempt `attempt` (the active
+    /// keepalive: report to root, then go on).
+    Checkpoint {
+        /// The attempt's sequence number.
+        attempt: u32,
     },
 }
 
@@ -361,6 +374,64 @@ pub enum EventBody {
         /// Host facts.
         host: MachineFacts,
     },
+    /// A worker's (or, without `worker_id`, the run's default) continuation
+    /// policy was set. The run's default applies to workers spawned after it.
+    #[serde(rename = "continuation.policy_changed")]
+    ContinuationPolicyChanged {
+        /// The worker; absent for the run's default.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_id: Option<WorkerId>,
+        /// The whole new policy.
+        policy: ContinuationPolicy,
+    },
+    /// A hold on a worker's automatic turns was set, or (`hold` absent) released.
+    #[serde(rename = "worker.hold_changed")]
+    WorkerHoldChanged {
+        /// The worker.
+        worker_id: WorkerId,
+        /// The new hold; absent when released.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hold: Option<Hold>,
+        /// Why, in the words of whoever set it (the question for a human,
+        /// the dependency awaited).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A turn was asked for a worker (by root, the operator, or an event
+    /// concerning it); kept until delivered or withdrawn.
+    #[serde(rename = "continuation.requested")]
+    ContinuationRequested {
+        /// The worker.
+        worker_id: WorkerId,
+        /// Why.
+        wake: Wake,
+    },
+    /// An execution attempt was scheduled; its command is queued in the same commit.
+    #[serde(rename = "execution.scheduled")]
+    ExecutionScheduled {
+        /// The worker.
+        worker_id: WorkerId,
+        /// The attempt's sequence number for the worker (from 1).
+        attempt: u32,
+        /// What started it.
+        reason: AttemptReason,
+        /// Every wake it answers (its provenance).
+        wakes: Vec<Wake>,
+        /// The command that submits its prompt.
+        command_id: CommandId,
+    },
+    /// The stall guard found a worker making no progress.
+    #[serde(rename = "continuation.stalled")]
+    ContinuationStalled {
+        /// The worker.
+        worker_id: WorkerId,
+        /// Warning, or paused (a `worker.hold_changed` to `stalled` follows).
+        level: StallLevel,
+        /// Consecutive attempts that ended without progress.
+        attempts_without_progress: u32,
+        /// Milliseconds since its last progress.
+        quiet_ms: u64,
+    },
     /// An executor's session ended (system stream).
     #[serde(rename = "executor.disconnected")]
     ExecutorDisconnected {
@@ -403,6 +474,11 @@ impl EventBody {
             EventBody::RuntimeSlotHealth { .. } => "runtime.slot_health",
             EventBody::ExecutorConnected { .. } => "executor.connected",
             EventBody::ExecutorDisconnected { .. } => "executor.disconnected",
+            EventBody::ContinuationPolicyChanged { .. } => "continuation.policy_changed",
+            EventBody::WorkerHoldChanged { .. } => "worker.hold_changed",
+            EventBody::ContinuationRequested { .. } => "continuation.requested",
+            EventBody::ExecutionScheduled { .. } => "execution.scheduled",
+            EventBody::ContinuationStalled { .. } => "continuation.stalled",
         }
     }
 
@@ -411,6 +487,7 @@ impl EventBody {
     pub fn visible_to(&self, worker: &WorkerId) -> bool {
         match self {
             EventBody::RunCreated { .. } | EventBody::RunStateChanged { .. } => true,
+            EventBody::ContinuationPolicyChanged { worker_id, .. } => worker_id.as_ref().is_none_or(|w| w == worker),
             EventBody::ExecutorConnected { .. } | EventBody::ExecutorDisconnected { .. } => false,
             EventBody::WorkerMessage { from, to, .. } => from == worker || to == worker,
             EventBody::WorkerCreated { worker_id, .. }
@@ -433,7 +510,11 @@ impl EventBody {
             | EventBody::ConversationClosed { worker_id, .. }
             | EventBody::RuntimeSlotProvisioning { worker_id, .. }
             | EventBody::RuntimeSlotAdmitted { worker_id, .. }
-            | EventBody::RuntimeSlotHealth { worker_id, .. } => worker_id == worker,
+            | EventBody::RuntimeSlotHealth { worker_id, .. }
+            | EventBody::WorkerHoldChanged { worker_id, .. }
+            | EventBody::ContinuationRequested { worker_id, .. }
+            | EventBody::ExecutionScheduled { worker_id, .. }
+            | EventBody::ContinuationStalled { worker_id, .. } => worker_id == worker,
         }
     }
 }

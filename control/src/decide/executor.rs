@@ -285,13 +285,16 @@ fn bind(
 }
 
 /// Whether a wake no longer needs to go out: a newer follow-up's wake
-/// follows (and carries this one), or the worker already finished it.
+/// follows (and carries this one), or the worker already finished it. A
+/// resume or checkpoint is never sent again as it was: the continuity
+/// rules decide afresh whether a new attempt is due.
 fn wake_outdated(worker: &Worker, prompt: &PromptRef) -> bool {
     match prompt {
         PromptRef::Followup { seq } => {
             (*seq as usize) < worker.followups.len() || worker.completions.iter().any(|(n, _)| n == seq)
         }
         PromptRef::Bootstrap => worker.attach_count > 0,
+        PromptRef::Resume { .. } | PromptRef::Checkpoint { .. } => true,
     }
 }
 
