@@ -7,8 +7,162 @@
 
 use std::collections::BTreeSet;
 
-use protocol::continuity::{ContinuationMode, ContinuationPolicy, Hold, Wake};
-use protocol::{CommandId, RunState, WorkerDisposition, WorkerState};
+use protocol::continuity::{AttemptReason, ContinuationMode, ContinuationPolicy, Hold, StallLevel, Wake};
+use protocol::executor::ConversationState;
+use protocol::{CommandId, CommandIntent, RunState, WorkerDisposition, WorkerId, WorkerState};
+
+use crate::model::{State, Worker};
+
+/// The account-wide budget for automatic submissions: every worker of
+/// this daemon shares one ChatGPT account, so N workers going idle at once
+/// never fire N prompts in the same second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pacing {
+    /// The least time between two automatic (auto-resume) attempts, across all workers.
+    pub min_gap_ms: u64,
+}
+
+impl Default for Pacing {
+    fn default() -> Self {
+        Self { min_gap_ms: 5_000 }
+    }
+}
+
+/// What falls due for one worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Schedule its next attempt, answering `wakes`.
+    Schedule {
+        /// The worker.
+        worker: WorkerId,
+        /// The attempt's sequence number.
+        attempt: u32,
+        /// Auto resume, or manual (root or the operator asked).
+        reason: AttemptReason,
+        /// Every reason it answers.
+        wakes: Vec<Wake>,
+        /// Whether its prompt is the keepalive's checkpoint (else the resume).
+        checkpoint: bool,
+    },
+    /// The stall guard speaks: a warning, or a pause (which holds it).
+    Stalled {
+        /// The worker.
+        worker: WorkerId,
+        /// How far.
+        level: StallLevel,
+        /// Consecutive attempts without progress.
+        attempts_without_progress: u32,
+        /// Milliseconds since its last progress.
+        quiet_ms: u64,
+    },
+}
+
+/// Everything that is due at `now`, workers in id order (so a replay
+/// decides the same). At most one automatic attempt per pacing gap.
+pub fn due(state: &State, now_ms: u64, pacing: Pacing) -> Vec<Action> {
+    let mut workers: Vec<&Worker> = state.workers.values().collect();
+    workers.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut paced_at = state.last_auto_attempt_at_ms;
+    let mut actions = Vec::new();
+    for worker in workers {
+        let Some(run) = state.runs.get(&worker.run_id) else { continue };
+        let c = pending(worker, now_ms);
+        if let Some(stalled) = stall_action(worker, &c, now_ms) {
+            let pauses = matches!(stalled, Action::Stalled { level: StallLevel::Paused, .. });
+            actions.push(stalled);
+            if pauses {
+                continue;
+            }
+        }
+        if c.evaluate(run.state, worker.state, command_open(state, &worker.id), now_ms) != Some(Verdict::Submit) {
+            continue;
+        }
+        let wakes: Vec<Wake> = c.intent.as_ref().map(|i| i.wakes.iter().cloned().collect()).unwrap_or_default();
+        let manual = wakes.iter().any(|w| matches!(w, Wake::Operator | Wake::Steering));
+        if !manual {
+            if paced_at.is_some_and(|at| now_ms < at + pacing.min_gap_ms) {
+                continue;
+            }
+            paced_at = Some(now_ms);
+        }
+        actions.push(Action::Schedule {
+            worker: worker.id.clone(),
+            attempt: c.attempts + 1,
+            reason: if manual { AttemptReason::ManualResume } else { AttemptReason::AutoResume },
+            checkpoint: wakes.contains(&Wake::ActiveKeepalive),
+            wakes,
+        });
+    }
+    actions
+}
+
+/// When something next falls due after `now`, if anything is scheduled at all.
+pub fn next_due_at(state: &State, now_ms: u64, pacing: Pacing) -> Option<u64> {
+    let paced = state.last_auto_attempt_at_ms.map(|at| at + pacing.min_gap_ms).filter(|at| *at > now_ms);
+    state
+        .workers
+        .values()
+        .filter_map(|worker| {
+            let run = state.runs.get(&worker.run_id)?;
+            let c = pending(worker, now_ms);
+            let verdict = c.evaluate(run.state, worker.state, command_open(state, &worker.id), now_ms);
+            let deferred = match verdict {
+                Some(Verdict::NotBefore(at)) => Some(at),
+                Some(Verdict::Submit) => paced,
+                _ => None,
+            };
+            let keepalive = worker.conversation.as_ref().and(c.keepalive_due_at(worker.id.as_str()));
+            [deferred, keepalive.filter(|at| *at > now_ms), c.stall_due_at().filter(|at| *at > now_ms)]
+                .into_iter()
+                .flatten()
+                .min()
+        })
+        .min()
+}
+
+/// The worker's record with the keepalive's wake added when it is due (it
+/// is derived from durable facts, so it needs no event of its own until
+/// an attempt answers it).
+fn pending(worker: &Worker, now_ms: u64) -> Continuity {
+    let mut c = worker.continuity.clone();
+    let keepalive = worker.conversation.as_ref().and(c.keepalive_due_at(worker.id.as_str()));
+    if keepalive.is_some_and(|at| at <= now_ms) && worker.state == WorkerState::Running {
+        c.wake(Wake::ActiveKeepalive, now_ms);
+    }
+    // Idle is a fact about the conversation: a stale idle reason (the page is
+    // generating again) was already dropped by the fold.
+    if worker.conversation_state != Some(ConversationState::Idle) {
+        c.idle_since_ms = None;
+    }
+    c
+}
+
+/// The stall guard's action for an Auto worker that is unheld and unfinished, if any.
+fn stall_action(worker: &Worker, c: &Continuity, now_ms: u64) -> Option<Action> {
+    if c.policy.mode != ContinuationMode::Auto || c.hold.is_some() || worker.state.is_terminal() {
+        return None;
+    }
+    let level = match c.stall(now_ms) {
+        Stall::Pause => StallLevel::Paused,
+        Stall::Warn if !c.warned => StallLevel::Warning,
+        Stall::Warn | Stall::Clear => return None,
+    };
+    Some(Action::Stalled {
+        worker: worker.id.clone(),
+        level,
+        attempts_without_progress: c.progress.attempts_without,
+        quiet_ms: now_ms.saturating_sub(c.progress.last_at_ms),
+    })
+}
+
+/// Whether a create or a send (a follow-up's, a resume's) is open for the worker.
+fn command_open(state: &State, worker: &WorkerId) -> bool {
+    state
+        .open_commands
+        .iter()
+        .filter_map(|id| state.commands.get(id))
+        .any(|c| &c.worker_id == worker && matches!(c.intent, CommandIntent::Create | CommandIntent::Send { .. }))
+}
 
 /// The durable, coalesced request for one more turn, not yet delivered.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -218,6 +372,17 @@ impl Continuity {
         } else {
             Stall::Clear
         }
+    }
+
+    /// When a time-based stall threshold is next crossed, if one is set and
+    /// the guard watches this worker (Auto, unheld).
+    fn stall_due_at(&self) -> Option<u64> {
+        let p = &self.policy;
+        if p.mode != ContinuationMode::Auto || self.hold.is_some() {
+            return None;
+        }
+        let warn = p.stall_warning_after_no_progress_ms.filter(|_| !self.warned);
+        [warn, p.stall_pause_after_no_progress_ms].into_iter().flatten().map(|ms| self.progress.last_at_ms + ms).min()
     }
 
     /// When the active keepalive falls due for `worker`, if it runs at all:

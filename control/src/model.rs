@@ -164,6 +164,9 @@ pub struct State {
     pub open_commands: Vec<CommandId>,
     /// Cursor of the system stream (executor connections).
     pub system_cursor: u64,
+    /// When the last automatic (auto-resume) attempt was scheduled, across
+    /// all runs: the account-wide pacing counts from it.
+    pub last_auto_attempt_at_ms: Option<u64>,
     /// The runtime pools' managed-carrier records.
     pub runtime: registry::Registry,
     /// When each executor's current session began (its last `executor.connected`):
@@ -352,10 +355,18 @@ impl State {
                 let inspected = c.intent == CommandIntent::Inspect;
                 let worker_id = c.worker_id.clone();
                 self.open_commands.retain(|id| id != command_id);
-                if let Some(w) =
-                    self.workers.get_mut(&worker_id).filter(|w| w.continuity.in_flight.as_ref() == Some(command_id))
-                {
-                    w.continuity.command_finished(matches!(outcome, CommandOutcome::Ok { .. }), at);
+                let sent =
+                    matches!(c.intent, CommandIntent::Send { .. }) && matches!(outcome, CommandOutcome::Ok { .. });
+                if let Some(w) = self.workers.get_mut(&worker_id) {
+                    if w.continuity.in_flight.as_ref() == Some(command_id) {
+                        w.continuity.command_finished(sent, at);
+                    }
+                    // A submitted prompt starts a new turn: every wake that came
+                    // while it was pending rides with it (seed §10.2, step 8).
+                    if sent {
+                        w.continuity.intent = None;
+                        w.continuity.idle_since_ms = None;
+                    }
                 }
                 if inspected && let Some(w) = self.workers.get_mut(&worker_id) {
                     w.state_checked_at_ms = at;
@@ -431,14 +442,20 @@ impl State {
             EventBody::WorkerHoldChanged { worker_id, hold, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.continuity.hold = *hold;
-                // Declaring a wait, or being released from one, is progress (seed §16.1).
-                w.continuity.progressed(at);
+                // Declaring a wait, or being released from one, is progress
+                // (seed §16.1); the guard's own pause is not.
+                if *hold != Some(protocol::continuity::Hold::Stalled) {
+                    w.continuity.progressed(at);
+                }
             }
             EventBody::ContinuationRequested { worker_id, wake } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.continuity.wake(wake.clone(), at);
             }
-            EventBody::ExecutionScheduled { worker_id, attempt, command_id, .. } => {
+            EventBody::ExecutionScheduled { worker_id, attempt, command_id, reason, .. } => {
+                if *reason == protocol::continuity::AttemptReason::AutoResume {
+                    self.last_auto_attempt_at_ms = Some(at);
+                }
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 if *attempt != w.continuity.attempts + 1 {
                     return Err(fail("execution.scheduled out of sequence"));

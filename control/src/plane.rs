@@ -627,6 +627,27 @@ impl ControlPlane {
         .map(|(n, _)| n)
     }
 
+    /// Commits what Execution Continuity's rules find due now
+    /// ([`crate::continuity::due`]): attempts to schedule, each with its
+    /// command, and the stall guard's findings. Returns how many.
+    pub fn continue_due(&self, pacing: crate::continuity::Pacing) -> Result<usize, Error> {
+        if crate::continuity::due(&self.read(), self.clock.now_ms(), pacing).is_empty() {
+            return Ok(0);
+        }
+        // Decided again under the writer lock: no attempt scheduled twice.
+        self.commit(None, &(), |state| {
+            let actions = crate::continuity::due(state, self.clock.now_ms(), pacing);
+            let n = actions.len();
+            (Request::ContinuityDue { actions }, n)
+        })
+        .map(|(n, _)| n)
+    }
+
+    /// When a continuity rule next falls due, if any is scheduled.
+    pub fn next_continue_at(&self, pacing: crate::continuity::Pacing) -> Option<u64> {
+        crate::continuity::next_due_at(&self.read(), self.clock.now_ms(), pacing)
+    }
+
     /// One round of the executor loop, in one commit: dispatches what the
     /// queue allows now ([`crate::queue`]); returns each wire command with
     /// its executor. Planned again under the writer lock, so racing rounds
@@ -858,6 +879,15 @@ fn publish(broker: &Broker, changes: &tokio::sync::watch::Sender<u64>, events: &
             EventBody::ConversationBound { worker_id, conversation_id, .. } => {
                 tracing::info!(run = %event.run_id, worker = %worker_id, conversation = %conversation_id, "bound");
             }
+            EventBody::ExecutionScheduled { worker_id, attempt, reason, .. } => {
+                tracing::info!(run = %event.run_id, worker = %worker_id, attempt, ?reason, "execution attempt scheduled");
+            }
+            EventBody::WorkerHoldChanged { worker_id, hold, .. } => {
+                tracing::info!(run = %event.run_id, worker = %worker_id, ?hold, "continuation hold");
+            }
+            EventBody::ContinuationStalled { worker_id, level, attempts_without_progress, .. } => {
+                tracing::info!(run = %event.run_id, worker = %worker_id, ?level, attempts_without_progress, "stalled");
+            }
             EventBody::ConversationError { worker_id, code, .. } => {
                 tracing::info!(run = %event.run_id, worker = %worker_id, %code, "conversation needs attention");
             }
@@ -868,8 +898,9 @@ fn publish(broker: &Broker, changes: &tokio::sync::watch::Sender<u64>, events: &
     changes.send_modify(|n| *n += 1);
 }
 
-/// Gives each decided event its run, cursor and time: a dispatch round spans
-/// runs, each dispatch going to its worker's run.
+/// Gives each decided event its run, cursor and time: a dispatch round and
+/// the continuity rules' findings span runs, each event going to its
+/// worker's run.
 fn stamp(state: &State, command: &Request, bodies: Vec<EventBody>, at_ms: u64) -> Vec<Event> {
     let mut next = HashMap::<RunId, u64>::new();
     bodies
@@ -878,6 +909,14 @@ fn stamp(state: &State, command: &Request, bodies: Vec<EventBody>, at_ms: u64) -
             let run_id = match &body {
                 EventBody::CommandDispatched { worker_id, .. }
                 | EventBody::CommandQueued { worker_id, intent: CommandIntent::Inspect, .. } => {
+                    state.workers[worker_id].run_id.clone()
+                }
+                EventBody::ExecutionScheduled { worker_id, .. }
+                | EventBody::CommandQueued { worker_id, .. }
+                | EventBody::ContinuationStalled { worker_id, .. }
+                | EventBody::WorkerHoldChanged { worker_id, .. }
+                    if matches!(command, Request::ContinuityDue { .. }) =>
+                {
                     state.workers[worker_id].run_id.clone()
                 }
                 _ => run_of(state, command),
@@ -898,8 +937,8 @@ fn run_of(state: &State, command: &Request) -> RunId {
         Request::CreateRun { run_id, .. } => return run_id.clone(),
         Request::ExecutorConnected { .. } | Request::ExecutorDisconnected { .. } => return RunId::system(),
         Request::Dispatch { command_id, .. } => &state.commands[command_id].worker_id,
-        Request::Recheck { .. } | Request::Round { .. } => {
-            unreachable!("each dispatch or inspect event names its worker")
+        Request::Recheck { .. } | Request::Round { .. } | Request::ContinuityDue { .. } => {
+            unreachable!("each dispatch, inspect or continuity event names its worker")
         }
         Request::Answering { report, .. } => return run_of(state, report),
         Request::ExecutorReport { frame, .. } => match frame {
@@ -929,7 +968,11 @@ fn run_of(state: &State, command: &Request) -> RunId {
         | Request::CancelRun { actor, .. }
         | Request::RuntimeProvision { actor, .. }
         | Request::RuntimeRecover { actor, .. }
-        | Request::RuntimeRetire { actor, .. } => actor,
+        | Request::RuntimeRetire { actor, .. }
+        | Request::SetContinuation { actor, .. }
+        | Request::SetHold { actor, .. }
+        | Request::ReleaseHold { actor, .. }
+        | Request::ContinueNow { actor, .. } => actor,
     };
     state.workers[actor].run_id.clone()
 }

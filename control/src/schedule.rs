@@ -21,17 +21,19 @@ use protocol::{CommandIntent, WorkerId};
 
 use crate::model::{CommandPhase, State, Worker};
 
-/// How long a blocking conversation state is trusted while a command waits on it.
+/// How the scheduler's rules are tuned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
     /// Milliseconds after the last report (or inspect) of `generating` or
     /// `loading` before a waiting command makes the daemon ask again.
     pub recheck_after_ms: u64,
+    /// The account-wide budget for automatic continuation attempts.
+    pub pacing: crate::continuity::Pacing,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { recheck_after_ms: 30_000 }
+        Self { recheck_after_ms: 30_000, pacing: crate::continuity::Pacing::default() }
     }
 }
 

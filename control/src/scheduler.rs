@@ -30,9 +30,9 @@ pub async fn run(
     loop {
         let executors = connected.borrow_and_update().clone();
         let turn_began = plane.now_ms();
-        let failed = in_place(|| plane.recheck(&executors, policy)).err();
+        let failed = in_place(|| plane.recheck(&executors, policy).and(plane.continue_due(policy.pacing))).err();
         if let Some(e) = &failed {
-            tracing::error!(code = %e.code(), "scheduled inspects not queued, retrying in {RETRY:?}: {e}");
+            tracing::error!(code = %e.code(), "scheduled work not committed, retrying in {RETRY:?}: {e}");
         }
         // What was due when the turn began was handled (or failed: then it
         // is retried after a pause, not in a loop); what fell due during the
@@ -40,9 +40,11 @@ pub async fn run(
         let now = plane.now_ms();
         let timer = match failed {
             Some(_) => Some(tokio::time::Instant::now() + RETRY),
-            None => plane
-                .next_recheck_at(&executors, policy)
+            None => [plane.next_recheck_at(&executors, policy), plane.next_continue_at(policy.pacing)]
+                .into_iter()
+                .flatten()
                 .filter(|at| *at > turn_began)
+                .min()
                 .map(|at| tokio::time::Instant::now() + Duration::from_millis(at.saturating_sub(now))),
         };
         tokio::select! {

@@ -241,7 +241,7 @@ fn a_send_waits_while_the_conversation_generates() {
 #[test]
 fn a_send_waiting_on_generating_makes_the_daemon_inspect_at_the_bound_and_the_inspect_overtakes_it() {
     let w = world();
-    let policy = Policy { recheck_after_ms: 30_000 };
+    let policy = Policy { recheck_after_ms: 30_000, ..Policy::default() };
     let ext = World::connected(&["ext"]);
     let a = w.attached("a", CONV_A);
     w.observe(&a, ConversationState::Generating);
@@ -290,7 +290,7 @@ fn a_send_waiting_on_generating_makes_the_daemon_inspect_at_the_bound_and_the_in
 #[test]
 fn a_generating_state_from_before_a_reconnect_is_inspected_at_once() {
     let w = world();
-    let policy = Policy { recheck_after_ms: 30_000 };
+    let policy = Policy { recheck_after_ms: 30_000, ..Policy::default() };
     let ext = World::connected(&["ext"]);
     let a = w.created("a", CONV_A);
     w.observe(&a, ConversationState::Generating);
@@ -496,7 +496,7 @@ fn the_system_stream_survives_a_restart() {
 #[test]
 fn a_dispatch_round_dispatches_in_one_commit_and_a_scheduled_inspect_goes_ahead_of_the_send() {
     let w = world();
-    let policy = Policy { recheck_after_ms: 1_000 };
+    let policy = Policy { recheck_after_ms: 1_000, ..Policy::default() };
     let ext = World::connected(&["ext"]);
     let timeout = |_: &protocol::CommandIntent| 60_000;
     let a = w.attached("a", CONV_A);
@@ -528,7 +528,7 @@ fn a_dispatch_round_dispatches_in_one_commit_and_a_scheduled_inspect_goes_ahead_
 #[tokio::test(start_paused = true)]
 async fn the_scheduler_task_queues_what_falls_due_and_stops_when_told() {
     let w = world();
-    let policy = Policy { recheck_after_ms: 1_000 };
+    let policy = Policy { recheck_after_ms: 1_000, ..Policy::default() };
     let a = w.attached("a", CONV_A);
     w.observe(&a, ConversationState::Generating);
     let root = w.plane.worker(&w.root).unwrap();

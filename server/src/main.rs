@@ -276,6 +276,10 @@ struct ExecutorArgs {
     /// daemon inspect it again after this long without news, in ms.
     #[arg(long, default_value_t = 30_000)]
     executor_recheck_after_ms: u64,
+    /// Execution Continuity's account-wide pacing: the least time between
+    /// two automatic resumes across all workers, in ms (1000 to 600000).
+    #[arg(long, default_value_t = 5_000)]
+    continuation_pacing_ms: u64,
 }
 
 impl ExecutorArgs {
@@ -289,13 +293,19 @@ impl ExecutorArgs {
         if self.executor_recheck_after_ms < 100 {
             bail!("--executor-recheck-after-ms must be at least 100");
         }
+        if !(1_000..=600_000).contains(&self.continuation_pacing_ms) {
+            bail!("--continuation-pacing-ms must be between 1000 and 600000");
+        }
         Ok(BridgeConfig {
             heartbeat_ms: self.executor_heartbeat_ms,
             lease_ms: self.executor_lease_ms,
             create_timeout_ms: self.executor_create_timeout_ms,
             send_timeout_ms: self.executor_send_timeout_ms,
             limits: Limits { max_launches: self.max_launches, max_active: self.max_active_workers },
-            recheck: control::schedule::Policy { recheck_after_ms: self.executor_recheck_after_ms },
+            recheck: control::schedule::Policy {
+                recheck_after_ms: self.executor_recheck_after_ms,
+                pacing: control::continuity::Pacing { min_gap_ms: self.continuation_pacing_ms },
+            },
             extension_ids: self.extension_ids,
             ..BridgeConfig::default()
         })

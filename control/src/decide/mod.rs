@@ -8,7 +8,7 @@
 //! a table test (a state × a command → the events' kinds, or the refusal):
 //! `run`, `worker` (reports fenced by their follow-up included), `message`,
 //! `executor` (connections, dispatch, inspects, reports), `runtime` (the
-//! pool). This file holds the [`Request`] vocabulary, the routing, the guards
+//! pool), `continuity` (policies, holds, continue now, what falls due). This file holds the [`Request`] vocabulary, the routing, the guards
 //! every family shares, and the table harness. A new family is one new file,
 //! its commands in [`Request`] and one arm in [`decide`].
 
@@ -21,6 +21,7 @@ use protocol::{
 
 use crate::model::{CommandPhase, QueuedCommand, Run, State, Worker};
 
+mod continuity;
 mod executor;
 mod message;
 mod refusal;
@@ -220,6 +221,47 @@ pub enum Request {
         /// The executor.
         executor_id: String,
     },
+    /// Root sets a worker's continuation policy, or (no `target`) the run's default.
+    SetContinuation {
+        /// Root.
+        actor: WorkerId,
+        /// The worker; absent for the run's default.
+        target: Option<WorkerId>,
+        /// The whole policy.
+        policy: protocol::continuity::ContinuationPolicy,
+    },
+    /// Holds a worker's automatic turns: its own wait for a person or a
+    /// dependency (the worker itself or root), or a pause (root).
+    SetHold {
+        /// Who asks.
+        actor: WorkerId,
+        /// The worker held.
+        target: WorkerId,
+        /// Which hold.
+        hold: protocol::continuity::Hold,
+        /// Why (the question, the dependency).
+        reason: String,
+    },
+    /// Releases a worker's hold (`worker_resume`): root, or the worker itself.
+    ReleaseHold {
+        /// Who asks.
+        actor: WorkerId,
+        /// The worker released.
+        target: WorkerId,
+    },
+    /// Root asks for one turn of a worker now (clearing a pause, never a
+    /// wait for a person or a dependency; never a second one in flight).
+    ContinueNow {
+        /// Root.
+        actor: WorkerId,
+        /// The worker.
+        target: WorkerId,
+    },
+    /// What the continuity rules found due (see `crate::continuity::due`).
+    ContinuityDue {
+        /// The attempts to schedule and the stall guard's findings.
+        actions: Vec<crate::continuity::Action>,
+    },
     /// Queue an inspect of each worker's conversation (see `crate::schedule`).
     Recheck {
         /// (worker, the id for its inspect command) pairs.
@@ -291,6 +333,11 @@ pub fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusa
         | Request::RuntimeAdmit { .. }
         | Request::RuntimeRecover { .. }
         | Request::RuntimeRetire { .. } => runtime::decide(state, command),
+        Request::SetContinuation { .. }
+        | Request::SetHold { .. }
+        | Request::ReleaseHold { .. }
+        | Request::ContinueNow { .. }
+        | Request::ContinuityDue { .. } => continuity::decide(state, command),
     }
 }
 

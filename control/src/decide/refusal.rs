@@ -170,6 +170,23 @@ pub enum Refusal {
         /// The newest follow-up.
         newest: u32,
     },
+    /// A continuation policy out of its bounds.
+    #[error("continuation policy refused: {0}")]
+    BadPolicy(String),
+    /// A stall hold asked for by a caller: only the stall guard sets it.
+    #[error("only the stall guard pauses a worker for a stall; use paused")]
+    StallIsTheGuards,
+    /// "Continue now" for a worker waiting on a person or a dependency.
+    #[error("the worker is {0:?}: release it with worker_resume first")]
+    Held(protocol::continuity::Hold),
+    /// A due attempt that does not follow the worker's latest (a stale finding).
+    #[error("attempt {attempt} does not follow attempt {latest}")]
+    AttemptOutOfSequence {
+        /// The attempt found due.
+        attempt: u32,
+        /// The worker's latest.
+        latest: u32,
+    },
     /// A pool admission claim was refused.
     #[error("admission refused: {0}")]
     Admission(admission::Refusal),
@@ -193,7 +210,9 @@ impl Refusal {
             | NotAHostState(_)
             | SessionFrame
             | WorkNotNamed
-            | NoSuchFollowup { .. } => ErrorCode::InvalidArgument,
+            | NoSuchFollowup { .. }
+            | BadPolicy(_)
+            | StallIsTheGuards => ErrorCode::InvalidArgument,
             TooLarge { .. } => ErrorCode::TooLarge,
             RootOnly | NotYourself | RootDoesNotAttach | PoolWorkerAttach | MessageRecipient | ReplyToOthers
             | BoundElsewhere(_) | CommandNotHeld(_) | WorkerNotHeld(_) | CreatedForAnother => ErrorCode::Forbidden,
@@ -207,7 +226,9 @@ impl Refusal {
             | NeverDispatched(_)
             | SlotHeld(_)
             | SlotNotLost { .. }
-            | SlotProtected { .. } => ErrorCode::InvalidTransition,
+            | SlotProtected { .. }
+            | Held(_)
+            | AttemptOutOfSequence { .. } => ErrorCode::InvalidTransition,
             RunNotActive(_) => ErrorCode::RunNotActive,
             RunFull(_) => ErrorCode::LimitReached,
             Superseded { .. } => ErrorCode::Conflict,

@@ -1,0 +1,379 @@
+//! Execution Continuity through the plane on a manual clock (seed §26):
+//! a worker whose turn ends unfinished is resumed in the same conversation,
+//! exactly once per turn, never after it completed, never while it is held;
+//! restarts at each boundary converge without a second submission; the
+//! account-wide pacing spreads simultaneous resumes.
+
+use std::sync::Arc;
+
+use control::continuity::Pacing;
+use control::decide::Request;
+use control::queue::Limits;
+use control::store::{MemoryStore, Store};
+use control::{ControlPlane, Keyring, ManualClock};
+use protocol::continuity::{AttemptReason, ContinuationMode, ContinuationPolicy, Hold, StallLevel};
+use protocol::executor::{CommandOp, CommandOutcome, ConversationState, ExecutorFrame};
+use protocol::{Assignment, EventBody, WorkerId, WorkerState};
+
+const PACING: Pacing = Pacing { min_gap_ms: 5_000 };
+const MINUTE: u64 = 60_000;
+
+struct World {
+    store: Arc<MemoryStore>,
+    plane: ControlPlane,
+    root: WorkerId,
+    clock: ManualClock,
+}
+
+fn world() -> World {
+    let store = Arc::new(MemoryStore::new());
+    let clock = ManualClock::at(1_000_000);
+    let plane = ControlPlane::open(store.clone(), Arc::new(clock.clone()), Keyring::new([5; 32])).unwrap();
+    let (_, root) = plane.create_run("continuity", None).unwrap();
+    World { store, plane, root, clock }
+}
+
+fn auto() -> ContinuationPolicy {
+    ContinuationPolicy { mode: ContinuationMode::Auto, ..ContinuationPolicy::default() }
+}
+
+impl World {
+    /// The daemon restarted: the plane is rebuilt from the same store.
+    fn restart(&mut self) {
+        let store: Arc<dyn Store> = self.store.clone();
+        self.plane = ControlPlane::open(store, Arc::new(self.clock.clone()), Keyring::new([5; 32])).unwrap();
+    }
+
+    fn set_default(&self, policy: ContinuationPolicy) {
+        self.plane.execute(Request::SetContinuation { actor: self.root.clone(), target: None, policy }).unwrap();
+    }
+
+    /// A worker whose bootstrap was submitted, which attached, and whose first turn is generating.
+    fn working(&self, name: &str, conversation: &str) -> WorkerId {
+        let root = self.plane.worker(&self.root).unwrap();
+        let worker = self.plane.spawn(&root, name, &Assignment::from_objective("x"), None).unwrap();
+        let ops = self.pump();
+        assert!(matches!(ops[..], [CommandOp::ConversationCreate { .. }]), "{ops:?}");
+        let command = self.open_send_or_create(&worker);
+        self.report(ExecutorFrame::Ack { command_id: command.clone() });
+        let conversation_id: protocol::ConversationId = conversation.parse().unwrap();
+        self.report(ExecutorFrame::ConversationBound {
+            worker_id: worker.clone(),
+            conversation_id: conversation_id.clone(),
+            url: format!("https://chatgpt.com/c/{conversation}"),
+        });
+        self.report(ExecutorFrame::Result {
+            command_id: command,
+            outcome: CommandOutcome::Ok { conversation_id: Some(conversation_id) },
+        });
+        self.plane.execute(Request::Attach { worker_id: worker.clone() }).unwrap();
+        self.observe(&worker, ConversationState::Generating);
+        worker
+    }
+
+    fn report(&self, frame: ExecutorFrame) {
+        self.plane.report("ext", frame).unwrap();
+    }
+
+    fn observe(&self, worker: &WorkerId, state: ConversationState) {
+        self.report(ExecutorFrame::ConversationState { worker_id: worker.clone(), state, error: None });
+    }
+
+    /// Dispatches what the queue allows; the ops sent.
+    fn pump(&self) -> Vec<CommandOp> {
+        let connected = vec!["ext".to_owned()];
+        self.plane
+            .next_dispatches(&connected, Limits::default())
+            .iter()
+            .map(|d| self.plane.dispatch(d, 60_000).unwrap().op)
+            .collect()
+    }
+
+    fn open_send_or_create(&self, worker: &WorkerId) -> protocol::CommandId {
+        self.plane.with_state(|s| {
+            s.open_commands
+                .iter()
+                .rev()
+                .find(|id| &s.commands[*id].worker_id == worker)
+                .cloned()
+                .expect("an open command")
+        })
+    }
+
+    /// The executor submits the open send of `worker` and its turn starts.
+    fn submit(&self, worker: &WorkerId) {
+        let command = self.open_send_or_create(worker);
+        self.report(ExecutorFrame::Ack { command_id: command.clone() });
+        self.report(ExecutorFrame::Result {
+            command_id: command,
+            outcome: CommandOutcome::Ok { conversation_id: None },
+        });
+        self.observe(worker, ConversationState::Generating);
+    }
+
+    fn tick(&self) -> usize {
+        self.plane.continue_due(PACING).unwrap()
+    }
+
+    fn advance(&self, ms: u64) {
+        self.clock.advance(ms);
+    }
+
+    fn progress(&self, worker: &WorkerId) {
+        self.plane.execute(Request::Progress { actor: worker.clone(), summary: "step".into(), percent: None }).unwrap();
+    }
+
+    /// Every event in the store, in log order.
+    fn events(&self) -> Vec<protocol::Event> {
+        let mut events = Vec::new();
+        self.store
+            .replay(&mut |event| {
+                events.push(event);
+                Ok(())
+            })
+            .unwrap();
+        events
+    }
+
+    /// Moves the clock forward to `at_ms`.
+    fn advance_to(&self, at_ms: u64) {
+        self.clock.advance(at_ms - self.plane.now_ms());
+    }
+
+    /// Every execution.scheduled of the run, as (worker, attempt, reason).
+    fn attempts(&self) -> Vec<(WorkerId, u32, AttemptReason)> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| match e.body {
+                EventBody::ExecutionScheduled { worker_id, attempt, reason, .. } => Some((worker_id, attempt, reason)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Prompts submitted into `worker`'s conversation that resume or checkpoint it.
+    fn resume_sends(ops: &[CommandOp]) -> Vec<String> {
+        ops.iter()
+            .filter_map(|op| match op {
+                CommandOp::ConversationSend { prompt, .. } => Some(prompt.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn a_worker_is_resumed_turn_after_turn_until_it_completes_and_never_after() {
+    let w = world();
+    w.set_default(auto());
+    let a = w.working("a", "11111111-1111-4111-8111-111111111111");
+    for attempt in 1..=2 {
+        w.progress(&a);
+        w.observe(&a, ConversationState::Idle);
+        assert_eq!(w.tick(), 0, "the idle grace first");
+        w.advance(3_000);
+        assert_eq!(w.tick(), 1, "attempt {attempt} after the grace");
+        assert_eq!(w.tick(), 0, "once");
+        let prompts = World::resume_sends(&w.pump());
+        assert_eq!(prompts.len(), 1);
+        assert!(prompts[0].starts_with(&format!("[orchestrator resume v1 attempt {attempt}]")), "{}", prompts[0]);
+        w.submit(&a);
+        w.advance(10 * MINUTE);
+    }
+    w.plane.execute(Request::Complete { actor: a.clone(), summary: "done".into(), artifacts: vec![] }).unwrap();
+    w.observe(&a, ConversationState::Idle);
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0, "no attempt after completion");
+    let attempts: Vec<u32> = w.attempts().into_iter().map(|(_, n, _)| n).collect();
+    assert_eq!(attempts, [1, 2]);
+    assert_eq!(w.plane.worker(&a).unwrap().state, WorkerState::Completed);
+}
+
+#[test]
+fn manual_mode_waits_for_continue_now_and_a_hold_for_a_person_blocks_both() {
+    let w = world();
+    let a = w.working("a", "22222222-2222-4222-8222-222222222222");
+    w.observe(&a, ConversationState::Idle);
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0, "manual: no resume");
+    w.plane.execute(Request::ContinueNow { actor: w.root.clone(), target: a.clone() }).unwrap();
+    assert_eq!(w.tick(), 1);
+    assert_eq!(w.attempts(), [(a.clone(), 1, AttemptReason::ManualResume)]);
+    w.pump();
+    w.submit(&a);
+
+    w.plane
+        .execute(Request::SetHold {
+            actor: a.clone(),
+            target: a.clone(),
+            hold: Hold::AwaitingHuman,
+            reason: "which database?".into(),
+        })
+        .unwrap();
+    w.observe(&a, ConversationState::Idle);
+    w.advance(MINUTE);
+    let refused = w.plane.execute(Request::ContinueNow { actor: w.root.clone(), target: a.clone() });
+    assert_eq!(refused.unwrap_err().code(), protocol::ErrorCode::InvalidTransition);
+    assert_eq!(w.tick(), 0);
+    assert_eq!(
+        w.plane.worker(&a).unwrap().continuity.disposition(WorkerState::Running),
+        protocol::WorkerDisposition::AwaitingHuman
+    );
+}
+
+#[test]
+fn pause_lets_the_turn_finish_and_continue_now_resumes_exactly_once() {
+    let w = world();
+    w.set_default(auto());
+    let a = w.working("a", "33333333-3333-4333-8333-333333333333");
+    let root = w.root.clone();
+    w.plane
+        .execute(Request::SetHold { actor: root.clone(), target: a.clone(), hold: Hold::Paused, reason: "look".into() })
+        .unwrap();
+    w.observe(&a, ConversationState::Idle);
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0, "paused: no automatic turn");
+    w.plane.execute(Request::ContinueNow { actor: root.clone(), target: a.clone() }).unwrap();
+    w.plane.execute(Request::ContinueNow { actor: root, target: a.clone() }).unwrap();
+    assert_eq!(w.tick(), 1);
+    assert_eq!(World::resume_sends(&w.pump()).len(), 1, "exactly once");
+    assert_eq!(w.tick(), 0);
+}
+
+/// Seed §26.2: a restart at each boundary converges without a second submission.
+#[test]
+fn restarts_at_every_boundary_submit_each_attempt_once() {
+    let mut w = world();
+    w.set_default(auto());
+    let a = w.working("a", "44444444-4444-4444-8444-444444444444");
+    // 1. idle observed, before the resume is scheduled; 8. during the grace.
+    w.observe(&a, ConversationState::Idle);
+    w.restart();
+    w.advance(1_000);
+    assert_eq!(w.tick(), 0, "the grace survives a restart");
+    w.restart();
+    w.advance(2_000);
+    assert_eq!(w.tick(), 1);
+    // 2. scheduled, before the executor has it.
+    w.restart();
+    assert_eq!(w.tick(), 0, "not scheduled again");
+    let sends = World::resume_sends(&w.pump());
+    assert_eq!(sends.len(), 1);
+    // 3. dispatched, before the ack: the journal replays the same command, nothing new is scheduled.
+    w.restart();
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0);
+    // 4.–5. acked and submitted, before the result.
+    let command = w.open_send_or_create(&a);
+    w.report(ExecutorFrame::Ack { command_id: command.clone() });
+    w.restart();
+    assert_eq!(w.tick(), 0);
+    w.report(ExecutorFrame::Result { command_id: command, outcome: CommandOutcome::Ok { conversation_id: None } });
+    // 6. the result, before generating is seen: the page still reads idle from before.
+    w.restart();
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0, "an idle seen before the submission is not a new turn's end");
+    // 7. generating, before idle.
+    w.observe(&a, ConversationState::Generating);
+    w.restart();
+    assert_eq!(w.tick(), 0);
+    w.observe(&a, ConversationState::Idle);
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1, "the next turn's end is resumed");
+    let attempts: Vec<u32> = w.attempts().into_iter().map(|(_, n, _)| n).collect();
+    assert_eq!(attempts, [1, 2], "one submission per attempt");
+}
+
+#[test]
+fn the_stall_guard_warns_then_pauses_and_resume_goes_on() {
+    let mut w = world();
+    w.set_default(ContinuationPolicy {
+        stall_warning_after_no_progress_attempts: Some(2),
+        stall_pause_after_no_progress_attempts: Some(3),
+        ..auto()
+    });
+    let a = w.working("a", "55555555-5555-4555-8555-555555555555");
+    for _ in 0..3 {
+        w.observe(&a, ConversationState::Idle);
+        w.advance(3_000);
+        w.tick();
+        w.pump();
+        w.submit(&a);
+        w.advance(MINUTE);
+    }
+    w.observe(&a, ConversationState::Idle);
+    w.advance(3_000);
+    w.restart();
+    assert_eq!(w.tick(), 1, "the pause, not a fourth attempt");
+    let levels: Vec<StallLevel> = w
+        .events()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            EventBody::ContinuationStalled { level, .. } => Some(level),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(levels, [StallLevel::Warning, StallLevel::Paused]);
+    assert_eq!(w.attempts().len(), 3);
+    assert_eq!(w.plane.worker(&a).unwrap().continuity.hold, Some(Hold::Stalled));
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0, "held");
+    w.plane.execute(Request::ReleaseHold { actor: w.root.clone(), target: a.clone() }).unwrap();
+    assert_eq!(w.tick(), 1, "continue anyway: the idle conversation is resumed");
+    assert_eq!(w.attempts().len(), 4);
+}
+
+#[test]
+fn simultaneous_idles_share_the_accounts_pacing() {
+    let w = world();
+    w.set_default(auto());
+    let a = w.working("a", "66666666-6666-4666-8666-666666666666");
+    let b = w.working("b", "77777777-7777-4777-8777-777777777777");
+    w.observe(&a, ConversationState::Idle);
+    w.observe(&b, ConversationState::Idle);
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1, "one automatic resume per gap");
+    let next = w.plane.next_continue_at(PACING).expect("the second is scheduled");
+    assert_eq!(next, w.plane.now_ms() + PACING.min_gap_ms);
+    w.advance(PACING.min_gap_ms);
+    assert_eq!(w.tick(), 1);
+    let workers: Vec<WorkerId> = w.attempts().into_iter().map(|(w, _, _)| w).collect();
+    assert_eq!(workers.len(), 2);
+    assert!(workers.contains(&a) && workers.contains(&b));
+}
+
+#[test]
+fn the_keepalive_checkpoints_an_active_worker_and_the_floor_defers_an_event_wake() {
+    let w = world();
+    w.set_default(auto());
+    let a = w.working("a", "88888888-8888-4888-8888-888888888888");
+    // The first resume sets the floor's start.
+    w.observe(&a, ConversationState::Idle);
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1);
+    w.pump();
+    w.submit(&a);
+    // Root messages the worker 1 minute later: kept, delivered at the 15-minute floor.
+    w.advance(MINUTE);
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.send(&root, &a, protocol::MessageKind::Information, "new contract", None, None).unwrap();
+    assert_eq!(w.tick(), 0);
+    let at = w.plane.next_continue_at(PACING).unwrap();
+    w.advance_to(at);
+    assert_eq!(w.tick(), 1, "the event wake at the floor");
+    assert!(w.pump().is_empty(), "a send waits for the turn to end: no mid-turn steering seam yet");
+    w.observe(&a, ConversationState::Idle);
+    assert_eq!(World::resume_sends(&w.pump()).len(), 1);
+    w.submit(&a);
+    assert_eq!(w.tick(), 0, "the idle it waited for rode with it");
+    w.progress(&a);
+    // Still generating 20–21 minutes after that: the keepalive's checkpoint.
+    let keepalive = w.plane.next_continue_at(PACING).unwrap();
+    let since = w.plane.now_ms();
+    assert!((since + 20 * MINUTE..=since + 21 * MINUTE).contains(&keepalive), "{}", keepalive - since);
+    w.advance_to(keepalive);
+    assert_eq!(w.tick(), 1);
+    w.observe(&a, ConversationState::Idle);
+    let prompts = World::resume_sends(&w.pump());
+    assert!(prompts[0].starts_with("[orchestrator checkpoint v1 attempt 3]"), "{}", prompts[0]);
+}
