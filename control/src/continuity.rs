@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use protocol::continuity::{AttemptReason, ContinuationMode, ContinuationPolicy, Hold, StallLevel, Wake};
+use protocol::continuity::{AttemptReason, ContinuationMode, ContinuationPolicy, Hold, StallLevel, Wake, threshold};
 use protocol::executor::ConversationState;
 use protocol::{CommandId, CommandIntent, RunState, WorkerDisposition, WorkerId, WorkerState};
 
@@ -209,6 +209,8 @@ pub struct Continuity {
     pub hold: Option<Hold>,
     /// The sequence number of its latest attempt; 0 before the first.
     pub attempts: u32,
+    /// What started the latest attempt.
+    pub last_reason: Option<AttemptReason>,
     /// The continuation command queued or submitted and not yet finished:
     /// at most one per worker (seed §21.1).
     pub in_flight: Option<CommandId>,
@@ -362,8 +364,9 @@ impl Continuity {
         let p = &self.policy;
         let attempts = self.progress.attempts_without;
         let quiet = now_ms.saturating_sub(self.progress.last_at_ms);
-        let past = |count: Option<u32>, ms: Option<u64>| {
-            count.is_some_and(|c| attempts >= c) || ms.is_some_and(|m| quiet >= m)
+        let past = |count: u32, ms: u64| {
+            threshold(count.into()).is_some_and(|c| u64::from(attempts) >= c)
+                || threshold(ms).is_some_and(|m| quiet >= m)
         };
         if past(p.stall_pause_after_no_progress_attempts, p.stall_pause_after_no_progress_ms) {
             Stall::Pause
@@ -381,8 +384,12 @@ impl Continuity {
         if p.mode != ContinuationMode::Auto || self.hold.is_some() {
             return None;
         }
-        let warn = p.stall_warning_after_no_progress_ms.filter(|_| !self.warned);
-        [warn, p.stall_pause_after_no_progress_ms].into_iter().flatten().map(|ms| self.progress.last_at_ms + ms).min()
+        let warn = threshold(p.stall_warning_after_no_progress_ms).filter(|_| !self.warned);
+        [warn, threshold(p.stall_pause_after_no_progress_ms)]
+            .into_iter()
+            .flatten()
+            .map(|ms| self.progress.last_at_ms + ms)
+            .min()
     }
 
     /// When the active keepalive falls due for `worker`, if it runs at all:
@@ -664,8 +671,8 @@ mod tests {
         assert_eq!(c.stall(5 * MIN), Stall::Clear);
         assert_eq!(c.stall(35 * MIN), Stall::Warn, "30 minutes quiet");
         assert_eq!(c.stall(65 * MIN), Stall::Pause, "60 minutes quiet");
-        c.policy.stall_pause_after_no_progress_ms = None;
-        c.policy.stall_warning_after_no_progress_ms = None;
+        c.policy.stall_pause_after_no_progress_ms = 0;
+        c.policy.stall_warning_after_no_progress_ms = 0;
         assert_eq!(c.stall(1_000 * MIN), Stall::Clear, "no total cap");
 
         // An attempt that progressed counts nothing; one whose submission failed counts.

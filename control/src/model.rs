@@ -461,6 +461,7 @@ impl State {
                     return Err(fail("execution.scheduled out of sequence"));
                 }
                 w.continuity.scheduled(command_id.clone());
+                w.continuity.last_reason = Some(*reason);
             }
             EventBody::ContinuationStalled { worker_id, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;

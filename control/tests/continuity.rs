@@ -288,8 +288,8 @@ fn restarts_at_every_boundary_submit_each_attempt_once() {
 fn the_stall_guard_warns_then_pauses_and_resume_goes_on() {
     let mut w = world();
     w.set_default(ContinuationPolicy {
-        stall_warning_after_no_progress_attempts: Some(2),
-        stall_pause_after_no_progress_attempts: Some(3),
+        stall_warning_after_no_progress_attempts: 2,
+        stall_pause_after_no_progress_attempts: 3,
         ..auto()
     });
     let a = w.working("a", "55555555-5555-4555-8555-555555555555");

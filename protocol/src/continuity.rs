@@ -7,12 +7,12 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Whether an unfinished worker is resumed on its own.
+/// Whether an unfinished worker is resumed on its own (`manual` by default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum ContinuationMode {
-    /// Only an explicit `worker_continue_now` (or follow-up) starts a turn.
-    /// The default for workers of runs that did not opt in (seed §25).
+    /// Only an explicit `worker_continue_now` (or follow-up) starts a turn
+    /// (seed §25: workers of runs that did not opt in).
     #[default]
     Manual,
     /// Auto Resume: an idle conversation of a runnable worker gets a fresh
@@ -20,41 +20,31 @@ pub enum ContinuationMode {
     Auto,
 }
 
-/// How a worker is continued. Every duration is in milliseconds. Changes
-/// are durable events; a run's default is inherited by the workers it
-/// spawns afterwards. No field can make submissions faster than the
-/// account-wide pacing budget allows.
+/// How a worker is continued (durations in ms; 0 turns a stall threshold
+/// off). A run's default is inherited by workers spawned after it is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct ContinuationPolicy {
-    /// Manual or Auto Resume.
+    /// `auto` resumes an unfinished worker when its turn ends.
     pub mode: ContinuationMode,
-    /// How long a conversation must stay idle before it is resumed, so a
-    /// transient state change makes no turn.
+    /// Idle this long before a resume (default 3000).
     pub idle_grace_ms: u64,
-    /// The active keepalive falls due uniformly within
-    /// [`active_keepalive_min_ms`, `active_keepalive_max_ms`] after the
-    /// last continuation submission.
-    ///
-    /// [`active_keepalive_min_ms`]: Self::active_keepalive_min_ms
-    /// [`active_keepalive_max_ms`]: Self::active_keepalive_max_ms
+    /// Checkpoint an active worker this long after its last submission (default 20 min)…
     pub active_keepalive_min_ms: u64,
-    /// See [`active_keepalive_min_ms`](Self::active_keepalive_min_ms).
+    /// …at the latest this long (default 21 min).
     pub active_keepalive_max_ms: u64,
-    /// The floor between two ordinary (non-idle) continuation submissions
-    /// to one worker; an earlier wake is kept and delivered at the floor.
+    /// Least time between two non-idle continuations (default 15 min).
     pub min_continuation_spacing_ms: u64,
-    /// Whether an idle conversation may be resumed inside the floor (an
-    /// ended turn needs its continuation now).
+    /// An idle conversation may be resumed inside that spacing (default true).
     pub idle_may_bypass_min_spacing: bool,
-    /// After this many consecutive attempts without progress, warn.
-    pub stall_warning_after_no_progress_attempts: Option<u32>,
-    /// After this many consecutive attempts without progress, pause.
-    pub stall_pause_after_no_progress_attempts: Option<u32>,
-    /// After this long without progress, warn.
-    pub stall_warning_after_no_progress_ms: Option<u64>,
-    /// After this long without progress, pause.
-    pub stall_pause_after_no_progress_ms: Option<u64>,
+    /// Warn after this many attempts without progress (default 10).
+    pub stall_warning_after_no_progress_attempts: u32,
+    /// Pause after this many (default 20).
+    pub stall_pause_after_no_progress_attempts: u32,
+    /// Warn after this long without progress (default 30 min).
+    pub stall_warning_after_no_progress_ms: u64,
+    /// Pause after this long (default 60 min).
+    pub stall_pause_after_no_progress_ms: u64,
 }
 
 const MINUTE: u64 = 60_000;
@@ -69,10 +59,10 @@ impl Default for ContinuationPolicy {
             active_keepalive_max_ms: 21 * MINUTE,
             min_continuation_spacing_ms: 15 * MINUTE,
             idle_may_bypass_min_spacing: true,
-            stall_warning_after_no_progress_attempts: Some(10),
-            stall_pause_after_no_progress_attempts: Some(20),
-            stall_warning_after_no_progress_ms: Some(30 * MINUTE),
-            stall_pause_after_no_progress_ms: Some(60 * MINUTE),
+            stall_warning_after_no_progress_attempts: 10,
+            stall_pause_after_no_progress_attempts: 20,
+            stall_warning_after_no_progress_ms: 30 * MINUTE,
+            stall_pause_after_no_progress_ms: 60 * MINUTE,
         }
     }
 }
@@ -117,7 +107,8 @@ impl ContinuationPolicy {
     /// Bounds: the grace at most 10 minutes; the keepalive window within
     /// 1 minute to 24 hours and ordered; the floor at least 1 minute (so no
     /// policy turns continuation into a tight loop) and at most 24 hours;
-    /// stall thresholds at least 1, each warning no later than its pause.
+    /// stall thresholds off (0) or at most 10,000 attempts and between
+    /// 1 minute and 30 days, each warning no later than its pause.
     pub fn check(&self) -> Result<(), PolicyRefusal> {
         const DAY: u64 = 24 * 60 * MINUTE;
         let range = |field, got: u64, min, max| {
@@ -137,36 +128,39 @@ impl ContinuationPolicy {
             Some(self.active_keepalive_min_ms),
             Some(self.active_keepalive_max_ms),
         )?;
-        let attempts = [self.stall_warning_after_no_progress_attempts, self.stall_pause_after_no_progress_attempts];
-        for (field, value) in ["stall_warning_after_no_progress_attempts", "stall_pause_after_no_progress_attempts"]
-            .into_iter()
-            .zip(attempts)
-        {
-            if let Some(value) = value {
-                range(field, u64::from(value), 1, 10_000)?;
-            }
-        }
-        for (field, value) in ["stall_warning_after_no_progress_ms", "stall_pause_after_no_progress_ms"]
-            .into_iter()
-            .zip([self.stall_warning_after_no_progress_ms, self.stall_pause_after_no_progress_ms])
-        {
-            if let Some(value) = value {
+        range(
+            "stall_warning_after_no_progress_attempts",
+            self.stall_warning_after_no_progress_attempts.into(),
+            0,
+            10_000,
+        )?;
+        range("stall_pause_after_no_progress_attempts", self.stall_pause_after_no_progress_attempts.into(), 0, 10_000)?;
+        for (field, value) in [
+            ("stall_warning_after_no_progress_ms", self.stall_warning_after_no_progress_ms),
+            ("stall_pause_after_no_progress_ms", self.stall_pause_after_no_progress_ms),
+        ] {
+            if value != 0 {
                 range(field, value, MINUTE, 30 * DAY)?;
             }
         }
         ordered(
             "stall_warning_after_no_progress_attempts",
             "stall_pause_after_no_progress_attempts",
-            attempts[0].map(u64::from),
-            attempts[1].map(u64::from),
+            threshold(self.stall_warning_after_no_progress_attempts.into()),
+            threshold(self.stall_pause_after_no_progress_attempts.into()),
         )?;
         ordered(
             "stall_warning_after_no_progress_ms",
             "stall_pause_after_no_progress_ms",
-            self.stall_warning_after_no_progress_ms,
-            self.stall_pause_after_no_progress_ms,
+            threshold(self.stall_warning_after_no_progress_ms),
+            threshold(self.stall_pause_after_no_progress_ms),
         )
     }
+}
+
+/// A stall threshold that is set: 0 means never.
+pub fn threshold(value: u64) -> Option<u64> {
+    (value != 0).then_some(value)
 }
 
 /// An explicit hold on a worker's automatic turns.
@@ -193,7 +187,8 @@ pub enum StallLevel {
     Paused,
 }
 
-/// What started an execution attempt.
+/// What started an execution attempt: `initial` (the bootstrap), `auto_resume`,
+/// `manual_resume` (`worker_continue_now`), `followup`, `recovery`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptReason {
@@ -279,14 +274,23 @@ mod tests {
             "active_keepalive_min_ms must not exceed active_keepalive_max_ms"
         );
         assert!(
-            refused(ContinuationPolicy { stall_pause_after_no_progress_attempts: Some(0), ..ok })
-                .starts_with("stall_pause_after_no_progress_attempts")
+            refused(ContinuationPolicy { stall_pause_after_no_progress_ms: 1, ..ok })
+                .starts_with("stall_pause_after_no_progress_ms")
         );
         assert!(
-            refused(ContinuationPolicy { stall_warning_after_no_progress_attempts: Some(30), ..ok })
+            refused(ContinuationPolicy { stall_warning_after_no_progress_attempts: 30, ..ok })
                 .contains("must not exceed")
         );
-        assert_eq!(ContinuationPolicy { stall_pause_after_no_progress_ms: None, ..ok }.check(), Ok(()));
+        assert_eq!(
+            ContinuationPolicy {
+                stall_pause_after_no_progress_ms: 0,
+                stall_warning_after_no_progress_attempts: 30,
+                stall_pause_after_no_progress_attempts: 0,
+                ..ok
+            }
+            .check(),
+            Ok(())
+        );
     }
 
     #[test]

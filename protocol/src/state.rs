@@ -68,8 +68,7 @@ impl WorkerState {
     }
 }
 
-/// A worker's execution disposition (Execution Continuity, seed §7.3):
-/// beside [`WorkerState`], whether it is meant to get another ChatGPT turn.
+/// Execution Continuity's disposition (seed §7.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerDisposition {
@@ -82,7 +81,7 @@ pub enum WorkerDisposition {
     /// Held until a person (or root) answers: `worker_await_human`, or a
     /// question or blocker it raised.
     AwaitingHuman,
-    /// Unfinished, with automatic turns stopped by the operator or the stall guard.
+    /// Unfinished, with automatic turns stopped by root or the stall guard.
     Paused,
     /// Finished: no continuation.
     Completed,

@@ -94,7 +94,7 @@ async fn the_inspector_lists_every_tool_without_warnings_and_calls_each() {
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(listed.len(), 23, "{listed:?}");
+    assert_eq!(listed.len(), 31, "{listed:?}");
 
     let mut c = Caller { url, called: BTreeSet::new() };
     let created = c.call("run_create", &[arg("title", "inspected run"), arg("idempotency_key", "r1")]);
@@ -141,6 +141,21 @@ async fn the_inspector_lists_every_tool_without_warnings_and_calls_each() {
     c.call("worker_complete", &[cap_a, arg("summary", "A built"), arg("artifacts", json!(["commit:aaaa"]))]);
     c.call("worker_followup", &[cap(), arg("worker_id", &a_id), arg("instructions", "also build A2")]);
     c.call("worker_interrupt", &[cap(), arg("worker_id", &a_id), arg("reason", "enough")]);
+    // Execution Continuity on beta: policies, holds, continue now.
+    c.call("run_continuation_set_default", &[cap(), arg("policy", json!({"mode": "auto"}))]);
+    let auto = json!({"mode": "auto", "idle_grace_ms": 0, "stall_pause_after_no_progress_ms": 0});
+    c.call("worker_continuation_set", &[cap(), arg("worker_id", &b_id), arg("policy", auto)]);
+    let continuation = c.call("worker_continuation_get", &[cap(), arg("worker_id", &b_id)]);
+    assert_eq!(continuation["policy"]["mode"], "auto", "{continuation}");
+    assert_eq!(continuation["policy"]["idle_grace_ms"], 0, "{continuation}");
+    let paused = c.call("worker_pause", &[cap(), arg("worker_id", &b_id), arg("reason", "look first")]);
+    assert_eq!(paused["disposition"], "paused", "{paused}");
+    let resumed = c.call("worker_continue_now", &[cap(), arg("worker_id", &b_id)]);
+    assert!(resumed.get("hold").is_none(), "continue now clears the pause: {resumed}");
+    c.call("worker_await_dependency", &[cap_b.clone(), arg("reason", "A's API")]);
+    c.call("worker_resume", &[cap_b.clone(), arg("worker_id", &b_id)]);
+    let waiting = c.call("worker_await_human", &[cap_b.clone(), arg("reason", "which database?")]);
+    assert_eq!(waiting["disposition"], "awaiting_human", "{waiting}");
     c.call("worker_fail", &[cap_b, arg("reason", "B cannot be built")]);
     let listed_workers = c.call("worker_list", &[cap()]);
     let beta = listed_workers["workers"].as_array().unwrap().iter().find(|w| w["worker_id"] == b_id.as_str()).unwrap();

@@ -24,7 +24,7 @@ async def main(url, mode):
             hints = tool.annotations
             for hint in ["read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint"]:
                 assert isinstance(getattr(hints, hint), bool), f"{name}.{hint} is not set"
-        assert len(tools) == 23, sorted(tools)
+        assert len(tools) == 31, sorted(tools)
 
         created = await call(root_c, "run_create", {"title": f"flow over {mode}"})
         root = created["root_capability"]
