@@ -404,7 +404,10 @@ impl State {
                 w.conversation_state = Some(*state);
                 w.state_checked_at_ms = at;
                 match state {
-                    ConversationState::Idle if w.state == WorkerState::Running => w.continuity.went_idle(at),
+                    // Waiting counts: once its answer comes, the idle turn is resumed at once.
+                    ConversationState::Idle if matches!(w.state, WorkerState::Running | WorkerState::Waiting) => {
+                        w.continuity.went_idle(at)
+                    }
                     ConversationState::Generating => w.continuity.went_busy(),
                     _ => {}
                 }

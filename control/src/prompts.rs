@@ -4,8 +4,9 @@
 //! leaked transcript leaks nothing but one worker's attach identity. Prompts
 //! are rendered at dispatch from a [`protocol::PromptRef`], never stored.
 
-/// Version of the bootstrap text; bump when the wording changes meaning.
-pub const BOOTSTRAP_VERSION: u32 = 1;
+/// Version of the bootstrap text; bump when the wording changes meaning
+/// (2: the completion contract of Execution Continuity, seed §8.4).
+pub const BOOTSTRAP_VERSION: u32 = 2;
 
 /// The bootstrap prompt for the worker whose attach identity is `attach`.
 pub fn bootstrap_prompt(attach: &str) -> String {
@@ -14,7 +15,9 @@ pub fn bootstrap_prompt(attach: &str) -> String {
          Call the ChatGPT Orchestrator tool worker_attach with attach_identity \"{attach}\" \
          to receive your capability and your assignment, then carry the assignment out to completion. \
          Communicate only through orchestrator tools: worker_progress for progress, message_send to /root \
-         for questions, events_wait for replies. Before ending your task call worker_complete or worker_fail."
+         for questions, events_wait for replies. Before ending a turn: worker_complete if finished, worker_fail if \
+         irrecoverably failed, worker_await_human if a person must act, worker_await_dependency if another worker or \
+         system must change first; otherwise stay active: your conversation may be resumed."
     )
 }
 
@@ -67,7 +70,8 @@ mod tests {
     fn the_prompt_names_only_the_attach_identity() {
         let text = bootstrap_prompt("att_0123_abcd");
         assert!(text.contains("\"att_0123_abcd\""));
-        assert!(text.starts_with("[orchestrator bootstrap v1]"));
+        assert!(text.starts_with("[orchestrator bootstrap v2]"));
+        assert!(text.contains("worker_await_dependency") && text.contains("stay active"));
         assert!(!text.contains("cap_"));
     }
 

@@ -377,3 +377,25 @@ fn the_keepalive_checkpoints_an_active_worker_and_the_floor_defers_an_event_wake
     let prompts = World::resume_sends(&w.pump());
     assert!(prompts[0].starts_with("[orchestrator checkpoint v1 attempt 3]"), "{}", prompts[0]);
 }
+
+#[test]
+fn a_worker_whose_question_is_answered_is_resumed_after_the_grace_not_the_floor() {
+    let w = world();
+    w.set_default(auto());
+    let a = w.working("a", "99999999-9999-4999-8999-999999999999");
+    // One resume first, so the spacing floor would apply to a non-idle wake.
+    w.observe(&a, ConversationState::Idle);
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1);
+    w.pump();
+    w.submit(&a);
+    let me = w.plane.worker(&a).unwrap();
+    let question = w.plane.send(&me, &w.root, protocol::MessageKind::Question, "which port?", None, None).unwrap();
+    w.observe(&a, ConversationState::Idle);
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0, "waiting for its answer");
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.send(&root, &a, protocol::MessageKind::Answer, "7777", Some(&question), None).unwrap();
+    assert_eq!(w.plane.worker(&a).unwrap().state, WorkerState::Running);
+    assert_eq!(w.tick(), 1, "its idle turn is resumed at once, inside the floor");
+}
