@@ -184,6 +184,13 @@ mod tests {
         ContinuationPolicy { mode: ContinuationMode::Auto, ..ContinuationPolicy::default() }
     }
 
+    /// The scheduler found attempt `attempt` of `worker` due on an idle wake.
+    fn due_attempt(worker: WorkerId, attempt: u32) -> Request {
+        let reason = AttemptReason::AutoResume;
+        let action = Action::Schedule { worker, attempt, reason, wakes: vec![Wake::Idle], checkpoint: false };
+        Request::ContinuityDue { actions: vec![action] }
+    }
+
     fn hold(actor: &WorkerId, target: &WorkerId, hold: Hold) -> Request {
         Request::SetHold { actor: actor.clone(), target: target.clone(), hold, reason: "why".into() }
     }
@@ -281,15 +288,7 @@ mod tests {
 
         let mut g = Given::run();
         let a = g.attached("a");
-        let c = Request::ContinuityDue {
-            actions: vec![Action::Schedule {
-                worker: a,
-                attempt: 1,
-                reason: AttemptReason::AutoResume,
-                wakes: vec![Wake::Idle],
-                checkpoint: false,
-            }],
-        };
+        let c = due_attempt(a, 1);
         rows.push((
             "a due attempt is scheduled with its command",
             g,
@@ -299,15 +298,7 @@ mod tests {
 
         let mut g = Given::run();
         let a = g.attached("a");
-        let c = Request::ContinuityDue {
-            actions: vec![Action::Schedule {
-                worker: a,
-                attempt: 2,
-                reason: AttemptReason::AutoResume,
-                wakes: vec![Wake::Idle],
-                checkpoint: false,
-            }],
-        };
+        let c = due_attempt(a, 2);
         rows.push(("an attempt out of sequence is refused", g, c, Err(ErrorCode::InvalidTransition)));
 
         let mut g = Given::run();
