@@ -5,7 +5,7 @@
 //! and the record is rebuilt from the log after a restart, so every
 //! deadline here is a function of durable facts.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use protocol::continuity::{AttemptReason, ContinuationMode, ContinuationPolicy, Hold, StallLevel, Wake, threshold};
 use protocol::executor::ConversationState;
@@ -60,7 +60,8 @@ pub enum Action {
 /// Everything that is due at `now`, workers in id order (so a replay
 /// decides the same). At most one automatic attempt per pacing gap.
 pub fn due(state: &State, now_ms: u64, pacing: Pacing) -> Vec<Action> {
-    let mut workers: Vec<&Worker> = state.workers.values().collect();
+    let open = workers_with_open_commands(state);
+    let mut workers: Vec<&Worker> = state.workers.values().filter(|w| watched(w)).collect();
     workers.sort_by(|a, b| a.id.cmp(&b.id));
     let mut paced_at = state.last_auto_attempt_at_ms;
     let mut actions = Vec::new();
@@ -74,7 +75,7 @@ pub fn due(state: &State, now_ms: u64, pacing: Pacing) -> Vec<Action> {
                 continue;
             }
         }
-        if c.evaluate(run.state, worker.state, command_open(state, &worker.id), now_ms) != Some(Verdict::Submit) {
+        if c.evaluate(run.state, worker.state, open.contains(&worker.id), now_ms) != Some(Verdict::Submit) {
             continue;
         }
         let wakes: Vec<Wake> = c.intent.as_ref().map(|i| i.wakes.iter().cloned().collect()).unwrap_or_default();
@@ -99,13 +100,15 @@ pub fn due(state: &State, now_ms: u64, pacing: Pacing) -> Vec<Action> {
 /// When something next falls due after `now`, if anything is scheduled at all.
 pub fn next_due_at(state: &State, now_ms: u64, pacing: Pacing) -> Option<u64> {
     let paced = state.last_auto_attempt_at_ms.map(|at| at + pacing.min_gap_ms).filter(|at| *at > now_ms);
+    let open = workers_with_open_commands(state);
     state
         .workers
         .values()
+        .filter(|w| watched(w))
         .filter_map(|worker| {
             let run = state.runs.get(&worker.run_id)?;
             let c = pending(worker, now_ms);
-            let verdict = c.evaluate(run.state, worker.state, command_open(state, &worker.id), now_ms);
+            let verdict = c.evaluate(run.state, worker.state, open.contains(&worker.id), now_ms);
             let deferred = match verdict {
                 Some(Verdict::NotBefore(at)) => Some(at),
                 Some(Verdict::Submit) => paced,
@@ -127,7 +130,7 @@ fn pending(worker: &Worker, now_ms: u64) -> Continuity {
     let mut c = worker.continuity.clone();
     let keepalive = worker.conversation.as_ref().and(c.keepalive_due_at(worker.id.as_str()));
     if keepalive.is_some_and(|at| at <= now_ms) && worker.state == WorkerState::Running {
-        c.wake(Wake::ActiveKeepalive, now_ms);
+        c.wake(Wake::ActiveKeepalive);
     }
     // Idle is a fact about the conversation: a stale idle reason (the page is
     // generating again) was already dropped by the fold.
@@ -155,13 +158,24 @@ fn stall_action(worker: &Worker, c: &Continuity, now_ms: u64) -> Option<Action> 
     })
 }
 
-/// Whether a create or a send (a follow-up's, a resume's) is open for the worker.
-fn command_open(state: &State, worker: &WorkerId) -> bool {
+/// Whether anything can fall due for the worker: it is unfinished, and in
+/// Auto mode (keepalive, stall guard) or asked for a turn. The scheduler
+/// runs on every commit, so everyone else is skipped before any work.
+fn watched(worker: &Worker) -> bool {
+    !worker.state.is_terminal()
+        && (worker.continuity.intent.is_some() || worker.continuity.policy.mode == ContinuationMode::Auto)
+}
+
+/// The workers with a create or a send (a follow-up's, a resume's) open:
+/// another turn is then already coming (seed §10.2, step 8). One pass.
+pub(crate) fn workers_with_open_commands(state: &State) -> HashSet<&WorkerId> {
     state
         .open_commands
         .iter()
         .filter_map(|id| state.commands.get(id))
-        .any(|c| &c.worker_id == worker && matches!(c.intent, CommandIntent::Create | CommandIntent::Send { .. }))
+        .filter(|c| matches!(c.intent, CommandIntent::Create | CommandIntent::Send { .. }))
+        .map(|c| &c.worker_id)
+        .collect()
 }
 
 /// The durable, coalesced request for one more turn, not yet delivered.
@@ -169,8 +183,6 @@ fn command_open(state: &State, worker: &WorkerId) -> bool {
 pub struct Intent {
     /// Every reason given so far; one delivery answers them all.
     pub wakes: BTreeSet<Wake>,
-    /// When the first of them arrived.
-    pub since_ms: u64,
 }
 
 impl Intent {
@@ -229,6 +241,8 @@ pub struct Continuity {
     pub attempt_progressed: bool,
     /// Whether the stall guard's warning was raised since the last progress.
     pub warned: bool,
+    /// The wakes the in-flight command carries: asked for again if it fails.
+    pub carried: BTreeSet<Wake>,
 }
 
 /// Why a pending turn is withdrawn for good.
@@ -293,8 +307,8 @@ impl Continuity {
 
     /// Adds a reason for a turn; the same reason twice is one (duplicate
     /// idle reports make one resume).
-    pub fn wake(&mut self, wake: Wake, now_ms: u64) {
-        self.intent.get_or_insert_with(|| Intent { wakes: BTreeSet::new(), since_ms: now_ms }).wakes.insert(wake);
+    pub fn wake(&mut self, wake: Wake) {
+        self.intent.get_or_insert_with(Intent::default).wakes.insert(wake);
     }
 
     /// The conversation was seen idle at `now` while the worker is
@@ -307,7 +321,7 @@ impl Continuity {
         if self.idle_since_ms.is_none() {
             self.idle_since_ms = Some(now_ms);
         }
-        self.wake(Wake::Idle, now_ms);
+        self.wake(Wake::Idle);
     }
 
     /// The conversation was seen generating: an idle reason is moot.
@@ -327,20 +341,30 @@ impl Continuity {
         self.attempts += 1;
         self.in_flight = Some(command);
         self.attempt_progressed = false;
-        self.intent.take().unwrap_or_default()
+        let intent = self.intent.take().unwrap_or_default();
+        self.carried = intent.wakes.clone();
+        intent
     }
 
     /// The in-flight command finished at `now`: `submitted` when its prompt
     /// went in (the turn is open until the conversation is idle again);
-    /// otherwise the attempt ended there, without progress.
+    /// otherwise the attempt ended there, without progress, and what it
+    /// carried is asked for again: a fresh attempt under the same rules
+    /// (the stall guard bounds how often), never a silent stop.
     pub fn command_finished(&mut self, submitted: bool, now_ms: u64) {
         self.in_flight = None;
+        let carried = std::mem::take(&mut self.carried);
         if submitted {
             self.last_submitted_at_ms = Some(now_ms);
             self.idle_since_ms = None;
             self.turn_open = true;
-        } else if !self.attempt_progressed {
+            return;
+        }
+        if !self.attempt_progressed {
             self.progress.attempts_without = self.progress.attempts_without.saturating_add(1);
+        }
+        for wake in carried {
+            self.wake(wake);
         }
     }
 
@@ -496,7 +520,7 @@ mod tests {
     /// A worker that was continued once at `at` and whose turn then ended.
     fn after_one_turn(at: u64) -> Continuity {
         let mut c = auto();
-        c.wake(Wake::Operator, at);
+        c.wake(Wake::Operator);
         c.scheduled(command(1));
         c.command_finished(true, at);
         c
@@ -523,7 +547,7 @@ mod tests {
         let mut c = Continuity::new(ContinuationPolicy::default(), 0);
         c.went_idle(0);
         assert_eq!(verdict(&c, WorkerState::Running, 10_000), Some(Verdict::Hold(Held::Manual)));
-        c.wake(Wake::Operator, 10_000);
+        c.wake(Wake::Operator);
         assert_eq!(verdict(&c, WorkerState::Running, 10_000), Some(Verdict::Submit));
     }
 
@@ -563,7 +587,7 @@ mod tests {
     fn holds_apply_in_the_seeds_order() {
         let mut c = auto();
         c.went_idle(0);
-        c.wake(Wake::Operator, 0);
+        c.wake(Wake::Operator);
         for (hold, held) in [
             (Hold::AwaitingHuman, Held::Human),
             (Hold::AwaitingDependency, Held::Dependency),
@@ -581,7 +605,7 @@ mod tests {
         // Manual mode comes before the stall guard.
         c.policy.mode = ContinuationMode::Manual;
         c.hold = Some(Hold::Stalled);
-        c.intent = Some(Intent { wakes: BTreeSet::from([Wake::Idle]), since_ms: 0 });
+        c.intent = Some(Intent { wakes: BTreeSet::from([Wake::Idle]) });
         assert_eq!(verdict(&c, WorkerState::Running, 10_000), Some(Verdict::Hold(Held::Manual)));
     }
 
@@ -608,8 +632,8 @@ mod tests {
     fn a_wake_inside_the_floor_is_kept_and_delivered_at_it_and_idle_steering_and_operator_bypass_it() {
         let c0 = after_one_turn(0);
         let mut c = c0.clone();
-        c.wake(Wake::ActiveKeepalive, 60_000);
-        c.wake(Wake::Event { kind: "message.sent".into() }, 61_000);
+        c.wake(Wake::ActiveKeepalive);
+        c.wake(Wake::Event { kind: "message.sent".into() });
         assert_eq!(verdict(&c, WorkerState::Running, 61_000), Some(Verdict::NotBefore(15 * MIN)));
         assert_eq!(verdict(&c, WorkerState::Running, 15 * MIN), Some(Verdict::Submit));
         assert_eq!(c.scheduled(command(2)).wakes.len(), 2, "both reasons ride with one delivery");
@@ -622,7 +646,7 @@ mod tests {
 
         for wake in [Wake::Steering, Wake::Operator] {
             let mut c = c0.clone();
-            c.wake(wake, MIN);
+            c.wake(wake);
             assert_eq!(verdict(&c, WorkerState::Running, MIN), Some(Verdict::Submit));
         }
     }
@@ -634,7 +658,7 @@ mod tests {
         c.went_busy();
         assert_eq!(c.intent, None);
         c.went_idle(2 * MIN);
-        c.wake(Wake::ActiveKeepalive, 2 * MIN);
+        c.wake(Wake::ActiveKeepalive);
         c.went_busy();
         assert_eq!(c.intent.as_ref().map(|i| i.wakes.clone()), Some(BTreeSet::from([Wake::ActiveKeepalive])));
     }
@@ -642,7 +666,7 @@ mod tests {
     #[test]
     fn a_launching_worker_coalesces_with_its_create() {
         let mut c = auto();
-        c.wake(Wake::Event { kind: "message.sent".into() }, 0);
+        c.wake(Wake::Event { kind: "message.sent".into() });
         for state in [WorkerState::Created, WorkerState::LaunchRequested, WorkerState::Launching] {
             assert_eq!(verdict(&c, state, 0), Some(Verdict::Coalesce));
         }

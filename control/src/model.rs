@@ -278,7 +278,7 @@ impl State {
                     sender.continuity.progressed(at);
                 }
                 if let Some(recipient) = self.workers.get_mut(to).filter(|w| !w.state.is_terminal() && from != to) {
-                    recipient.continuity.wake(Wake::Event { kind: event.body.kind().to_owned() }, at);
+                    recipient.continuity.wake(Wake::Event { kind: event.body.kind().to_owned() });
                 }
             }
             EventBody::WorkerStateChanged { worker_id, from, to, .. } => {
@@ -453,7 +453,7 @@ impl State {
             }
             EventBody::ContinuationRequested { worker_id, wake } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
-                w.continuity.wake(wake.clone(), at);
+                w.continuity.wake(wake.clone());
             }
             EventBody::ExecutionScheduled { worker_id, attempt, command_id, reason, .. } => {
                 if *reason == protocol::continuity::AttemptReason::AutoResume {

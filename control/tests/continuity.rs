@@ -399,3 +399,23 @@ fn a_worker_whose_question_is_answered_is_resumed_after_the_grace_not_the_floor(
     assert_eq!(w.plane.worker(&a).unwrap().state, WorkerState::Running);
     assert_eq!(w.tick(), 1, "its idle turn is resumed at once, inside the floor");
 }
+
+#[test]
+fn a_continuation_whose_submission_failed_is_asked_for_again_never_dropped() {
+    let w = world();
+    w.set_default(auto());
+    let a = w.working("a", "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa");
+    w.observe(&a, ConversationState::Idle);
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1);
+    w.pump();
+    let command = w.open_send_or_create(&a);
+    w.report(ExecutorFrame::Ack { command_id: command.clone() });
+    let outcome = CommandOutcome::Error { code: protocol::ErrorCode::DeadlineExceeded, detail: "not submitted".into() };
+    w.report(ExecutorFrame::Result { command_id: command, outcome });
+    assert_eq!(w.tick(), 0, "the account's pacing first");
+    w.advance(PACING.min_gap_ms);
+    assert_eq!(w.tick(), 1, "a fresh attempt, not a silent stop");
+    assert_eq!(w.attempts().len(), 2);
+    assert_eq!(w.plane.worker(&a).unwrap().continuity.progress.attempts_without, 1, "counted by the stall guard");
+}
