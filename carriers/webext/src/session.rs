@@ -171,6 +171,9 @@ where
         Err(end) => {
             close(&mut sink, &end).await;
             tracing::info!(reason = ?end, "executor refused at handshake");
+            if matches!(end, End::Closed(_)) {
+                linger(sink, stream).await;
+            }
             return;
         }
     };
@@ -182,6 +185,7 @@ where
         Err(reason) => {
             tracing::info!(executor = %peer.executor_id, reason = %reason.text(), "executor refused at registration");
             close(&mut sink, &End::Closed(reason)).await;
+            linger(sink, stream).await;
             return;
         }
     };
@@ -246,8 +250,16 @@ where
     };
     tracing::info!(executor = %peer.executor_id, %reason, "executor disconnected");
     bridge.unregister(&peer.executor_id, &peer.instance_id, serial, reason).await;
+    if matches!(end, End::Closed(_)) {
+        linger(sink, stream).await;
+    }
 }
 
+/// How long a closing session keeps reading for the executor's answering
+/// close frame before it drops the connection.
+const CLOSE_LINGER: Duration = Duration::from_secs(2);
+
+/// Sends the close frame, if the daemon is the one closing.
 async fn close<K>(sink: &mut K, end: &End)
 where
     K: Sink<Message, Error = axum::Error> + Unpin,
@@ -256,5 +268,24 @@ where
         let frame = CloseFrame { code: reason.code(), reason: reason.text().into() };
         let _ = sink.send(Message::Close(Some(frame))).await;
     }
+}
+
+/// Reads (and discards) what the executor still had in flight until its
+/// answering close, EOF or [`CLOSE_LINGER`], then drops the connection:
+/// closing a socket with unread input makes the kernel send a reset, which
+/// can destroy the close frame (and its reason) before the executor reads it.
+async fn linger<K, S>(mut sink: K, mut stream: S)
+where
+    K: Sink<Message, Error = axum::Error> + Unpin,
+    S: Stream<Item = Result<Message, axum::Error>> + Unpin,
+{
+    let drain = async {
+        while let Some(Ok(message)) = stream.next().await {
+            if matches!(message, Message::Close(_)) {
+                break;
+            }
+        }
+    };
+    let _ = timeout(CLOSE_LINGER, drain).await;
     let _ = sink.close().await;
 }
