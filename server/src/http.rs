@@ -37,6 +37,8 @@ pub struct HttpConfig {
     pub mcp_secret: Option<String>,
     /// The token `/admin/status` requires; no admin route without one.
     pub admin_token: Option<String>,
+    /// OAuth 2.1 for hosts that require it (needs `mcp_secret`, the owner key).
+    pub oauth: Option<Arc<crate::oauth::OAuth>>,
 }
 
 /// The axum app over `plane`, with the executor bridge's `/executor` route.
@@ -74,12 +76,17 @@ pub fn app(
         let (hosts, secret) = (config.allowed_hosts.clone(), config.mcp_secret.is_some());
         router = router.merge(crate::admin::router(admin_plane, bridge, hosts, secret, token.clone()));
     }
+    if let Some(oauth) = &config.oauth {
+        let host_check = middleware::from_fn_with_state(Arc::new(hosts.clone()), require_host);
+        router = router.merge(oauth.router().route_layer(host_check));
+    }
     let router = match &config.mcp_secret {
         None => router.nest_service("/mcp", service),
         Some(secret) => {
+            let access = Arc::new(Access { secret: secret.clone(), oauth: config.oauth.clone() });
             let bearer = Router::new()
                 .nest_service("/mcp", service.clone())
-                .route_layer(middleware::from_fn_with_state(Arc::new(secret.clone()), require_bearer));
+                .route_layer(middleware::from_fn_with_state(access, require_bearer));
             router.merge(bearer).nest_service(&format!("/s/{secret}/mcp"), service)
         }
     };
@@ -124,11 +131,21 @@ pub(crate) fn bears(request: &Request, secret: &str) -> bool {
     given.len() == secret.len() && given.bytes().zip(secret.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
-async fn require_bearer(State(secret): State<Arc<String>>, request: Request, next: Next) -> Response {
-    if bears(&request, &secret) {
-        next.run(request).await
-    } else {
-        (StatusCode::UNAUTHORIZED, "UNAUTHORIZED: bearer secret required").into_response()
+/// Who may call `/mcp`: the secret as a bearer, or (with OAuth) an access
+/// token issued for it.
+struct Access {
+    secret: String,
+    oauth: Option<Arc<crate::oauth::OAuth>>,
+}
+
+async fn require_bearer(State(access): State<Arc<Access>>, request: Request, next: Next) -> Response {
+    if bears(&request, &access.secret) {
+        return next.run(request).await;
+    }
+    match &access.oauth {
+        Some(oauth) if oauth.admits(request.headers()).await => next.run(request).await,
+        Some(oauth) => oauth.challenge(),
+        None => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED: bearer secret required").into_response(),
     }
 }
 

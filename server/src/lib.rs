@@ -18,6 +18,7 @@ pub mod doctor;
 pub mod exposure;
 pub mod http;
 pub mod inspect_page;
+pub mod oauth;
 pub mod peers;
 pub mod service;
 pub mod state_dir;

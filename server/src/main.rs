@@ -40,6 +40,14 @@ enum Cmd {
         /// Accept requests carrying this Origin (scheme://host[:port]). Repeatable.
         #[arg(long = "allowed-origin")]
         allowed_origins: Vec<String>,
+        /// Also offer OAuth 2.1 at the exposed host, for MCP hosts that require
+        /// it: the owner approves each client with the owner key (docs/setup.md).
+        #[arg(long)]
+        oauth: bool,
+        /// The origin hosts reach the daemon at, for OAuth (default:
+        /// https://<first --allowed-host>).
+        #[arg(long, requires = "oauth")]
+        public_url: Option<String>,
         /// A client must send a request's headers within this many ms, or is disconnected.
         #[arg(long, default_value_t = 10_000)]
         header_read_timeout_ms: u64,
@@ -568,6 +576,8 @@ async fn main() -> anyhow::Result<()> {
             listen,
             allowed_hosts,
             allowed_origins,
+            oauth,
+            public_url,
             header_read_timeout_ms,
             body_read_timeout_ms,
             executor,
@@ -594,11 +604,36 @@ async fn main() -> anyhow::Result<()> {
                      every tool. Run `orchestrator expose --host {exposed}` and paste the URL it prints into ChatGPT"
                 );
             }
+            let oauth_url = match (oauth, allowed_hosts.first(), &mcp_secret) {
+                (false, ..) => None,
+                (true, Some(exposed), Some(_)) => {
+                    Some(server::oauth::check_public_url(&public_url.unwrap_or_else(|| format!("https://{exposed}")))?)
+                }
+                (true, ..) => bail!(
+                    "--oauth needs an exposed host and its owner key: run `orchestrator expose --host <hostname>` and \
+                     pass --allowed-host <hostname>"
+                ),
+            };
             let setup = setup_facts(&host, &allowed_hosts, mcp_secret.is_some());
             let (dir, plane) = open_plane(StateDir::open(&state_dir)?, host)?;
             let credentials = Credentials::open_or_create(&dir.path().join("executors"))?;
             let admin_token = Some(server::admin::issue_token(dir.path())?);
-            let config = HttpConfig { allowed_hosts, allowed_origins, mcp_secret, admin_token };
+            let oauth = match (oauth_url, &mcp_secret) {
+                (Some(public_url), Some(owner_key)) => {
+                    let setup = server::oauth::OAuthSetup {
+                        public_url,
+                        owner_key: owner_key.clone(),
+                        state_dir: dir.path().to_owned(),
+                    };
+                    Some(server::oauth::OAuth::start(setup).await?)
+                }
+                _ => None,
+            };
+            let oauth_facts = oauth
+                .as_ref()
+                .map(|o| format!("\nsetup: OAuth 2.1 offered; hosts discover it at {}", o.resource_metadata_url()));
+            let setup = setup + &oauth_facts.unwrap_or_default();
+            let config = HttpConfig { allowed_hosts, allowed_origins, mcp_secret, admin_token, oauth };
             let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
             let addr = listener.local_addr()?;
             dir.record_endpoint(&format!("http://{}/mcp", loopback_of(addr)))?;
@@ -650,14 +685,21 @@ async fn main() -> anyhow::Result<()> {
             let url = server::exposure::paste_url(&host, &secret);
             let serve = format!("orchestrator serve --allowed-host {host}");
             if json {
-                println!("{}", serde_json::json!({ "url": url, "host": host, "serve": serve }));
+                let oauth = serde_json::json!({
+                    "serve": format!("{serve} --oauth"),
+                    "url": format!("https://{host}/mcp"),
+                    "ownerKey": secret,
+                });
+                println!("{}", serde_json::json!({ "url": url, "host": host, "serve": serve, "oauth": oauth }));
             } else {
                 println!(
                     "Paste this URL into ChatGPT (Settings → Apps → Create, authentication: none):\n  {url}\n\n\
                      Run the daemon as:\n  {serve}\nand point your tunnel at it, for example:\n  \
                      cloudflared tunnel --url http://127.0.0.1:7777\n\n\
                      The URL is the credential: anyone holding it can use every tool. `--rotate` replaces it \
-                     (restart serve afterwards)."
+                     (restart serve afterwards).\n\n\
+                     For a host that requires OAuth: run `{serve} --oauth`, give the host https://{host}/mcp, and \
+                     approve its request by typing this owner key on the page it opens:\n  {secret}"
                 );
             }
         }

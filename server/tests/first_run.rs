@@ -135,6 +135,59 @@ fn the_pasted_url_works_through_a_tunnel_and_the_executor_endpoint_does_not() {
     assert_eq!(upgrade(&daemon.addr, "/executor"), 101, "a loopback executor still connects");
 }
 
+/// `serve --oauth` for hosts that require OAuth 2.1, through the tunnel:
+/// the Python SDK's own OAuth client discovers everything from a 401,
+/// registers, gets the owner's consent (a wrong owner key and another
+/// site's form are refused) and uses the tools with the token, in both
+/// protocol modes. Unauthenticated `/mcp` names the resource metadata;
+/// `/executor` stays unreachable; the registration outlives a restart.
+#[test]
+fn oauth_through_a_tunnel_with_the_python_sdk() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let printed = expose(dir.path());
+    let owner_key = printed["oauth"]["ownerKey"].as_str().unwrap().to_owned();
+    assert_eq!(printed["oauth"]["serve"], "orchestrator serve --allowed-host tunnel.example --oauth");
+    let tunnel = support::Tunnel::bind("tunnel.example");
+    let public = format!("http://{}", tunnel.addr);
+    let args = ["--allowed-host", "tunnel.example", "--oauth", "--public-url", &public];
+    let daemon = Daemon::start_with(dir.path(), &args, &[]);
+    tunnel.forward_to(&daemon.addr);
+    for mode in ["auto", "legacy"] {
+        let out = support::python("oauth_flow.py", &[&format!("{public}/mcp"), &owner_key, mode]);
+        assert!(out.contains(&format!("oauth over {mode}: ok")), "{out}");
+    }
+    let r = support::request(&tunnel.addr, "POST", "/mcp", &[("Content-Type", "application/json")], "{}");
+    assert_eq!(r.status, 401);
+    let challenge = r.header("www-authenticate").unwrap_or_default();
+    let metadata_url = format!("{public}/.well-known/oauth-protected-resource/mcp");
+    assert!(challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")), "{challenge}");
+    let (status, body) = http(&tunnel.addr, "GET", "/.well-known/oauth-protected-resource/mcp", &[], "");
+    assert_eq!(status, 200);
+    let resource: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(resource["resource"], format!("{public}/mcp"));
+    assert_eq!(resource["authorization_servers"][0], public);
+    let wrong = [("Authorization", "Bearer not-a-token"), ("Content-Type", "application/json")];
+    assert_eq!(http(&tunnel.addr, "POST", "/mcp", &wrong, "{}").0, 401, "an unknown token");
+    assert_eq!(support::upgrade_status(&tunnel.addr, "/executor", None, &[]), 403, "no executor through the tunnel");
+    assert_eq!(http(&daemon.addr, "GET", "/authorize", &[("Host", "evil.example")], "").0, 403, "allowed hosts only");
+
+    let kept = dir.path().join(server::oauth::CLIENTS_FILE);
+    assert_eq!(std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777, 0o600);
+    let clients: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&kept).unwrap()).unwrap();
+    assert_eq!(clients.len(), 2, "one registration per flow");
+    drop(daemon);
+    let daemon = Daemon::start_with(dir.path(), &args, &[]);
+    let client_id = clients[0]["client_id"].as_str().unwrap();
+    let authorize = format!(
+        "/authorize?response_type=code&client_id={client_id}&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcallback\
+         &scope=mcp&state=s&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256"
+    );
+    let (status, page) = http(&daemon.addr, "GET", &authorize, &[], "");
+    assert_eq!(status, 200, "the kept client is known after a restart: {page}");
+    assert!(page.contains("Allow an MCP client"), "{page}");
+}
+
 /// A worker spawned while the setup is incomplete says so in `worker_list`
 /// and `run_get`: the missing app label first, then the missing executor,
 /// each with the next step (instead of a bare `launch_requested`).

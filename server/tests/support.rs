@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A running `orchestrator serve` on an ephemeral loopback port.
@@ -428,20 +429,39 @@ pub fn upgrade_status(addr: &str, path: &str, host: Option<&str>, extra: &[(&str
 /// passes upgrades through untouched otherwise.
 pub struct Tunnel {
     pub addr: String,
+    upstream: Arc<std::sync::OnceLock<String>>,
 }
 
 impl Tunnel {
     pub fn start(upstream: &str, public_host: &str) -> Tunnel {
+        let tunnel = Tunnel::bind(public_host);
+        tunnel.forward_to(upstream);
+        tunnel
+    }
+
+    /// A tunnel whose address is known before the daemon it forwards to
+    /// starts (the daemon's OAuth issuer names it); [`Tunnel::forward_to`]
+    /// before the first request.
+    pub fn bind(public_host: &str) -> Tunnel {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let (upstream, public_host) = (upstream.to_owned(), public_host.to_owned());
+        let upstream: Arc<std::sync::OnceLock<String>> = Arc::default();
+        let (target, public_host) = (upstream.clone(), public_host.to_owned());
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
-                let (upstream, public_host) = (upstream.clone(), public_host.clone());
-                std::thread::spawn(move || Tunnel::forward(client, &upstream, &public_host));
+                let (target, public_host) = (target.clone(), public_host.clone());
+                std::thread::spawn(move || {
+                    if let Some(upstream) = target.get() {
+                        Tunnel::forward(client, upstream, &public_host)
+                    }
+                });
             }
         });
-        Tunnel { addr }
+        Tunnel { addr, upstream }
+    }
+
+    pub fn forward_to(&self, upstream: &str) {
+        self.upstream.set(upstream.to_owned()).expect("forwarded once");
     }
 
     fn forward(mut client: TcpStream, upstream: &str, public_host: &str) {
