@@ -209,6 +209,9 @@ const PRODUCT: [(&str, &[&str]); 11] = [
             "tracing",
             "tracing-subscriber",
             "mcp-client",
+            "oauth-as",
+            "serde_urlencoded",
+            "base64",
         ],
     ),
 ];
