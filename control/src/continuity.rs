@@ -20,11 +20,22 @@ use crate::model::{State, Worker};
 pub struct Pacing {
     /// The least time between two automatic (auto-resume) attempts, across all workers.
     pub min_gap_ms: u64,
+    /// How long every automatic attempt waits after ChatGPT said "Too many
+    /// requests" on any managed tab (its dialog names no time, so this is
+    /// a conservative constant).
+    pub rate_limit_wait_ms: u64,
 }
 
 impl Default for Pacing {
     fn default() -> Self {
-        Self { min_gap_ms: 5_000 }
+        Self { min_gap_ms: 5_000, rate_limit_wait_ms: 15 * 60_000 }
+    }
+}
+
+impl Pacing {
+    /// Until when automatic attempts wait for a rate limit seen in `state`.
+    fn rate_limited_until(&self, state: &State) -> Option<u64> {
+        state.rate_limited_at_ms.map(|at| at.saturating_add(self.rate_limit_wait_ms))
     }
 }
 
@@ -64,6 +75,7 @@ pub fn due(state: &State, now_ms: u64, pacing: Pacing) -> Vec<Action> {
     let mut workers: Vec<&Worker> = state.workers.values().filter(|w| watched(w)).collect();
     workers.sort_by(|a, b| a.id.cmp(&b.id));
     let mut paced_at = state.last_auto_attempt_at_ms;
+    let rate_limited = pacing.rate_limited_until(state).is_some_and(|until| now_ms < until);
     let mut actions = Vec::new();
     for worker in workers {
         let Some(run) = state.runs.get(&worker.run_id) else { continue };
@@ -81,15 +93,22 @@ pub fn due(state: &State, now_ms: u64, pacing: Pacing) -> Vec<Action> {
         let wakes: Vec<Wake> = c.intent.as_ref().map(|i| i.wakes.iter().cloned().collect()).unwrap_or_default();
         let manual = wakes.iter().any(|w| matches!(w, Wake::Operator | Wake::Steering));
         if !manual {
-            if paced_at.is_some_and(|at| now_ms < at + pacing.min_gap_ms) {
+            if rate_limited || paced_at.is_some_and(|at| now_ms < at + pacing.min_gap_ms) {
                 continue;
             }
             paced_at = Some(now_ms);
         }
+        let reason = if manual {
+            AttemptReason::ManualResume
+        } else if wakes.contains(&Wake::Recovery) {
+            AttemptReason::Recovery
+        } else {
+            AttemptReason::AutoResume
+        };
         actions.push(Action::Schedule {
             worker: worker.id.clone(),
             attempt: c.attempts + 1,
-            reason: if manual { AttemptReason::ManualResume } else { AttemptReason::AutoResume },
+            reason,
             checkpoint: wakes.contains(&Wake::ActiveKeepalive),
             wakes,
         });
@@ -99,7 +118,11 @@ pub fn due(state: &State, now_ms: u64, pacing: Pacing) -> Vec<Action> {
 
 /// When something next falls due after `now`, if anything is scheduled at all.
 pub fn next_due_at(state: &State, now_ms: u64, pacing: Pacing) -> Option<u64> {
-    let paced = state.last_auto_attempt_at_ms.map(|at| at + pacing.min_gap_ms).filter(|at| *at > now_ms);
+    let paced = [state.last_auto_attempt_at_ms.map(|at| at + pacing.min_gap_ms), pacing.rate_limited_until(state)]
+        .into_iter()
+        .flatten()
+        .filter(|at| *at > now_ms)
+        .max();
     let open = workers_with_open_commands(state);
     state
         .workers
@@ -196,7 +219,7 @@ impl Intent {
     /// and root's corrective steering are not spam.
     fn bypasses_floor(&self, policy: &ContinuationPolicy) -> bool {
         self.wakes.iter().any(|w| match w {
-            Wake::Idle => policy.idle_may_bypass_min_spacing,
+            Wake::Idle | Wake::Recovery => policy.idle_may_bypass_min_spacing,
             Wake::Operator | Wake::Steering => true,
             Wake::ActiveKeepalive | Wake::Event { .. } => false,
         })
@@ -243,6 +266,17 @@ pub struct Continuity {
     pub warned: bool,
     /// The wakes the in-flight command carries: asked for again if it fails.
     pub carried: BTreeSet<Wake>,
+}
+
+/// How a continuation's command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// Its prompt went in.
+    Submitted,
+    /// It surely did not (refused, timed out before typing, the tab closed).
+    Undelivered,
+    /// It may have (`AMBIGUOUS_SUBMISSION`, `OUTCOME_UNKNOWN`).
+    Uncertain,
 }
 
 /// Why a pending turn is withdrawn for good.
@@ -324,11 +358,25 @@ impl Continuity {
         self.wake(Wake::Idle);
     }
 
-    /// The conversation was seen generating: an idle reason is moot.
+    /// The turn ended on "Message delivery timed out" at `now`: the attempt
+    /// ends there (without progress, unless it made some) and a recovery
+    /// is asked for, a fresh `continue` through the same rules.
+    pub fn delivery_timed_out(&mut self, now_ms: u64) {
+        if std::mem::take(&mut self.turn_open) && !self.attempt_progressed {
+            self.progress.attempts_without = self.progress.attempts_without.saturating_add(1);
+        }
+        if self.idle_since_ms.is_none() {
+            self.idle_since_ms = Some(now_ms);
+        }
+        self.wake(Wake::Recovery);
+    }
+
+    /// The conversation was seen generating: an idle or recovery reason is moot.
     pub fn went_busy(&mut self) {
         self.idle_since_ms = None;
         if let Some(intent) = &mut self.intent {
             intent.wakes.remove(&Wake::Idle);
+            intent.wakes.remove(&Wake::Recovery);
             if intent.wakes.is_empty() {
                 self.intent = None;
             }
@@ -346,15 +394,18 @@ impl Continuity {
         intent
     }
 
-    /// The in-flight command finished at `now`: `submitted` when its prompt
-    /// went in (the turn is open until the conversation is idle again);
-    /// otherwise the attempt ended there, without progress, and what it
-    /// carried is asked for again: a fresh attempt under the same rules
-    /// (the stall guard bounds how often), never a silent stop.
-    pub fn command_finished(&mut self, submitted: bool, now_ms: u64) {
+    /// The in-flight command finished at `now`. Submitted: the turn is open
+    /// until the conversation is idle again. Otherwise the attempt ended
+    /// there, without progress. Undelivered, what it carried is asked for
+    /// again: a fresh attempt under the same rules (the stall guard bounds
+    /// how often), never a silent stop; but not a recovery, which waits for
+    /// a new look at the page (an unchanged error page is never spun
+    /// against). Uncertain, nothing is asked again: the prompt may be in,
+    /// and a resend could duplicate it (the worker is paused for a look).
+    pub fn command_finished(&mut self, finish: Finish, now_ms: u64) {
         self.in_flight = None;
         let carried = std::mem::take(&mut self.carried);
-        if submitted {
+        if finish == Finish::Submitted {
             self.last_submitted_at_ms = Some(now_ms);
             self.idle_since_ms = None;
             self.turn_open = true;
@@ -363,8 +414,10 @@ impl Continuity {
         if !self.attempt_progressed {
             self.progress.attempts_without = self.progress.attempts_without.saturating_add(1);
         }
-        for wake in carried {
-            self.wake(wake);
+        if finish == Finish::Undelivered {
+            for wake in carried.into_iter().filter(|w| *w != Wake::Recovery) {
+                self.wake(wake);
+            }
         }
     }
 
@@ -522,7 +575,7 @@ mod tests {
         let mut c = auto();
         c.wake(Wake::Operator);
         c.scheduled(command(1));
-        c.command_finished(true, at);
+        c.command_finished(Finish::Submitted, at);
         c
     }
 
@@ -677,7 +730,7 @@ mod tests {
         let mut c = auto();
         let turn = |c: &mut Continuity, n: u8| {
             c.scheduled(command(n));
-            c.command_finished(true, 0);
+            c.command_finished(Finish::Submitted, 0);
             c.went_idle(0);
         };
         for n in 0..9 {
@@ -702,11 +755,11 @@ mod tests {
         // An attempt that progressed counts nothing; one whose submission failed counts.
         c.scheduled(command(30));
         c.progressed(MIN);
-        c.command_finished(true, MIN);
+        c.command_finished(Finish::Submitted, MIN);
         c.went_idle(MIN);
         assert_eq!(c.progress.attempts_without, 0);
         c.scheduled(command(31));
-        c.command_finished(false, MIN);
+        c.command_finished(Finish::Undelivered, MIN);
         assert_eq!(c.progress.attempts_without, 1);
     }
 

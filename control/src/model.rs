@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use protocol::continuity::{ContinuationPolicy, Wake};
 use protocol::executor::{CommandOutcome, ConversationState};
 
-use crate::continuity::Continuity;
+use crate::continuity::{Continuity, Finish};
 use protocol::{
     Assignment, CommandId, CommandIntent, ConversationId, Event, EventBody, MessageId, RunId, RunState, WorkerId,
     WorkerState,
@@ -167,6 +167,9 @@ pub struct State {
     /// When the last automatic (auto-resume) attempt was scheduled, across
     /// all runs: the account-wide pacing counts from it.
     pub last_auto_attempt_at_ms: Option<u64>,
+    /// When ChatGPT last said "Too many requests" on a managed tab: every
+    /// automatic attempt waits the scheduler's rate-limit wait from it.
+    pub rate_limited_at_ms: Option<u64>,
     /// The runtime pools' managed-carrier records.
     pub runtime: registry::Registry,
     /// When each executor's current session began (its last `executor.connected`):
@@ -357,9 +360,14 @@ impl State {
                 self.open_commands.retain(|id| id != command_id);
                 let sent =
                     matches!(c.intent, CommandIntent::Send { .. }) && matches!(outcome, CommandOutcome::Ok { .. });
+                let finish = match outcome {
+                    _ if sent => Finish::Submitted,
+                    CommandOutcome::Error { code, .. } if code.outcome_uncertain() => Finish::Uncertain,
+                    _ => Finish::Undelivered,
+                };
                 if let Some(w) = self.workers.get_mut(&worker_id) {
                     if w.continuity.in_flight.as_ref() == Some(command_id) {
-                        w.continuity.command_finished(sent, at);
+                        w.continuity.command_finished(finish, at);
                     }
                     // A submitted prompt starts a new turn: every wake that came
                     // while it was pending rides with it (seed §10.2, step 8).
@@ -409,6 +417,14 @@ impl State {
                         w.continuity.went_idle(at)
                     }
                     ConversationState::Generating => w.continuity.went_busy(),
+                    // "Message delivery timed out": the turn ended without an
+                    // answer; a recovery is asked for (Retry is never clicked).
+                    ConversationState::Error
+                        if *error == Some(protocol::ErrorCode::DeliveryTimeout)
+                            && matches!(w.state, WorkerState::Running | WorkerState::Waiting) =>
+                    {
+                        w.continuity.delivery_timed_out(at)
+                    }
                     _ => {}
                 }
                 // An app setup state outlives page state changes: it clears when the
@@ -456,7 +472,8 @@ impl State {
                 w.continuity.wake(wake.clone());
             }
             EventBody::ExecutionScheduled { worker_id, attempt, command_id, reason, .. } => {
-                if *reason == protocol::continuity::AttemptReason::AutoResume {
+                use protocol::continuity::AttemptReason;
+                if matches!(reason, AttemptReason::AutoResume | AttemptReason::Recovery) {
                     self.last_auto_attempt_at_ms = Some(at);
                 }
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
@@ -469,6 +486,10 @@ impl State {
             EventBody::ContinuationStalled { worker_id, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.continuity.warned = true;
+            }
+            EventBody::ContinuationRateLimited { worker_id, .. } => {
+                touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                self.rate_limited_at_ms = Some(at);
             }
         }
         self.runtime.apply(event).map_err(|e| fail(&e.to_string()))?;

@@ -891,6 +891,9 @@ fn publish(broker: &Broker, changes: &tokio::sync::watch::Sender<u64>, events: &
             EventBody::ConversationError { worker_id, code, .. } => {
                 tracing::info!(run = %event.run_id, worker = %worker_id, %code, "conversation needs attention");
             }
+            EventBody::ContinuationRateLimited { worker_id, .. } => {
+                tracing::warn!(run = %event.run_id, worker = %worker_id, "ChatGPT rate limit: automatic continuation waits");
+            }
             _ => {}
         }
     }

@@ -15,7 +15,7 @@ use protocol::continuity::{AttemptReason, ContinuationMode, ContinuationPolicy, 
 use protocol::executor::{CommandOp, CommandOutcome, ConversationState, ExecutorFrame};
 use protocol::{Assignment, EventBody, WorkerId, WorkerState};
 
-const PACING: Pacing = Pacing { min_gap_ms: 5_000 };
+const PACING: Pacing = Pacing { min_gap_ms: 5_000, rate_limit_wait_ms: 15 * MINUTE };
 const MINUTE: u64 = 60_000;
 
 struct World {
@@ -418,4 +418,134 @@ fn a_continuation_whose_submission_failed_is_asked_for_again_never_dropped() {
     assert_eq!(w.tick(), 1, "a fresh attempt, not a silent stop");
     assert_eq!(w.attempts().len(), 2);
     assert_eq!(w.plane.worker(&a).unwrap().continuity.progress.attempts_without, 1, "counted by the stall guard");
+}
+
+impl World {
+    /// The page of `worker` shows an incident (`state: error` with `code`).
+    fn incident(&self, worker: &WorkerId, code: protocol::ErrorCode) {
+        self.report(ExecutorFrame::ConversationState {
+            worker_id: worker.clone(),
+            state: ConversationState::Error,
+            error: Some(code),
+        });
+    }
+
+    /// The open continuation of `worker` ends with `code`.
+    fn fail_open(&self, worker: &WorkerId, code: protocol::ErrorCode) {
+        let command = self.open_send_or_create(worker);
+        self.report(ExecutorFrame::Ack { command_id: command.clone() });
+        let outcome = CommandOutcome::Error { code, detail: String::new() };
+        self.report(ExecutorFrame::Result { command_id: command, outcome });
+    }
+
+    fn hold(&self, worker: &WorkerId) -> Option<Hold> {
+        self.plane.worker(worker).unwrap().continuity.hold
+    }
+}
+
+/// "Message delivery timed out" ends the attempt; the next is a fresh
+/// `continue` (reason recovery, a new command through the same path).
+/// When that one cannot be delivered either, the unchanged error page is
+/// not spun against: nothing more until the page is seen again.
+#[test]
+fn a_delivery_timeout_is_recovered_by_a_fresh_continue_and_never_spun() {
+    let w = world();
+    w.set_default(auto());
+    let a = w.working("a", "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb");
+    w.incident(&a, protocol::ErrorCode::DeliveryTimeout);
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1);
+    let sends = World::resume_sends(&w.pump());
+    assert_eq!(sends.len(), 1, "one fresh user turn");
+    assert!(sends[0].starts_with("[orchestrator resume v1 attempt 1] Continue"), "{}", sends[0]);
+    assert_eq!(w.attempts().last().unwrap().2, AttemptReason::Recovery);
+    w.fail_open(&a, protocol::ErrorCode::DeadlineExceeded);
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0, "the same error page is not tried again");
+    assert_eq!(w.attempts().len(), 1);
+    // A new look at the page (idle now) is a new reason.
+    w.observe(&a, ConversationState::Idle);
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1);
+    assert_eq!(w.attempts().last().unwrap().2, AttemptReason::AutoResume);
+}
+
+/// A continuation that may have gone in is never sent again on its own:
+/// the worker is paused with the reason, and resumed only when asked.
+#[test]
+fn an_ambiguous_continuation_pauses_the_worker_and_resends_nothing() {
+    let w = world();
+    w.set_default(auto());
+    let a = w.working("a", "cccccccc-cccc-4ccc-8ccc-cccccccccccc");
+    w.observe(&a, ConversationState::Idle);
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1);
+    w.pump();
+    w.fail_open(&a, protocol::ErrorCode::AmbiguousSubmission);
+    assert_eq!(w.hold(&a), Some(Hold::Paused));
+    let reason = w.events().into_iter().rev().find_map(|e| match e.body {
+        EventBody::WorkerHoldChanged { reason, .. } => reason,
+        _ => None,
+    });
+    assert!(reason.unwrap().starts_with("AMBIGUOUS_SUBMISSION"));
+    w.observe(&a, ConversationState::Generating);
+    w.observe(&a, ConversationState::Idle);
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0, "no automatic resend");
+    w.plane.execute(Request::ReleaseHold { actor: w.root.clone(), target: a.clone() }).unwrap();
+    w.advance(PACING.min_gap_ms);
+    assert_eq!(w.tick(), 1, "resumed once released");
+    assert_eq!(w.attempts().len(), 2);
+}
+
+/// A page the adapter does not recognise pauses that worker only.
+#[test]
+fn an_unrecognised_page_pauses_that_worker_and_keeps_a_wait_for_a_person() {
+    let w = world();
+    w.set_default(auto());
+    let a = w.working("a", "dddddddd-dddd-4ddd-8ddd-dddddddddddd");
+    let b = w.working("b", "eeeeeeee-eeee-4eee-8eee-eeeeeeeeeeee");
+    w.incident(&a, protocol::ErrorCode::HostUiChanged);
+    assert_eq!(w.hold(&a), Some(Hold::Paused));
+    assert_eq!(w.hold(&b), None);
+    w.observe(&b, ConversationState::Idle);
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1);
+    assert_eq!(w.attempts()[0].0, b, "the other worker goes on");
+    w.plane
+        .execute(Request::SetHold {
+            actor: b.clone(),
+            target: b.clone(),
+            hold: Hold::AwaitingHuman,
+            reason: "?".into(),
+        })
+        .unwrap();
+    w.incident(&b, protocol::ErrorCode::HostUiChanged);
+    assert_eq!(w.hold(&b), Some(Hold::AwaitingHuman), "a wait for a person is kept");
+}
+
+/// "Too many requests" on one tab holds every automatic continuation of the
+/// account for the wait (recorded as an event), then they go on, paced.
+#[test]
+fn a_rate_limit_on_one_tab_pauses_every_automatic_continuation_for_the_wait() {
+    let w = world();
+    w.set_default(auto());
+    let a = w.working("a", "f0f0f0f0-f0f0-40f0-80f0-f0f0f0f0f0f0");
+    let b = w.working("b", "f1f1f1f1-f1f1-41f1-81f1-f1f1f1f1f1f1");
+    w.incident(&a, protocol::ErrorCode::RateLimited);
+    let seen_at = w.plane.now_ms();
+    assert!(
+        w.events()
+            .iter()
+            .any(|e| matches!(&e.body, EventBody::ContinuationRateLimited { worker_id, .. } if *worker_id == a))
+    );
+    w.observe(&a, ConversationState::Idle);
+    w.observe(&b, ConversationState::Idle);
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0, "nobody is resumed during the wait");
+    assert_eq!(w.plane.next_continue_at(PACING), Some(seen_at + PACING.rate_limit_wait_ms));
+    w.advance_to(seen_at + PACING.rate_limit_wait_ms);
+    assert_eq!(w.tick(), 1, "then one");
+    w.advance(PACING.min_gap_ms);
+    assert_eq!(w.tick(), 1, "and the other, paced");
 }

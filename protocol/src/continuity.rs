@@ -253,6 +253,9 @@ pub enum Wake {
     Operator,
     /// Root's material corrective steering: not held by the spacing floor.
     Steering,
+    /// The turn ended on ChatGPT's "Message delivery timed out": a fresh
+    /// `continue` as a new user turn (its Retry button is never clicked).
+    Recovery,
 }
 
 #[cfg(test)]

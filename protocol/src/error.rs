@@ -108,7 +108,7 @@ error_codes! {
     /// A carrier reports a different conversation than the one bound.
     ConversationIdentityDrift = "CONVERSATION_IDENTITY_DRIFT", "Run runtime_recover; the binding is fenced until it is settled.";
     /// ChatGPT refused a turn for rate limiting.
-    RateLimited = "RATE_LIMITED", "Wait; the worker is paused and nothing is retried early.";
+    RateLimited = "RATE_LIMITED", "Wait; every automatic continuation waits out the rate-limit wait and nothing is clicked.";
     /// ChatGPT did not deliver the message ("Message delivery timed out").
     DeliveryTimeout = "DELIVERY_TIMEOUT", "A fresh continuation is scheduled; ChatGPT's Retry is never clicked.";
     /// The command's deadline passed before it could complete.
@@ -132,6 +132,12 @@ impl ErrorCode {
                 | ErrorCode::HostAppStale
                 | ErrorCode::ConversationIdentityDrift
         )
+    }
+
+    /// Whether a command that failed with this code may still have had its
+    /// effect (a prompt may be in): never grounds for a resend.
+    pub fn outcome_uncertain(self) -> bool {
+        matches!(self, ErrorCode::OutcomeUnknown | ErrorCode::AmbiguousSubmission | ErrorCode::ReconcileRequired)
     }
 }
 

@@ -432,6 +432,17 @@ pub enum EventBody {
         /// Milliseconds since its last progress.
         quiet_ms: u64,
     },
+    /// ChatGPT said "Too many requests" on this worker's tab: every
+    /// automatic continuation, on every worker, waits out the scheduler's
+    /// rate-limit wait; nothing was clicked.
+    #[serde(rename = "continuation.rate_limited")]
+    ContinuationRateLimited {
+        /// The worker whose tab showed it.
+        worker_id: WorkerId,
+        /// What the executor reported (no page content).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        detail: String,
+    },
     /// An executor's session ended (system stream).
     #[serde(rename = "executor.disconnected")]
     ExecutorDisconnected {
@@ -479,6 +490,7 @@ impl EventBody {
             EventBody::ContinuationRequested { .. } => "continuation.requested",
             EventBody::ExecutionScheduled { .. } => "execution.scheduled",
             EventBody::ContinuationStalled { .. } => "continuation.stalled",
+            EventBody::ContinuationRateLimited { .. } => "continuation.rate_limited",
         }
     }
 
@@ -514,7 +526,8 @@ impl EventBody {
             | EventBody::WorkerHoldChanged { worker_id, .. }
             | EventBody::ContinuationRequested { worker_id, .. }
             | EventBody::ExecutionScheduled { worker_id, .. }
-            | EventBody::ContinuationStalled { worker_id, .. } => worker_id == worker,
+            | EventBody::ContinuationStalled { worker_id, .. }
+            | EventBody::ContinuationRateLimited { worker_id, .. } => worker_id == worker,
         }
     }
 }

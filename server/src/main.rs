@@ -25,6 +25,8 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+// Parsed once per process: boxing `serve`'s flags would buy nothing.
+#[allow(clippy::large_enum_variant)]
 enum Cmd {
     /// Serve MCP over streamable HTTP at /mcp (and /healthz).
     Serve {
@@ -288,6 +290,10 @@ struct ExecutorArgs {
     /// two automatic resumes across all workers, in ms (1000 to 600000).
     #[arg(long, default_value_t = 5_000)]
     continuation_pacing_ms: u64,
+    /// How long every automatic continuation waits after ChatGPT said "Too
+    /// many requests" on a managed tab, in ms (60000 to 86400000).
+    #[arg(long, default_value_t = 900_000)]
+    rate_limit_wait_ms: u64,
 }
 
 impl ExecutorArgs {
@@ -304,6 +310,9 @@ impl ExecutorArgs {
         if !(1_000..=600_000).contains(&self.continuation_pacing_ms) {
             bail!("--continuation-pacing-ms must be between 1000 and 600000");
         }
+        if !(60_000..=86_400_000).contains(&self.rate_limit_wait_ms) {
+            bail!("--rate-limit-wait-ms must be between 60000 and 86400000");
+        }
         Ok(BridgeConfig {
             heartbeat_ms: self.executor_heartbeat_ms,
             lease_ms: self.executor_lease_ms,
@@ -312,7 +321,10 @@ impl ExecutorArgs {
             limits: Limits { max_launches: self.max_launches, max_active: self.max_active_workers },
             recheck: control::schedule::Policy {
                 recheck_after_ms: self.executor_recheck_after_ms,
-                pacing: control::continuity::Pacing { min_gap_ms: self.continuation_pacing_ms },
+                pacing: control::continuity::Pacing {
+                    min_gap_ms: self.continuation_pacing_ms,
+                    rate_limit_wait_ms: self.rate_limit_wait_ms,
+                },
             },
             extension_ids: self.extension_ids,
             ..BridgeConfig::default()

@@ -132,6 +132,10 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                 worker_id: worker.id.clone(),
                 outcome: outcome.clone(),
             }];
+            if let CommandOutcome::Error { code, detail } = outcome {
+                let continuation = worker.continuity.in_flight.as_ref() == Some(command_id);
+                events.extend(continuity_effects(worker, *code, detail, continuation));
+            }
             match (outcome, &command.intent) {
                 (CommandOutcome::Ok { conversation_id: Some(id) }, CommandIntent::Create)
                     if worker.conversation.is_none() =>
@@ -153,7 +157,7 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                         detail: detail.clone(),
                     });
                 }
-                (CommandOutcome::Error { code, .. }, CommandIntent::Create) if !uncertain(*code) => {
+                (CommandOutcome::Error { code, .. }, CommandIntent::Create) if !code.outcome_uncertain() => {
                     if matches!(worker.state, WorkerState::LaunchRequested | WorkerState::Launching) {
                         events.push(state_change(
                             &worker.id,
@@ -230,19 +234,28 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
         }
         ExecutorFrame::ConversationState { worker_id, state: observed, error } => {
             let worker = held_worker(state, executor_id, worker_id)?;
-            Ok(if worker.conversation_state == Some(*observed) && *observed != ConversationState::Error {
-                vec![]
-            } else {
-                vec![EventBody::ConversationStateChanged {
-                    worker_id: worker_id.clone(),
-                    state: *observed,
-                    error: *error,
-                }]
-            })
+            if worker.conversation_state == Some(*observed) && *observed != ConversationState::Error {
+                return Ok(vec![]);
+            }
+            let mut events = vec![EventBody::ConversationStateChanged {
+                worker_id: worker_id.clone(),
+                state: *observed,
+                error: *error,
+            }];
+            if let Some(code) = error {
+                events.extend(continuity_effects(worker, *code, "", false));
+            }
+            Ok(events)
         }
         ExecutorFrame::ConversationError { worker_id, code, detail } => {
-            held_worker(state, executor_id, worker_id)?;
-            Ok(vec![EventBody::ConversationError { worker_id: worker_id.clone(), code: *code, detail: detail.clone() }])
+            let worker = held_worker(state, executor_id, worker_id)?;
+            let mut events = vec![EventBody::ConversationError {
+                worker_id: worker_id.clone(),
+                code: *code,
+                detail: detail.clone(),
+            }];
+            events.extend(continuity_effects(worker, *code, detail, false));
+            Ok(events)
         }
         ExecutorFrame::ConversationClosed { worker_id } => {
             let worker = held_worker(state, executor_id, worker_id)?;
@@ -298,6 +311,30 @@ fn wake_outdated(worker: &Worker, prompt: &PromptRef) -> bool {
     }
 }
 
+/// What a code seen for `worker` asks of the continuity rules. "Too many
+/// requests" makes every automatic attempt wait (recorded, never clicked
+/// through); a page the adapter does not recognise (`HOST_UI_CHANGED`), or
+/// a continuation that may have gone in (`continuation`, an uncertain
+/// outcome), pauses this worker until root or the operator resumes it. A
+/// hold already set (a wait for a person, say) is kept.
+fn continuity_effects(worker: &Worker, code: ErrorCode, detail: &str, continuation: bool) -> Vec<EventBody> {
+    if matches!(worker.state, WorkerState::Completed | WorkerState::Failed | WorkerState::Cancelled) {
+        return vec![];
+    }
+    if code == ErrorCode::RateLimited {
+        return vec![EventBody::ContinuationRateLimited { worker_id: worker.id.clone(), detail: detail.to_owned() }];
+    }
+    let pauses = code == ErrorCode::HostUiChanged || (continuation && code.outcome_uncertain());
+    if !pauses || worker.continuity.hold.is_some() {
+        return vec![];
+    }
+    vec![EventBody::WorkerHoldChanged {
+        worker_id: worker.id.clone(),
+        hold: Some(protocol::continuity::Hold::Paused),
+        reason: Some(format!("{code}: {}", code.caller_action())),
+    }]
+}
+
 /// Attempts of one wake (a `conversation_send` answered `DEADLINE_EXCEEDED`
 /// is queued again until this many were made).
 pub const SEND_ATTEMPTS_MAX: usize = 5;
@@ -309,11 +346,6 @@ fn retry_id(previous: &CommandId) -> CommandId {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(format!("retry:{previous}").as_bytes());
     CommandId::from_uuid_bytes(digest[..16].try_into().expect("a SHA-256 has 16 bytes to spare"))
-}
-
-/// Codes that mean the effect may have happened: never grounds for a retry.
-fn uncertain(code: ErrorCode) -> bool {
-    matches!(code, ErrorCode::OutcomeUnknown | ErrorCode::AmbiguousSubmission | ErrorCode::ReconcileRequired)
 }
 
 fn known_command<'a>(state: &'a State, id: &CommandId) -> Result<&'a QueuedCommand, Refusal> {
