@@ -266,6 +266,23 @@ pub struct Continuity {
     pub warned: bool,
     /// The wakes the in-flight command carries: asked for again if it fails.
     pub carried: BTreeSet<Wake>,
+    /// Where the page was while a prompt was being submitted.
+    pub sending: Sending,
+}
+
+/// What the page showed while a prompt of the worker was being submitted:
+/// its turn can start and end before the submission's result arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sending {
+    /// No prompt is being submitted.
+    #[default]
+    No,
+    /// One is, and nothing was seen since it was handed out.
+    Dispatched,
+    /// Its turn was seen generating.
+    SawBusy,
+    /// And then ending (idle, or an incident).
+    SawEnd,
 }
 
 /// How a continuation's command ended.
@@ -349,30 +366,47 @@ impl Continuity {
     /// unfinished: a submitted turn ended (an attempt without progress
     /// counts against the stall guard) and the worker wants another.
     pub fn went_idle(&mut self, now_ms: u64) {
-        if std::mem::take(&mut self.turn_open) && !self.attempt_progressed {
-            self.progress.attempts_without = self.progress.attempts_without.saturating_add(1);
-        }
-        if self.idle_since_ms.is_none() {
-            self.idle_since_ms = Some(now_ms);
-        }
-        self.wake(Wake::Idle);
+        self.turn_ended(now_ms, Wake::Idle);
     }
 
-    /// The turn ended on "Message delivery timed out" at `now`: the attempt
-    /// ends there (without progress, unless it made some) and a recovery
-    /// is asked for, a fresh `continue` through the same rules.
-    pub fn delivery_timed_out(&mut self, now_ms: u64) {
+    /// The turn ended on an incident at `now` ("Message delivery timed out",
+    /// or "Too many requests"): the attempt ends there (without progress,
+    /// unless it made some) and a recovery is asked for, a fresh resume
+    /// through the same rules (so after a rate limit, after its wait).
+    pub fn turn_failed(&mut self, now_ms: u64) {
+        self.turn_ended(now_ms, Wake::Recovery);
+    }
+
+    fn turn_ended(&mut self, now_ms: u64, wake: Wake) {
         if std::mem::take(&mut self.turn_open) && !self.attempt_progressed {
             self.progress.attempts_without = self.progress.attempts_without.saturating_add(1);
+        }
+        if self.sending == Sending::SawBusy {
+            self.sending = Sending::SawEnd;
         }
         if self.idle_since_ms.is_none() {
             self.idle_since_ms = Some(now_ms);
         }
-        self.wake(Wake::Recovery);
+        self.wake(wake);
+    }
+
+    /// A prompt of this worker was handed to its executor.
+    pub fn send_dispatched(&mut self) {
+        self.sending = Sending::Dispatched;
+    }
+
+    /// That prompt's command finished: whether its turn already ran and
+    /// ended before the result came (the page reports and the result travel
+    /// separately, so either may come first).
+    pub fn send_finished(&mut self) -> bool {
+        std::mem::take(&mut self.sending) == Sending::SawEnd
     }
 
     /// The conversation was seen generating: an idle or recovery reason is moot.
     pub fn went_busy(&mut self) {
+        if self.sending == Sending::Dispatched {
+            self.sending = Sending::SawBusy;
+        }
         self.idle_since_ms = None;
         if let Some(intent) = &mut self.intent {
             intent.wakes.remove(&Wake::Idle);
@@ -402,11 +436,20 @@ impl Continuity {
     /// a new look at the page (an unchanged error page is never spun
     /// against). Uncertain, nothing is asked again: the prompt may be in,
     /// and a resend could duplicate it (the worker is paused for a look).
-    pub fn command_finished(&mut self, finish: Finish, now_ms: u64) {
+    ///
+    /// `ended_early`: the submitted prompt's turn was already seen to run
+    /// and end (see [`Continuity::send_finished`]); the end it left stands.
+    pub fn command_finished(&mut self, finish: Finish, ended_early: bool, now_ms: u64) {
         self.in_flight = None;
         let carried = std::mem::take(&mut self.carried);
         if finish == Finish::Submitted {
             self.last_submitted_at_ms = Some(now_ms);
+            if ended_early {
+                if !self.attempt_progressed {
+                    self.progress.attempts_without = self.progress.attempts_without.saturating_add(1);
+                }
+                return;
+            }
             self.idle_since_ms = None;
             self.turn_open = true;
             return;
@@ -575,7 +618,7 @@ mod tests {
         let mut c = auto();
         c.wake(Wake::Operator);
         c.scheduled(command(1));
-        c.command_finished(Finish::Submitted, at);
+        c.command_finished(Finish::Submitted, false, at);
         c
     }
 
@@ -730,7 +773,7 @@ mod tests {
         let mut c = auto();
         let turn = |c: &mut Continuity, n: u8| {
             c.scheduled(command(n));
-            c.command_finished(Finish::Submitted, 0);
+            c.command_finished(Finish::Submitted, false, 0);
             c.went_idle(0);
         };
         for n in 0..9 {
@@ -755,11 +798,11 @@ mod tests {
         // An attempt that progressed counts nothing; one whose submission failed counts.
         c.scheduled(command(30));
         c.progressed(MIN);
-        c.command_finished(Finish::Submitted, MIN);
+        c.command_finished(Finish::Submitted, false, MIN);
         c.went_idle(MIN);
         assert_eq!(c.progress.attempts_without, 0);
         c.scheduled(command(31));
-        c.command_finished(Finish::Undelivered, MIN);
+        c.command_finished(Finish::Undelivered, false, MIN);
         assert_eq!(c.progress.attempts_without, 1);
     }
 

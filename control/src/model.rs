@@ -339,11 +339,15 @@ impl State {
                 self.open_commands.push(command_id.clone());
             }
             EventBody::CommandDispatched { command_id, worker_id, executor_id } => {
-                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
-                w.executor_id.get_or_insert_with(|| executor_id.clone());
                 let c = self.commands.get_mut(command_id).ok_or_else(|| fail("unknown command"))?;
                 c.phase = CommandPhase::Dispatched;
                 c.executor_id = Some(executor_id.clone());
+                let sends = matches!(c.intent, CommandIntent::Send { .. });
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.executor_id.get_or_insert_with(|| executor_id.clone());
+                if sends {
+                    w.continuity.send_dispatched();
+                }
             }
             EventBody::CommandAcked { command_id, .. } => {
                 let c = self.commands.get_mut(command_id).ok_or_else(|| fail("unknown command"))?;
@@ -365,13 +369,16 @@ impl State {
                     CommandOutcome::Error { code, .. } if code.outcome_uncertain() => Finish::Uncertain,
                     _ => Finish::Undelivered,
                 };
+                let sends = matches!(c.intent, CommandIntent::Send { .. });
                 if let Some(w) = self.workers.get_mut(&worker_id) {
+                    let ended_early = sends && w.continuity.send_finished();
                     if w.continuity.in_flight.as_ref() == Some(command_id) {
-                        w.continuity.command_finished(finish, at);
+                        w.continuity.command_finished(finish, ended_early, at);
                     }
                     // A submitted prompt starts a new turn: every wake that came
-                    // while it was pending rides with it (seed §10.2, step 8).
-                    if sent {
+                    // while it was pending rides with it (seed §10.2, step 8),
+                    // unless that turn already ran and ended meanwhile.
+                    if sent && !ended_early {
                         w.continuity.intent = None;
                         w.continuity.idle_since_ms = None;
                     }
@@ -388,13 +395,17 @@ impl State {
             }
             EventBody::CommandCancelled { command_id, .. } => {
                 let c = self.commands.get_mut(command_id).ok_or_else(|| fail("unknown command"))?;
+                let sends = matches!(c.intent, CommandIntent::Send { .. }) && c.phase != CommandPhase::Queued;
                 c.phase = CommandPhase::Cancelled;
                 let worker_id = c.worker_id.clone();
                 self.open_commands.retain(|id| id != command_id);
-                if let Some(w) =
-                    self.workers.get_mut(&worker_id).filter(|w| w.continuity.in_flight.as_ref() == Some(command_id))
-                {
-                    w.continuity.in_flight = None;
+                if let Some(w) = self.workers.get_mut(&worker_id) {
+                    if sends {
+                        w.continuity.send_finished();
+                    }
+                    if w.continuity.in_flight.as_ref() == Some(command_id) {
+                        w.continuity.in_flight = None;
+                    }
                 }
             }
             EventBody::ConversationCreated { worker_id, .. } => {
@@ -417,13 +428,16 @@ impl State {
                         w.continuity.went_idle(at)
                     }
                     ConversationState::Generating => w.continuity.went_busy(),
-                    // "Message delivery timed out": the turn ended without an
-                    // answer; a recovery is asked for (Retry is never clicked).
+                    // "Message delivery timed out" or "Too many requests": the
+                    // turn ended without an answer; a recovery is asked for
+                    // (Retry is never clicked, the dialog never dismissed).
                     ConversationState::Error
-                        if *error == Some(protocol::ErrorCode::DeliveryTimeout)
-                            && matches!(w.state, WorkerState::Running | WorkerState::Waiting) =>
+                        if matches!(
+                            error,
+                            Some(protocol::ErrorCode::DeliveryTimeout | protocol::ErrorCode::RateLimited)
+                        ) && matches!(w.state, WorkerState::Running | WorkerState::Waiting) =>
                     {
-                        w.continuity.delivery_timed_out(at)
+                        w.continuity.turn_failed(at)
                     }
                     _ => {}
                 }

@@ -549,3 +549,25 @@ fn a_rate_limit_on_one_tab_pauses_every_automatic_continuation_for_the_wait() {
     w.advance(PACING.min_gap_ms);
     assert_eq!(w.tick(), 1, "and the other, paced");
 }
+
+/// The page's reports and the submission's result travel separately: a
+/// turn seen to run and end before its prompt's result arrives is still an
+/// ended turn, resumed after the grace (not a turn left open forever).
+#[test]
+fn a_turn_that_ends_before_its_submissions_result_is_still_resumed() {
+    let w = world();
+    w.set_default(auto());
+    let a = w.working("a", "f2f2f2f2-f2f2-42f2-82f2-f2f2f2f2f2f2");
+    w.observe(&a, ConversationState::Idle);
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1);
+    w.pump();
+    let command = w.open_send_or_create(&a);
+    w.report(ExecutorFrame::Ack { command_id: command.clone() });
+    w.observe(&a, ConversationState::Generating);
+    w.observe(&a, ConversationState::Idle);
+    w.report(ExecutorFrame::Result { command_id: command, outcome: CommandOutcome::Ok { conversation_id: None } });
+    w.advance(PACING.min_gap_ms);
+    assert_eq!(w.tick(), 1, "the ended turn is resumed");
+    assert_eq!(w.attempts().len(), 2);
+}

@@ -354,6 +354,33 @@ impl ExecutorFrame {
 mod tests {
     use super::*;
 
+    /// The daemon can ask an executor for exactly these operations: none
+    /// clicks ChatGPT's Retry (or any control but the composer's send),
+    /// so a delivery timeout can only be answered by a fresh user turn. A
+    /// new operation must be added here, on purpose.
+    #[test]
+    fn no_operation_can_click_retry() {
+        let schema = serde_json::to_value(schemars::schema_for!(CommandOp)).unwrap();
+        let mut kinds: Vec<String> = schema["oneOf"]
+            .as_array()
+            .expect("one schema per operation")
+            .iter()
+            .map(|op| op["properties"]["kind"]["const"].as_str().expect("a kind per operation").to_owned())
+            .collect();
+        kinds.sort();
+        assert_eq!(
+            kinds,
+            [
+                "conversation_close",
+                "conversation_create",
+                "conversation_inspect",
+                "conversation_open",
+                "conversation_send",
+                "conversation_steer"
+            ]
+        );
+    }
+
     #[test]
     fn commands_round_trip_in_camel_case() {
         let cmd = DaemonFrame::Command(Command {

@@ -69,6 +69,11 @@ pub enum Fault {
     /// Acknowledge, then answer `DEADLINE_EXCEEDED` without acting, as a
     /// carrier does when the page stayed busy past the deadline.
     MissDeadline(Op),
+    /// Submit, then end the turn on "Message delivery timed out" instead of
+    /// idle (the page's Retry button is there; nothing clicks it).
+    DeliveryTimeout(Op),
+    /// Submit, then end the turn on the "Too many requests" dialog.
+    RateLimited(Op),
     /// After the next result, reconnect as a new executor instance.
     ReconnectNewInstance,
     /// After reconnecting, do not re-send the conversations' states (a
@@ -216,7 +221,9 @@ impl Fault {
             | Fault::Reorder(op)
             | Fault::StallPastDeadline(op)
             | Fault::LoseIdleReport(op)
-            | Fault::MissDeadline(op) => Some(op),
+            | Fault::MissDeadline(op)
+            | Fault::DeliveryTimeout(op)
+            | Fault::RateLimited(op) => Some(op),
             Fault::ReconnectNewInstance | Fault::StopHeartbeats | Fault::NoResync => None,
         }
     }
@@ -346,6 +353,15 @@ impl FakeExecutor {
         let sent = outbox.as_ref().is_some_and(|o| frames.iter().all(|f| o.send(frame(f)).is_ok()));
         self.shared.update(|s| s.lost_tabs.push(worker.clone()));
         sent
+    }
+
+    /// Reports the page of `worker`'s tab as `state` (with `error`), as the
+    /// page would after the test's script moved it, whether or not the core
+    /// reported it already. Returns whether a session was up.
+    pub fn report_state(&self, worker: &WorkerId, state: ConversationState, error: Option<ErrorCode>) -> bool {
+        let frame_ = ExecutorFrame::ConversationState { worker_id: worker.clone(), state, error };
+        let outbox = self.shared.outbox.lock().unwrap();
+        outbox.as_ref().is_some_and(|o| o.send(frame(&frame_)).is_ok())
     }
 
     /// Disconnects for good.
@@ -542,7 +558,15 @@ fn handle(shared: &Arc<Shared>, outbox: &Outbox, drop_tx: &mpsc::UnboundedSender
         return;
     }
     let late = has(Fault::StallPastDeadline);
-    let lose_idle = has(Fault::LoseIdleReport);
+    let ending = if has(Fault::LoseIdleReport) {
+        TurnEnd::Unreported
+    } else if has(Fault::DeliveryTimeout) {
+        TurnEnd::Incident(ErrorCode::DeliveryTimeout)
+    } else if has(Fault::RateLimited) {
+        TurnEnd::Incident(ErrorCode::RateLimited)
+    } else {
+        TurnEnd::Idle
+    };
     let drop_result = has(Fault::DropResult);
     let twice = has(Fault::DeliverTwice);
     let (shared, outbox, drop_tx) = (shared.clone(), outbox.clone(), drop_tx.clone());
@@ -550,7 +574,7 @@ fn handle(shared: &Arc<Shared>, outbox: &Outbox, drop_tx: &mpsc::UnboundedSender
         if late {
             tokio::time::sleep(Duration::from_millis(command.deadline_ms.saturating_sub(now_ms()) + 100)).await;
         }
-        let outcome = perform(&shared, &outbox, &command, plan, lose_idle);
+        let outcome = perform(&shared, &outbox, &command, plan, ending);
         let result = shared.core.lock().unwrap().finish(&command.idempotency_key, outcome);
         if let (false, Some(result)) = (drop_result, result) {
             let _ = outbox.send(frame(&result));
@@ -578,9 +602,20 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
+/// How a submitted turn ends on the simulated page.
+#[derive(Debug, Clone, Copy)]
+enum TurnEnd {
+    /// Idle, reported.
+    Idle,
+    /// Idle while nobody listens: only a resync or an inspection tells.
+    Unreported,
+    /// On an incident (`state: error` with the code).
+    Incident(ErrorCode),
+}
+
 /// Carries out the core's plan in the simulated browser. Effects are counted
 /// in [`Stats`] exactly as they happen.
-fn perform(shared: &Shared, outbox: &Outbox, command: &Command, plan: Plan<u64>, lose_idle: bool) -> CommandOutcome {
+fn perform(shared: &Shared, outbox: &Outbox, command: &Command, plan: Plan<u64>, ending: TurnEnd) -> CommandOutcome {
     let worker = &command.worker_id;
     let key = &command.idempotency_key;
     let emit = |frames: Vec<ExecutorFrame>| {
@@ -604,15 +639,17 @@ fn perform(shared: &Shared, outbox: &Outbox, command: &Command, plan: Plan<u64>,
             }
             let conversation = page.conversation.clone().expect("set above");
             shared.update(|s| s.submissions.push((conversation, prompt.to_owned())));
-            // The turn runs, then ends; with `lose_idle` it ends while nobody
-            // listens (as when the daemon dies meanwhile): only a resync or
-            // an inspection tells the daemon it went idle.
+            // The turn runs, then ends (see `TurnEnd`).
             let url = page.url();
             let mut core = shared.core.lock().unwrap();
             emit(core.page_report(&tab, &url, ConversationState::Generating, None));
-            page.state = ConversationState::Idle;
-            let ended = core.page_report(&tab, &url, ConversationState::Idle, None);
-            if !lose_idle {
+            let (state, error) = match ending {
+                TurnEnd::Incident(code) => (ConversationState::Error, Some(code)),
+                TurnEnd::Idle | TurnEnd::Unreported => (ConversationState::Idle, None),
+            };
+            page.state = state;
+            let ended = core.page_report(&tab, &url, state, error);
+            if !matches!(ending, TurnEnd::Unreported) {
                 emit(ended);
             }
         }
