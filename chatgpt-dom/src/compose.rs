@@ -49,11 +49,14 @@ pub struct Pressed {
 
 /// Whether the page can take a prompt now: `Ok(true)` when idle or a new
 /// chat, `Ok(false)` while loading or generating (wait for a mutation),
-/// `Err` on an incident or a changed UI.
+/// `Err` on an incident or a changed UI. "Message delivery timed out" sits
+/// inside the last assistant turn with the composer below it still usable
+/// (CHATGPT-DOM.md, "Incidents and dialogs"): a new user turn is its answer,
+/// never a click on its Retry button.
 pub fn ready<D: Dom>(dom: &D) -> Result<bool, Refusal> {
     let snapshot = classify(dom).map_err(|e| Refusal::new(e.code(), format!("{:?}: {}", e.element, e.detail)))?;
     match snapshot.state {
-        PageState::Ready | PageState::Idle => Ok(true),
+        PageState::Ready | PageState::Idle | PageState::Error(Incident::DeliveryTimeout) => Ok(true),
         PageState::Loading | PageState::Generating { .. } => Ok(false),
         PageState::Error(incident) => Err(Refusal::new(incident_code(incident), format!("{incident:?}"))),
     }

@@ -105,7 +105,6 @@ fn nothing_is_clicked_unless_the_page_can_take_the_prompt() {
         ("a-generating", ErrorCode::Conflict),
         ("b-generating-deferral", ErrorCode::Conflict),
         ("a-loading", ErrorCode::Conflict),
-        ("a-error-delivery-timeout", ErrorCode::DeliveryTimeout),
         ("b-error-something-went-wrong", ErrorCode::HostUiChanged),
         ("a-rate-limited", ErrorCode::RateLimited),
         ("b-signed-out", ErrorCode::ChatgptSignedOut),
@@ -114,13 +113,25 @@ fn nothing_is_clicked_unless_the_page_can_take_the_prompt() {
         ("b-ui-missing", ErrorCode::HostUiChanged),
         ("a-pre-hydration", ErrorCode::Conflict),
         ("b-logged-out-chat", ErrorCode::ChatgptSignedOut),
-        ("b-error-delivery-timeout-ja", ErrorCode::DeliveryTimeout),
     ];
     for (name, code) in cases {
         let page = fixture(name);
         let refusal = submit(&page, "hello", None).unwrap_err();
         assert_eq!(refusal.code, *code, "{name}: {refusal:?}");
         assert!(page.clicks.borrow().is_empty(), "{name}: clicked");
+    }
+    // "Message delivery timed out": the fresh user turn goes in through the
+    // send button; the Retry button beside the error is never clicked.
+    for name in ["a-error-delivery-timeout", "b-error-delivery-timeout-ja"] {
+        let page = fixture(name);
+        submit(&page, "continue", None).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        let clicks = page.clicks.borrow().clone();
+        assert_eq!(clicks.len(), 1, "{name}");
+        // The click went to the send button (the page's typed text is still
+        // there for the locator to find it), never to Retry.
+        assert_eq!(resolve(&page, Element::SendButton).ok(), Some(clicks[0]), "{name}: {}", page.describe(clicks[0]));
+        let retry = chatgpt_dom::Dom::attr(&page, &clicks[0], "data-testid");
+        assert_ne!(retry.as_deref(), Some("regenerate-thread-error-button"), "{name}: never Retry");
     }
     // An editor that does not take the text, a draft, an empty prompt: refused, no click.
     let mut broken = fixture("a-idle");

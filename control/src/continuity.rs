@@ -563,8 +563,8 @@ impl Continuity {
     /// The earliest time the pending turn may go: an idle reason waits out
     /// the grace; unless something bypasses it, the spacing floor holds.
     fn due_at(&self, intent: &Intent) -> Option<u64> {
-        let grace =
-            self.idle_since_ms.filter(|_| intent.wakes.contains(&Wake::Idle)).map(|at| at + self.policy.idle_grace_ms);
+        let ended = intent.wakes.iter().any(|w| matches!(w, Wake::Idle | Wake::Recovery));
+        let grace = self.idle_since_ms.filter(|_| ended).map(|at| at + self.policy.idle_grace_ms);
         let floor = self
             .last_submitted_at_ms
             .filter(|_| !intent.bypasses_floor(&self.policy))

@@ -124,3 +124,133 @@ pub async fn two_workers(mcp_url: &str, budget: Duration) -> anyhow::Result<Outc
     root.wait(&mut out, budget, |e| e["type"] == "worker.completed" && e["data"]["worker_id"] == a_id.as_str()).await?;
     Ok(out)
 }
+
+/// What the Execution Continuity scenarios left in fakechat's oracle, per
+/// conversation bound to one of the workers.
+fn oracle_of(hub: &fakechat::hub::Hub, conversation: &str) -> Value {
+    hub.oracle()["conversations"][conversation].clone()
+}
+
+/// Waits until every one of `conversations` has its last turn ended.
+async fn all_idle(hub: &fakechat::hub::Hub, conversations: &[String], budget: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + budget;
+    while !conversations.iter().all(|c| oracle_of(hub, c)["state"] == "idle") {
+        if Instant::now() > deadline {
+            bail!("the conversations never went idle: {:#}", hub.oracle());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+impl Root {
+    async fn start(mcp_url: &str, title: &str) -> anyhow::Result<Root> {
+        let mut client = Client::connect(mcp_url).await?;
+        let created = client.call("run_create", json!({"title": title})).await?.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let capability = created["root_capability"].as_str().context("no root capability")?.to_owned();
+        let mut root = Root { client, capability, cursor: 0, started: Instant::now() };
+        root.call("run_continuation_set_default", json!({"policy": {"mode": "auto"}})).await?;
+        Ok(root)
+    }
+
+    async fn spawn(&mut self, out: &mut Outcome, name: &str, scenario: &str) -> anyhow::Result<String> {
+        let assignment = json!({"objective": format!("Build {name}\nscenario: {scenario}")});
+        let spawned = self.call("worker_spawn", json!({"name": name, "assignment": assignment})).await?;
+        let id = spawned["worker"]["worker_id"].as_str().context("no worker id")?.to_owned();
+        out.workers.push(id.clone());
+        Ok(id)
+    }
+
+    fn conversation_of(out: &Outcome, worker: &str) -> anyhow::Result<String> {
+        out.bound.iter().find(|(w, _)| w == worker).map(|(_, c)| c.clone()).context("the worker was never bound")
+    }
+}
+
+/// Execution Continuity in the browser, with Auto Resume as the run's
+/// default and nobody typing: alpha's assignment takes three turns (it
+/// ends two of them unfinished, `status: working`) and completes; beta's
+/// second turn ends on "Message delivery timed out" and it is recovered by
+/// a fresh resume prompt, never a click on Retry. After both completed and
+/// their turns ended, nothing more is sent.
+pub async fn auto_resume(mcp_url: &str, hub: &fakechat::hub::Hub, budget: Duration) -> anyhow::Result<Outcome> {
+    let mut root = Root::start(mcp_url, "auto resume").await?;
+    let mut out = Outcome::default();
+    let alpha = root
+        .spawn(&mut out, "alpha", r#"progress "turn 1"; end_turn; progress "turn 2"; end_turn; complete "three turns""#)
+        .await?;
+    let beta =
+        root.spawn(&mut out, "beta", r#"progress "before"; incident delivery_timeout; complete "recovered""#).await?;
+    while !(out.completed.contains(&alpha) && out.completed.contains(&beta)) {
+        root.wait(&mut out, budget, |e| e["type"] == "worker.completed").await?;
+    }
+    let conversations = [Root::conversation_of(&out, &alpha)?, Root::conversation_of(&out, &beta)?];
+    all_idle(hub, &conversations, budget).await?;
+    // Longer than the idle grace: a resume after completion would be sent by now.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let turns = |c: &str| oracle_of(hub, c)["user_turns"].as_array().map_or(0, Vec::len);
+    if turns(&conversations[0]) != 3 || turns(&conversations[1]) != 2 {
+        bail!("expected 3 turns for alpha and 2 for beta: {:#}\n{}", hub.oracle(), out.trace.join("\n"));
+    }
+    for c in &conversations {
+        let seen = oracle_of(hub, c);
+        if seen["retry_clicks"] != 0 || seen["stop_clicks"] != 0 || seen["errors"] != json!([]) {
+            bail!("Retry or Stop was clicked, or the agent saw an error: {seen:#}");
+        }
+    }
+    if oracle_of(hub, &conversations[1])["incidents"] != json!(["delivery_timeout"]) {
+        bail!("beta's delivery timeout was not shown: {:#}", hub.oracle());
+    }
+    for (worker, attempts, reason) in [(&alpha, 2, "auto_resume"), (&beta, 1, "recovery")] {
+        let got = root.call("worker_continuation_get", json!({"worker_id": worker})).await?;
+        if got["attempts"] != attempts || got["last_reason"] != reason || got["in_flight"] != false {
+            bail!("{worker}: expected {attempts} attempt(s), the last for {reason}: {got}");
+        }
+    }
+    Ok(out)
+}
+
+/// "Too many requests" on gamma's tab holds every automatic continuation
+/// (delta's too) for the daemon's `--rate-limit-wait-ms`, counted from the
+/// sighting; the dialog is never clicked by the product (the operator
+/// dismisses it, as a person would); then both are resumed and complete.
+pub async fn rate_limit(
+    mcp_url: &str,
+    hub: &fakechat::hub::Hub,
+    wait: Duration,
+    budget: Duration,
+) -> anyhow::Result<Outcome> {
+    let mut root = Root::start(mcp_url, "rate limit").await?;
+    let mut out = Outcome::default();
+    let gamma =
+        root.spawn(&mut out, "gamma", r#"progress "first"; incident rate_limit; complete "after the wait""#).await?;
+    let limited = root.wait(&mut out, budget, |e| e["type"] == "continuation.rate_limited").await?;
+    let limited_at = limited["at_ms"].as_u64().context("no at_ms")?;
+    let delta = root.spawn(&mut out, "delta", r#"progress "one"; end_turn; complete "delta done""#).await?;
+    let gamma_conversation = Root::conversation_of(&out, &gamma)?;
+    hub.update(&gamma_conversation, |c| c.rate_limited = false);
+    let mut resumed = Vec::new();
+    while resumed.len() < 2 {
+        let e = root.wait(&mut out, budget, |e| e["type"] == "execution.scheduled").await?;
+        resumed
+            .push((e["data"]["worker_id"].as_str().unwrap_or_default().to_owned(), e["at_ms"].as_u64().unwrap_or(0)));
+    }
+    for (worker, at) in &resumed {
+        if *at < limited_at + wait.as_millis() as u64 {
+            bail!(
+                "{worker} was resumed {} ms after the rate limit, inside the wait:\n{}",
+                at - limited_at,
+                out.trace.join("\n")
+            );
+        }
+    }
+    while !(out.completed.contains(&gamma) && out.completed.contains(&delta)) {
+        root.wait(&mut out, budget, |e| e["type"] == "worker.completed").await?;
+    }
+    for c in [gamma_conversation, Root::conversation_of(&out, &delta)?] {
+        let seen = oracle_of(hub, &c);
+        if seen["retry_clicks"] != 0 || seen["errors"] != json!([]) {
+            bail!("a control was clicked or the agent saw an error: {seen:#}");
+        }
+    }
+    Ok(out)
+}

@@ -4,12 +4,17 @@
 //! real ChatGPT conversation would, through the orchestrator's app), read its
 //! assignment, and follow the scenario found there (a line `scenario: ...`);
 //! a wake prompt makes it re-attach and follow the latest follow-up's
-//! scenario, or resume where `end_turn` left off. Any other turn gets a short
-//! streamed echo. Everything it does is streamed into the visible reply.
+//! scenario, or resume where `end_turn` left off; so does a resume or
+//! checkpoint prompt (Execution Continuity). Any other turn gets a short
+//! streamed echo. Everything it does is streamed into the visible reply,
+//! and a worker's turn ends with the continuation-state block of
+//! `skills/durable-continuation-output` (`status: working | complete |
+//! blocked`, then `summary:`, `current:`, `next:`), as a model following that
+//! skill writes it.
 //!
 //! Scenario language, steps separated by `;` or new lines:
-//! `progress "x"`, `ask_root "q"`, `await_answer`, `complete "done"`,
-//! `fail "why"`, `say "text"`, `end_turn`, `sleep 2s` (or `500ms`),
+//! `progress "x"`, `ask_root "q"`, `await_answer`, `await_human "q"`,
+//! `complete "done"`, `fail "why"`, `say "text"`, `end_turn`, `sleep 2s` (or `500ms`),
 //! `incident delivery_timeout|something_went_wrong|rate_limit|deferral`.
 //! An unknown step is an error shown in the page, never skipped.
 
@@ -31,6 +36,8 @@ pub enum Step {
     AskRoot(String),
     /// Wait (bounded) for root's answer to the last question.
     AwaitAnswer,
+    /// `worker_await_human`, then end the turn: a person must act.
+    AwaitHuman(String),
     /// `worker_complete`.
     Complete(String),
     /// `worker_fail`.
@@ -79,6 +86,7 @@ pub fn parse(script: &str) -> Result<Vec<Step>, String> {
         let step = match word {
             "progress" => Step::Progress(quoted()?),
             "ask_root" => Step::AskRoot(quoted()?),
+            "await_human" => Step::AwaitHuman(quoted()?),
             "complete" => Step::Complete(quoted()?),
             "fail" => Step::Fail(quoted()?),
             "say" => Step::Say(quoted()?),
@@ -132,7 +140,11 @@ fn attach_identity(text: &str) -> Option<String> {
 
 /// Plays the model for one submitted turn.
 pub async fn respond(hub: Arc<Hub>, conversation: String, text: String) {
-    let outcome = if text.contains("[orchestrator bootstrap v") || text.contains("[orchestrator wake v") {
+    let worker_turn =
+        ["[orchestrator bootstrap v", "[orchestrator wake v", "[orchestrator resume v", "[orchestrator checkpoint v"]
+            .iter()
+            .any(|marker| text.contains(marker));
+    let outcome = if worker_turn {
         work(&hub, &conversation, &text).await
     } else {
         stream(&hub, &conversation, &format!("You said: {text}")).await;
@@ -292,13 +304,22 @@ async fn run(
                 let answer = await_answer(mcp, memory).await?;
                 stream(hub, conversation, &format!("• root answered: {answer}\n")).await;
             }
+            Step::AwaitHuman(reason) => {
+                call(mcp, "worker_await_human", json!({"capability": cap, "reason": reason})).await?;
+                memory.remaining = steps.collect();
+                stream(hub, conversation, &format!("• waiting for a person: {reason}\n")).await;
+                stream(hub, conversation, &status_block("blocked", &reason, &memory.remaining)).await;
+                return Ok(None);
+            }
             Step::Complete(summary) => {
                 call(mcp, "worker_complete", json!({"capability": cap, "summary": summary})).await?;
                 stream(hub, conversation, &format!("• completed: {summary}\n")).await;
+                stream(hub, conversation, &status_block("complete", &summary, &[])).await;
             }
             Step::Fail(reason) => {
                 call(mcp, "worker_fail", json!({"capability": cap, "reason": reason})).await?;
                 stream(hub, conversation, &format!("• failed: {reason}\n")).await;
+                stream(hub, conversation, &status_block("blocked", &reason, &[])).await;
             }
             Step::Say(text) => stream(hub, conversation, &format!("{text}\n")).await,
             Step::Sleep(d) => {
@@ -308,6 +329,7 @@ async fn run(
             Step::EndTurn => {
                 memory.remaining = steps.collect();
                 stream(hub, conversation, "(ending this turn here)\n").await;
+                stream(hub, conversation, &status_block("working", "part of the assignment", &memory.remaining)).await;
                 return Ok(None);
             }
             Step::Incident(Incident::Deferral) => {
@@ -335,6 +357,14 @@ async fn run(
         }
     }
     Ok(None)
+}
+
+/// The continuation-state block a model following
+/// `skills/durable-continuation-output` ends its response with.
+fn status_block(status: &str, summary: &str, remaining: &[Step]) -> String {
+    let next = remaining.first().map_or_else(|| "none".to_owned(), |step| format!("{step:?}"));
+    let current = if status == "working" { "between steps" } else { "none" };
+    format!("\nstatus: {status}\nsummary: {summary}\ncurrent: {current}\nnext: {next}\n")
 }
 
 /// Waits (bounded: 10 waits of up to 30 s) for an answer to the last question.
@@ -376,5 +406,17 @@ mod tests {
         assert!(parse("progress x").unwrap_err().contains("quoted"));
         assert!(parse("incident meteor").unwrap_err().contains("meteor"));
         assert_eq!(scenario_in("Build A\nscenario: complete \"ok\""), Some("complete \"ok\""));
+        assert_eq!(parse(r#"await_human "which db?""#).unwrap(), vec![Step::AwaitHuman("which db?".into())]);
+    }
+
+    #[test]
+    fn an_unfinished_turn_ends_with_the_skills_working_block() {
+        let block = status_block("working", "part", &[Step::Complete("done".into())]);
+        let lines: Vec<&str> = block.trim().lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[0], "status: working");
+        assert!(lines[1].starts_with("summary: ") && lines[2].starts_with("current: "));
+        assert!(lines[3].starts_with("next: ") && lines[3].contains("Complete"));
+        assert!(status_block("complete", "ok", &[]).ends_with("next: none\n"));
     }
 }

@@ -291,7 +291,7 @@ struct ExecutorArgs {
     #[arg(long, default_value_t = 5_000)]
     continuation_pacing_ms: u64,
     /// How long every automatic continuation waits after ChatGPT said "Too
-    /// many requests" on a managed tab, in ms (60000 to 86400000).
+    /// many requests" on a managed tab, in ms (1000 to 86400000).
     #[arg(long, default_value_t = 900_000)]
     rate_limit_wait_ms: u64,
 }
@@ -310,8 +310,8 @@ impl ExecutorArgs {
         if !(1_000..=600_000).contains(&self.continuation_pacing_ms) {
             bail!("--continuation-pacing-ms must be between 1000 and 600000");
         }
-        if !(60_000..=86_400_000).contains(&self.rate_limit_wait_ms) {
-            bail!("--rate-limit-wait-ms must be between 60000 and 86400000");
+        if !(1_000..=86_400_000).contains(&self.rate_limit_wait_ms) {
+            bail!("--rate-limit-wait-ms must be between 1000 and 86400000");
         }
         Ok(BridgeConfig {
             heartbeat_ms: self.executor_heartbeat_ms,

@@ -446,3 +446,25 @@ async fn an_endpoint_that_only_looks_like_loopback_is_never_saved_or_dialled_bod
     options.evaluate(plant).await.unwrap();
     until(&options, "document.querySelector('#connection').textContent.includes('not acceptable')").await.unwrap();
 }
+
+/// Execution Continuity in Chromium (seed §26.4): a three-turn assignment
+/// completes with nobody typing `continue`, a delivery timeout is answered
+/// by a fresh resume (zero Retry clicks), nothing is sent after completion;
+/// then a rate-limit dialog on one tab holds every automatic continuation
+/// for the wait, after which both workers go on and complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_resume_carries_workers_to_completion_through_a_delivery_timeout_and_a_rate_limit() {
+    e2e(auto_resume_body).await;
+}
+
+async fn auto_resume_body() {
+    let wait = Duration::from_secs(20);
+    let world = World::start(orchestrator(), &["--rate-limit-wait-ms", "20000"]).await.unwrap();
+    let url = world.daemon.mcp_url();
+    let budget = Duration::from_secs(60);
+    let out = e2e::scenario::auto_resume(&url, &world.fake.hub, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("{}", out.trace.join("\n"));
+    let out = e2e::scenario::rate_limit(&url, &world.fake.hub, wait, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("{}", out.trace.join("\n"));
+    assert_eq!(world.chromium.extension_errors().await.unwrap(), Vec::<String>::new());
+}

@@ -116,3 +116,34 @@ async fn firefox_runs_the_two_worker_flow() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Execution Continuity in Firefox: the same two scenarios as Chromium's
+/// (`e2e::scenario::auto_resume`, `e2e::scenario::rate_limit`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn firefox_auto_resumes_through_a_delivery_timeout_and_a_rate_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let orchestrator = Path::new(env!("CARGO_BIN_EXE_orchestrator"));
+    let args = ["--rate-limit-wait-ms", "20000"];
+    let daemon = e2e::Daemon::start(orchestrator, &dir.path().join("state"), "127.0.0.1:0", &args).unwrap();
+    let fake =
+        fakechat::start("127.0.0.1:0".parse().unwrap(), Some(daemon.mcp_url()), fakechat::server::Csp::Strict, None)
+            .await
+            .unwrap();
+    e2e::install_apps(&fake.hub, e2e::APP_LABEL, fakechat::render::AppState::Enabled);
+    let mut firefox = e2e::firefox::Firefox::launch(
+        &e2e::firefox_dist().unwrap(),
+        fake.addr.port(),
+        &fake.ca_pem,
+        &dir.path().join("ff"),
+    )
+    .await
+    .unwrap();
+    firefox.pair(&daemon.executor_url(), &daemon.credential().unwrap()).await.unwrap();
+    let url = daemon.mcp_url();
+    let budget = Duration::from_secs(60);
+    let out = e2e::scenario::auto_resume(&url, &fake.hub, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("{}", out.trace.join("\n"));
+    let wait = Duration::from_secs(20);
+    let out = e2e::scenario::rate_limit(&url, &fake.hub, wait, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("{}", out.trace.join("\n"));
+}
