@@ -10,6 +10,10 @@
 //!    a raw rusqlite insert+commit loop with the same pragmas, from 1 thread
 //!    and from 16 at once (the raw baseline then uses 16 connections; each
 //!    of our threads reports progress for its own worker).
+//! 3. Execution Continuity's scheduler tick (`continue_due` and
+//!    `next_continue_at`, nothing due) over 256 running workers whose turns
+//!    ended inside the idle grace, against a plain read of the same state
+//!    (counting the running workers).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -149,6 +153,85 @@ fn throughput(n: usize, threads: usize) {
     );
 }
 
+/// 256 attached workers, each bound to a conversation that went idle at
+/// `now`, under Auto Resume with a ten-minute grace: every tick evaluates
+/// every worker and finds nothing due.
+fn idle_workers(n: usize) -> Arc<ControlPlane> {
+    use control::queue::Limits;
+    use protocol::continuity::{ContinuationMode, ContinuationPolicy};
+    use protocol::executor::{CommandOutcome, ConversationState, ExecutorFrame};
+    let clock = control::ManualClock::at(1_000_000);
+    let plane =
+        Arc::new(ControlPlane::open(Arc::new(MemoryStore::new()), Arc::new(clock), Keyring::new([3; 32])).unwrap());
+    // Two runs: a run holds at most 256 workers, its root among them.
+    let mut workers: Vec<WorkerId> = Vec::with_capacity(n);
+    for run in 0..2 {
+        let (_, root) = plane.create_run("tick", None).unwrap();
+        let policy = ContinuationPolicy {
+            mode: ContinuationMode::Auto,
+            idle_grace_ms: 600_000,
+            ..ContinuationPolicy::default()
+        };
+        plane.execute(Request::SetContinuation { actor: root.clone(), target: None, policy }).unwrap();
+        let root_w = plane.worker(&root).unwrap();
+        let assignment = Assignment::from_objective("tick");
+        workers.extend((0..n / 2).map(|i| plane.spawn(&root_w, &format!("w{run}-{i}"), &assignment, None).unwrap()));
+    }
+    let limits = Limits { max_launches: n, max_active: n };
+    for d in plane.next_dispatches(&["ext".to_owned()], limits) {
+        plane.dispatch(&d, 60_000).unwrap();
+    }
+    let report = |frame| plane.report("ext", frame).unwrap();
+    for (i, worker) in workers.iter().enumerate() {
+        let command = plane.with_state(|s| {
+            s.open_commands.iter().find(|c| &s.commands[*c].worker_id == worker).cloned().expect("its create")
+        });
+        let conversation: protocol::ConversationId = format!("{i:08x}-0000-4000-8000-{i:012x}").parse().unwrap();
+        report(ExecutorFrame::Ack { command_id: command.clone() });
+        report(ExecutorFrame::ConversationBound {
+            worker_id: worker.clone(),
+            url: format!("https://chatgpt.com/c/{conversation}"),
+            conversation_id: conversation.clone(),
+        });
+        let outcome = CommandOutcome::Ok { conversation_id: Some(conversation) };
+        report(ExecutorFrame::Result { command_id: command, outcome });
+        plane.execute(Request::Attach { worker_id: worker.clone() }).unwrap();
+        for state in [ConversationState::Generating, ConversationState::Idle] {
+            report(ExecutorFrame::ConversationState { worker_id: worker.clone(), state, error: None });
+        }
+    }
+    plane
+}
+
+fn scheduler_tick(workers: usize, rounds: usize) {
+    let plane = idle_workers(workers);
+    let pacing = control::continuity::Pacing::default();
+    assert_eq!(plane.continue_due(pacing).unwrap(), 0, "nothing is due inside the grace");
+    assert!(plane.next_continue_at(pacing).is_some());
+    let time = |f: &dyn Fn()| {
+        let start = Instant::now();
+        for _ in 0..rounds {
+            f();
+        }
+        start.elapsed() / rounds as u32
+    };
+    let tick = time(&|| {
+        std::hint::black_box(plane.continue_due(pacing).unwrap());
+        std::hint::black_box(plane.next_continue_at(pacing));
+    });
+    let read = time(&|| {
+        std::hint::black_box(
+            plane.with_state(|s| s.workers.values().filter(|w| w.state == protocol::WorkerState::Running).count()),
+        );
+    });
+    println!(
+        "scheduler tick, {workers} workers: {:>8.1} µs; plain state read {:>6.1} µs; ratio {:.1}x",
+        tick.as_secs_f64() * 1e6,
+        read.as_secs_f64() * 1e6,
+        tick.as_secs_f64() / read.as_secs_f64()
+    );
+}
+
 fn main() {
     // `cargo test --benches` runs this with --bench absent; keep that fast.
     let quick = !std::env::args().any(|a| a == "--bench");
@@ -167,4 +250,5 @@ fn main() {
     for threads in [1, 16] {
         throughput(if quick { 64 } else { 2000 }, threads);
     }
+    scheduler_tick(256, if quick { 5 } else { 2000 });
 }

@@ -140,7 +140,7 @@ async fn the_inspector_lists_every_tool_without_warnings_and_calls_each() {
     c.call("worker_list", &[cap()]);
     c.call("worker_complete", &[cap_a, arg("summary", "A built"), arg("artifacts", json!(["commit:aaaa"]))]);
     c.call("worker_followup", &[cap(), arg("worker_id", &a_id), arg("instructions", "also build A2")]);
-    c.call("worker_interrupt", &[cap(), arg("worker_id", &a_id), arg("reason", "enough")]);
+    c.call("worker_stop", &[cap(), arg("worker_id", &a_id), arg("reason", "enough")]);
     // Execution Continuity on beta: policies, holds, continue now.
     c.call("run_continuation_set_default", &[cap(), arg("policy", json!({"mode": "auto"}))]);
     let auto = json!({"mode": "auto", "idle_grace_ms": 0, "stall_pause_after_no_progress_ms": 0});

@@ -20,6 +20,7 @@ mod dist;
 mod errors_doc;
 #[path = "../../e2e/src/find_chromium.rs"]
 mod find_chromium;
+mod skill;
 
 /// The workspace root. Read at run time (`cargo run` sets it): two clones
 /// sharing one target dir share the uplifted `xtask` binary, whose
@@ -165,6 +166,11 @@ fn ci() -> anyhow::Result<()> {
     // The extension (and with it the wire types and the DOM adapter) for
     // wasm32, packaged for both browsers: the browser tests load `dist/`.
     dist::dist()?;
+    // The uploadable skill archives, next to the extension packages.
+    for name in skill::SKILLS {
+        let path = skill::package(&root().join("skills"), name, &target_dir().join("skills"))?;
+        println!("xtask: {}", path.display());
+    }
     run(Command::new("cargo").args(["build", "--workspace", "--all-targets"]))?;
     run(Command::new("cargo").args(["test", "--workspace", "--all-targets"]))?;
     Ok(())
@@ -206,10 +212,19 @@ fn main() -> anyhow::Result<()> {
             run(Command::new("cargo").args(["run", "-p", "e2e", "--bin", "demo"]).env("ORCHESTRATOR_BIN", daemon))
         }
         Some("torture") => torture(),
+        Some("skill") => {
+            for name in skill::SKILLS {
+                let path = skill::package(&root().join("skills"), name, &target_dir().join("skills"))?;
+                println!("{}", path.display());
+            }
+            Ok(())
+        }
         Some("errors-doc") => {
             std::fs::write(root().join("docs/errors.md"), errors_doc::render())?;
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <ci | install | dist | demo | torture [--minutes N] [--seed S] | errors-doc>"),
+        _ => bail!(
+            "usage: cargo xtask <ci | install | dist | demo | torture [--minutes N] [--seed S] | errors-doc | skill>"
+        ),
     }
 }

@@ -10,6 +10,10 @@
 //! - baseline: one WebSocket message echoed over the same loopback.
 //!
 //! Each at 1 and 16 workers spawned at once (16 threads calling `spawn`).
+//!
+//! - idle → resume (Execution Continuity, idle grace 0, no pacing gap): the
+//!   executor reports a worker's turn ended → it receives the resume
+//!   command, over repeated resumes of one worker; against the same echo.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -186,4 +190,95 @@ fn main() {
         );
     }
     rt.block_on(fake.stop());
+    idle_to_resume(&rt, if quick { 3 } else { 1000 });
+}
+
+/// A worker resumed `rounds` times: each turn's end is reported by hand
+/// (the fake loses its own idle report), and the resume command's arrival
+/// at the fake is timed against it.
+fn idle_to_resume(rt: &tokio::runtime::Runtime, rounds: usize) {
+    use control::continuity::Pacing;
+    use control::decide::Request;
+    use fake_executor::{Fault, Op};
+    use protocol::continuity::{ContinuationMode, ContinuationPolicy};
+    use protocol::executor::ConversationState;
+    let dir = tempfile::tempdir().unwrap();
+    let plane = Arc::new(
+        ControlPlane::open(
+            Arc::new(SqliteStore::open(&dir.path().join("c.db")).unwrap()),
+            Arc::new(SystemClock),
+            Keyring::new([4; 32]),
+        )
+        .unwrap(),
+    );
+    let credentials = Credentials::open_or_create(&dir.path().join("executors")).unwrap();
+    let credential = credentials.issue("resume").unwrap();
+    let recheck =
+        control::schedule::Policy { pacing: Pacing { min_gap_ms: 0, ..Pacing::default() }, ..Default::default() };
+    let config = BridgeConfig { recheck, ..BridgeConfig::default() };
+    let (_, root) = plane.create_run("idle to resume", None).unwrap();
+    let policy = ContinuationPolicy {
+        mode: ContinuationMode::Auto,
+        idle_grace_ms: 0,
+        stall_warning_after_no_progress_attempts: 0,
+        stall_pause_after_no_progress_attempts: 0,
+        stall_warning_after_no_progress_ms: 0,
+        stall_pause_after_no_progress_ms: 0,
+        ..ContinuationPolicy::default()
+    };
+    plane.execute(Request::SetContinuation { actor: root.clone(), target: None, policy }).unwrap();
+    let samples = rt.block_on(async {
+        let bridge = Bridge::start(plane.clone(), config, credentials, CancellationToken::new());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, carrier_webext::router(bridge)).await });
+        let mut config = FakeConfig::new(format!("ws://{addr}/executor"), credential, "resume");
+        // Every turn's own idle report is lost: the bench reports it, timed.
+        config.faults = std::iter::once((0, Fault::LoseIdleReport(Op::Create)))
+            .chain((0..rounds).map(|i| (i, Fault::LoseIdleReport(Op::Send))))
+            .collect();
+        let fake = FakeExecutor::start(config);
+        fake.wait_for(|s| s.connections == 1, Duration::from_secs(10)).await;
+        let root_w = plane.worker(&root).unwrap();
+        let worker = plane.spawn(&root_w, "w", &assignment(), None).unwrap();
+        let w = worker.clone();
+        fake.wait_for(move |s| s.submissions_for(&w).len() == 1, Duration::from_secs(10)).await;
+        plane.execute(Request::Attach { worker_id: worker.clone() }).unwrap();
+        let mut samples = Vec::with_capacity(rounds);
+        for round in 1..=rounds {
+            // The turn is under way and its prompt's result recorded.
+            while plane.with_state(|s| {
+                let w = &s.workers[&worker];
+                w.conversation_state != Some(ConversationState::Generating)
+                    || s.open_commands.iter().any(|c| s.commands[c].worker_id == worker)
+            }) {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            // The executor's frame budget (100 a second) is not what is measured.
+            tokio::time::sleep(Duration::from_millis(40)).await;
+            let before = fake.stats().commands.len();
+            let ended = Instant::now();
+            fake.report_state(&worker, ConversationState::Idle, None);
+            let stats = fake.wait_for(move |s| s.commands.len() > before, Duration::from_secs(10)).await;
+            let resume = &stats.commands[before];
+            samples.push(stats.first_received[&resume.command_id].duration_since(ended));
+            let w = worker.clone();
+            fake.wait_for(move |s| s.submissions_for(&w).len() == round + 1, Duration::from_secs(10)).await;
+        }
+        fake.stop().await;
+        samples
+    });
+    let echo = rt.block_on(echo_baseline(1, rounds));
+    let p = |xs: &[Duration], q: f64| {
+        let mut x = xs.to_vec();
+        x.sort();
+        percentile(&x, q)
+    };
+    println!(
+        "idle -> resume received, {rounds} resumes (grace 0): {}  | baseline ws echo {}  | ratios to echo: p50 {:.1}x, p99 {:.1}x",
+        summary(samples.clone()),
+        summary(echo.clone()),
+        p(&samples, 0.5).as_secs_f64() / p(&echo, 0.5).as_secs_f64(),
+        p(&samples, 0.99).as_secs_f64() / p(&echo, 0.99).as_secs_f64(),
+    );
 }

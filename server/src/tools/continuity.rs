@@ -3,7 +3,7 @@
 //! (`worker_pause`, `worker_resume`, `worker_continue_now`,
 //! `worker_continuation_get`/`_set`, `run_continuation_set_default`).
 //! Pause is not stop: a paused worker is unfinished and keeps its
-//! conversation; `worker_interrupt` stops (cancels) one.
+//! conversation; `worker_stop` stops (cancels) one.
 
 use protocol::WorkerDisposition;
 use protocol::continuity::AttemptReason;

@@ -1,5 +1,5 @@
 //! Worker tools: `worker_spawn`, `worker_list`, `worker_progress`,
-//! `worker_complete`, `worker_fail`, `worker_interrupt`, `worker_followup`.
+//! `worker_complete`, `worker_fail`, `worker_stop`, `worker_followup`.
 
 use super::*;
 
@@ -104,10 +104,10 @@ pub struct WorkerFailArgs {
     pub followup: Option<u32>,
 }
 
-/// `worker_interrupt` arguments.
+/// `worker_stop` arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct WorkerInterruptArgs {
+pub struct WorkerStopArgs {
     /// Root's capability.
     pub capability: String,
     /// The worker to stop.
@@ -253,18 +253,15 @@ impl Tools {
         .await
     }
 
-    /// Stop a worker's work (it becomes cancelled). Root only.
+    /// Stop a worker for good (it becomes cancelled; nothing resumes it). Not a pause. Root only.
     #[tool(annotations(
-        title = "Interrupt worker",
+        title = "Stop worker",
         read_only_hint = false,
         destructive_hint = true,
         idempotent_hint = false,
         open_world_hint = false
     ))]
-    async fn worker_interrupt(
-        &self,
-        Parameters(args): Parameters<WorkerInterruptArgs>,
-    ) -> Result<Json<WorkerOut>, ToolError> {
+    async fn worker_stop(&self, Parameters(args): Parameters<WorkerStopArgs>) -> Result<Json<WorkerOut>, ToolError> {
         let args = args?;
         let tools = self.clone();
         on_blocking_pool(move || {

@@ -17,7 +17,7 @@ async def main(url, mode):
     async with client(url, mode) as root_c, client(url, mode) as a_c, client(url, mode) as b_c:
         tools = {t.name: t for t in (await root_c.list_tools()).tools}
         for name in ["run_create", "run_get", "run_cancel", "worker_spawn", "worker_attach", "worker_list",
-                     "worker_progress", "worker_complete", "worker_fail", "worker_interrupt", "worker_followup",
+                     "worker_progress", "worker_complete", "worker_fail", "worker_stop", "worker_followup",
                      "message_send", "message_broadcast", "events_wait", "events_list"]:
             tool = tools[name]
             assert tool.output_schema, f"{name} has no outputSchema"

@@ -17,12 +17,12 @@ async def main(url):
         cap_a = (await call(c, "worker_attach", {"attach_identity": attach_identity(a["bootstrap_prompt"])}))["capability"]
         cap_b = (await call(c, "worker_attach", {"attach_identity": attach_identity(b["bootstrap_prompt"])}))["capability"]
         a_id, b_id = a["worker"]["worker_id"], b["worker"]["worker_id"]
-        await call(c, "worker_interrupt", {"capability": root, "worker_id": b_id, "reason": "not needed"})
+        await call(c, "worker_stop", {"capability": root, "worker_id": b_id, "reason": "not needed"})
         head = (await call(c, "run_get", {"capability": root}))["run"]["cursor"]
 
         cases = [
             # malformed ids
-            ("worker_interrupt", {"capability": root, "worker_id": "wrk_123", "reason": "x"}, "INVALID_ID"),
+            ("worker_stop", {"capability": root, "worker_id": "wrk_123", "reason": "x"}, "INVALID_ID"),
             ("worker_followup", {"capability": root, "worker_id": "run_" + "0" * 32, "instructions": "x"}, "INVALID_ID"),
             ("message_send", {"capability": cap_a, "to": "root", "kind": "information", "body": "x"}, "INVALID_ID"),
             ("message_send", {"capability": cap_a, "to": "/root", "kind": "answer", "body": "x", "in_reply_to": "msg_zz"}, "INVALID_ID"),
@@ -40,14 +40,14 @@ async def main(url):
             ("worker_spawn", {"capability": cap_a, "name": "gamma", "assignment": {"objective": "C"}}, "FORBIDDEN"),
             ("worker_list", {"capability": cap_a}, "FORBIDDEN"),
             ("run_cancel", {"capability": cap_a, "reason": "x"}, "FORBIDDEN"),
-            ("worker_interrupt", {"capability": cap_a, "worker_id": a_id, "reason": "x"}, "FORBIDDEN"),
+            ("worker_stop", {"capability": cap_a, "worker_id": a_id, "reason": "x"}, "FORBIDDEN"),
             ("worker_followup", {"capability": cap_a, "worker_id": a_id, "instructions": "x"}, "FORBIDDEN"),
             ("message_broadcast", {"capability": cap_a, "kind": "information", "body": "x"}, "FORBIDDEN"),
             # illegal transitions
             ("worker_complete", {"capability": cap_b, "summary": "done anyway"}, "INVALID_TRANSITION"),
             ("worker_progress", {"capability": cap_b, "summary": "still here"}, "INVALID_TRANSITION"),
             ("worker_followup", {"capability": root, "worker_id": b_id, "instructions": "again"}, "INVALID_TRANSITION"),
-            ("worker_interrupt", {"capability": root, "worker_id": b_id, "reason": "twice"}, "INVALID_TRANSITION"),
+            ("worker_stop", {"capability": root, "worker_id": b_id, "reason": "twice"}, "INVALID_TRANSITION"),
             # oversized strings
             ("run_create", {"title": "t" * 300}, "TOO_LARGE"),
             ("message_send", {"capability": cap_a, "to": "/root", "kind": "information", "body": "x" * 40000}, "TOO_LARGE"),
