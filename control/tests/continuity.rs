@@ -240,50 +240,6 @@ fn pause_lets_the_turn_finish_and_continue_now_resumes_exactly_once() {
     assert_eq!(w.tick(), 0);
 }
 
-/// Seed §26.2: a restart at each boundary converges without a second submission.
-#[test]
-fn restarts_at_every_boundary_submit_each_attempt_once() {
-    let mut w = world();
-    w.set_default(auto());
-    let a = w.working("a", "44444444-4444-4444-8444-444444444444");
-    // 1. idle observed, before the resume is scheduled; 8. during the grace.
-    w.observe(&a, ConversationState::Idle);
-    w.restart();
-    w.advance(1_000);
-    assert_eq!(w.tick(), 0, "the grace survives a restart");
-    w.restart();
-    w.advance(2_000);
-    assert_eq!(w.tick(), 1);
-    // 2. scheduled, before the executor has it.
-    w.restart();
-    assert_eq!(w.tick(), 0, "not scheduled again");
-    let sends = World::resume_sends(&w.pump());
-    assert_eq!(sends.len(), 1);
-    // 3. dispatched, before the ack: the journal replays the same command, nothing new is scheduled.
-    w.restart();
-    w.advance(MINUTE);
-    assert_eq!(w.tick(), 0);
-    // 4.–5. acked and submitted, before the result.
-    let command = w.open_send_or_create(&a);
-    w.report(ExecutorFrame::Ack { command_id: command.clone() });
-    w.restart();
-    assert_eq!(w.tick(), 0);
-    w.report(ExecutorFrame::Result { command_id: command, outcome: CommandOutcome::Ok { conversation_id: None } });
-    // 6. the result, before generating is seen: the page still reads idle from before.
-    w.restart();
-    w.advance(MINUTE);
-    assert_eq!(w.tick(), 0, "an idle seen before the submission is not a new turn's end");
-    // 7. generating, before idle.
-    w.observe(&a, ConversationState::Generating);
-    w.restart();
-    assert_eq!(w.tick(), 0);
-    w.observe(&a, ConversationState::Idle);
-    w.advance(3_000);
-    assert_eq!(w.tick(), 1, "the next turn's end is resumed");
-    let attempts: Vec<u32> = w.attempts().into_iter().map(|(_, n, _)| n).collect();
-    assert_eq!(attempts, [1, 2], "one submission per attempt");
-}
-
 #[test]
 fn the_stall_guard_warns_then_pauses_and_resume_goes_on() {
     let mut w = world();
@@ -570,4 +526,212 @@ fn a_turn_that_ends_before_its_submissions_result_is_still_resumed() {
     w.advance(PACING.min_gap_ms);
     assert_eq!(w.tick(), 1, "the ended turn is resumed");
     assert_eq!(w.attempts().len(), 2);
+}
+
+/// Seed §26.2: the daemon restarts at one of the nine boundaries of an
+/// automatic resume; each converges with one submission per attempt and
+/// the worker's state intact. `World::resumed_once` finishes the story the
+/// same way for each: the turn in flight ends, and exactly the next
+/// attempt follows.
+impl World {
+    /// A worker whose first turn ended idle and whose resume is due.
+    fn ended_turn(&self, conversation: &str) -> WorkerId {
+        self.set_default(auto());
+        let a = self.working("a", conversation);
+        self.observe(&a, ConversationState::Idle);
+        a
+    }
+
+    /// From wherever the resume of `a` stands: it goes in once, its turn
+    /// ends, and the next end is resumed by attempt 2 and nothing else.
+    fn resumed_once(&self, a: &WorkerId) {
+        if let Some(command) =
+            self.plane.with_state(|s| s.open_commands.iter().find(|c| &s.commands[*c].worker_id == a).cloned())
+        {
+            self.report(ExecutorFrame::Ack { command_id: command.clone() });
+            let ok = CommandOutcome::Ok { conversation_id: None };
+            self.report(ExecutorFrame::Result { command_id: command, outcome: ok });
+        }
+        self.observe(a, ConversationState::Generating);
+        self.observe(a, ConversationState::Idle);
+        self.advance(PACING.min_gap_ms);
+        assert_eq!(self.tick(), 1, "the next turn's end is resumed");
+        let attempts: Vec<u32> = self.attempts().into_iter().map(|(_, n, _)| n).collect();
+        assert_eq!(attempts, [1, 2], "one submission per attempt");
+        let commands = self.plane.with_state(|s| {
+            s.commands
+                .values()
+                .filter(|c| &c.worker_id == a && matches!(c.intent, protocol::CommandIntent::Send { .. }))
+                .count()
+        });
+        assert_eq!(commands, 2, "one command per attempt");
+    }
+}
+
+#[test]
+fn restart_1_after_idle_before_the_resume_is_scheduled() {
+    let mut w = world();
+    let a = w.ended_turn("40000001-4444-4444-8444-444444444444");
+    w.restart();
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1);
+    assert_eq!(World::resume_sends(&w.pump()).len(), 1);
+    w.resumed_once(&a);
+}
+
+#[test]
+fn restart_2_after_the_resume_is_scheduled_before_the_executor_has_it() {
+    let mut w = world();
+    let a = w.ended_turn("40000002-4444-4444-8444-444444444444");
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1);
+    w.restart();
+    assert_eq!(w.tick(), 0, "not scheduled again");
+    assert_eq!(World::resume_sends(&w.pump()).len(), 1);
+    w.resumed_once(&a);
+}
+
+#[test]
+fn restart_3_after_the_executor_has_it_before_its_ack() {
+    let mut w = world();
+    let a = w.ended_turn("40000003-4444-4444-8444-444444444444");
+    w.advance(3_000);
+    w.tick();
+    let sent = World::resume_sends(&w.pump());
+    w.restart();
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0);
+    let replayed = w.plane.replay("ext", 60_000).unwrap();
+    assert_eq!(replayed.len(), 1, "the same command is replayed");
+    assert_eq!(World::resume_sends(&[replayed[0].op.clone()]), sent, "with the same prompt");
+    w.resumed_once(&a);
+}
+
+#[test]
+fn restart_4_after_the_submission_started() {
+    let mut w = world();
+    let a = w.ended_turn("40000004-4444-4444-8444-444444444444");
+    w.advance(3_000);
+    w.tick();
+    w.pump();
+    let command = w.open_send_or_create(&a);
+    w.report(ExecutorFrame::Ack { command_id: command });
+    w.restart();
+    assert_eq!(w.tick(), 0);
+    w.resumed_once(&a);
+}
+
+#[test]
+fn restart_5_after_the_submission_before_its_result() {
+    let mut w = world();
+    let a = w.ended_turn("40000005-4444-4444-8444-444444444444");
+    w.advance(3_000);
+    w.tick();
+    w.pump();
+    let command = w.open_send_or_create(&a);
+    w.report(ExecutorFrame::Ack { command_id: command });
+    // The page shows the new turn running; its result has not come.
+    w.observe(&a, ConversationState::Generating);
+    w.restart();
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0);
+    w.resumed_once(&a);
+}
+
+#[test]
+fn restart_6_after_the_result_before_generating_is_seen() {
+    let mut w = world();
+    let a = w.ended_turn("40000006-4444-4444-8444-444444444444");
+    w.advance(3_000);
+    w.tick();
+    w.pump();
+    let command = w.open_send_or_create(&a);
+    w.report(ExecutorFrame::Ack { command_id: command.clone() });
+    w.report(ExecutorFrame::Result { command_id: command, outcome: CommandOutcome::Ok { conversation_id: None } });
+    w.restart();
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0, "an idle seen before the submission is not the new turn's end");
+    w.resumed_once(&a);
+}
+
+#[test]
+fn restart_7_while_generating_before_idle() {
+    let mut w = world();
+    let a = w.ended_turn("40000007-4444-4444-8444-444444444444");
+    w.advance(3_000);
+    w.tick();
+    w.pump();
+    w.submit(&a);
+    w.restart();
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0);
+    w.resumed_once(&a);
+}
+
+#[test]
+fn restart_8_during_the_idle_grace() {
+    let mut w = world();
+    let a = w.ended_turn("40000008-4444-4444-8444-444444444444");
+    w.advance(1_000);
+    w.restart();
+    assert_eq!(w.tick(), 0, "the grace survives a restart");
+    w.advance(2_000);
+    assert_eq!(w.tick(), 1);
+    w.pump();
+    w.resumed_once(&a);
+}
+
+#[test]
+fn restart_9_after_the_stall_guard_warned_and_after_it_paused() {
+    let mut w = world();
+    w.set_default(ContinuationPolicy {
+        stall_warning_after_no_progress_attempts: 1,
+        stall_pause_after_no_progress_attempts: 2,
+        ..auto()
+    });
+    let a = w.working("a", "40000009-4444-4444-8444-444444444444");
+    let stalls =
+        |w: &World| w.events().into_iter().filter(|e| matches!(e.body, EventBody::ContinuationStalled { .. })).count();
+    w.observe(&a, ConversationState::Idle);
+    w.advance(3_000);
+    w.tick();
+    w.pump();
+    w.submit(&a);
+    w.observe(&a, ConversationState::Idle);
+    w.advance(PACING.min_gap_ms);
+    w.tick();
+    assert_eq!(stalls(&w), 1, "warned");
+    w.restart();
+    w.tick();
+    assert_eq!(stalls(&w), 1, "the warning is not raised again after a restart");
+    w.pump();
+    w.submit(&a);
+    w.observe(&a, ConversationState::Idle);
+    w.advance(PACING.min_gap_ms);
+    w.tick();
+    assert_eq!(w.plane.worker(&a).unwrap().continuity.hold, Some(Hold::Stalled));
+    w.restart();
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 0, "still paused after a restart");
+    assert_eq!(w.plane.worker(&a).unwrap().continuity.hold, Some(Hold::Stalled));
+    assert_eq!(w.attempts().len(), 2);
+}
+
+/// Seed §26.1: policy changes append events and survive a restart.
+#[test]
+fn policy_changes_append_events_and_survive_a_restart() {
+    let mut w = world();
+    w.set_default(auto());
+    let a = w.working("a", "4000000a-4444-4444-8444-444444444444");
+    let quick = ContinuationPolicy { idle_grace_ms: 500, ..auto() };
+    let root = w.root.clone();
+    w.plane.execute(Request::SetContinuation { actor: root, target: Some(a.clone()), policy: quick }).unwrap();
+    let changes =
+        w.events().into_iter().filter(|e| matches!(e.body, EventBody::ContinuationPolicyChanged { .. })).count();
+    assert_eq!(changes, 2, "the run's default and the worker's own");
+    w.restart();
+    assert_eq!(w.plane.worker(&a).unwrap().continuity.policy, quick);
+    w.observe(&a, ConversationState::Idle);
+    w.advance(500);
+    assert_eq!(w.tick(), 1, "the worker's own grace applies after the restart");
 }
