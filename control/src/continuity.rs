@@ -7,7 +7,9 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use protocol::continuity::{AttemptReason, ContinuationMode, ContinuationPolicy, Hold, StallLevel, Wake, threshold};
+use protocol::continuity::{
+    AttemptReason, ContinuationMode, ContinuationPolicy, Hold, StallLevel, TurnStall, Wake, threshold,
+};
 use protocol::executor::ConversationState;
 use protocol::{CommandId, CommandIntent, RunState, WorkerDisposition, WorkerId, WorkerState};
 
@@ -24,11 +26,15 @@ pub struct Pacing {
     /// requests" on any managed tab (its dialog names no time, so this is
     /// a conservative constant).
     pub rate_limit_wait_ms: u64,
+    /// How long a turn may run with no durable progress from its worker (or
+    /// a submitted prompt go without its turn starting) before it is
+    /// reported stalled. Nothing reloads it.
+    pub stalled_turn_after_ms: u64,
 }
 
 impl Default for Pacing {
     fn default() -> Self {
-        Self { min_gap_ms: 5_000, rate_limit_wait_ms: 15 * 60_000 }
+        Self { min_gap_ms: 5_000, rate_limit_wait_ms: 15 * 60_000, stalled_turn_after_ms: 20 * 60_000 }
     }
 }
 
@@ -55,6 +61,15 @@ pub enum Action {
         /// Whether its prompt is the keepalive's checkpoint (else the resume).
         checkpoint: bool,
     },
+    /// Its turn does not end.
+    TurnStalled {
+        /// The worker.
+        worker: WorkerId,
+        /// What was seen.
+        stall: TurnStall,
+        /// How long without progress (or without starting), in ms.
+        for_ms: u64,
+    },
     /// The stall guard speaks: a warning, or a pause (which holds it).
     Stalled {
         /// The worker.
@@ -68,18 +83,26 @@ pub enum Action {
     },
 }
 
-/// Everything that is due at `now`, workers in id order (so a replay
-/// decides the same). At most one automatic attempt per pacing gap.
+/// Everything that is due at `now`. At most one automatic attempt per
+/// pacing gap, and it goes to the worker that has waited longest (idle
+/// since, else last submitted; then by id, so a replay decides the same):
+/// a worker whose turns end quickly never starves the others.
 pub fn due(state: &State, now_ms: u64, pacing: Pacing) -> Vec<Action> {
     let open = workers_with_open_commands(state);
     let mut workers: Vec<&Worker> = state.workers.values().filter(|w| watched(w)).collect();
-    workers.sort_by(|a, b| a.id.cmp(&b.id));
+    let waiting_since = |w: &Worker| w.continuity.idle_since_ms.or(w.continuity.last_submitted_at_ms).unwrap_or(0);
+    workers.sort_by(|a, b| waiting_since(a).cmp(&waiting_since(b)).then_with(|| a.id.cmp(&b.id)));
     let mut paced_at = state.last_auto_attempt_at_ms;
     let rate_limited = pacing.rate_limited_until(state).is_some_and(|until| now_ms < until);
     let mut actions = Vec::new();
     for worker in workers {
         let Some(run) = state.runs.get(&worker.run_id) else { continue };
         let c = pending(worker, now_ms);
+        if let Some((stall, since)) = c.turn_stall()
+            && since + pacing.stalled_turn_after_ms <= now_ms
+        {
+            actions.push(Action::TurnStalled { worker: worker.id.clone(), stall, for_ms: now_ms - since });
+        }
         if let Some(stalled) = stall_action(worker, &c, now_ms) {
             let pauses = matches!(stalled, Action::Stalled { level: StallLevel::Paused, .. });
             actions.push(stalled);
@@ -138,10 +161,8 @@ pub fn next_due_at(state: &State, now_ms: u64, pacing: Pacing) -> Option<u64> {
                 _ => None,
             };
             let keepalive = worker.conversation.as_ref().and(c.keepalive_due_at(worker.id.as_str()));
-            [deferred, keepalive.filter(|at| *at > now_ms), c.stall_due_at().filter(|at| *at > now_ms)]
-                .into_iter()
-                .flatten()
-                .min()
+            let turn = c.turn_stall().map(|(_, since)| since + pacing.stalled_turn_after_ms);
+            [deferred, keepalive, c.stall_due_at(), turn].into_iter().flatten().filter(|at| *at > now_ms).min()
         })
         .min()
 }
@@ -268,6 +289,10 @@ pub struct Continuity {
     pub carried: BTreeSet<Wake>,
     /// Where the page was while a prompt was being submitted.
     pub sending: Sending,
+    /// Since when the page has been generating (cleared when a turn ends).
+    pub busy_since_ms: Option<u64>,
+    /// Whether the running turn was reported stalled already.
+    pub turn_stall_reported: bool,
 }
 
 /// What the page showed while a prompt of the worker was being submitted:
@@ -377,7 +402,23 @@ impl Continuity {
         self.turn_ended(now_ms, Wake::Recovery);
     }
 
+    /// The turn that does not end, if one runs: what is seen, and when the
+    /// bound starts counting (the later of its start and the worker's last
+    /// durable progress). Reported once per turn.
+    pub fn turn_stall(&self) -> Option<(TurnStall, u64)> {
+        if self.turn_stall_reported {
+            return None;
+        }
+        match (self.busy_since_ms, self.last_submitted_at_ms) {
+            (Some(since), _) => Some((TurnStall::GeneratingWithoutProgress, since.max(self.progress.last_at_ms))),
+            (None, Some(at)) if self.turn_open => Some((TurnStall::NeverStarted, at)),
+            _ => None,
+        }
+    }
+
     fn turn_ended(&mut self, now_ms: u64, wake: Wake) {
+        self.busy_since_ms = None;
+        self.turn_stall_reported = false;
         if std::mem::take(&mut self.turn_open) && !self.attempt_progressed {
             self.progress.attempts_without = self.progress.attempts_without.saturating_add(1);
         }
@@ -403,9 +444,13 @@ impl Continuity {
     }
 
     /// The conversation was seen generating: an idle or recovery reason is moot.
-    pub fn went_busy(&mut self) {
+    pub fn went_busy(&mut self, now_ms: u64) {
         if self.sending == Sending::Dispatched {
             self.sending = Sending::SawBusy;
+        }
+        if self.busy_since_ms.is_none() {
+            self.busy_since_ms = Some(now_ms);
+            self.turn_stall_reported = false;
         }
         self.idle_since_ms = None;
         if let Some(intent) = &mut self.intent {
@@ -452,6 +497,7 @@ impl Continuity {
             }
             self.idle_since_ms = None;
             self.turn_open = true;
+            self.turn_stall_reported = false;
             return;
         }
         if !self.attempt_progressed {
@@ -751,11 +797,11 @@ mod tests {
     fn going_busy_drops_the_idle_reason_but_keeps_the_others() {
         let mut c = after_one_turn(0);
         c.went_idle(MIN);
-        c.went_busy();
+        c.went_busy(0);
         assert_eq!(c.intent, None);
         c.went_idle(2 * MIN);
         c.wake(Wake::ActiveKeepalive);
-        c.went_busy();
+        c.went_busy(0);
         assert_eq!(c.intent.as_ref().map(|i| i.wakes.clone()), Some(BTreeSet::from([Wake::ActiveKeepalive])));
     }
 

@@ -427,7 +427,7 @@ impl State {
                     ConversationState::Idle if matches!(w.state, WorkerState::Running | WorkerState::Waiting) => {
                         w.continuity.went_idle(at)
                     }
-                    ConversationState::Generating => w.continuity.went_busy(),
+                    ConversationState::Generating => w.continuity.went_busy(at),
                     // "Message delivery timed out" or "Too many requests": the
                     // turn ended without an answer; a recovery is asked for
                     // (Retry is never clicked, the dialog never dismissed).
@@ -500,6 +500,10 @@ impl State {
             EventBody::ContinuationStalled { worker_id, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.continuity.warned = true;
+            }
+            EventBody::ContinuationTurnStalled { worker_id, .. } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.continuity.turn_stall_reported = true;
             }
             EventBody::ContinuationRateLimited { worker_id, .. } => {
                 touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;

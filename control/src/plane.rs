@@ -891,6 +891,9 @@ fn publish(broker: &Broker, changes: &tokio::sync::watch::Sender<u64>, events: &
             EventBody::ConversationError { worker_id, code, .. } => {
                 tracing::info!(run = %event.run_id, worker = %worker_id, %code, "conversation needs attention");
             }
+            EventBody::ContinuationTurnStalled { worker_id, stall, for_ms } => {
+                tracing::warn!(run = %event.run_id, worker = %worker_id, ?stall, for_ms, "turn stalled; nothing reloads it");
+            }
             EventBody::ContinuationRateLimited { worker_id, .. } => {
                 tracing::warn!(run = %event.run_id, worker = %worker_id, "ChatGPT rate limit: automatic continuation waits");
             }
@@ -917,6 +920,7 @@ fn stamp(state: &State, command: &Request, bodies: Vec<EventBody>, at_ms: u64) -
                 EventBody::ExecutionScheduled { worker_id, .. }
                 | EventBody::CommandQueued { worker_id, .. }
                 | EventBody::ContinuationStalled { worker_id, .. }
+                | EventBody::ContinuationTurnStalled { worker_id, .. }
                 | EventBody::WorkerHoldChanged { worker_id, .. }
                     if matches!(command, Request::ContinuityDue { .. }) =>
                 {

@@ -15,7 +15,9 @@ use protocol::continuity::{AttemptReason, ContinuationMode, ContinuationPolicy, 
 use protocol::executor::{CommandOp, CommandOutcome, ConversationState, ExecutorFrame};
 use protocol::{Assignment, EventBody, WorkerId, WorkerState};
 
-const PACING: Pacing = Pacing { min_gap_ms: 5_000, rate_limit_wait_ms: 15 * MINUTE };
+/// Stalled turns are reported after a day here, except where a test says otherwise.
+const PACING: Pacing =
+    Pacing { min_gap_ms: 5_000, rate_limit_wait_ms: 15 * MINUTE, stalled_turn_after_ms: 24 * 60 * MINUTE };
 const MINUTE: u64 = 60_000;
 
 struct World {
@@ -734,4 +736,74 @@ fn policy_changes_append_events_and_survive_a_restart() {
     w.observe(&a, ConversationState::Idle);
     w.advance(500);
     assert_eq!(w.tick(), 1, "the worker's own grace applies after the restart");
+}
+
+/// A turn that never ends (generating with no progress from the worker), or
+/// a prompt whose turn never starts, is reported once as a stalled turn with
+/// what was seen; nothing is submitted into it or reloaded; progress from
+/// the worker restarts the count, a new turn re-arms the report.
+#[test]
+fn a_turn_that_never_ends_is_reported_once_and_nothing_is_sent_into_it() {
+    let pacing = Pacing { stalled_turn_after_ms: 10 * MINUTE, ..PACING };
+    let w = world();
+    w.set_default(auto());
+    let a = w.working("a", "5f5f5f5f-5f5f-45f5-85f5-5f5f5f5f5f5f");
+    let stalls = |w: &World| -> Vec<(protocol::continuity::TurnStall, u64)> {
+        w.events()
+            .into_iter()
+            .filter_map(|e| match e.body {
+                EventBody::ContinuationTurnStalled { stall, for_ms, .. } => Some((stall, for_ms)),
+                _ => None,
+            })
+            .collect()
+    };
+    w.advance(5 * MINUTE);
+    w.progress(&a);
+    w.advance(9 * MINUTE);
+    assert_eq!(w.plane.continue_due(pacing).unwrap(), 0, "progress restarted the count");
+    assert_eq!(w.plane.next_continue_at(pacing), Some(w.plane.now_ms() + MINUTE));
+    w.advance(MINUTE);
+    assert_eq!(w.plane.continue_due(pacing).unwrap(), 1);
+    use protocol::continuity::TurnStall;
+    assert_eq!(stalls(&w), [(TurnStall::GeneratingWithoutProgress, 10 * MINUTE)], "quiet since the progress");
+    w.advance(14 * MINUTE);
+    w.plane.continue_due(pacing).unwrap();
+    assert_eq!(stalls(&w).len(), 1, "reported once");
+    // The keepalive's checkpoint falls due meanwhile: it waits for the turn.
+    assert_eq!(w.attempts().len(), 1);
+    assert!(World::resume_sends(&w.pump()).is_empty(), "nothing is sent into it");
+    // The turn ends; the checkpoint goes in and its turn never starts.
+    w.observe(&a, ConversationState::Idle);
+    assert_eq!(World::resume_sends(&w.pump()).len(), 1);
+    let command = w.open_send_or_create(&a);
+    w.report(ExecutorFrame::Ack { command_id: command.clone() });
+    w.report(ExecutorFrame::Result { command_id: command, outcome: CommandOutcome::Ok { conversation_id: None } });
+    w.advance(10 * MINUTE);
+    w.plane.continue_due(pacing).unwrap();
+    assert_eq!(stalls(&w)[1], (TurnStall::NeverStarted, 10 * MINUTE));
+    assert_eq!(w.attempts().len(), 1, "no second prompt on top of it");
+    assert!(World::resume_sends(&w.pump()).is_empty());
+}
+
+/// The account's pacing serves the worker that has waited longest: one
+/// whose turns end at once never starves another that is idle too.
+#[test]
+fn the_pacing_serves_the_longest_waiting_worker_first() {
+    let w = world();
+    w.set_default(auto());
+    let a = w.working("a", "6a6a6a6a-6a6a-46a6-86a6-6a6a6a6a6a6a");
+    let b = w.working("b", "6b6b6b6b-6b6b-46b6-86b6-6b6b6b6b6b6b");
+    let (first, second) = if a < b { (a, b) } else { (b, a) };
+    w.observe(&first, ConversationState::Idle);
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1);
+    w.pump();
+    w.submit(&first);
+    w.observe(&second, ConversationState::Idle);
+    w.advance(1_000);
+    w.observe(&first, ConversationState::Idle);
+    w.advance(PACING.min_gap_ms);
+    assert_eq!(w.tick(), 1);
+    let served: Vec<WorkerId> = w.attempts().into_iter().map(|(w, _, _)| w).collect();
+    assert_eq!(served, [first.clone(), second], "the one idle longer goes next, whatever its id");
 }

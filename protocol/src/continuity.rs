@@ -177,6 +177,17 @@ pub enum Hold {
     Stalled,
 }
 
+/// A turn that does not end: what the daemon saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStall {
+    /// The page has been generating past the bound with no durable progress
+    /// from the worker meanwhile.
+    GeneratingWithoutProgress,
+    /// A prompt went in and the page never showed its turn generating.
+    NeverStarted,
+}
+
 /// How far the stall guard has gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

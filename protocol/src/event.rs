@@ -432,6 +432,19 @@ pub enum EventBody {
         /// Milliseconds since its last progress.
         quiet_ms: u64,
     },
+    /// The worker's turn does not end (`stall`, for `for_ms`): nothing is
+    /// submitted into it and nothing reloads it; root or the operator
+    /// decides (`worker_stop`, `runtime_recover`, or waiting on).
+    #[serde(rename = "continuation.turn_stalled")]
+    ContinuationTurnStalled {
+        /// The worker.
+        worker_id: WorkerId,
+        /// What was seen.
+        stall: crate::continuity::TurnStall,
+        /// How long it has gone without progress from the worker (or
+        /// without starting), in ms.
+        for_ms: u64,
+    },
     /// ChatGPT said "Too many requests" on this worker's tab: every
     /// automatic continuation, on every worker, waits out the scheduler's
     /// rate-limit wait; nothing was clicked.
@@ -491,6 +504,7 @@ impl EventBody {
             EventBody::ExecutionScheduled { .. } => "execution.scheduled",
             EventBody::ContinuationStalled { .. } => "continuation.stalled",
             EventBody::ContinuationRateLimited { .. } => "continuation.rate_limited",
+            EventBody::ContinuationTurnStalled { .. } => "continuation.turn_stalled",
         }
     }
 
@@ -527,7 +541,8 @@ impl EventBody {
             | EventBody::ContinuationRequested { worker_id, .. }
             | EventBody::ExecutionScheduled { worker_id, .. }
             | EventBody::ContinuationStalled { worker_id, .. }
-            | EventBody::ContinuationRateLimited { worker_id, .. } => worker_id == worker,
+            | EventBody::ContinuationRateLimited { worker_id, .. }
+            | EventBody::ContinuationTurnStalled { worker_id, .. } => worker_id == worker,
         }
     }
 }

@@ -294,6 +294,11 @@ struct ExecutorArgs {
     /// many requests" on a managed tab, in ms (1000 to 86400000).
     #[arg(long, default_value_t = 900_000)]
     rate_limit_wait_ms: u64,
+    /// A worker's turn that runs this long with no durable progress from it,
+    /// or a submitted prompt whose turn never starts, is reported stalled
+    /// (`continuation.turn_stalled`); nothing reloads it. In ms (60000 to 86400000).
+    #[arg(long, default_value_t = 1_200_000)]
+    stalled_turn_after_ms: u64,
 }
 
 impl ExecutorArgs {
@@ -310,6 +315,9 @@ impl ExecutorArgs {
         if !(1_000..=600_000).contains(&self.continuation_pacing_ms) {
             bail!("--continuation-pacing-ms must be between 1000 and 600000");
         }
+        if !(60_000..=86_400_000).contains(&self.stalled_turn_after_ms) {
+            bail!("--stalled-turn-after-ms must be between 60000 and 86400000");
+        }
         if !(1_000..=86_400_000).contains(&self.rate_limit_wait_ms) {
             bail!("--rate-limit-wait-ms must be between 1000 and 86400000");
         }
@@ -324,6 +332,7 @@ impl ExecutorArgs {
                 pacing: control::continuity::Pacing {
                     min_gap_ms: self.continuation_pacing_ms,
                     rate_limit_wait_ms: self.rate_limit_wait_ms,
+                    stalled_turn_after_ms: self.stalled_turn_after_ms,
                 },
             },
             extension_ids: self.extension_ids,

@@ -21,7 +21,8 @@ use protocol::executor::ConversationState;
 use protocol::{Assignment, ErrorCode, EventBody, WorkerId};
 use tokio_util::sync::CancellationToken;
 
-const PACING: Pacing = Pacing { min_gap_ms: 5_000, rate_limit_wait_ms: 15 * 60_000 };
+const PACING: Pacing =
+    Pacing { min_gap_ms: 5_000, rate_limit_wait_ms: 15 * 60_000, stalled_turn_after_ms: 24 * 60 * 60_000 };
 const WAIT: Duration = Duration::from_secs(10);
 
 struct Rig {

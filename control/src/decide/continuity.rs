@@ -113,6 +113,10 @@ fn due(state: &State, action: &Action) -> Result<Vec<EventBody>, Refusal> {
                 },
             ]
         }
+        Action::TurnStalled { worker, stall, for_ms } => {
+            state.worker(worker).ok_or_else(|| Refusal::NoWorker(worker.clone()))?;
+            vec![EventBody::ContinuationTurnStalled { worker_id: worker.clone(), stall: *stall, for_ms: *for_ms }]
+        }
         Action::Stalled { worker, level, attempts_without_progress, quiet_ms } => {
             state.worker(worker).ok_or_else(|| Refusal::NoWorker(worker.clone()))?;
             let mut events = vec![EventBody::ContinuationStalled {
