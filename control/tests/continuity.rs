@@ -361,14 +361,8 @@ fn a_worker_whose_question_is_answered_is_resumed_after_the_grace_not_the_floor(
 #[test]
 fn a_continuation_whose_submission_failed_is_asked_for_again_never_dropped() {
     let w = world();
-    w.set_default(auto());
-    let a = w.working("a", "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa");
-    w.observe(&a, ConversationState::Idle);
-    w.advance(3_000);
-    assert_eq!(w.tick(), 1);
-    w.pump();
-    let command = w.open_send_or_create(&a);
-    w.report(ExecutorFrame::Ack { command_id: command.clone() });
+    let a = w.ended_turn("aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa");
+    let command = w.resume_acked(&a);
     let outcome = CommandOutcome::Error { code: protocol::ErrorCode::DeadlineExceeded, detail: "not submitted".into() };
     w.report(ExecutorFrame::Result { command_id: command, outcome });
     assert_eq!(w.tick(), 0, "the account's pacing first");
@@ -433,9 +427,7 @@ fn a_delivery_timeout_is_recovered_by_a_fresh_continue_and_never_spun() {
 #[test]
 fn an_ambiguous_continuation_pauses_the_worker_and_resends_nothing() {
     let w = world();
-    w.set_default(auto());
-    let a = w.working("a", "cccccccc-cccc-4ccc-8ccc-cccccccccccc");
-    w.observe(&a, ConversationState::Idle);
+    let a = w.ended_turn("cccccccc-cccc-4ccc-8ccc-cccccccccccc");
     w.advance(3_000);
     assert_eq!(w.tick(), 1);
     w.pump();
@@ -514,14 +506,8 @@ fn a_rate_limit_on_one_tab_pauses_every_automatic_continuation_for_the_wait() {
 #[test]
 fn a_turn_that_ends_before_its_submissions_result_is_still_resumed() {
     let w = world();
-    w.set_default(auto());
-    let a = w.working("a", "f2f2f2f2-f2f2-42f2-82f2-f2f2f2f2f2f2");
-    w.observe(&a, ConversationState::Idle);
-    w.advance(3_000);
-    assert_eq!(w.tick(), 1);
-    w.pump();
-    let command = w.open_send_or_create(&a);
-    w.report(ExecutorFrame::Ack { command_id: command.clone() });
+    let a = w.ended_turn("f2f2f2f2-f2f2-42f2-82f2-f2f2f2f2f2f2");
+    let command = w.resume_acked(&a);
     w.observe(&a, ConversationState::Generating);
     w.observe(&a, ConversationState::Idle);
     w.report(ExecutorFrame::Result { command_id: command, outcome: CommandOutcome::Ok { conversation_id: None } });
@@ -536,6 +522,16 @@ fn a_turn_that_ends_before_its_submissions_result_is_still_resumed() {
 /// same way for each: the turn in flight ends, and exactly the next
 /// attempt follows.
 impl World {
+    /// After the grace, `a`'s resume is scheduled, dispatched and acknowledged; its command.
+    fn resume_acked(&self, a: &WorkerId) -> protocol::CommandId {
+        self.advance(3_000);
+        assert_eq!(self.tick(), 1);
+        self.pump();
+        let command = self.open_send_or_create(a);
+        self.report(ExecutorFrame::Ack { command_id: command.clone() });
+        command
+    }
+
     /// A worker whose first turn ended idle and whose resume is due.
     fn ended_turn(&self, conversation: &str) -> WorkerId {
         self.set_default(auto());
@@ -613,11 +609,7 @@ fn restart_3_after_the_executor_has_it_before_its_ack() {
 fn restart_4_after_the_submission_started() {
     let mut w = world();
     let a = w.ended_turn("40000004-4444-4444-8444-444444444444");
-    w.advance(3_000);
-    w.tick();
-    w.pump();
-    let command = w.open_send_or_create(&a);
-    w.report(ExecutorFrame::Ack { command_id: command });
+    w.resume_acked(&a);
     w.restart();
     assert_eq!(w.tick(), 0);
     w.resumed_once(&a);
@@ -627,11 +619,7 @@ fn restart_4_after_the_submission_started() {
 fn restart_5_after_the_submission_before_its_result() {
     let mut w = world();
     let a = w.ended_turn("40000005-4444-4444-8444-444444444444");
-    w.advance(3_000);
-    w.tick();
-    w.pump();
-    let command = w.open_send_or_create(&a);
-    w.report(ExecutorFrame::Ack { command_id: command });
+    w.resume_acked(&a);
     // The page shows the new turn running; its result has not come.
     w.observe(&a, ConversationState::Generating);
     w.restart();
@@ -644,11 +632,7 @@ fn restart_5_after_the_submission_before_its_result() {
 fn restart_6_after_the_result_before_generating_is_seen() {
     let mut w = world();
     let a = w.ended_turn("40000006-4444-4444-8444-444444444444");
-    w.advance(3_000);
-    w.tick();
-    w.pump();
-    let command = w.open_send_or_create(&a);
-    w.report(ExecutorFrame::Ack { command_id: command.clone() });
+    let command = w.resume_acked(&a);
     w.report(ExecutorFrame::Result { command_id: command, outcome: CommandOutcome::Ok { conversation_id: None } });
     w.restart();
     w.advance(MINUTE);

@@ -32,27 +32,30 @@ fn web_ext_lint_finds_no_errors() {
     assert_eq!(report["summary"]["errors"], 0, "{report:#}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn firefox_runs_the_two_worker_flow() {
-    let dir = tempfile::tempdir().unwrap();
+/// The daemon (with `daemon_args`), fakechat wired to it, and headless
+/// Firefox with the add-on installed and paired, all under `dir`.
+async fn paired_firefox(dir: &Path, daemon_args: &[&str]) -> (e2e::Daemon, fakechat::Running, e2e::firefox::Firefox) {
     let orchestrator = Path::new(env!("CARGO_BIN_EXE_orchestrator"));
-    let mut daemon = e2e::Daemon::start(orchestrator, &dir.path().join("state"), "127.0.0.1:0", &[]).unwrap();
+    let daemon = e2e::Daemon::start(orchestrator, &dir.join("state"), "127.0.0.1:0", daemon_args).unwrap();
     let fake =
         fakechat::start("127.0.0.1:0".parse().unwrap(), Some(daemon.mcp_url()), fakechat::server::Csp::Strict, None)
             .await
             .unwrap();
     e2e::install_apps(&fake.hub, e2e::APP_LABEL, fakechat::render::AppState::Enabled);
     let started = std::time::Instant::now();
-    let mut firefox = e2e::firefox::Firefox::launch(
-        &e2e::firefox_dist().unwrap(),
-        fake.addr.port(),
-        &fake.ca_pem,
-        &dir.path().join("ff"),
-    )
-    .await
-    .unwrap();
+    let mut firefox =
+        e2e::firefox::Firefox::launch(&e2e::firefox_dist().unwrap(), fake.addr.port(), &fake.ca_pem, &dir.join("ff"))
+            .await
+            .unwrap();
     firefox.pair(&daemon.executor_url(), &daemon.credential().unwrap()).await.unwrap();
     eprintln!("firefox: started, extension installed and paired in {:.1} s", started.elapsed().as_secs_f64());
+    (daemon, fake, firefox)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn firefox_runs_the_two_worker_flow() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut daemon, fake, _firefox) = paired_firefox(dir.path(), &[]).await;
 
     let url = daemon.mcp_url();
     let run = tokio::time::timeout(
@@ -122,23 +125,7 @@ async fn firefox_runs_the_two_worker_flow() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firefox_auto_resumes_through_a_delivery_timeout_and_a_rate_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let orchestrator = Path::new(env!("CARGO_BIN_EXE_orchestrator"));
-    let args = ["--rate-limit-wait-ms", "20000"];
-    let daemon = e2e::Daemon::start(orchestrator, &dir.path().join("state"), "127.0.0.1:0", &args).unwrap();
-    let fake =
-        fakechat::start("127.0.0.1:0".parse().unwrap(), Some(daemon.mcp_url()), fakechat::server::Csp::Strict, None)
-            .await
-            .unwrap();
-    e2e::install_apps(&fake.hub, e2e::APP_LABEL, fakechat::render::AppState::Enabled);
-    let mut firefox = e2e::firefox::Firefox::launch(
-        &e2e::firefox_dist().unwrap(),
-        fake.addr.port(),
-        &fake.ca_pem,
-        &dir.path().join("ff"),
-    )
-    .await
-    .unwrap();
-    firefox.pair(&daemon.executor_url(), &daemon.credential().unwrap()).await.unwrap();
+    let (daemon, fake, _firefox) = paired_firefox(dir.path(), &["--rate-limit-wait-ms", "20000"]).await;
     let url = daemon.mcp_url();
     let budget = Duration::from_secs(60);
     let out = e2e::scenario::auto_resume(&url, &fake.hub, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
