@@ -126,6 +126,18 @@ fn contains_any(text: &str, needles: &[&str]) -> bool {
     needles.iter().any(|n| text.contains(n))
 }
 
+/// Whether a dialog or alert outside the thread stands over the page,
+/// whatever it says: nothing may be typed behind it. As for [`classify`],
+/// an empty one does not count, nor a live region without an incident's text.
+pub fn overlay_shown<D: Dom>(dom: &D) -> bool {
+    visible(dom, None, BLOCKING).iter().any(|overlay| {
+        let text = dom.text(overlay);
+        let incident = contains_any(&text, RATE_LIMITED) || contains_any(&text, DELIVERY_TIMEOUT);
+        let live = dom.attr(overlay, "aria-live").is_some();
+        !TURNS.iter().any(|t| dom.within(overlay, t)) && !text.trim().is_empty() && (incident || !live)
+    })
+}
+
 /// The turns, in the first form the page uses. Visibility is not asked:
 /// turn wrappers may be layout-less (`display: contents`) and action bars
 /// may show on hover only; hidden copies are a composer matter.

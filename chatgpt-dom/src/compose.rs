@@ -56,7 +56,9 @@ pub struct Pressed {
 pub fn ready<D: Dom>(dom: &D) -> Result<bool, Refusal> {
     let snapshot = classify(dom).map_err(|e| Refusal::new(e.code(), format!("{:?}: {}", e.element, e.detail)))?;
     match snapshot.state {
-        PageState::Ready | PageState::Idle | PageState::Error(Incident::DeliveryTimeout) => Ok(true),
+        PageState::Ready | PageState::Idle => Ok(true),
+        // Only the in-turn notice: the same words in a dialog stand over the page.
+        PageState::Error(Incident::DeliveryTimeout) if !crate::classify::overlay_shown(dom) => Ok(true),
         PageState::Loading | PageState::Generating { .. } => Ok(false),
         PageState::Error(incident) => Err(Refusal::new(incident_code(incident), format!("{incident:?}"))),
     }

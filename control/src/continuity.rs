@@ -94,15 +94,18 @@ pub fn due(state: &State, now_ms: u64, pacing: Pacing) -> Vec<Action> {
     workers.sort_by(|a, b| waiting_since(a).cmp(&waiting_since(b)).then_with(|| a.id.cmp(&b.id)));
     let mut paced_at = state.last_auto_attempt_at_ms;
     let rate_limited = pacing.rate_limited_until(state).is_some_and(|until| now_ms < until);
-    let mut actions = Vec::new();
+    // A turn that does not end is reported for every unfinished worker,
+    // whatever its continuation mode.
+    let mut stalled: Vec<_> = turn_stalls(state).collect();
+    stalled.sort_by(|a, b| a.0.id.cmp(&b.0.id));
+    let mut actions: Vec<Action> = stalled
+        .into_iter()
+        .filter(|(_, _, since)| since + pacing.stalled_turn_after_ms <= now_ms)
+        .map(|(worker, stall, since)| Action::TurnStalled { worker: worker.id.clone(), stall, for_ms: now_ms - since })
+        .collect();
     for worker in workers {
         let Some(run) = state.runs.get(&worker.run_id) else { continue };
         let c = pending(worker, now_ms);
-        if let Some((stall, since)) = c.turn_stall()
-            && since + pacing.stalled_turn_after_ms <= now_ms
-        {
-            actions.push(Action::TurnStalled { worker: worker.id.clone(), stall, for_ms: now_ms - since });
-        }
         if let Some(stalled) = stall_action(worker, &c, now_ms) {
             let pauses = matches!(stalled, Action::Stalled { level: StallLevel::Paused, .. });
             actions.push(stalled);
@@ -161,10 +164,20 @@ pub fn next_due_at(state: &State, now_ms: u64, pacing: Pacing) -> Option<u64> {
                 _ => None,
             };
             let keepalive = worker.conversation.as_ref().and(c.keepalive_due_at(worker.id.as_str()));
-            let turn = c.turn_stall().map(|(_, since)| since + pacing.stalled_turn_after_ms);
-            [deferred, keepalive, c.stall_due_at(), turn].into_iter().flatten().filter(|at| *at > now_ms).min()
+            [deferred, keepalive, c.stall_due_at()].into_iter().flatten().filter(|at| *at > now_ms).min()
         })
+        .chain(turn_stalls(state).map(|(_, _, since)| since + pacing.stalled_turn_after_ms).filter(|at| *at > now_ms))
         .min()
+}
+
+/// Every unfinished worker's turn that does not end, not yet reported: the
+/// worker, what is seen, and since when the bound counts.
+fn turn_stalls(state: &State) -> impl Iterator<Item = (&Worker, TurnStall, u64)> {
+    state
+        .workers
+        .values()
+        .filter(|w| !w.state.is_terminal())
+        .filter_map(|w| w.continuity.turn_stall().map(|(stall, since)| (w, stall, since)))
 }
 
 /// The worker's record with the keepalive's wake added when it is due (it
@@ -176,9 +189,10 @@ fn pending(worker: &Worker, now_ms: u64) -> Continuity {
     if keepalive.is_some_and(|at| at <= now_ms) && worker.state == WorkerState::Running {
         c.wake(Wake::ActiveKeepalive);
     }
-    // Idle is a fact about the conversation: a stale idle reason (the page is
-    // generating again) was already dropped by the fold.
-    if worker.conversation_state != Some(ConversationState::Idle) {
+    // Idle is a fact about the conversation (a stale idle reason, the page
+    // generating again, was already dropped by the fold); so is a turn that
+    // ended on an incident, whose recovery waits the same grace.
+    if !matches!(worker.conversation_state, Some(ConversationState::Idle | ConversationState::Error)) {
         c.idle_since_ms = None;
     }
     c

@@ -441,6 +441,9 @@ impl State {
                     }
                     _ => {}
                 }
+                if *state != ConversationState::Generating {
+                    w.continuity.busy_since_ms = None;
+                }
                 // An app setup state outlives page state changes: it clears when the
                 // worker attaches (its MCP peer reached us), or with a new error.
                 if error.is_some() || !w.last_error.is_some_and(app_setup_state) {

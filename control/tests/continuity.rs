@@ -405,7 +405,9 @@ fn a_delivery_timeout_is_recovered_by_a_fresh_continue_and_never_spun() {
     w.set_default(auto());
     let a = w.working("a", "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb");
     w.incident(&a, protocol::ErrorCode::DeliveryTimeout);
-    w.advance(3_000);
+    w.advance(2_000);
+    assert_eq!(w.tick(), 0, "the idle grace first");
+    w.advance(1_000);
     assert_eq!(w.tick(), 1);
     let sends = World::resume_sends(&w.pump());
     assert_eq!(sends.len(), 1, "one fresh user turn");
@@ -455,13 +457,19 @@ fn an_unrecognised_page_pauses_that_worker_and_keeps_a_wait_for_a_person() {
     w.set_default(auto());
     let a = w.working("a", "dddddddd-dddd-4ddd-8ddd-dddddddddddd");
     let b = w.working("b", "eeeeeeee-eeee-4eee-8eee-eeeeeeeeeeee");
-    w.incident(&a, protocol::ErrorCode::HostUiChanged);
-    assert_eq!(w.hold(&a), Some(Hold::Paused));
+    // One reading of the page during a re-render pauses nothing.
+    w.incident(&b, protocol::ErrorCode::HostUiChanged);
     assert_eq!(w.hold(&b), None);
+    // A resume refused because the adapter did not recognise the page does.
+    w.observe(&a, ConversationState::Idle);
+    w.resume_acked(&a);
+    w.fail_open(&a, protocol::ErrorCode::HostUiChanged);
+    assert_eq!(w.hold(&a), Some(Hold::Paused));
     w.observe(&b, ConversationState::Idle);
-    w.advance(3_000);
+    w.advance(PACING.min_gap_ms);
     assert_eq!(w.tick(), 1);
-    assert_eq!(w.attempts()[0].0, b, "the other worker goes on");
+    assert_eq!(w.attempts()[1].0, b, "the other worker goes on");
+    w.pump();
     w.plane
         .execute(Request::SetHold {
             actor: b.clone(),
@@ -470,7 +478,7 @@ fn an_unrecognised_page_pauses_that_worker_and_keeps_a_wait_for_a_person() {
             reason: "?".into(),
         })
         .unwrap();
-    w.incident(&b, protocol::ErrorCode::HostUiChanged);
+    w.fail_open(&b, protocol::ErrorCode::HostUiChanged);
     assert_eq!(w.hold(&b), Some(Hold::AwaitingHuman), "a wait for a person is kept");
 }
 
@@ -790,4 +798,28 @@ fn the_pacing_serves_the_longest_waiting_worker_first() {
     assert_eq!(w.tick(), 1);
     let served: Vec<WorkerId> = w.attempts().into_iter().map(|(w, _, _)| w).collect();
     assert_eq!(served, [first.clone(), second], "the one idle longer goes next, whatever its id");
+}
+
+/// A turn that does not end is reported whatever the worker's mode (a
+/// manual worker's turn can hang too), and a page that stops generating
+/// for any reason stops the count.
+#[test]
+fn a_manual_workers_hung_turn_is_reported_and_a_closed_page_stops_the_count() {
+    let pacing = Pacing { stalled_turn_after_ms: 10 * MINUTE, ..PACING };
+    let w = world();
+    let a = w.working("a", "7c7c7c7c-7c7c-47c7-87c7-7c7c7c7c7c7c");
+    let b = w.working("b", "7d7d7d7d-7d7d-47d7-87d7-7d7d7d7d7d7d");
+    w.advance(5 * MINUTE);
+    w.incident(&b, protocol::ErrorCode::ChatgptSignedOut);
+    w.advance(5 * MINUTE);
+    assert_eq!(w.plane.continue_due(pacing).unwrap(), 1);
+    let stalled: Vec<WorkerId> = w
+        .events()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            EventBody::ContinuationTurnStalled { worker_id, .. } => Some(worker_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stalled, [a], "the manual worker's hung turn; not b's page, which stopped generating");
 }

@@ -8,8 +8,10 @@
 //!   naming the client and where its code will go, and mints the code only
 //!   after the owner types the owner key (the MCP secret `orchestrator
 //!   expose` created and prints) on that page. A right key gives a
-//!   single-use ticket, kept in a cookie, for exactly that request; wrong keys
-//!   are counted and, past [`MAX_FAILURES`] a minute, refused outright.
+//!   single-use ticket, kept in a cookie, for exactly that request; a wrong
+//!   key is answered after [`WRONG_KEY_DELAY`] (the key is 256 random bits:
+//!   the delay only slows a guesser, and no lockout lets a stranger lock the
+//!   owner out).
 //! - **The resource.** RFC 9728 metadata for `<public url>/mcp`; `/mcp`
 //!   accepts an access token this server issued for it (or the secret as a
 //!   bearer, as before) and otherwise answers 401 with the metadata's URL in
@@ -44,8 +46,10 @@ use oauth_as::store::{MemoryStorage, Storage};
 pub const SCOPE: &str = "mcp";
 /// Dynamic registrations kept at most; a host registers once.
 pub const MAX_CLIENTS: usize = 64;
-/// Wrong owner keys accepted per minute before every attempt is refused.
-pub const MAX_FAILURES: usize = 5;
+/// How long a wrong owner key waits for its answer.
+pub const WRONG_KEY_DELAY: Duration = Duration::from_secs(1);
+/// The longest authorization request a consent page is kept for.
+const REQUEST_MAX: usize = 8 << 10;
 /// How long a consent page, and the ticket it gives, stays valid.
 const CONSENT_TTL: Duration = Duration::from_secs(600);
 /// Consent pages and tickets outstanding at most.
@@ -75,9 +79,10 @@ pub fn check_public_url(url: &str) -> anyhow::Result<String> {
     if rest.is_empty() || rest.contains(['/', '?', '#', '@']) || host.is_empty() {
         bail!("--public-url must be an origin, https://<host>[:port], with no path: {url:?}");
     }
+    // As a browser's Origin writes it: no default port.
     match scheme {
-        "https" => Ok(url.to_owned()),
-        "http" if loopback => Ok(url.to_owned()),
+        "https" => Ok(url.strip_suffix(":443").unwrap_or(url).to_owned()),
+        "http" if loopback => Ok(url.strip_suffix(":80").unwrap_or(url).to_owned()),
         _ => bail!("--public-url must use https (http only on a loopback host): {url:?}"),
     }
 }
@@ -121,7 +126,7 @@ impl OAuth {
         let server = AuthorizationServer::new(config, MemoryStorage::new())
             .with_registration_policy(Box::new(Bounded { count: count.clone() }))
             .with_rate_limiter(Box::new(FixedWindowRateLimiter::with_config(RateLimitConfig::default())))
-            .with_event_sink(Box::new(Log { registered }));
+            .with_event_sink(Box::new(Log { registered, count }));
         let server = Arc::new(server);
         for client in &kept {
             server.register_client(client.clone()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -292,15 +297,15 @@ async fn resource_metadata(State(oauth): State<Arc<OAuth>>) -> Response {
 }
 
 /// Open registration, bounded: the consent step is what protects the tools.
+/// Registrations made are counted (by [`Log`]), not attempts: the crate asks
+/// before it validates, so malformed requests must not use up places.
 struct Bounded {
     count: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl RegistrationPolicy for Bounded {
     fn authorize(&self, _: &RegistrationAttempt<'_>) -> RegistrationDecision {
-        use std::sync::atomic::Ordering;
-        let taken = self.count.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < MAX_CLIENTS).then_some(n + 1));
-        if taken.is_ok() {
+        if self.count.load(std::sync::atomic::Ordering::SeqCst) < MAX_CLIENTS {
             RegistrationDecision::Allow
         } else {
             tracing::warn!("oauth: registration refused: {MAX_CLIENTS} clients are registered already");
@@ -313,6 +318,7 @@ impl RegistrationPolicy for Bounded {
 /// of them); a registration is handed on to be kept.
 struct Log {
     registered: tokio::sync::mpsc::UnboundedSender<String>,
+    count: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl EventSink for Log {
@@ -320,6 +326,7 @@ impl EventSink for Log {
         match event {
             Event::ClientRegistered { client_id } => {
                 tracing::info!(client_id, "oauth: client registered");
+                self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let _ = self.registered.send(client_id.to_owned());
             }
             Event::TokenIssued { .. } => tracing::debug!("oauth: {event:?}"),
@@ -359,8 +366,6 @@ struct Consent {
     pages: Mutex<HashMap<String, Pending>>,
     /// Ticket → the authorization request it approves.
     tickets: Mutex<HashMap<String, Pending>>,
-    /// When each recent wrong key was typed.
-    failures: Mutex<Vec<Instant>>,
 }
 
 struct Pending {
@@ -372,6 +377,12 @@ impl Consent {
     /// Approves the request a ticket was given for; otherwise shows the page.
     fn decide(&self, request: &ApprovalRequest<'_>) -> ApprovalDecision {
         let asked = path_and_query(request.uri);
+        if asked.len() > REQUEST_MAX {
+            return ApprovalDecision::Respond(Box::new(page(
+                StatusCode::URI_TOO_LONG,
+                "<p>This authorization request is too long.</p>",
+            )));
+        }
         if let Some(ticket) = cookie(request.headers, TICKET_COOKIE)
             && let Some(pending) = take(&self.tickets, &ticket)
             && pending.request == asked
@@ -400,16 +411,6 @@ impl Consent {
         );
         ApprovalDecision::Respond(Box::new(page(StatusCode::OK, &body)))
     }
-
-    /// Counts a wrong key; whether the budget of wrong keys is spent.
-    fn refused(&self, now: Instant, wrong: bool) -> bool {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        failures.retain(|at| now.duration_since(*at) < Duration::from_secs(60));
-        if wrong {
-            failures.push(now);
-        }
-        failures.len() >= MAX_FAILURES
-    }
 }
 
 /// `POST /consent`: the owner's answer to a consent page.
@@ -431,17 +432,10 @@ async fn consent_submit(
     if form.get("action").map(String::as_str) != Some("allow") {
         return page_response(StatusCode::OK, "<p>Not allowed. You can close this page.</p>");
     }
-    let now = Instant::now();
-    if oauth.consent.refused(now, false) {
-        return page_response(
-            StatusCode::TOO_MANY_REQUESTS,
-            "<p>Too many wrong owner keys in the last minute. Wait a minute and start again.</p>",
-        );
-    }
     let typed = form.get("owner_key").map(String::as_str).unwrap_or("");
     if !constant_time_eq(typed.trim(), &oauth.owner_key) {
-        oauth.consent.refused(now, true);
         tracing::warn!("oauth: a consent page was answered with a wrong owner key");
+        tokio::time::sleep(WRONG_KEY_DELAY).await;
         return page_response(StatusCode::FORBIDDEN, "<p>That is not the owner key. Start the connection again.</p>");
     }
     let Some(ticket) = remember(&oauth.consent.tickets, pending.request.clone()) else {
@@ -536,6 +530,11 @@ mod tests {
     fn the_public_url_is_an_https_origin_or_loopback_http() {
         assert_eq!(check_public_url("https://tunnel.example/").unwrap(), "https://tunnel.example");
         assert_eq!(check_public_url("https://tunnel.example:8443").unwrap(), "https://tunnel.example:8443");
+        assert_eq!(
+            check_public_url("https://tunnel.example:443").unwrap(),
+            "https://tunnel.example",
+            "as Origin says it"
+        );
         assert_eq!(check_public_url("http://127.0.0.1:7777").unwrap(), "http://127.0.0.1:7777");
         for refused in [
             "http://tunnel.example",
@@ -547,18 +546,6 @@ mod tests {
         ] {
             assert!(check_public_url(refused).is_err(), "{refused}");
         }
-    }
-
-    #[test]
-    fn wrong_owner_keys_spend_a_budget_that_refills_after_a_minute() {
-        let consent = Consent::default();
-        let start = Instant::now();
-        for n in 0..MAX_FAILURES {
-            assert!(!consent.refused(start, false), "refused after {n}");
-            consent.refused(start, true);
-        }
-        assert!(consent.refused(start, false), "the budget is spent");
-        assert!(!consent.refused(start + Duration::from_secs(61), false), "and refills");
     }
 
     #[test]

@@ -243,13 +243,13 @@ where
             _ = bridge.shutdown.cancelled() => break End::Closed(CloseReason::Shutdown),
         }
     };
-    close(&mut sink, &end).await;
     let reason = match &end {
         End::Closed(reason) => reason.text(),
         End::PeerGone(why) => why.clone(),
     };
     tracing::info!(executor = %peer.executor_id, %reason, "executor disconnected");
     bridge.unregister(&peer.executor_id, &peer.instance_id, serial, reason).await;
+    close(&mut sink, &end).await;
     if matches!(end, End::Closed(_)) {
         linger(sink, stream).await;
     }
@@ -259,14 +259,15 @@ where
 /// close frame before it drops the connection.
 const CLOSE_LINGER: Duration = Duration::from_secs(2);
 
-/// Sends the close frame, if the daemon is the one closing.
+/// Sends the close frame, if the daemon is the one closing; an executor
+/// that stopped reading gets [`CLOSE_LINGER`] to take it, no more.
 async fn close<K>(sink: &mut K, end: &End)
 where
     K: Sink<Message, Error = axum::Error> + Unpin,
 {
     if let End::Closed(reason) = end {
         let frame = CloseFrame { code: reason.code(), reason: reason.text().into() };
-        let _ = sink.send(Message::Close(Some(frame))).await;
+        let _ = timeout(CLOSE_LINGER, sink.send(Message::Close(Some(frame)))).await;
     }
 }
 
@@ -287,5 +288,5 @@ where
         }
     };
     let _ = timeout(CLOSE_LINGER, drain).await;
-    let _ = sink.close().await;
+    let _ = timeout(CLOSE_LINGER, sink.close()).await;
 }

@@ -134,7 +134,7 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
             }];
             if let CommandOutcome::Error { code, detail } = outcome {
                 let continuation = worker.continuity.in_flight.as_ref() == Some(command_id);
-                events.extend(continuity_effects(worker, *code, detail, continuation));
+                events.extend(continuity_effects(worker, *code, detail, Seen::Result { continuation }));
             }
             match (outcome, &command.intent) {
                 (CommandOutcome::Ok { conversation_id: Some(id) }, CommandIntent::Create)
@@ -243,7 +243,7 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                 error: *error,
             }];
             if let Some(code) = error {
-                events.extend(continuity_effects(worker, *code, "", false));
+                events.extend(continuity_effects(worker, *code, "", Seen::Page));
             }
             Ok(events)
         }
@@ -254,7 +254,7 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                 code: *code,
                 detail: detail.clone(),
             }];
-            events.extend(continuity_effects(worker, *code, detail, false));
+            events.extend(continuity_effects(worker, *code, detail, Seen::Page));
             Ok(events)
         }
         ExecutorFrame::ConversationClosed { worker_id } => {
@@ -311,20 +311,34 @@ fn wake_outdated(worker: &Worker, prompt: &PromptRef) -> bool {
     }
 }
 
+/// Where a code was seen.
+#[derive(Debug, Clone, Copy)]
+enum Seen {
+    /// A command's result; `continuation` when it was the worker's continuation.
+    Result { continuation: bool },
+    /// A report of the page (which may be a passing misreading).
+    Page,
+}
+
 /// What a code seen for `worker` asks of the continuity rules. "Too many
 /// requests" makes every automatic attempt wait (recorded, never clicked
-/// through); a page the adapter does not recognise (`HOST_UI_CHANGED`), or
-/// a continuation that may have gone in (`continuation`, an uncertain
-/// outcome), pauses this worker until root or the operator resumes it. A
-/// hold already set (a wait for a person, say) is kept.
-fn continuity_effects(worker: &Worker, code: ErrorCode, detail: &str, continuation: bool) -> Vec<EventBody> {
+/// through); a command refused because the adapter did not recognise the
+/// page (`HOST_UI_CHANGED`), or a continuation that may have gone in (an
+/// uncertain outcome), pauses this worker until root or the operator
+/// resumes it. A page report alone never pauses: one reading taken during
+/// a re-render must not stop an unattended worker. A hold already set (a
+/// wait for a person, say) is kept.
+fn continuity_effects(worker: &Worker, code: ErrorCode, detail: &str, seen: Seen) -> Vec<EventBody> {
     if matches!(worker.state, WorkerState::Completed | WorkerState::Failed | WorkerState::Cancelled) {
         return vec![];
     }
     if code == ErrorCode::RateLimited {
         return vec![EventBody::ContinuationRateLimited { worker_id: worker.id.clone(), detail: detail.to_owned() }];
     }
-    let pauses = code == ErrorCode::HostUiChanged || (continuation && code.outcome_uncertain());
+    let pauses = match seen {
+        Seen::Result { continuation } => code == ErrorCode::HostUiChanged || (continuation && code.outcome_uncertain()),
+        Seen::Page => false,
+    };
     if !pauses || worker.continuity.hold.is_some() {
         return vec![];
     }
