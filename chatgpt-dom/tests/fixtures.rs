@@ -187,3 +187,17 @@ fn a_bound_submission_clicks_only_while_the_apps_pill_is_there() {
         assert!(unbound.typed.borrow().is_none(), "{g}: the prompt was cleared");
     }
 }
+
+/// The same words in a dialog over the page are not the in-turn notice:
+/// nothing is typed behind a dialog, whatever it says.
+#[test]
+fn a_delivery_timeout_shown_in_a_dialog_takes_no_prompt() {
+    let text = fixture_text("a-error-delivery-timeout").replace(
+        "</body>",
+        r#"<div role="dialog"><p>Message delivery timed out. Please try again.</p><button>OK</button></div></body>"#,
+    );
+    let page = Page::parse(&text);
+    assert!(submit(&page, "continue", None).is_err());
+    assert!(page.clicks.borrow().is_empty(), "clicked behind a dialog");
+    assert!(text.contains(r#"<div role="dialog">"#), "the dialog is on the page");
+}
