@@ -126,16 +126,29 @@ fn contains_any(text: &str, needles: &[&str]) -> bool {
     needles.iter().any(|n| text.contains(n))
 }
 
-/// Whether a dialog or alert outside the thread stands over the page,
-/// whatever it says: nothing may be typed behind it. As for [`classify`],
-/// an empty one does not count, nor a live region without an incident's text.
+/// What the dialogs and alerts outside the thread say, one incident each;
+/// an empty one says nothing, nor a live region without an incident's text.
+fn overlay_incidents<D: Dom>(dom: &D) -> Vec<Incident> {
+    visible(dom, None, BLOCKING)
+        .iter()
+        .filter(|overlay| !TURNS.iter().any(|t| dom.within(overlay, t)))
+        .filter_map(|overlay| {
+            let text = dom.text(overlay);
+            if contains_any(&text, RATE_LIMITED) {
+                Some(Incident::RateLimited)
+            } else if contains_any(&text, DELIVERY_TIMEOUT) {
+                Some(Incident::DeliveryTimeout)
+            } else {
+                (dom.attr(overlay, "aria-live").is_none() && !text.trim().is_empty()).then_some(Incident::Unknown)
+            }
+        })
+        .collect()
+}
+
+/// Whether a dialog or alert stands over the page, whatever it says:
+/// nothing may be typed behind it.
 pub fn overlay_shown<D: Dom>(dom: &D) -> bool {
-    visible(dom, None, BLOCKING).iter().any(|overlay| {
-        let text = dom.text(overlay);
-        let incident = contains_any(&text, RATE_LIMITED) || contains_any(&text, DELIVERY_TIMEOUT);
-        let live = dom.attr(overlay, "aria-live").is_some();
-        !TURNS.iter().any(|t| dom.within(overlay, t)) && !text.trim().is_empty() && (incident || !live)
-    })
+    !overlay_incidents(dom).is_empty()
 }
 
 /// The turns, in the first form the page uses. Visibility is not asked:
@@ -182,22 +195,10 @@ pub fn classify<D: Dom>(dom: &D) -> Result<Snapshot, UiChanged> {
     if !stop_buttons(dom).is_empty() {
         return snapshot(PageState::Generating { deferral: deferral() });
     }
-    // Overlays: a live region counts only when it carries an incident's text.
-    for overlay in visible(dom, None, BLOCKING) {
-        if TURNS.iter().any(|t| dom.within(&overlay, t)) {
-            continue;
-        }
-        let text = dom.text(&overlay);
-        if contains_any(&text, RATE_LIMITED) {
-            return snapshot(PageState::Error(Incident::RateLimited));
-        }
-        if contains_any(&text, DELIVERY_TIMEOUT) {
-            return snapshot(PageState::Error(Incident::DeliveryTimeout));
-        }
-        let live = dom.attr(&overlay, "aria-live").is_some();
-        if !live && !text.trim().is_empty() {
-            return snapshot(PageState::Error(Incident::Unknown));
-        }
+    // Overlays: a rate limit wins over whatever else is shown beside it.
+    let overlays = overlay_incidents(dom);
+    if let Some(incident) = overlays.iter().find(|i| **i == Incident::RateLimited).or(overlays.first()) {
+        return snapshot(PageState::Error(*incident));
     }
     let Some(last) = turns.last() else { return snapshot(PageState::Ready) };
     let errors = dom.query_all(Some(last), TURN_ERROR);

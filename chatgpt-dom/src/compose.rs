@@ -51,8 +51,10 @@ pub struct Pressed {
 /// chat, `Ok(false)` while loading or generating (wait for a mutation),
 /// `Err` on an incident or a changed UI. "Message delivery timed out" sits
 /// inside the last assistant turn with the composer below it still usable
-/// (CHATGPT-DOM.md, "Incidents and dialogs"): a new user turn is its answer,
-/// never a click on its Retry button.
+/// (CHATGPT-DOM.md, "Incidents and dialogs"; corpus fixture
+/// `a-2026-06-error-delivery-timeout`, whose source describes the structure
+/// but keeps no HTML capture): a new user turn is its answer, never a click
+/// on its Retry button.
 pub fn ready<D: Dom>(dom: &D) -> Result<bool, Refusal> {
     let snapshot = classify(dom).map_err(|e| Refusal::new(e.code(), format!("{:?}: {}", e.element, e.detail)))?;
     match snapshot.state {

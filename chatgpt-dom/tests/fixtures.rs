@@ -189,7 +189,11 @@ fn a_bound_submission_clicks_only_while_the_apps_pill_is_there() {
 }
 
 /// The same words in a dialog over the page are not the in-turn notice:
-/// nothing is typed behind a dialog, whatever it says.
+/// nothing is typed behind a dialog, whatever it says. No public capture
+/// shows the notice in a dialog (CHATGPT-DOM.md has it inside the turn);
+/// this page is built from the in-turn fixture to pin the fail-closed rule,
+/// and beside a rate-limit dialog the page reads rate-limited whatever the
+/// order (the boundary that makes every automatic turn wait).
 #[test]
 fn a_delivery_timeout_shown_in_a_dialog_takes_no_prompt() {
     let text = fixture_text("a-error-delivery-timeout").replace(
@@ -200,4 +204,11 @@ fn a_delivery_timeout_shown_in_a_dialog_takes_no_prompt() {
     assert!(submit(&page, "continue", None).is_err());
     assert!(page.clicks.borrow().is_empty(), "clicked behind a dialog");
     assert!(text.contains(r#"<div role="dialog">"#), "the dialog is on the page");
+    let both = text.replace(
+        "</body>",
+        r#"<div role="dialog"><p>Too many requests. You're making requests too quickly.</p><button>Got it</button></div></body>"#,
+    );
+    let page = Page::parse(&both);
+    assert_eq!(classify(&page).unwrap().state, PageState::Error(Incident::RateLimited));
+    assert!(submit(&page, "continue", None).is_err() && page.clicks.borrow().is_empty());
 }

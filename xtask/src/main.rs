@@ -167,12 +167,18 @@ fn ci() -> anyhow::Result<()> {
     // wasm32, packaged for both browsers: the browser tests load `dist/`.
     dist::dist()?;
     // The uploadable skill archives, next to the extension packages.
+    skills()?;
+    run(Command::new("cargo").args(["build", "--workspace", "--all-targets"]))?;
+    run(Command::new("cargo").args(["test", "--workspace", "--all-targets"]))?;
+    Ok(())
+}
+
+/// Packages every skill under `<target>/skills/`, printing each archive's path.
+fn skills() -> anyhow::Result<()> {
     for name in skill::SKILLS {
         let path = skill::package(&root().join("skills"), name, &target_dir().join("skills"))?;
         println!("xtask: {}", path.display());
     }
-    run(Command::new("cargo").args(["build", "--workspace", "--all-targets"]))?;
-    run(Command::new("cargo").args(["test", "--workspace", "--all-targets"]))?;
     Ok(())
 }
 
@@ -212,13 +218,7 @@ fn main() -> anyhow::Result<()> {
             run(Command::new("cargo").args(["run", "-p", "e2e", "--bin", "demo"]).env("ORCHESTRATOR_BIN", daemon))
         }
         Some("torture") => torture(),
-        Some("skill") => {
-            for name in skill::SKILLS {
-                let path = skill::package(&root().join("skills"), name, &target_dir().join("skills"))?;
-                println!("{}", path.display());
-            }
-            Ok(())
-        }
+        Some("skill") => skills(),
         Some("errors-doc") => {
             std::fs::write(root().join("docs/errors.md"), errors_doc::render())?;
             Ok(())

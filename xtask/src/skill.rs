@@ -73,9 +73,9 @@ mod tests {
     #[test]
     fn the_shipped_skill_packages_reproducibly_with_its_folder_at_the_root() {
         let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("../skills");
-        let out = tempfile_dir();
-        let first = std::fs::read(package(&skills, SKILLS[0], &out.join("a")).unwrap()).unwrap();
-        let second = std::fs::read(package(&skills, SKILLS[0], &out.join("b")).unwrap()).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let first = std::fs::read(package(&skills, SKILLS[0], &out.path().join("a")).unwrap()).unwrap();
+        let second = std::fs::read(package(&skills, SKILLS[0], &out.path().join("b")).unwrap()).unwrap();
         assert_eq!(first, second, "reproducible");
         let mut archive = zip::ZipArchive::new(std::io::Cursor::new(first)).unwrap();
         let names: Vec<String> = archive.file_names().map(|n| n.unwrap().into_owned()).collect();
@@ -87,24 +87,14 @@ mod tests {
         for word in ["Retry", "browser", "continue`", "resume", "MCP"] {
             assert!(!text.contains(word), "the skill mentions {word}");
         }
-        let _ = std::fs::remove_dir_all(out);
     }
 
     #[test]
     fn a_skill_whose_frontmatter_names_another_is_refused() {
-        let out = tempfile_dir();
-        let skills = out.join("skills");
+        let out = tempfile::tempdir().unwrap();
+        let skills = out.path().join("skills");
         std::fs::create_dir_all(skills.join("x")).unwrap();
         std::fs::write(skills.join("x/SKILL.md"), "---\nname: y\n---\nbody\n").unwrap();
-        assert!(package(&skills, "x", &out).unwrap_err().to_string().contains("names"));
-        let _ = std::fs::remove_dir_all(out);
-    }
-
-    fn tempfile_dir() -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("xtask-skill-{}-{:?}", std::process::id(), std::thread::current().id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+        assert!(package(&skills, "x", out.path()).unwrap_err().to_string().contains("names"));
     }
 }

@@ -75,31 +75,36 @@ async fn echo_baseline(concurrency: usize, rounds: usize) -> Vec<Duration> {
     futures_util::future::join_all(clients).await.into_iter().flatten().collect()
 }
 
+/// A control plane on SQLite in `dir`, on the system clock.
+fn sqlite_plane(dir: &std::path::Path, seed: u8) -> Arc<ControlPlane> {
+    let store = Arc::new(SqliteStore::open(&dir.join(format!("bench-{seed}.db"))).unwrap());
+    Arc::new(ControlPlane::open(store, Arc::new(SystemClock), Keyring::new([seed; 32])).unwrap())
+}
+
+/// Serves `bridge` on a loopback listener (TCP_NODELAY, as the daemon does); its address.
+async fn serve_bridge(bridge: Arc<Bridge>) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    tokio::spawn(async move { axum::serve(listener, carrier_webext::router(bridge)).await });
+    addr
+}
+
 fn main() {
     let quick = !std::env::args().any(|a| a == "--bench");
     let rounds = if quick { 2 } else { 40 };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let plane = Arc::new(
-        ControlPlane::open(
-            Arc::new(SqliteStore::open(&dir.path().join("b.db")).unwrap()),
-            Arc::new(SystemClock),
-            Keyring::new([2; 32]),
-        )
-        .unwrap(),
-    );
+    let plane = sqlite_plane(dir.path(), 2);
     let credentials = Credentials::open_or_create(&dir.path().join("executors")).unwrap();
     let credential = credentials.issue("bench").unwrap();
     // Finished workers free their slots: raise the limits so only the bridge is measured.
     let config = BridgeConfig { limits: Limits { max_launches: 64, max_active: 100_000 }, ..BridgeConfig::default() };
     let (fake, addr) = rt.block_on(async {
         let bridge = Bridge::start(plane.clone(), config, credentials.clone(), CancellationToken::new());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        tokio::spawn(async move { axum::serve(listener, carrier_webext::router(bridge)).await });
+        let addr = serve_bridge(bridge).await;
         let fake = FakeExecutor::start(FakeConfig::new(format!("ws://{addr}/executor"), credential.clone(), "bench"));
         fake.wait_for(|s| s.connections == 1, Duration::from_secs(10)).await;
         (fake, addr)
@@ -203,14 +208,7 @@ fn idle_to_resume(rt: &tokio::runtime::Runtime, rounds: usize) {
     use protocol::continuity::{ContinuationMode, ContinuationPolicy};
     use protocol::executor::ConversationState;
     let dir = tempfile::tempdir().unwrap();
-    let plane = Arc::new(
-        ControlPlane::open(
-            Arc::new(SqliteStore::open(&dir.path().join("c.db")).unwrap()),
-            Arc::new(SystemClock),
-            Keyring::new([4; 32]),
-        )
-        .unwrap(),
-    );
+    let plane = sqlite_plane(dir.path(), 4);
     let credentials = Credentials::open_or_create(&dir.path().join("executors")).unwrap();
     let credential = credentials.issue("resume").unwrap();
     let recheck =
@@ -229,9 +227,7 @@ fn idle_to_resume(rt: &tokio::runtime::Runtime, rounds: usize) {
     plane.execute(Request::SetContinuation { actor: root.clone(), target: None, policy }).unwrap();
     let samples = rt.block_on(async {
         let bridge = Bridge::start(plane.clone(), config, credentials, CancellationToken::new());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, carrier_webext::router(bridge)).await });
+        let addr = serve_bridge(bridge).await;
         let mut config = FakeConfig::new(format!("ws://{addr}/executor"), credential, "resume");
         // Every turn's own idle report is lost: the bench reports it, timed.
         config.faults = std::iter::once((0, Fault::LoseIdleReport(Op::Create)))
