@@ -430,6 +430,13 @@ impl Continuity {
         }
     }
 
+    /// Whether a submitted turn is open that its page was never seen running
+    /// and the page, as last seen (`page`), shows it ended: the reports may
+    /// have been lost. The daemon then asks the page ([`crate::schedule`]).
+    pub fn turn_unconfirmed(&self, page: Option<ConversationState>) -> bool {
+        self.turn_open && self.busy_since_ms.is_none() && page == Some(ConversationState::Idle)
+    }
+
     fn turn_ended(&mut self, now_ms: u64, wake: Wake) {
         self.busy_since_ms = None;
         self.turn_stall_reported = false;
@@ -445,9 +452,10 @@ impl Continuity {
         self.wake(wake);
     }
 
-    /// A prompt of this worker was handed to its executor.
-    pub fn send_dispatched(&mut self) {
-        self.sending = Sending::Dispatched;
+    /// A prompt of this worker was handed to its executor; `mid_turn`: as a
+    /// steer into a turn already seen running, whose end then counts.
+    pub fn send_dispatched(&mut self, mid_turn: bool) {
+        self.sending = if mid_turn { Sending::SawBusy } else { Sending::Dispatched };
     }
 
     /// That prompt's command finished: whether its turn already ran and

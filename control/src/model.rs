@@ -137,6 +137,12 @@ impl Worker {
     pub fn is_root(&self) -> bool {
         self.parent.is_none()
     }
+
+    /// Whether this is a root the daemon launched into a conversation of its
+    /// own (only such a root has an assignment): it attaches like a worker.
+    pub fn is_managed_root(&self) -> bool {
+        self.is_root() && self.assignment.is_some()
+    }
 }
 
 /// The log refers to something it never created: the store is corrupt.
@@ -170,6 +176,9 @@ pub struct State {
     /// When ChatGPT last said "Too many requests" on a managed tab: every
     /// automatic attempt waits the scheduler's rate-limit wait from it.
     pub rate_limited_at_ms: Option<u64>,
+    /// The executors whose latest session declared the steering seam
+    /// (`protocol::executor::STEER`).
+    pub steering_executors: HashSet<String>,
     /// The runtime pools' managed-carrier records.
     pub runtime: registry::Registry,
     /// When each executor's current session began (its last `executor.connected`):
@@ -195,8 +204,13 @@ impl State {
             }
             self.system_cursor = event.cursor;
             return match &event.body {
-                EventBody::ExecutorConnected { executor_id, .. } => {
+                EventBody::ExecutorConnected { executor_id, capabilities, .. } => {
                     self.executor_connected_at.insert(executor_id.clone(), at);
+                    if capabilities.iter().any(|c| c == protocol::executor::STEER) {
+                        self.steering_executors.insert(executor_id.clone());
+                    } else {
+                        self.steering_executors.remove(executor_id);
+                    }
                     Ok(())
                 }
                 EventBody::ExecutorDisconnected { .. } => Ok(()),
@@ -342,11 +356,16 @@ impl State {
                 let c = self.commands.get_mut(command_id).ok_or_else(|| fail("unknown command"))?;
                 c.phase = CommandPhase::Dispatched;
                 c.executor_id = Some(executor_id.clone());
-                let sends = matches!(c.intent, CommandIntent::Send { .. });
+                let (sends, steers) = match c.intent {
+                    CommandIntent::Send { steer, .. } => (true, steer),
+                    _ => (false, false),
+                };
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.executor_id.get_or_insert_with(|| executor_id.clone());
                 if sends {
-                    w.continuity.send_dispatched();
+                    // A steer joins a turn that is already running.
+                    let mid_turn = steers && w.conversation_state == Some(ConversationState::Generating);
+                    w.continuity.send_dispatched(mid_turn);
                 }
             }
             EventBody::CommandAcked { command_id, .. } => {
@@ -385,6 +404,12 @@ impl State {
                 }
                 if inspected && let Some(w) = self.workers.get_mut(&worker_id) {
                     w.state_checked_at_ms = at;
+                    // The page answered (its state came before this result)
+                    // and still shows the open turn ended: it did end.
+                    let working = matches!(w.state, WorkerState::Running | WorkerState::Waiting);
+                    if working && w.continuity.turn_unconfirmed(w.conversation_state) {
+                        w.continuity.went_idle(at);
+                    }
                 }
                 // The executor closed the tab of a create refused for a setup
                 // state: the worker is nobody's until a retry is dispatched.

@@ -30,11 +30,11 @@ use sha2::{Digest, Sha256};
 
 use crate::broker::Broker;
 use crate::clock::Clock;
-use crate::decide::{Refusal, Request, broadcast_recipients, decide};
+use crate::decide::{ManagedRoot, Refusal, Request, broadcast_recipients, decide};
 use crate::error::Error;
 use crate::keys::Keyring;
 use crate::model::{QueuedCommand, Run, State, Worker};
-use crate::prompts::{bootstrap_prompt, checkpoint_prompt, followup_prompt, resume_prompt};
+use crate::prompts::{bootstrap_prompt, checkpoint_prompt, followup_prompt, resume_prompt, root_bootstrap_prompt};
 use crate::queue::{Dispatch, Limits, next_dispatches, replay_for};
 use crate::schedule::{self, Policy};
 use crate::store::{Batch, IdempotencyRecord, Store, StoreError};
@@ -481,14 +481,34 @@ impl ControlPlane {
     /// idempotency key proves nothing about who asks (SPEC §9).
     pub fn create_run_once(&self, title: &str, idem: Option<&str>) -> Result<(RunId, WorkerId, bool), Error> {
         let idem = Self::idem_key("run_create", idem)?;
-        self.commit(idem, &title, |_| {
-            let (run_id, root_id) = (RunId::from_uuid_bytes(new_uuid()), WorkerId::from_uuid_bytes(new_uuid()));
-            (
-                Request::CreateRun { run_id: run_id.clone(), root_id: root_id.clone(), title: title.to_owned() },
-                (run_id, root_id),
-            )
+        self.commit(idem, &title, |_| Self::new_run(title, None))
+            .map(|((run, root), events)| (run, root, !events.is_empty()))
+    }
+
+    /// Like [`ControlPlane::create_run_once`], with root launched into a
+    /// managed conversation of its own to carry out `assignment` (seed
+    /// §13.4): an executor opens it and root attaches from it like a
+    /// worker, so Execution Continuity can resume it.
+    pub fn create_managed_run(
+        &self,
+        title: &str,
+        assignment: &Assignment,
+        idem: Option<&str>,
+    ) -> Result<(RunId, WorkerId, bool), Error> {
+        let idem = Self::idem_key("run_create", idem)?;
+        self.commit(idem, &(title, assignment), |_| {
+            let create_command = CommandId::from_uuid_bytes(new_uuid());
+            Self::new_run(title, Some(ManagedRoot { assignment: assignment.clone(), create_command }))
         })
         .map(|((run, root), events)| (run, root, !events.is_empty()))
+    }
+
+    /// The request creating a run with fresh ids, and those ids.
+    fn new_run(title: &str, managed: Option<ManagedRoot>) -> (Request, (RunId, WorkerId)) {
+        let (run_id, root_id) = (RunId::from_uuid_bytes(new_uuid()), WorkerId::from_uuid_bytes(new_uuid()));
+        let request =
+            Request::CreateRun { run_id: run_id.clone(), root_id: root_id.clone(), title: title.to_owned(), managed };
+        (request, (run_id, root_id))
     }
 
     /// Root spawns a worker; returns its id (the same id on an idempotent replay).
@@ -749,11 +769,11 @@ impl ControlPlane {
         let attach = self.keys.attach_identity(&worker.id);
         let op = match &command.intent {
             CommandIntent::Create => CommandOp::ConversationCreate {
-                prompt: bootstrap_prompt(&attach),
+                prompt: if worker.is_root() { root_bootstrap_prompt(&attach) } else { bootstrap_prompt(&attach) },
                 project_url: self.chatgpt.project_url.clone(),
                 app: self.chatgpt.app_label.clone(),
             },
-            CommandIntent::Send { prompt } => {
+            CommandIntent::Send { prompt, steer } => {
                 let (conversation_id, _) =
                     worker.conversation.clone().ok_or_else(|| Refusal::Unbound(worker.id.clone()))?;
                 let prompt = match prompt {
@@ -762,7 +782,11 @@ impl ControlPlane {
                     PromptRef::Resume { attempt } => resume_prompt(&attach, *attempt),
                     PromptRef::Checkpoint { attempt } => checkpoint_prompt(&attach, *attempt),
                 };
-                CommandOp::ConversationSend { conversation_id, prompt, app: self.chatgpt.app_label.clone() }
+                if *steer {
+                    CommandOp::ConversationSteer { conversation_id, prompt }
+                } else {
+                    CommandOp::ConversationSend { conversation_id, prompt, app: self.chatgpt.app_label.clone() }
+                }
             }
             CommandIntent::Open | CommandIntent::Close | CommandIntent::Inspect => {
                 let (conversation_id, url) =

@@ -21,6 +21,23 @@ pub fn bootstrap_prompt(attach: &str) -> String {
     )
 }
 
+/// Version of the managed root's bootstrap text.
+pub const ROOT_BOOTSTRAP_VERSION: u32 = 1;
+
+/// The bootstrap prompt for a root the daemon launched into a conversation
+/// of its own (seed §13.4): it coordinates the run, and like a worker it
+/// may be resumed when its turn ends while the run is active.
+pub fn root_bootstrap_prompt(attach: &str) -> String {
+    format!(
+        "[orchestrator root bootstrap v{ROOT_BOOTSTRAP_VERSION}] You are the root of an orchestrated run. \
+         Call the ChatGPT Orchestrator tool worker_attach with attach_identity \"{attach}\" \
+         to receive root's capability and the run's objective. Decompose the objective into workers (worker_spawn), \
+         coordinate them with events_wait and message_send, and integrate their results. Before ending a turn: \
+         worker_complete once the objective is met, worker_fail if it cannot be, worker_await_human if a person must \
+         act; otherwise stay active: your conversation may be resumed to go on coordinating."
+    )
+}
+
 /// Version of the wake prompt wording (2: the report names its follow-up).
 pub const WAKE_VERSION: u32 = 2;
 
@@ -72,6 +89,14 @@ mod tests {
         assert!(text.contains("\"att_0123_abcd\""));
         assert!(text.starts_with("[orchestrator bootstrap v2]"));
         assert!(text.contains("worker_await_dependency") && text.contains("stay active"));
+        assert!(!text.contains("cap_"));
+    }
+
+    #[test]
+    fn the_root_prompt_names_only_the_attach_identity_and_the_coordinator_role() {
+        let text = root_bootstrap_prompt("att_0123_abcd");
+        assert!(text.starts_with("[orchestrator root bootstrap v1]"));
+        assert!(text.contains("\"att_0123_abcd\"") && text.contains("worker_spawn") && text.contains("events_wait"));
         assert!(!text.contains("cap_"));
     }
 

@@ -10,7 +10,9 @@
 //!   `max_launches` creates are in flight, and at most `max_active` managed
 //!   workers (holding or creating a conversation) exist at once;
 //! - a send goes only to the executor holding the worker's conversation, and
-//!   only while that conversation is not generating or loading;
+//!   only while that conversation is not generating or loading; a steer
+//!   (a checkpoint due mid-turn) also while generating, if that executor
+//!   still declares the steering seam;
 //! - an inspect (read-only) overtakes queued commands of its worker: it is
 //!   how a send held by a stale `generating` learns the turn ended. It still
 //!   waits for an in-flight command of its worker;
@@ -98,12 +100,14 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
                 let Some((executor, _)) = load.iter().min_by_key(|(id, n)| (**n, **id)) else { continue };
                 executor.to_string()
             }
-            CommandIntent::Send { .. } => {
+            CommandIntent::Send { steer, .. } => {
                 let (Some(executor), Some(_)) = (&worker.executor_id, &worker.conversation) else { continue };
-                let busy_page = matches!(
-                    worker.conversation_state,
-                    Some(ConversationState::Generating | ConversationState::Loading)
-                );
+                let busy_page = match worker.conversation_state {
+                    Some(ConversationState::Loading) => true,
+                    // A steer goes mid-turn, to an executor that still steers.
+                    Some(ConversationState::Generating) => !(*steer && state.steering_executors.contains(executor)),
+                    _ => false,
+                };
                 if busy_page || !load.contains_key(executor.as_str()) {
                     continue;
                 }

@@ -12,6 +12,15 @@
 //! - has not been confirmed for [`Policy::recheck_after_ms`] while a command
 //!   waits on it: at that bound, and again every bound after.
 //!
+//! A turn the daemon believes open is bounded the same way: a continuation
+//! was submitted, yet its page was never seen generating since and shows
+//! idle (its reports were lost, for example with a daemon that died
+//! between the submission and its result). Idle is not a blocking state,
+//! so nothing else would ask: the daemon inspects it
+//! [`Policy::recheck_after_ms`] after the submission, and an inspect that
+//! still finds the page idle ends the turn (see `model`), so the worker is
+//! resumed instead of stalling silently.
+//!
 //! At most one inspect per conversation is open at a time, and each one that
 //! finishes (either outcome) restarts the bound, so a failing inspect is
 //! retried at the bound's pace, never in a loop.
@@ -60,7 +69,8 @@ fn recheck_at(state: &State, worker: &Worker, connected: &[String], policy: Poli
     let executor = worker.executor_id.as_ref().filter(|e| connected.contains(e))?;
     let blocking =
         matches!(worker.conversation_state, Some(ConversationState::Generating | ConversationState::Loading));
-    if !blocking || worker.conversation.is_none() || worker.fenced {
+    let unconfirmed = worker.continuity.turn_unconfirmed(worker.conversation_state);
+    if !(blocking || unconfirmed) || worker.conversation.is_none() || worker.fenced {
         return None;
     }
     let open = state.open_commands.iter().filter_map(|id| state.commands.get(id)).filter(|c| c.worker_id == worker.id);
@@ -70,6 +80,10 @@ fn recheck_at(state: &State, worker: &Worker, connected: &[String], policy: Poli
             return None;
         }
         waiting |= command.phase == CommandPhase::Queued;
+    }
+    if unconfirmed {
+        let since = worker.continuity.last_submitted_at_ms.unwrap_or(0).max(worker.state_checked_at_ms);
+        return Some(since.saturating_add(policy.recheck_after_ms));
     }
     let session_began = state.executor_connected_at.get(executor).copied().unwrap_or(0);
     if worker.state_checked_at_ms < session_began {

@@ -319,7 +319,7 @@ fn the_keepalive_checkpoints_an_active_worker_and_the_floor_defers_an_event_wake
     let at = w.plane.next_continue_at(PACING).unwrap();
     w.advance_to(at);
     assert_eq!(w.tick(), 1, "the event wake at the floor");
-    assert!(w.pump().is_empty(), "a send waits for the turn to end: no mid-turn steering seam yet");
+    assert!(w.pump().is_empty(), "a send waits for the turn to end (this executor declared no steering seam)");
     w.observe(&a, ConversationState::Idle);
     assert_eq!(World::resume_sends(&w.pump()).len(), 1);
     w.submit(&a);
@@ -334,6 +334,93 @@ fn the_keepalive_checkpoints_an_active_worker_and_the_floor_defers_an_event_wake
     w.observe(&a, ConversationState::Idle);
     let prompts = World::resume_sends(&w.pump());
     assert!(prompts[0].starts_with("[orchestrator checkpoint v1 attempt 3]"), "{}", prompts[0]);
+}
+
+/// A resume was submitted but its page was never seen running, and shows
+/// idle (its reports were lost, e.g. the daemon died between the
+/// submission and its result). Idle blocks nothing, so only the bound asks
+/// the page: after it, one inspect; the page still idle ends the turn and
+/// the worker is resumed, instead of waiting silently on a turn that is over.
+#[test]
+fn a_submitted_turn_never_seen_running_is_confirmed_with_the_page_and_not_waited_on_forever() {
+    let w = world();
+    w.set_default(auto());
+    let a = w.working("a", "9b9b9b9b-9999-4999-8999-999999999999");
+    w.observe(&a, ConversationState::Idle);
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1);
+    w.pump();
+    let command = w.open_send_or_create(&a);
+    w.report(ExecutorFrame::Ack { command_id: command.clone() });
+    w.report(ExecutorFrame::Result { command_id: command, outcome: CommandOutcome::Ok { conversation_id: None } });
+    let connected = ["ext".to_owned()];
+    let policy = control::schedule::Policy { pacing: PACING, ..Default::default() };
+    w.advance(policy.recheck_after_ms - 1);
+    assert_eq!(w.plane.recheck(&connected, policy).unwrap(), 0, "the turn may still be starting");
+    assert_eq!(w.tick(), 0);
+    w.advance(1);
+    assert_eq!(w.plane.recheck(&connected, policy).unwrap(), 1, "the bound asks the page once");
+    assert_eq!(w.plane.recheck(&connected, policy).unwrap(), 0);
+    let ops = w.pump();
+    assert!(matches!(ops[..], [CommandOp::ConversationInspect { .. }]), "{ops:?}");
+    let inspect = w.open_send_or_create(&a);
+    w.report(ExecutorFrame::Ack { command_id: inspect.clone() });
+    w.observe(&a, ConversationState::Idle);
+    w.report(ExecutorFrame::Result { command_id: inspect, outcome: CommandOutcome::Ok { conversation_id: None } });
+    w.advance(3_000);
+    assert_eq!(w.tick(), 1, "the ended turn is resumed after the grace");
+    let prompts = World::resume_sends(&w.pump());
+    assert!(prompts[0].starts_with("[orchestrator resume v1 attempt 2]"), "{}", prompts[0]);
+}
+
+/// Seed §12.2: a checkpoint due mid-turn goes through the executor's
+/// steering seam when it declared one, while the page generates; an
+/// executor without the seam gets a plain send that waits for the turn to
+/// end (the intent stays durable, nothing is lost or interrupted).
+#[test]
+fn a_checkpoint_due_mid_turn_steers_only_through_an_executor_that_declared_the_seam() {
+    for steers in [true, false] {
+        let w = world();
+        let capabilities = if steers { vec![protocol::executor::STEER.to_owned()] } else { vec![] };
+        w.plane
+            .execute(Request::ExecutorConnected {
+                executor_id: "ext".into(),
+                executor_instance_id: "i1".into(),
+                executor_kind: protocol::executor::ExecutorKind::Fake,
+                capabilities,
+                host: Default::default(),
+            })
+            .unwrap();
+        w.set_default(auto());
+        let a = w.working("a", "8a8a8a8a-8888-4888-8888-888888888888");
+        w.progress(&a);
+        let keepalive = w.plane.next_continue_at(PACING).unwrap();
+        w.advance_to(keepalive);
+        assert_eq!(w.tick(), 1, "the keepalive's checkpoint is scheduled while the turn runs");
+        let ops = w.pump();
+        if steers {
+            let [CommandOp::ConversationSteer { prompt, .. }] = &ops[..] else { panic!("a steer mid-turn: {ops:?}") };
+            assert!(prompt.starts_with("[orchestrator checkpoint v1 attempt 1]"), "{prompt}");
+            let command = w.open_send_or_create(&a);
+            w.report(ExecutorFrame::Ack { command_id: command.clone() });
+            w.report(ExecutorFrame::Result {
+                command_id: command,
+                outcome: CommandOutcome::Ok { conversation_id: None },
+            });
+            // The turn it joined ends: that is the end of this attempt, and
+            // the worker is resumed after the grace (and the account's pacing) as usual.
+            w.observe(&a, ConversationState::Idle);
+            w.advance(PACING.min_gap_ms);
+            assert_eq!(w.tick(), 1);
+            let prompts = World::resume_sends(&w.pump());
+            assert!(prompts[0].starts_with("[orchestrator resume v1 attempt 2]"), "{}", prompts[0]);
+        } else {
+            assert!(ops.is_empty(), "no seam: the checkpoint waits for the turn to end: {ops:?}");
+            w.observe(&a, ConversationState::Idle);
+            let prompts = World::resume_sends(&w.pump());
+            assert!(prompts[0].starts_with("[orchestrator checkpoint v1 attempt 1]"), "{}", prompts[0]);
+        }
+    }
 }
 
 #[test]

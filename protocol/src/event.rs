@@ -25,6 +25,11 @@ pub enum CommandIntent {
     Send {
         /// Which prompt.
         prompt: PromptRef,
+        /// Deliver it mid-turn, without waiting for idle, as
+        /// `conversation_steer` (only for an executor that declared that
+        /// capability; see `executor::STEER`). Absent: false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        steer: bool,
     },
     /// Reopen the worker's exact bound conversation in a new managed tab
     /// (recovery after the tab or target was lost).

@@ -32,6 +32,12 @@ pub const FACT_MAX: usize = 256;
 /// Most capabilities a `hello` may declare.
 pub const CAPABILITIES_MAX: usize = 32;
 
+/// The capability an executor declares in `hello` when its pages offer a
+/// safe seam for a mid-turn submission (`conversation_steer`). The daemon
+/// sends that op to no other executor; the WebExtension does not declare
+/// it, since no capture of the real chatgpt.com shows such a seam.
+pub const STEER: &str = "conversation_steer";
+
 /// Which kind of carrier an executor is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

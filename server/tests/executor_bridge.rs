@@ -461,3 +461,39 @@ async fn a_follow_up_behind_a_turn_that_ended_while_the_daemon_was_down_is_deliv
     assert_eq!(stats.submissions_for(&worker_id(&a)).len(), 3, "bootstrap + two follow-ups, each once");
     fake.stop().await;
 }
+
+/// Seed §13.4 over MCP: `run_create` with `root_objective` launches root
+/// into a conversation an executor opens (like a worker's, through the
+/// same exactly-once create); root's bootstrap prompt names only its attach
+/// identity, and root attaches from that conversation to get root's
+/// capability, the objective and root's instructions. A run whose caller
+/// is root has no such conversation and nothing is launched for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_managed_root_is_launched_by_an_executor_and_attaches_from_its_own_conversation() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    let fake = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1"));
+    let mcp = Mcp::connect(&daemon.addr);
+    let out = mcp.ok("run_create", json!({"title": "managed", "root_objective": "ship the release"}));
+    let (cap, root) = (out["root_capability"].as_str().unwrap().to_owned(), out["run"]["root_worker_id"].clone());
+    let root_id = worker_id(root.as_str().unwrap());
+    let r = root_id.clone();
+    let stats = fake.wait_for(move |s| s.submissions_for(&r).len() == 1, WAIT).await;
+    let prompt = &stats.submissions_for(&root_id)[0];
+    assert!(prompt.starts_with("[orchestrator root bootstrap v1]"), "{prompt}");
+    assert!(!prompt.contains(&cap) && !prompt.contains("ship the release"), "no capability, no objective in a prompt");
+    let attach = prompt.split('"').find(|p| p.starts_with("att_")).unwrap();
+    let attached = mcp.ok("worker_attach", json!({"attach_identity": attach}));
+    assert_eq!(attached["capability"], cap.as_str(), "root's own capability");
+    assert_eq!(attached["assignment"]["objective"], "ship the release");
+    assert!(attached["instructions"].as_str().unwrap().starts_with("You are root"));
+    let me = mcp.ok("run_get", json!({"capability": cap}));
+    assert_eq!(me["workers"][0]["state"], "running");
+
+    // A run whose caller is root queues no launch.
+    let plain = mcp.ok("run_create", json!({"title": "caller is root"}))["root_capability"].clone();
+    let events = mcp.ok("events_list", json!({"capability": plain, "limit": 500}))["events"].clone();
+    let kinds: Vec<&str> = events.as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["run.created", "worker.created", "worker.state_changed"]);
+    fake.stop().await;
+}

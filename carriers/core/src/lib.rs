@@ -118,6 +118,15 @@ pub enum Plan<H> {
         /// The prompt.
         prompt: String,
     },
+    /// Submit `prompt` in the worker's tab now, into the running turn,
+    /// through the page's steering seam (only a carrier that declared
+    /// [`protocol::executor::STEER`] gets this plan).
+    Steer {
+        /// The managed tab.
+        tab: H,
+        /// The checkpoint.
+        prompt: String,
+    },
     /// The prompt may already be in the page: ask the page (it records the
     /// key before it clicks) and submit only if it never took it. Without a
     /// tab the answer is `AMBIGUOUS_SUBMISSION`.
@@ -166,11 +175,21 @@ pub struct Core<H> {
     /// daemon's replay then resumes each at its phase.
     #[serde(skip)]
     in_flight: BTreeSet<String>,
+    /// Whether this carrier's pages offer a steering seam (it declares
+    /// [`protocol::executor::STEER`]); set by the carrier at every start.
+    #[serde(skip)]
+    steers: bool,
 }
 
 impl<H> Default for Core<H> {
     fn default() -> Self {
-        Self { journal: BTreeMap::new(), workers: BTreeMap::new(), next_seq: 0, in_flight: BTreeSet::new() }
+        Self {
+            journal: BTreeMap::new(),
+            workers: BTreeMap::new(),
+            next_seq: 0,
+            in_flight: BTreeSet::new(),
+            steers: false,
+        }
     }
 }
 
@@ -252,6 +271,12 @@ pub fn heartbeat_every(welcome_heartbeat_ms: u64) -> Duration {
 }
 
 impl<H: Clone + PartialEq + Debug> Core<H> {
+    /// Declares whether this carrier's pages offer a steering seam (as its
+    /// `hello` does): without it a `conversation_steer` is refused.
+    pub fn set_steering(&mut self, steers: bool) {
+        self.steers = steers;
+    }
+
     /// The journal entry for `key`.
     pub fn entry(&self, key: &str) -> Option<&Entry> {
         self.journal.get(key)
@@ -375,9 +400,14 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
                     Ok(Plan::Create { url, prompt: prompt.clone() })
                 }
             },
-            CommandOp::ConversationSend { conversation_id, prompt, .. }
-            | CommandOp::ConversationSteer { conversation_id, prompt } => {
+            CommandOp::ConversationSend { conversation_id, prompt, .. } => {
                 open_tab(conversation_id).map(|tab| Plan::Submit { tab, prompt: prompt.clone() })
+            }
+            CommandOp::ConversationSteer { .. } if !self.steers => {
+                Err(error(ErrorCode::InvalidArgument, "this executor declared no steering seam (conversation_steer)"))
+            }
+            CommandOp::ConversationSteer { conversation_id, prompt } => {
+                open_tab(conversation_id).map(|tab| Plan::Steer { tab, prompt: prompt.clone() })
             }
             CommandOp::ConversationOpen { conversation_id, .. } => bound(conversation_id).map(|m| match m.tab {
                 Some(_) => Plan::Reply(CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }),

@@ -105,6 +105,19 @@ fn a_completed_command_is_answered_from_the_journal_after_a_restart() {
 }
 
 #[test]
+fn a_steer_is_planned_only_by_a_carrier_that_declared_the_seam() {
+    let (mut core, w) = bound_worker();
+    let op = CommandOp::ConversationSteer { conversation_id: CONV.parse().unwrap(), prompt: "checkpoint".into() };
+    let steer = command(3, &w, "steer-3", op);
+    let Plan::Reply(CommandOutcome::Error { code, .. }) = plan_at(&mut core, &steer, 0) else {
+        panic!("a carrier without a steering seam answers a steer with an error, touching no page")
+    };
+    assert_eq!(code, ErrorCode::InvalidArgument);
+    core.set_steering(true);
+    assert_eq!(plan_at(&mut core, &steer, 0), Plan::Steer { tab: 7, prompt: "checkpoint".into() });
+}
+
+#[test]
 fn a_restart_inside_submission_reconciles_with_the_page_instead_of_resending() {
     let (mut core, w) = bound_worker();
     assert_eq!(plan_at(&mut core, &send(2, &w, CONV), 0), Plan::Submit { tab: 7, prompt: "wake".into() });

@@ -98,6 +98,9 @@ pub struct FakeConfig {
     pub reconnect_delay: Duration,
     /// Heartbeat interval; `None` uses the daemon's `welcome`.
     pub heartbeat: Option<Duration>,
+    /// Whether its simulated pages offer a steering seam (it declares
+    /// `conversation_steer` and takes a checkpoint mid-turn).
+    pub steers: bool,
 }
 
 impl FakeConfig {
@@ -110,6 +113,7 @@ impl FakeConfig {
             faults: Vec::new(),
             reconnect_delay: Duration::from_millis(50),
             heartbeat: None,
+            steers: false,
         }
     }
 
@@ -282,10 +286,12 @@ fn frame(f: &ExecutorFrame) -> Message {
 impl FakeExecutor {
     /// Connects (and keeps reconnecting) until stopped.
     pub fn start(config: FakeConfig) -> Self {
+        let mut core = executor_core::Core::default();
+        core.set_steering(config.steers);
         let shared = Arc::new(Shared {
             faults: Mutex::new(config.faults.clone()),
             config,
-            core: Mutex::new(executor_core::Core::default()),
+            core: Mutex::new(core),
             browser: Mutex::new(Browser::default()),
             stats: Mutex::new(Stats::default()),
             changed: Notify::new(),
@@ -413,7 +419,11 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
         executor_id: shared.config.executor_id.clone(),
         instance_id: instance.to_owned(),
         kind: ExecutorKind::Fake,
-        capabilities: vec!["conversation_create".into(), "conversation_send".into()],
+        capabilities: ["conversation_create", "conversation_send"]
+            .into_iter()
+            .chain(shared.config.steers.then_some(protocol::executor::STEER))
+            .map(String::from)
+            .collect(),
         host: MachineFacts { os: std::env::consts::OS.into(), browser: None },
     });
     if sink.send(frame(&hello)).await.is_err() {
@@ -669,7 +679,8 @@ fn perform(shared: &Shared, outbox: &Outbox, command: &Command, plan: Plan<u64>,
             }]);
             submit(tab)
         }
-        Plan::Submit { tab, .. } => submit(tab),
+        // The simulated page takes a prompt mid-turn as it does when idle.
+        Plan::Submit { tab, .. } | Plan::Steer { tab, .. } => submit(tab),
         Plan::Reconcile { tab: None } => error(ErrorCode::AmbiguousSubmission, "the tab closed during submission"),
         // The page answers for the key: it took the prompt or it did not.
         Plan::Reconcile { tab: Some(tab) } if executor_core::prompt_of(command).is_some() => submit(tab),

@@ -4,6 +4,7 @@
 //! dependency; only the stall guard pauses for a stall.
 
 use protocol::continuity::{Hold, StallLevel, Wake};
+use protocol::executor::ConversationState;
 use protocol::limits::TEXT_MAX;
 use protocol::{CommandId, CommandIntent, EventBody, PromptRef, WorkerId};
 
@@ -96,6 +97,12 @@ fn due(state: &State, action: &Action) -> Result<Vec<EventBody>, Refusal> {
             } else {
                 PromptRef::Resume { attempt: *attempt }
             };
+            // Seed §12.2: a checkpoint due mid-turn goes through the
+            // executor's steering seam when it declared one; otherwise it
+            // stays queued (durable) until the turn ends.
+            let steer = *checkpoint
+                && w.conversation_state == Some(ConversationState::Generating)
+                && w.executor_id.as_ref().is_some_and(|e| state.steering_executors.contains(e));
             vec![
                 EventBody::ExecutionScheduled {
                     worker_id: worker.clone(),
@@ -107,7 +114,7 @@ fn due(state: &State, action: &Action) -> Result<Vec<EventBody>, Refusal> {
                 EventBody::CommandQueued {
                     command_id,
                     worker_id: worker.clone(),
-                    intent: CommandIntent::Send { prompt },
+                    intent: CommandIntent::Send { prompt, steer },
                     idempotency_key: format!("resume:{worker}:{attempt}"),
                     not_before_ms: None,
                 },

@@ -172,9 +172,11 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                 // e.g. the page stayed generating): the wake goes out again
                 // as a new command, a bounded number of times, so a slow page
                 // never drops a follow-up.
-                (CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, .. }, CommandIntent::Send { prompt })
-                    if !matches!(worker.state, WorkerState::Failed | WorkerState::Cancelled)
-                        && !wake_outdated(worker, prompt) =>
+                (
+                    CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, .. },
+                    CommandIntent::Send { prompt, .. },
+                ) if !matches!(worker.state, WorkerState::Failed | WorkerState::Cancelled)
+                    && !wake_outdated(worker, prompt) =>
                 {
                     let attempts = state
                         .commands

@@ -34,6 +34,15 @@ pub use message::broadcast_recipients;
 pub use refusal::Refusal;
 pub use runtime::{retire_protection, setup_refused};
 
+/// A root the daemon launches into a conversation of its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManagedRoot {
+    /// What the run is for; root reads it when it attaches.
+    pub assignment: Assignment,
+    /// The id for its conversation-create command.
+    pub create_command: CommandId,
+}
+
 /// A request to change the control plane, already authenticated: `actor` is
 /// the worker whose capability the caller presented.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +55,10 @@ pub enum Request {
         root_id: WorkerId,
         /// Human title.
         title: String,
+        /// Launch root in a managed conversation of its own (seed §13.4),
+        /// so the daemon can resume it like any worker; `None`: the caller
+        /// is root and keeps its own conversation.
+        managed: Option<ManagedRoot>,
     },
     /// Root creates a worker and asks for its conversation to be launched.
     Spawn {
@@ -510,7 +523,7 @@ mod table {
                 next: 1,
             };
             let (run_id, root_id) = (given.run.clone(), given.root.clone());
-            given.apply(Request::CreateRun { run_id, root_id, title: "table".into() });
+            given.apply(Request::CreateRun { run_id, root_id, title: "table".into(), managed: None });
             given
         }
 

@@ -83,7 +83,7 @@ pub enum Refusal {
     /// Only the run's root may do this.
     #[error("only root may do this")]
     RootOnly,
-    /// Root never attaches.
+    /// Root never attaches, unless the daemon launched it (a managed root).
     #[error("root does not attach; it uses the capability from run_create")]
     RootDoesNotAttach,
     /// A pool worker attaches only through admission.

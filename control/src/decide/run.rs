@@ -5,21 +5,39 @@ use super::*;
 /// The run commands (routed here by [`super::decide`]).
 pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusal> {
     match command {
-        Request::CreateRun { run_id, root_id, title } => {
+        Request::CreateRun { run_id, root_id, title, managed } => {
             check_text("title", title, TITLE_MAX)?;
             if state.runs.contains_key(run_id) || state.workers.contains_key(root_id) {
                 return Err(Refusal::IdTaken("run or root id"));
             }
-            Ok(vec![
+            if let Some(managed) = managed {
+                check_assignment(&managed.assignment)?;
+            }
+            let mut events = vec![
                 EventBody::RunCreated { title: title.clone(), root_worker_id: root_id.clone() },
                 EventBody::WorkerCreated {
                     worker_id: root_id.clone(),
                     path: "/root".into(),
                     parent_id: None,
-                    assignment: None,
+                    assignment: managed.as_ref().map(|m| m.assignment.clone()),
                 },
-                state_change(root_id, WorkerState::Created, WorkerState::Running, None),
-            ])
+            ];
+            match managed {
+                // The caller is root: working from the start, in its own conversation.
+                None => events.push(state_change(root_id, WorkerState::Created, WorkerState::Running, None)),
+                // Launched like a worker: it attaches from its own conversation.
+                Some(managed) => events.extend([
+                    state_change(root_id, WorkerState::Created, WorkerState::LaunchRequested, None),
+                    EventBody::CommandQueued {
+                        command_id: managed.create_command.clone(),
+                        worker_id: root_id.clone(),
+                        intent: CommandIntent::Create,
+                        idempotency_key: format!("create:{root_id}"),
+                        not_before_ms: None,
+                    },
+                ]),
+            }
+            Ok(events)
         }
         Request::CancelRun { actor, reason } => {
             let (run, root) = root_actor(state, actor)?;
@@ -80,8 +98,36 @@ mod tests {
             run_id: g.run.clone(),
             root_id: WorkerId::from_uuid_bytes([9; 16]),
             title: "again".into(),
+            managed: None,
         };
         rows.push(("a run id is created once", g, c, Err(ErrorCode::InvalidArgument)));
+
+        let g = Given::run();
+        let managed = |objective: &str| ManagedRoot {
+            assignment: Assignment::from_objective(objective),
+            create_command: CommandId::from_uuid_bytes([8; 16]),
+        };
+        let c = Request::CreateRun {
+            run_id: RunId::from_uuid_bytes([7; 16]),
+            root_id: WorkerId::from_uuid_bytes([6; 16]),
+            title: "managed".into(),
+            managed: Some(managed("coordinate the goal")),
+        };
+        rows.push((
+            "a managed root is launched like a worker: its create is queued",
+            g,
+            c,
+            Ok(&["run.created", "worker.created", "worker.state_changed", "executor.command_queued"][..]),
+        ));
+
+        let g = Given::run();
+        let c = Request::CreateRun {
+            run_id: RunId::from_uuid_bytes([7; 16]),
+            root_id: WorkerId::from_uuid_bytes([6; 16]),
+            title: "managed".into(),
+            managed: Some(managed(" ")),
+        };
+        rows.push(("a managed root needs an objective", g, c, Err(ErrorCode::InvalidArgument)));
 
         check(rows);
     }

@@ -40,7 +40,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
         }
         Request::Attach { worker_id } => {
             let (run, worker) = acting(state, worker_id)?;
-            if worker.is_root() {
+            if worker.is_root() && !worker.is_managed_root() {
                 return Err(Refusal::RootDoesNotAttach);
             }
             if state.runtime.by_worker(worker_id).is_some() {
@@ -199,7 +199,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             events.push(EventBody::CommandQueued {
                 command_id: send_command.clone(),
                 worker_id: target.clone(),
-                intent: CommandIntent::Send { prompt: PromptRef::Followup { seq } },
+                intent: CommandIntent::Send { prompt: PromptRef::Followup { seq }, steer: false },
                 idempotency_key: format!("followup:{target}:{seq}"),
                 not_before_ms: None,
             });

@@ -455,6 +455,9 @@ impl Background {
                 Err(outcome) => outcome,
             },
             Plan::Submit { tab, prompt } => self.submit(command, tab, &prompt, creating).await,
+            // The core plans no steer for a carrier that declared no seam, and
+            // the real site shows none (docs/executor-protocol.md).
+            Plan::Steer { .. } => error(ErrorCode::InvalidArgument, "no steering seam on chatgpt.com"),
             // The page settles it: it records a key before clicking and again once confirmed.
             Plan::Reconcile { tab: None } => error(ErrorCode::AmbiguousSubmission, "the tab closed during submission"),
             Plan::Reconcile { tab: Some(tab) } => match prompt_of(command) {

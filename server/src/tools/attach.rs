@@ -17,7 +17,7 @@ fn attach_out(plane: &ControlPlane, id: &WorkerId) -> Result<WorkerAttachOut, Er
         assignment: w.assignment.clone().ok_or_else(|| Error::from(Refusal::RootDoesNotAttach))?,
         followups: Vec::new(),
         followups_from: 1,
-        instructions: WORKER_INSTRUCTIONS.into(),
+        instructions: if w.is_root() { ROOT_INSTRUCTIONS } else { WORKER_INSTRUCTIONS }.into(),
     };
     let mut room = RESPONSE_MAX.saturating_sub(json_len(&out));
     let mut newest = Vec::new();
@@ -158,6 +158,10 @@ impl Tools {
 const WORKER_INSTRUCTIONS: &str = "Work on your assignment. Report milestones with worker_progress. \
 Ask root with message_send (to \"/root\", kind question or blocker) and read replies with events_wait \
 (pass back the cursor it returns). Finish with worker_complete (summary, artifacts) or worker_fail (reason).";
+
+const ROOT_INSTRUCTIONS: &str = "You are root: your assignment is the run's objective. Spawn workers with \
+worker_spawn, follow them with events_wait (pass back the cursor it returns), answer with message_send. Finish with \
+worker_complete once the objective is met (the run completes when its workers have) or worker_fail.";
 
 #[tool_router(router = attach_tools, vis = "pub(super)")]
 impl Tools {

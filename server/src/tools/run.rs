@@ -8,6 +8,9 @@ use super::*;
 pub struct RunCreateArgs {
     /// Short human title of the run's goal.
     pub title: String,
+    /// Launch root in a conversation of its own with this objective, which Auto Resume can resume; omit to be root yourself.
+    #[serde(default)]
+    pub root_objective: Option<String>,
     /// Replaying the same key with the same title returns the same run,
     /// without the capability (only the creating call gets it).
     #[serde(default)]
@@ -60,7 +63,13 @@ impl Tools {
         let args = args?;
         let plane = self.plane.clone();
         on_blocking_pool(move || -> Result<_, Error> {
-            let (run_id, root, created) = plane.create_run_once(&args.title, args.idempotency_key.as_deref())?;
+            let idem = args.idempotency_key.as_deref();
+            let (run_id, root, created) = match &args.root_objective {
+                None => plane.create_run_once(&args.title, idem)?,
+                Some(objective) => {
+                    plane.create_managed_run(&args.title, &Assignment::from_objective(objective), idem)?
+                }
+            };
             let run = plane.run(&run_id).ok_or_else(|| Error::from(Refusal::NoRun(run_id.clone())))?;
             // A key proves nothing about who replays it: the credential goes to the creator only.
             let root_capability = created.then(|| plane.keys().capability(&root));
