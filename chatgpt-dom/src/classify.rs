@@ -158,6 +158,16 @@ pub fn turns<D: Dom>(dom: &D) -> Vec<D::Node> {
     TURNS.iter().map(|s| dom.query_all(None, s)).find(|t| !t.is_empty()).unwrap_or_default()
 }
 
+/// What the thread shows, to tell that a running turn moves on: how many
+/// turns there are and how much text the last one holds. Streamed text and
+/// tool-call rows ("Called tool") grow it; a spinner, an animated attribute
+/// or a live region outside the turns does not, so a turn that only looks
+/// busy shows no progress. Compared between readings, never stored.
+pub fn turn_mark<D: Dom>(dom: &D) -> (usize, usize) {
+    let turns = turns(dom);
+    (turns.len(), turns.last().map_or(0, |last| dom.text(last).len()))
+}
+
 /// Classifies the page. `HOST_UI_CHANGED` when the composer's elements are
 /// ambiguous, the chat lacks an editor, or a label-only page is in a locale
 /// the adapter does not carry.

@@ -31,7 +31,7 @@ pub mod identity;
 pub mod inspect;
 pub mod locators;
 
-pub use classify::{Incident, PageState, Snapshot, classify, reading};
+pub use classify::{Incident, PageState, Snapshot, classify, reading, turn_mark};
 pub use compose::{Act, Pressed, Refusal, Typed, abandon, confirmed, press_send, ready, submit, type_prompt};
 pub use identity::{ConversationRef, is_project_page, parse_url};
 pub use locators::{Element, Locator, UiChanged, is_stop, resolve};

@@ -6,6 +6,7 @@
 
 mod support;
 
+use chatgpt_dom::Dom as _;
 use chatgpt_dom::{Element, resolve};
 use proptest::prelude::*;
 use protocol::ErrorCode;
@@ -205,4 +206,34 @@ proptest! {
             prop_assert!(shown.is_empty(), "{name} {mutations:?}: clicked while a stop button shows");
         }
     }
+}
+
+/// On every real page that is generating, the turn mark (what tells the
+/// daemon a running turn moves on) grows when the last turn's content grows
+/// and stays put when only an attribute changes (an animation, a spinner).
+#[test]
+fn a_running_turn_moves_on_only_when_its_content_grows() {
+    let mut seen = 0;
+    for (name, text) in corpus() {
+        if header(&text).expect != "generating" {
+            continue;
+        }
+        let page = Page::parse(&text);
+        let Some(last) = chatgpt_dom::classify::turns(&page).last().copied() else { continue };
+        seen += 1;
+        let before = chatgpt_dom::turn_mark(&page);
+        page.set_attr(last, "data-animating", Some("true"));
+        assert_eq!(chatgpt_dom::turn_mark(&page), before, "{name}: an attribute is no progress");
+        let Some(child) = page.query_all(Some(&last), "*").into_iter().rev().find(|n| !page.text(n).trim().is_empty())
+        else {
+            continue;
+        };
+        page.copy_after(child);
+        let after = chatgpt_dom::turn_mark(&page);
+        assert!(
+            after.1 > before.1 && after.0 == before.0,
+            "{name}: streamed text is progress ({before:?} -> {after:?})"
+        );
+    }
+    assert!(seen >= 3, "generating pages in the corpus: {seen}");
 }

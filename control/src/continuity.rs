@@ -307,6 +307,9 @@ pub struct Continuity {
     pub busy_since_ms: Option<u64>,
     /// Whether the running turn was reported stalled already.
     pub turn_stall_reported: bool,
+    /// When the running turn's content was last seen moving on (the page,
+    /// not the worker: `conversation.progressed`).
+    pub page_progress_at_ms: Option<u64>,
 }
 
 /// What the page showed while a prompt of the worker was being submitted:
@@ -424,7 +427,11 @@ impl Continuity {
             return None;
         }
         match (self.busy_since_ms, self.last_submitted_at_ms) {
-            (Some(since), _) => Some((TurnStall::GeneratingWithoutProgress, since.max(self.progress.last_at_ms))),
+            (Some(since), _) => {
+                let last =
+                    [Some(since), Some(self.progress.last_at_ms), self.page_progress_at_ms].into_iter().flatten();
+                Some((TurnStall::GeneratingWithoutProgress, last.max().unwrap_or(since)))
+            }
             (None, Some(at)) if self.turn_open => Some((TurnStall::NeverStarted, at)),
             _ => None,
         }
@@ -437,8 +444,19 @@ impl Continuity {
         self.turn_open && self.busy_since_ms.is_none() && page == Some(ConversationState::Idle)
     }
 
+    /// The running turn's content moved on at `now`: the bound for a turn
+    /// that does not end starts again (and a later stall is reported anew).
+    /// It is not the worker's progress: the stall guard does not count it.
+    pub fn page_progressed(&mut self, now_ms: u64) {
+        if self.busy_since_ms.is_some() {
+            self.page_progress_at_ms = Some(now_ms);
+            self.turn_stall_reported = false;
+        }
+    }
+
     fn turn_ended(&mut self, now_ms: u64, wake: Wake) {
         self.busy_since_ms = None;
+        self.page_progress_at_ms = None;
         self.turn_stall_reported = false;
         if std::mem::take(&mut self.turn_open) && !self.attempt_progressed {
             self.progress.attempts_without = self.progress.attempts_without.saturating_add(1);

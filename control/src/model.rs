@@ -443,6 +443,10 @@ impl State {
                 w.executor_id = Some(executor_id.clone());
                 w.state_checked_at_ms = at;
             }
+            EventBody::ConversationProgressed { worker_id } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.continuity.page_progressed(at);
+            }
             EventBody::ConversationStateChanged { worker_id, state, error } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.conversation_state = Some(*state);
@@ -468,6 +472,7 @@ impl State {
                 }
                 if *state != ConversationState::Generating {
                     w.continuity.busy_since_ms = None;
+                    w.continuity.page_progress_at_ms = None;
                 }
                 // An app setup state outlives page state changes: it clears when the
                 // worker attaches (its MCP peer reached us), or with a new error.

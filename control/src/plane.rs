@@ -979,6 +979,7 @@ fn run_of(state: &State, command: &Request) -> RunId {
             ExecutorFrame::ConversationCreated { worker_id, .. }
             | ExecutorFrame::ConversationBound { worker_id, .. }
             | ExecutorFrame::ConversationState { worker_id, .. }
+            | ExecutorFrame::ConversationProgress { worker_id }
             | ExecutorFrame::ConversationError { worker_id, .. }
             | ExecutorFrame::ConversationClosed { worker_id } => worker_id,
             ExecutorFrame::Hello { .. } | ExecutorFrame::Heartbeat { .. } => {

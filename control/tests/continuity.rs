@@ -910,3 +910,30 @@ fn a_manual_workers_hung_turn_is_reported_and_a_closed_page_stops_the_count() {
         .collect();
     assert_eq!(stalled, [a], "the manual worker's hung turn; not b's page, which stopped generating");
 }
+
+/// A turn whose page keeps moving on (text streaming, tool-call rows: the
+/// executor's `conversationProgress`) is not stalled, even when its worker
+/// reports nothing; the page going quiet starts the bound from its last
+/// movement. Page movement is not the worker's progress: the stall guard
+/// does not count it.
+#[test]
+fn a_turn_whose_page_keeps_moving_is_not_stalled_until_the_page_goes_quiet() {
+    let pacing = Pacing { stalled_turn_after_ms: 10 * MINUTE, ..PACING };
+    let w = world();
+    let a = w.working("a", "7e7e7e7e-7e7e-47e7-87e7-7e7e7e7e7e7e");
+    let quiet_since = w.plane.worker(&a).unwrap().continuity.progress.last_at_ms;
+    for _ in 0..4 {
+        w.advance(5 * MINUTE);
+        w.report(ExecutorFrame::ConversationProgress { worker_id: a.clone() });
+        assert_eq!(w.plane.continue_due(pacing).unwrap(), 0, "the page moves on: not stalled");
+    }
+    assert_eq!(w.plane.worker(&a).unwrap().continuity.progress.last_at_ms, quiet_since, "not the worker's progress");
+    assert_eq!(w.plane.next_continue_at(pacing), Some(w.plane.now_ms() + 10 * MINUTE));
+    w.advance(10 * MINUTE);
+    assert_eq!(w.plane.continue_due(pacing).unwrap(), 1, "quiet for the bound since the page last moved");
+    // Movement reported for a page that is not running records nothing.
+    w.observe(&a, ConversationState::Idle);
+    let before = w.events().len();
+    w.report(ExecutorFrame::ConversationProgress { worker_id: a.clone() });
+    assert_eq!(w.events().len(), before);
+}

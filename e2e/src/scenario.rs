@@ -206,6 +206,21 @@ pub async fn auto_resume(mcp_url: &str, hub: &fakechat::hub::Hub, budget: Durati
             bail!("{worker}: expected {attempts} attempt(s), the last for {reason}: {got}");
         }
     }
+    // The extension saw the running turns move on (streamed text) and said so.
+    let mut after = 0;
+    let mut progressed = false;
+    loop {
+        let page = root.call("events_list", json!({"after_cursor": after, "limit": 500})).await?;
+        let events = page["events"].as_array().cloned().unwrap_or_default();
+        progressed |= events.iter().any(|e| e["type"] == "conversation.progressed" && e["data"]["worker_id"] == alpha);
+        match page["cursor"].as_u64() {
+            Some(cursor) if !events.is_empty() && cursor > after => after = cursor,
+            _ => break,
+        }
+    }
+    if !progressed {
+        bail!("no conversation.progressed for alpha's streaming turns");
+    }
     Ok(out)
 }
 

@@ -60,6 +60,9 @@ pub struct Report {
 pub enum PageReply {
     /// The page's current state (a ping answer, or a coalesced change).
     Report(Report),
+    /// Unsolicited: the running turn's content moved on (see
+    /// `chatgpt_dom::turn_mark`). The background paces what it forwards.
+    Progress,
     /// The page took the prompt.
     Submitted(Report),
     /// Nothing was clicked.

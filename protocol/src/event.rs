@@ -315,6 +315,14 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ErrorCode>,
     },
+    /// The running turn's content moved on (the executor's
+    /// `conversationProgress`): the turn is not stalled, whatever its worker
+    /// reports.
+    #[serde(rename = "conversation.progressed")]
+    ConversationProgressed {
+        /// The worker.
+        worker_id: WorkerId,
+    },
     /// The executor reported an error about the conversation.
     #[serde(rename = "conversation.error")]
     ConversationError {
@@ -496,6 +504,7 @@ impl EventBody {
             EventBody::ConversationCreated { .. } => "conversation.created",
             EventBody::ConversationBound { .. } => "conversation.bound",
             EventBody::ConversationStateChanged { .. } => "conversation.state_changed",
+            EventBody::ConversationProgressed { .. } => "conversation.progressed",
             EventBody::ConversationError { .. } => "conversation.error",
             EventBody::ConversationClosed { .. } => "conversation.closed",
             EventBody::RuntimeSlotProvisioning { .. } => "runtime.slot_provisioning",
@@ -537,6 +546,7 @@ impl EventBody {
             | EventBody::ConversationCreated { worker_id, .. }
             | EventBody::ConversationBound { worker_id, .. }
             | EventBody::ConversationStateChanged { worker_id, .. }
+            | EventBody::ConversationProgressed { worker_id }
             | EventBody::ConversationError { worker_id, .. }
             | EventBody::ConversationClosed { worker_id, .. }
             | EventBody::RuntimeSlotProvisioning { worker_id, .. }

@@ -32,6 +32,11 @@ pub const FACT_MAX: usize = 256;
 /// Most capabilities a `hello` may declare.
 pub const CAPABILITIES_MAX: usize = 32;
 
+/// The least time between two `conversationProgress` frames for one
+/// worker: the daemon's bound for a turn without progress is a minute or
+/// more, so two signals fit in the shortest.
+pub const PROGRESS_EVERY_MS: u64 = 30_000;
+
 /// The capability an executor declares in `hello` when its pages offer a
 /// safe seam for a mid-turn submission (`conversation_steer`). The daemon
 /// sends that op to no other executor; the WebExtension does not declare
@@ -131,6 +136,14 @@ pub enum ExecutorFrame {
         /// Error detail when `state` is `error`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ErrorCode>,
+    },
+    /// The running turn's content moved on (text streamed, a tool-call row
+    /// appeared) since this frame was last sent for the worker: the turn is
+    /// alive even when its worker reports nothing. Sent only while the page
+    /// is generating, at most once per [`PROGRESS_EVERY_MS`] per worker.
+    ConversationProgress {
+        /// The worker.
+        worker_id: WorkerId,
     },
     /// An error not tied to one command (for example the page changed).
     ConversationError {
@@ -342,6 +355,7 @@ impl ExecutorFrame {
             | ExecutorFrame::Result { outcome: CommandOutcome::Ok { .. }, .. }
             | ExecutorFrame::ConversationCreated { .. }
             | ExecutorFrame::ConversationState { .. }
+            | ExecutorFrame::ConversationProgress { .. }
             | ExecutorFrame::ConversationClosed { .. } => Ok(()),
         }
     }

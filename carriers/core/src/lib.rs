@@ -179,6 +179,10 @@ pub struct Core<H> {
     /// [`protocol::executor::STEER`]); set by the carrier at every start.
     #[serde(skip)]
     steers: bool,
+    /// When each worker's last `conversationProgress` went out (pacing
+    /// only: a restart may send one early).
+    #[serde(skip)]
+    progress_sent: BTreeMap<WorkerId, u64>,
 }
 
 impl<H> Default for Core<H> {
@@ -189,6 +193,7 @@ impl<H> Default for Core<H> {
             next_seq: 0,
             in_flight: BTreeSet::new(),
             steers: false,
+            progress_sent: BTreeMap::new(),
         }
     }
 }
@@ -540,6 +545,24 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
             frames.push(ExecutorFrame::ConversationState { worker_id: worker, state, error });
         }
         frames
+    }
+
+    /// The page of `tab` saw its running turn's content move on at `now`:
+    /// a `conversationProgress` for its worker, unless one went out less
+    /// than [`protocol::executor::PROGRESS_EVERY_MS`] ago or the tab is not
+    /// a bound managed conversation. The page says when it is generating;
+    /// the daemon records it only for a turn it sees running.
+    pub fn page_progress(&mut self, tab: &H, now_ms: u64) -> Vec<ExecutorFrame> {
+        let Some(worker) = self.worker_of(tab).cloned() else { return vec![] };
+        if self.workers.get(&worker).is_none_or(|m| m.conversation.is_none()) {
+            return vec![];
+        }
+        let last = self.progress_sent.get(&worker).copied();
+        if last.is_some_and(|at| now_ms < at.saturating_add(protocol::executor::PROGRESS_EVERY_MS)) {
+            return vec![];
+        }
+        self.progress_sent.insert(worker.clone(), now_ms);
+        vec![ExecutorFrame::ConversationProgress { worker_id: worker }]
     }
 
     /// An inspection's report: like [`Core::page_report`], but the state is

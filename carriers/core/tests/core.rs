@@ -105,6 +105,17 @@ fn a_completed_command_is_answered_from_the_journal_after_a_restart() {
 }
 
 #[test]
+fn page_progress_is_paced_per_worker_and_only_for_a_bound_managed_tab() {
+    let (mut core, w) = bound_worker();
+    let every = protocol::executor::PROGRESS_EVERY_MS;
+    let progress = [ExecutorFrame::ConversationProgress { worker_id: w.clone() }];
+    assert_eq!(core.page_progress(&7, 1_000), progress);
+    assert!(core.page_progress(&7, 1_000 + every - 1).is_empty(), "paced");
+    assert_eq!(core.page_progress(&7, 1_000 + every), progress);
+    assert!(core.page_progress(&99, 1_000).is_empty(), "a tab this executor does not manage means nothing");
+}
+
+#[test]
 fn a_steer_is_planned_only_by_a_carrier_that_declared_the_seam() {
     let (mut core, w) = bound_worker();
     let op = CommandOp::ConversationSteer { conversation_id: CONV.parse().unwrap(), prompt: "checkpoint".into() };

@@ -370,6 +370,17 @@ impl FakeExecutor {
         outbox.as_ref().is_some_and(|o| o.send(frame(&frame_)).is_ok())
     }
 
+    /// Reports that `worker`'s running turn moved on (text streamed), as a
+    /// page would, paced by the core. Returns whether a frame went out.
+    pub fn report_progress(&self, worker: &WorkerId) -> bool {
+        let mut core = self.shared.core.lock().unwrap();
+        let Some(tab) = core.managed(worker).and_then(|m| m.tab) else { return false };
+        let frames = core.page_progress(&tab, now_ms());
+        drop(core);
+        let outbox = self.shared.outbox.lock().unwrap();
+        !frames.is_empty() && outbox.as_ref().is_some_and(|o| frames.iter().all(|f| o.send(frame(f)).is_ok()))
+    }
+
     /// Disconnects for good.
     pub async fn stop(self) {
         self.shared.stop.notify_one();

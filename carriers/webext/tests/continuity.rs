@@ -428,3 +428,22 @@ async fn a_managed_root_is_resumed_while_its_run_is_active_and_never_after_it_co
     let run = rig.plane.run(&rig.plane.worker(&root).unwrap().run_id).unwrap();
     assert_eq!(run.state, protocol::RunState::Completed);
 }
+
+/// The page's movement reaches the daemon over the executor protocol,
+/// paced by the executor core (one `conversationProgress` per 30 s per
+/// worker), and is recorded for a turn the daemon sees running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_turns_movement_is_paced_by_the_executor_and_recorded() {
+    let rig = rig(vec![(0, Fault::LoseIdleReport(Op::Create))]).await;
+    let root = rig.plane.worker(&rig.root).unwrap();
+    let a = rig.plane.spawn(&root, "a", &Assignment::from_objective("streams"), None).unwrap();
+    rig.submissions(&a, 1).await;
+    rig.recorded(&a, ConversationState::Generating, None).await;
+    assert!(rig.fake.report_progress(&a));
+    assert!(!rig.fake.report_progress(&a), "paced by the executor core");
+    let until = std::time::Instant::now() + WAIT;
+    while rig.plane.worker(&a).unwrap().continuity.page_progress_at_ms.is_none() {
+        assert!(std::time::Instant::now() < until, "the daemon never recorded the page moving on");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

@@ -249,6 +249,16 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
             }
             Ok(events)
         }
+        // Recorded only for a turn the daemon sees running: anything else is
+        // a report from before the page settled, and says nothing new.
+        ExecutorFrame::ConversationProgress { worker_id } => {
+            let worker = held_worker(state, executor_id, worker_id)?;
+            Ok(if worker.conversation_state == Some(ConversationState::Generating) {
+                vec![EventBody::ConversationProgressed { worker_id: worker_id.clone() }]
+            } else {
+                vec![]
+            })
+        }
         ExecutorFrame::ConversationError { worker_id, code, detail } => {
             let worker = held_worker(state, executor_id, worker_id)?;
             let mut events = vec![EventBody::ConversationError {

@@ -123,8 +123,13 @@ pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
         "message" => {
             // Unsolicited page reports; only managed tabs count (see Core::page_report).
             let tab = Reflect::get(&second, &"tab".into()).ok().and_then(|t| Reflect::get(&t, &"id".into()).ok());
-            if let (Some(tab), Ok(PageReply::Report(report))) = (tab.and_then(|t| t.as_f64()), from_js(&first)) {
-                bg.on_report(tab as i32, &report);
+            match (tab.and_then(|t| t.as_f64()), from_js(&first)) {
+                (Some(tab), Ok(PageReply::Report(report))) => bg.on_report(tab as i32, &report),
+                (Some(tab), Ok(PageReply::Progress)) => {
+                    let frames = bg.core.borrow_mut().page_progress(&(tab as i32), now_ms());
+                    bg.emit(frames);
+                }
+                _ => {}
             }
         }
         "tab_removed" => {

@@ -131,6 +131,8 @@ thread_local! {
     static WAITERS: RefCell<Vec<Function>> = const { RefCell::new(Vec::new()) };
     /// The last report sent, to send changes only.
     static LAST: RefCell<Option<Report>> = const { RefCell::new(None) };
+    /// When the running turn was last looked at for progress, and its mark then.
+    static MARK: RefCell<(u64, (usize, usize))> = const { RefCell::new((0, (0, 0))) };
     /// Keys being submitted right now in this page.
     static PENDING: RefCell<std::collections::HashSet<String>> = RefCell::new(std::collections::HashSet::new());
 }
@@ -195,14 +197,39 @@ fn observe() {
         *last = Some(now.clone());
         changed
     });
+    let generating = now.state == ConversationState::Generating;
     if changed {
         wasm_bindgen_futures::spawn_local(async move {
             let _ = call("runtime.sendMessage", &[to_js(&PageReply::Report(now))]).await;
         });
     }
+    if generating && turn_moved_on() {
+        wasm_bindgen_futures::spawn_local(async move {
+            let _ = call("runtime.sendMessage", &[to_js(&PageReply::Progress)]).await;
+        });
+    }
     for resolve in WAITERS.with(|w| std::mem::take(&mut *w.borrow_mut())) {
         let _ = resolve.call0(&JsValue::NULL);
     }
+}
+
+/// Whether the running turn's content moved on since it was last looked
+/// at; looked at no more than every [`PROGRESS_LOOK_MS`] (a streaming turn
+/// mutates the page many times a second; the executor sends the daemon at
+/// most one progress frame per 30 s anyway).
+fn turn_moved_on() -> bool {
+    const PROGRESS_LOOK_MS: u64 = 5_000;
+    let now = now_ms();
+    MARK.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        if now < cell.0.saturating_add(PROGRESS_LOOK_MS) {
+            return false;
+        }
+        let mark = chatgpt_dom::turn_mark(&dom());
+        let moved = mark != cell.1;
+        *cell = (now, mark);
+        moved
+    })
 }
 
 /// Resolves on the next observed mutation, or at `deadline_ms` (a throttled
