@@ -153,6 +153,20 @@ impl Root {
         Ok(root)
     }
 
+    /// How many events of `kind` about `worker` the run's log holds.
+    async fn events_of(&mut self, worker: &str, kind: &str) -> anyhow::Result<usize> {
+        let (mut after, mut count) = (0, 0);
+        loop {
+            let page = self.call("events_list", json!({"after_cursor": after, "limit": 500})).await?;
+            let events = page["events"].as_array().cloned().unwrap_or_default();
+            count += events.iter().filter(|e| e["type"] == kind && e["data"]["worker_id"] == worker).count();
+            match page["cursor"].as_u64() {
+                Some(cursor) if !events.is_empty() && cursor > after => after = cursor,
+                _ => return Ok(count),
+            }
+        }
+    }
+
     async fn spawn(&mut self, out: &mut Outcome, name: &str, scenario: &str) -> anyhow::Result<String> {
         let assignment = json!({"objective": format!("Build {name}\nscenario: {scenario}")});
         let spawned = self.call("worker_spawn", json!({"name": name, "assignment": assignment})).await?;
@@ -207,19 +221,48 @@ pub async fn auto_resume(mcp_url: &str, hub: &fakechat::hub::Hub, budget: Durati
         }
     }
     // The extension saw the running turns move on (streamed text) and said so.
-    let mut after = 0;
-    let mut progressed = false;
-    loop {
-        let page = root.call("events_list", json!({"after_cursor": after, "limit": 500})).await?;
-        let events = page["events"].as_array().cloned().unwrap_or_default();
-        progressed |= events.iter().any(|e| e["type"] == "conversation.progressed" && e["data"]["worker_id"] == alpha);
-        match page["cursor"].as_u64() {
-            Some(cursor) if !events.is_empty() && cursor > after => after = cursor,
-            _ => break,
-        }
-    }
-    if !progressed {
+    if root.events_of(&alpha, "conversation.progressed").await? == 0 {
         bail!("no conversation.progressed for alpha's streaming turns");
+    }
+    Ok(out)
+}
+
+/// Turns that never end, told apart by the page: kappa's turn hangs (the
+/// page generating, nothing streaming) and is reported stalled once the
+/// daemon's `--stalled-turn-after-ms` (`bound`) has passed; lambda's turn
+/// streams text for longer than the bound without one tool call and is not
+/// reported (the extension sees its text grow), then completes. Nothing is
+/// sent into the hanging turn; nothing is clicked.
+pub async fn turn_stall(
+    mcp_url: &str,
+    hub: &fakechat::hub::Hub,
+    bound: Duration,
+    budget: Duration,
+) -> anyhow::Result<Outcome> {
+    let mut root = Root::start(mcp_url, "turn stall").await?;
+    let mut out = Outcome::default();
+    let kappa = root.spawn(&mut out, "kappa", r#"progress "started"; hang"#).await?;
+    let streams = (bound + bound / 2).as_secs();
+    let lambda = root.spawn(&mut out, "lambda", &format!(r#"stream {streams}s; complete "streamed""#)).await?;
+    let stalled = root.wait(&mut out, budget, |e| e["type"] == "continuation.turn_stalled").await?;
+    if stalled["data"]["worker_id"] != kappa.as_str() || stalled["data"]["stall"] != "generating_without_progress" {
+        bail!("expected kappa's hanging turn to be the one reported: {stalled}");
+    }
+    while !out.completed.contains(&lambda) {
+        root.wait(&mut out, budget, |e| e["type"] == "worker.completed").await?;
+    }
+    if root.events_of(&lambda, "continuation.turn_stalled").await? != 0 {
+        bail!("lambda's streaming turn was reported stalled:\n{}", out.trace.join("\n"));
+    }
+    if root.events_of(&lambda, "conversation.progressed").await? < 2 {
+        bail!("lambda's page was not seen moving on all along:\n{}", out.trace.join("\n"));
+    }
+    let kappa_page = oracle_of(hub, &Root::conversation_of(&out, &kappa)?);
+    if kappa_page["user_turns"].as_array().map_or(0, Vec::len) != 1 || kappa_page["state"] != "generating" {
+        bail!("something was sent into kappa's hanging turn, or it ended: {kappa_page:#}");
+    }
+    if kappa_page["retry_clicks"] != 0 || kappa_page["stop_clicks"] != 0 {
+        bail!("a click on the hanging page: {kappa_page:#}");
     }
     Ok(out)
 }

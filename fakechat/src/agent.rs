@@ -48,6 +48,12 @@ pub enum Step {
     EndTurn,
     /// Pause while streaming.
     Sleep(Duration),
+    /// Keep streaming text for this long with no tool call: the page moves
+    /// on while the worker reports nothing.
+    Stream(Duration),
+    /// A turn that never finishes: the page stays generating and nothing
+    /// streams (bounded at a day, so no test waits for ever).
+    Hang,
     /// Show an incident.
     Incident(Incident),
 }
@@ -93,6 +99,8 @@ pub fn parse(script: &str) -> Result<Vec<Step>, String> {
             "await_answer" if arg.is_empty() => Step::AwaitAnswer,
             "end_turn" if arg.is_empty() => Step::EndTurn,
             "sleep" => Step::Sleep(parse_duration(arg).ok_or_else(|| format!("bad duration `{arg}`"))?),
+            "stream" => Step::Stream(parse_duration(arg).ok_or_else(|| format!("bad duration `{arg}`"))?),
+            "hang" if arg.is_empty() => Step::Hang,
             "incident" => Step::Incident(match arg {
                 "delivery_timeout" => Incident::DeliveryTimeout,
                 "something_went_wrong" => Incident::SomethingWentWrong,
@@ -326,6 +334,14 @@ async fn run(
                 stream(hub, conversation, "…").await;
                 tokio::time::sleep(d).await;
             }
+            Step::Stream(d) => {
+                let until = tokio::time::Instant::now() + d;
+                while tokio::time::Instant::now() < until {
+                    hub.say(conversation, "thinking out loud… ");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+            Step::Hang => tokio::time::sleep(Duration::from_secs(24 * 3600)).await,
             Step::EndTurn => {
                 memory.remaining = steps.collect();
                 stream(hub, conversation, "(ending this turn here)\n").await;
@@ -402,6 +418,8 @@ mod tests {
         assert_eq!(steps.len(), 7);
         assert_eq!(steps[3], Step::Sleep(Duration::from_millis(250)));
         assert_eq!(parse("sleep 2s").unwrap(), vec![Step::Sleep(Duration::from_secs(2))]);
+        assert_eq!(parse("stream 30s; hang").unwrap(), vec![Step::Stream(Duration::from_secs(30)), Step::Hang]);
+        assert!(parse("hang now").is_err());
         assert_eq!(parse("dance").unwrap_err(), "unknown scenario step `dance`");
         assert!(parse("progress x").unwrap_err().contains("quoted"));
         assert!(parse("incident meteor").unwrap_err().contains("meteor"));

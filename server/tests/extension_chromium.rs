@@ -447,6 +447,24 @@ async fn an_endpoint_that_only_looks_like_loopback_is_never_saved_or_dialled_bod
     until(&options, "document.querySelector('#connection').textContent.includes('not acceptable')").await.unwrap();
 }
 
+/// Turns that never end, in Chromium through the extension: a hanging
+/// turn is reported stalled after the bound (60 s, the shortest the daemon
+/// takes); a turn streaming text for longer is not, since the extension
+/// tells the daemon its page moves on (`e2e::scenario::turn_stall`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_turn_is_reported_and_a_streaming_one_is_not() {
+    e2e(turn_stall_body).await;
+}
+
+async fn turn_stall_body() {
+    let world = World::start(orchestrator(), &["--stalled-turn-after-ms", "60000"]).await.unwrap();
+    let url = world.daemon.mcp_url();
+    let (bound, budget) = (Duration::from_secs(60), Duration::from_secs(150));
+    let out = e2e::scenario::turn_stall(&url, &world.fake.hub, bound, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("{}", out.trace.join("\n"));
+    assert_eq!(world.chromium.extension_errors().await.unwrap(), Vec::<String>::new());
+}
+
 /// Execution Continuity in Chromium (seed §26.4): a three-turn assignment
 /// completes with nobody typing `continue`, a delivery timeout is answered
 /// by a fresh resume (zero Retry clicks), nothing is sent after completion;
