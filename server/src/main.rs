@@ -153,6 +153,41 @@ enum Cmd {
         #[arg(long)]
         state_dir: Option<PathBuf>,
     },
+    /// Run the CDP host agent: an executor that drives worker conversations in
+    /// a browser session you authorized for remote debugging (chrome://inspect/
+    /// #remote-debugging), in targets of its own only. It dials the daemon's
+    /// executor endpoint like the extension (docs/cdp-carrier.md).
+    CarrierAgent {
+        /// Use the Chrome DevTools Protocol (the only carrier this command runs).
+        #[arg(long, required = true)]
+        cdp: bool,
+        /// The daemon's executor endpoint.
+        #[arg(long, default_value = "ws://127.0.0.1:7777/executor")]
+        daemon: String,
+        /// A file holding the credential `orchestrator pair --executor-id ID` printed.
+        #[arg(long)]
+        credential_file: PathBuf,
+        /// The browser's user-data directory, where it writes DevToolsActivePort.
+        #[arg(long, conflicts_with_all = ["channel", "cdp_endpoint"])]
+        user_data_dir: Option<PathBuf>,
+        /// Find the user-data directory of this browser channel in its default
+        /// place on this OS: chrome, chrome-beta or chromium.
+        #[arg(long, conflicts_with = "cdp_endpoint")]
+        channel: Option<String>,
+        /// The browser's DevTools WebSocket, ws://127.0.0.1:PORT/devtools/browser/ID.
+        #[arg(long)]
+        cdp_endpoint: Option<String>,
+        /// The page adapter: dist/chromium/pkg of `cargo xtask dist`.
+        #[arg(long, default_value = "dist/chromium/pkg")]
+        bundle: PathBuf,
+        /// Where the agent keeps its journal (default: <state dir>/cdp-agent.json).
+        #[arg(long)]
+        state_file: Option<PathBuf>,
+        /// Give up reaching the browser after this many ms (a pending "Allow"
+        /// prompt is BROWSER_AUTHORIZATION_REQUIRED then).
+        #[arg(long, default_value_t = 10_000)]
+        connect_timeout_ms: u64,
+    },
     /// Show how this build reads a chatgpt.com page you saved (Ctrl-S): what
     /// each locator finds (visible or hidden), the classification, what a
     /// submit would click, the app pills. Read-only; attach `--json` output
@@ -739,6 +774,45 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Cmd::InspectPage { file, json } => print!("{}", server::inspect_page::run(&file, json)?),
+        Cmd::CarrierAgent {
+            cdp: _,
+            daemon,
+            credential_file,
+            user_data_dir,
+            channel,
+            cdp_endpoint,
+            bundle,
+            state_file,
+            connect_timeout_ms,
+        } => {
+            let token = std::fs::read_to_string(&credential_file)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", credential_file.display()))?
+                .trim()
+                .to_owned();
+            let executor_id = carrier_cdp::agent::executor_id_of(&token)
+                .ok_or_else(|| anyhow::anyhow!("{} holds no executor credential", credential_file.display()))?;
+            let browser = carrier_cdp::Endpoint::choose(user_data_dir, channel.as_deref(), cdp_endpoint)?;
+            let state_file = match state_file {
+                Some(file) => file,
+                None => state_path(None)?.join("cdp-agent.json"),
+            };
+            if let Some(parent) = state_file.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            let config = carrier_cdp::Config {
+                daemon,
+                token,
+                executor_id,
+                browser,
+                bundle: carrier_cdp::page::Bundle::load(&bundle)?,
+                state_file,
+                connect_timeout: std::time::Duration::from_millis(connect_timeout_ms.clamp(100, 120_000)),
+                reconnect_delay: std::time::Duration::from_secs(1),
+            };
+            let agent = carrier_cdp::Agent::start(config);
+            shutdown.cancelled().await;
+            agent.stop().await;
+        }
         Cmd::Doctor { mcp_url, state_dir, host, json } => {
             let expected = server::doctor::Expected {
                 app_label: host.app_label.as_deref(),

@@ -124,7 +124,7 @@ fn product_dependencies(krate: &str) -> Vec<String> {
 /// each with the only dependencies it may link. The test rig (fakechat, e2e,
 /// the fake executor, chromiumoxide, TLS for the fake site) is never among
 /// them: a product crate that needs something new names it here, on purpose.
-const PRODUCT: [(&str, &[&str]); 11] = [
+const PRODUCT: [(&str, &[&str]); 12] = [
     ("protocol", &["serde", "serde_json", "schemars"]),
     ("registry", &["protocol", "thiserror"]),
     ("admission", &["protocol", "registry", "thiserror"]),
@@ -180,12 +180,34 @@ const PRODUCT: [(&str, &[&str]); 11] = [
         ],
     ),
     ("mcp-client", &["serde_json", "thiserror", "tokio"]),
+    // The CDP host agent: chromiumoxide's connection and typed protocol are
+    // its product path (issue 19), and it runs the extension's page adapter.
+    (
+        "carriers/cdp",
+        &[
+            "protocol",
+            "executor-core",
+            "extension",
+            "chromiumoxide",
+            "tokio",
+            "tokio-util",
+            "tokio-tungstenite",
+            "futures-util",
+            "serde",
+            "serde_json",
+            "thiserror",
+            "tracing",
+            "uuid",
+            "base64",
+        ],
+    ),
     (
         "server",
         &[
             "protocol",
             "control",
             "carrier-webext",
+            "carrier-cdp",
             "pool",
             "admission",
             "chatgpt-dom",
@@ -239,6 +261,10 @@ fn product_crates_link_only_their_allowlisted_dependencies() {
     }
     for (krate, _) in PRODUCT {
         for banned in ["fakechat", "e2e", "fake-executor", "chromiumoxide", "rcgen", "rustls", "tokio-rustls"] {
+            // DevTools is the CDP carrier's product path, and no other crate's.
+            if krate == "carriers/cdp" && banned == "chromiumoxide" {
+                continue;
+            }
             assert!(!product_dependencies(krate).iter().any(|d| d == banned), "{krate} links the test rig's {banned}");
         }
     }
@@ -248,10 +274,11 @@ fn product_crates_link_only_their_allowlisted_dependencies() {
 fn every_executor_runs_on_the_one_executor_core() {
     // The journal, plans and handshake are written once, in carriers/core;
     // a carrier that keeps its own would test (or ship) other logic.
-    for krate in ["extension", "carriers/fake"] {
+    for krate in ["extension", "carriers/fake", "carriers/cdp"] {
         assert!(dependencies(krate).iter().any(|d| d == "executor-core"), "{krate} must run on executor-core");
     }
-    let mut dirs = vec![root().join("extension/src"), root().join("carriers/fake/src")];
+    let mut dirs =
+        vec![root().join("extension/src"), root().join("carriers/fake/src"), root().join("carriers/cdp/src")];
     let mut files = 0;
     while let Some(dir) = dirs.pop() {
         for path in std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()) {

@@ -1,0 +1,673 @@
+//! The CDP host agent: an executor (the same protocol, the same
+//! `executor-core` journal and plans as the extension) whose tabs are
+//! DevTools targets of an authorized browser session. It connects out to
+//! the daemon's `/executor` with its own credential, like the extension,
+//! so it runs beside the daemon or on another host.
+//!
+//! What it touches: only targets it created (`Target.createTarget`), and
+//! after a restart the ones its persisted journal names; it attaches to no
+//! other target and never navigates, closes or evaluates in one. Target
+//! ids are handles, persisted only so a restart can find its own tabs
+//! again; a target that is gone is reported closed and the daemon reopens
+//! the exact conversation (`conversation_open`) in a new one.
+//!
+//! A browser it cannot reach is a setup state on every command
+//! (`BROWSER_CONTROL_UNAVAILABLE`, `BROWSER_AUTHORIZATION_REQUIRED`),
+//! answered within the connect timeout with nothing done.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chromiumoxide::cdp::browser_protocol::browser::GetVersionParams;
+use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
+use chromiumoxide::cdp::browser_protocol::target::{
+    AttachToTargetParams, CloseTargetParams, CreateTargetParams, GetTargetsParams, SessionId, SetDiscoverTargetsParams,
+    TargetId,
+};
+use chromiumoxide::cdp::js_protocol::runtime::ExecutionContextId;
+use executor_core::{Begin, Core, Identity, Phase, Plan, ack, app_of, error, prompt_of, tab_marker};
+use extension::messages::{PageReply, Submission, ToPage};
+use futures_util::{SinkExt, StreamExt};
+use protocol::ErrorCode;
+use protocol::executor::{Command, CommandOp, CommandOutcome, DaemonFrame, ExecutorFrame, ExecutorKind, MachineFacts};
+use tokio::sync::{Notify, mpsc};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+use crate::cdp::{Cdp, Event};
+use crate::connect::{Endpoint, connect};
+use crate::page::{self, Bundle, Said};
+
+/// How the agent reaches the daemon and the browser.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The daemon's executor endpoint, `ws://127.0.0.1:7777/executor`.
+    pub daemon: String,
+    /// The credential `orchestrator pair --executor-id <id>` issued.
+    pub token: String,
+    /// The executor id the credential was issued for.
+    pub executor_id: String,
+    /// The authorized browser session.
+    pub browser: Endpoint,
+    /// The adapter evaluated in every managed target.
+    pub bundle: Bundle,
+    /// Where the journal is kept across restarts (owner-only).
+    pub state_file: PathBuf,
+    /// The bound on reaching the browser.
+    pub connect_timeout: Duration,
+    /// The pause between attempts to reach the daemon.
+    pub reconnect_delay: Duration,
+}
+
+/// A running agent.
+pub struct Agent {
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Agent {
+    /// Starts the agent: it keeps a session with the daemon until stopped
+    /// and reaches the browser when a command needs it.
+    pub fn start(config: Config) -> Agent {
+        let core = load(&config.state_file);
+        let shared = Arc::new(Shared {
+            config,
+            core: Mutex::new(core),
+            browser: tokio::sync::Mutex::new(None),
+            outbox: Mutex::new(None),
+            connected: AtomicBool::new(false),
+            stop: CancellationToken::new(),
+            persisting: Mutex::new(()),
+        });
+        let task = tokio::spawn(run(shared.clone()));
+        Agent { shared, task }
+    }
+
+    /// Whether a daemon session is up.
+    pub fn is_connected(&self) -> bool {
+        self.shared.connected.load(Ordering::SeqCst)
+    }
+
+    /// The targets the agent manages now (its handles), for diagnostics.
+    pub fn targets(&self) -> Vec<String> {
+        self.shared.core.lock().unwrap().workers().filter_map(|(_, m)| m.tab.clone()).collect()
+    }
+
+    /// Stops the agent (the browser and its targets are left as they are).
+    pub async fn stop(self) {
+        self.shared.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+struct Shared {
+    config: Config,
+    core: Mutex<Core<String>>,
+    /// The live browser connection; the async lock serializes connecting.
+    browser: tokio::sync::Mutex<Option<Arc<Browser>>>,
+    outbox: Mutex<Option<mpsc::UnboundedSender<Message>>>,
+    connected: AtomicBool,
+    stop: CancellationToken,
+    persisting: Mutex<()>,
+}
+
+/// One connection to the browser and the agent's sessions in it.
+struct Browser {
+    cdp: Cdp,
+    version: String,
+    pages: Mutex<HashMap<String, Attached>>,
+    /// Notified whenever an adapter comes up.
+    ready: Notify,
+}
+
+/// The agent's session with one of its targets.
+struct Attached {
+    session: SessionId,
+    /// The adapter's world in the current document, once it is up.
+    context: Option<ExecutionContextId>,
+}
+
+impl Shared {
+    fn send(&self, frame: &ExecutorFrame) {
+        if let Some(outbox) = self.outbox.lock().unwrap().as_ref() {
+            let _ = outbox.send(text(frame));
+        }
+    }
+
+    fn emit(&self, frames: Vec<ExecutorFrame>) {
+        for frame in &frames {
+            self.send(frame);
+        }
+    }
+
+    /// Writes the journal (atomically, owner-only) after every change; one
+    /// writer at a time, each writing the newest state.
+    fn persist(&self) {
+        let _one = self.persisting.lock().unwrap();
+        let json = serde_json::to_vec(&*self.core.lock().unwrap()).expect("the core serializes");
+        let file = &self.config.state_file;
+        let tmp = file.with_extension("tmp");
+        let written = write_private(&tmp, &json).and_then(|()| std::fs::rename(&tmp, file));
+        if let Err(e) = written {
+            tracing::error!(file = %file.display(), "cannot keep the agent's journal: {e}");
+        }
+    }
+
+    /// The browser connection, reaching the session first if needed.
+    async fn browser(self: &Arc<Self>) -> Result<Arc<Browser>, CommandOutcome> {
+        let mut slot = self.browser.lock().await;
+        if let Some(browser) = slot.as_ref().filter(|b| !b.cdp.is_closed()) {
+            return Ok(browser.clone());
+        }
+        let cdp =
+            connect(&self.config.browser, self.config.connect_timeout).await.map_err(|e| error(e.code, &e.detail))?;
+        let unavailable = |e: crate::cdp::Error| error(ErrorCode::BrowserControlUnavailable, &e.to_string());
+        let version = cdp.call(None, GetVersionParams::default()).await.map_err(unavailable)?.product.clone();
+        let events = cdp.events();
+        cdp.call(None, SetDiscoverTargetsParams::new(true)).await.map_err(unavailable)?;
+        let browser = Arc::new(Browser { cdp, version, pages: Mutex::new(HashMap::new()), ready: Notify::new() });
+        tokio::spawn(watch(self.clone(), browser.clone(), events));
+        // Targets that did not survive (a browser restart is a new
+        // generation: every id is new) are lost; the daemon reopens them.
+        let alive = page_targets(&browser.cdp).await.map_err(unavailable)?;
+        let lost = self.core.lock().unwrap().retain_tabs(|t| alive.contains(t));
+        if !lost.is_empty() {
+            self.persist();
+            self.emit(lost);
+        }
+        tracing::info!(browser = %browser.version, "reached the browser session");
+        *slot = Some(browser.clone());
+        Ok(browser)
+    }
+
+    /// The agent's session with `target` (one of its own), attaching and
+    /// installing the adapter first if this connection has none yet.
+    async fn session(&self, browser: &Browser, target: &str) -> Result<SessionId, CommandOutcome> {
+        if let Some(page) = browser.pages.lock().unwrap().get(target) {
+            return Ok(page.session.clone());
+        }
+        let attach = AttachToTargetParams::builder().target_id(TargetId::from(target.to_owned())).flatten(true).build();
+        let session = browser
+            .cdp
+            .call(None, attach.expect("target set"))
+            .await
+            .map_err(|e| error(ErrorCode::BrowserControlUnavailable, &format!("cannot attach to its target: {e}")))?
+            .session_id;
+        browser.pages.lock().unwrap().insert(target.to_owned(), Attached { session: session.clone(), context: None });
+        page::install(&browser.cdp, &session, &self.config.bundle)
+            .await
+            .map_err(|e| error(ErrorCode::BrowserControlUnavailable, &format!("cannot install the adapter: {e}")))?;
+        Ok(session)
+    }
+
+    /// Opens a new target of the agent's own at `url`.
+    async fn open_target(&self, browser: &Browser, url: &str) -> Result<String, CommandOutcome> {
+        let unavailable = |e: crate::cdp::Error| error(ErrorCode::BrowserControlUnavailable, &e.to_string());
+        let create = CreateTargetParams::builder().url("about:blank").background(true).build().expect("url set");
+        let target = browser.cdp.call(None, create).await.map_err(unavailable)?.target_id;
+        let target: String = target.into();
+        let session = self.session(browser, &target).await?;
+        tracing::debug!(%target, "opened; navigating");
+        browser.cdp.call(Some(&session), NavigateParams::new(url)).await.map_err(unavailable)?;
+        Ok(target)
+    }
+
+    /// Asks the adapter in `target`, waiting (until `deadline_ms`) for it
+    /// to be up in the current document. `Err(None)`: the deadline passed
+    /// with no adapter; `Err(Some(_))`: the target or browser went away.
+    async fn ask(
+        &self,
+        browser: &Browser,
+        target: &str,
+        request: &ToPage,
+        deadline_ms: u64,
+    ) -> Result<PageReply, Option<String>> {
+        let session = self.session(browser, target).await.map_err(|_| Some("the target is gone".to_owned()))?;
+        loop {
+            let ready = browser.ready.notified();
+            let context = browser.pages.lock().unwrap().get(target).and_then(|p| p.context);
+            if let Some(context) = context {
+                tracing::debug!(%target, ?request, "asking");
+                match page::ask(&browser.cdp, &session, context, request).await {
+                    Ok(reply) => return Ok(reply),
+                    Err(crate::cdp::Error::Closed) => return Err(Some("the browser connection closed".into())),
+                    // The document changed under the call: wait for its adapter.
+                    Err(_) => forget_context(browser, target, context),
+                }
+            }
+            let left = deadline_ms.saturating_sub(now_ms());
+            if left == 0 || browser.cdp.is_closed() {
+                return Err(None);
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(left.min(500)), ready).await;
+        }
+    }
+}
+
+fn forget_context(browser: &Browser, target: &str, context: ExecutionContextId) {
+    if let Some(page) = browser.pages.lock().unwrap().get_mut(target).filter(|p| p.context == Some(context)) {
+        page.context = None;
+    }
+}
+
+/// The page targets of the browser (ids only).
+async fn page_targets(cdp: &Cdp) -> Result<HashSet<String>, crate::cdp::Error> {
+    let targets = cdp.call(None, GetTargetsParams::default()).await?.target_infos;
+    Ok(targets.into_iter().filter(|t| t.r#type == "page").map(|t| t.target_id.into()).collect())
+}
+
+/// Follows one browser connection's events: the adapters' reports, and
+/// targets that go away. Ends with the connection.
+async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sync::broadcast::Receiver<Event>) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let event = match events.recv().await {
+            Ok(event) => event,
+            Err(RecvError::Lagged(n)) => {
+                tracing::warn!("missed {n} browser events");
+                continue;
+            }
+            Err(RecvError::Closed) => break,
+        };
+        tracing::trace!(method = %event.method, session = ?event.session, "browser event");
+        match event.method.as_str() {
+            "Target.targetDestroyed" => {
+                let Some(target) = event.params["targetId"].as_str() else { continue };
+                browser.pages.lock().unwrap().remove(target);
+                let frames = shared.core.lock().unwrap().tab_removed(&target.to_owned());
+                if !frames.is_empty() {
+                    shared.persist();
+                    shared.emit(frames);
+                }
+            }
+            "Target.detachedFromTarget" => {
+                let Some(session) = event.params["sessionId"].as_str() else { continue };
+                browser.pages.lock().unwrap().retain(|_, p| p.session.as_ref() != session);
+            }
+            "Runtime.bindingCalled" if event.params["name"] == page::BINDING => {
+                let Some(session) = event.session.as_deref() else { continue };
+                let target = browser
+                    .pages
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find(|(_, p)| p.session.as_ref() == session)
+                    .map(|(t, _)| t.clone());
+                let (Some(target), Some(payload), Some(context)) = (
+                    target,
+                    event.params["payload"].as_str(),
+                    event.params["executionContextId"].as_i64().map(ExecutionContextId::new),
+                ) else {
+                    continue;
+                };
+                let said = page::read_binding(payload, context);
+                tracing::debug!(%target, ?said, "the adapter said");
+                match said {
+                    Some(Said::Ready(context)) => {
+                        if let Some(page) = browser.pages.lock().unwrap().get_mut(&target) {
+                            page.context = Some(context);
+                        }
+                        browser.ready.notify_waiters();
+                    }
+                    Some(Said::Page(PageReply::Report(report))) => {
+                        let frames =
+                            shared.core.lock().unwrap().page_report(&target, &report.url, report.state, report.error);
+                        if !frames.is_empty() {
+                            shared.persist();
+                            shared.emit(frames);
+                        }
+                    }
+                    Some(Said::Page(PageReply::Progress)) => {
+                        let frames = shared.core.lock().unwrap().page_progress(&target, now_ms());
+                        shared.emit(frames);
+                    }
+                    Some(Said::Failed(why)) => tracing::warn!(%target, "the adapter did not start: {why}"),
+                    Some(Said::Page(_)) | None => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut slot = shared.browser.lock().await;
+    if slot.as_ref().is_some_and(|b| Arc::ptr_eq(b, &browser)) {
+        *slot = None;
+    }
+    tracing::warn!("lost the browser connection");
+}
+
+async fn run(shared: Arc<Shared>) {
+    let instance = format!("cdp-{}", uuid::Uuid::now_v7().simple());
+    loop {
+        tokio::select! {
+            () = session(&shared, &instance) => {}
+            () = shared.stop.cancelled() => break,
+        }
+        shared.connected.store(false, Ordering::SeqCst);
+        *shared.outbox.lock().unwrap() = None;
+        tokio::select! {
+            () = tokio::time::sleep(shared.config.reconnect_delay) => {}
+            () = shared.stop.cancelled() => break,
+        }
+    }
+    shared.connected.store(false, Ordering::SeqCst);
+}
+
+/// One session with the daemon: hello, welcome, resync, then commands and
+/// heartbeats until either side closes.
+async fn session(shared: &Arc<Shared>, instance: &str) {
+    let Ok((socket, _)) = tokio_tungstenite::connect_async(shared.config.daemon.as_str()).await else { return };
+    let (mut sink, mut stream) = socket.split();
+    let browser = shared.browser.lock().await.as_ref().map(|b| b.version.clone());
+    let hello = executor_core::hello(&Identity {
+        token: shared.config.token.clone(),
+        executor_id: shared.config.executor_id.clone(),
+        instance_id: instance.to_owned(),
+        kind: ExecutorKind::Cdp,
+        capabilities: vec!["conversation_create".into(), "conversation_send".into()],
+        host: MachineFacts { os: std::env::consts::OS.into(), browser },
+    });
+    if sink.send(text(&hello)).await.is_err() {
+        return;
+    }
+    let heartbeat = match stream.next().await {
+        Some(Ok(Message::Text(frame))) => match serde_json::from_str::<DaemonFrame>(&frame) {
+            Ok(DaemonFrame::Welcome { heartbeat_ms, .. }) => executor_core::heartbeat_every(heartbeat_ms),
+            _ => return,
+        },
+        Some(Ok(Message::Close(close))) => {
+            let why = close.map(|c| format!("{} {}", u16::from(c.code), c.reason)).unwrap_or_default();
+            tracing::warn!("the daemon refused the session: {why}");
+            return;
+        }
+        _ => return,
+    };
+    shared.connected.store(true, Ordering::SeqCst);
+    tracing::info!(daemon = %shared.config.daemon, "executor session up");
+    let resync = shared.core.lock().unwrap().resync();
+    for (i, chunk) in resync.chunks(executor_core::RESYNC_CHUNK).enumerate() {
+        if i > 0 {
+            tokio::time::sleep(executor_core::RESYNC_PAUSE).await;
+        }
+        for frame in chunk {
+            if sink.send(text(frame)).await.is_err() {
+                return;
+            }
+        }
+    }
+    let (outbox, mut rx) = mpsc::unbounded_channel::<Message>();
+    *shared.outbox.lock().unwrap() = Some(outbox.clone());
+    let writer = tokio::spawn(async move {
+        while let Some(message) = rx.recv().await {
+            if sink.send(message).await.is_err() {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let mut beat = tokio::time::interval(heartbeat);
+    let mut seq = 0;
+    loop {
+        tokio::select! {
+            message = stream.next() => match message {
+                Some(Ok(Message::Text(frame))) => match serde_json::from_str::<DaemonFrame>(&frame) {
+                    Ok(DaemonFrame::Command(command)) => {
+                        tokio::spawn(handle(shared.clone(), command));
+                    }
+                    _ => break,
+                },
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+                Some(Ok(_)) => {}
+            },
+            _ = beat.tick() => {
+                seq += 1;
+                let _ = outbox.send(text(&ExecutorFrame::Heartbeat { seq }));
+            }
+        }
+    }
+    *shared.outbox.lock().unwrap() = None;
+    drop(outbox);
+    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+}
+
+/// Journal, persist, acknowledge, act, record, answer (the order
+/// `executor_core` prescribes).
+async fn handle(shared: Arc<Shared>, command: Command) {
+    let key = command.idempotency_key.clone();
+    let begun = shared.core.lock().unwrap().begin(&command, now_ms());
+    let plan = match begun {
+        Begin::Refused(result) => {
+            shared.send(&ack(&command));
+            shared.send(&result);
+            return;
+        }
+        Begin::Joined => {
+            shared.persist();
+            shared.send(&ack(&command));
+            return;
+        }
+        Begin::Perform(plan) => plan,
+    };
+    shared.persist();
+    shared.send(&ack(&command));
+    tracing::debug!(command = %command.command_id, worker = %command.worker_id, ?plan, "performing");
+    let outcome = perform(&shared, &command, plan).await;
+    tracing::debug!(command = %command.command_id, ?outcome, "performed");
+    let result = shared.core.lock().unwrap().finish(&key, outcome);
+    shared.persist();
+    if let Some(result) = result {
+        shared.send(&result);
+    }
+}
+
+async fn perform(shared: &Arc<Shared>, command: &Command, plan: Plan<String>) -> CommandOutcome {
+    let worker = &command.worker_id;
+    let creating = matches!(command.op, CommandOp::ConversationCreate { .. });
+    if let Plan::Reply(outcome) = plan {
+        return outcome;
+    }
+    let browser = match shared.browser().await {
+        Ok(browser) => browser,
+        Err(outcome) => {
+            // Nothing reached a page: a create leaves no tab behind.
+            if creating {
+                shared.core.lock().unwrap().release_unbound(worker);
+            }
+            return outcome;
+        }
+    };
+    match plan {
+        Plan::Reply(outcome) => outcome,
+        Plan::Create { url, prompt } => match open_marked(shared, &browser, command, &url).await {
+            Ok(target) => {
+                shared.send(&ExecutorFrame::ConversationCreated {
+                    command_id: command.command_id.clone(),
+                    worker_id: worker.clone(),
+                });
+                submit(shared, &browser, command, &target, &prompt, true).await
+            }
+            Err(outcome) => outcome,
+        },
+        Plan::Submit { tab, prompt } => submit(shared, &browser, command, &tab, &prompt, creating).await,
+        // No steering seam is declared (see protocol::executor::STEER).
+        Plan::Steer { .. } => error(ErrorCode::InvalidArgument, "no steering seam on chatgpt.com"),
+        Plan::Reconcile { tab: None } => error(ErrorCode::AmbiguousSubmission, "the target closed during submission"),
+        // The page settles it: it records a key before clicking and again once confirmed.
+        Plan::Reconcile { tab: Some(tab) } => match prompt_of(command) {
+            Some(prompt) => submit(shared, &browser, command, &tab, prompt, creating).await,
+            None => shared.core.lock().unwrap().ok(worker),
+        },
+        Plan::Open { url } => match shared.open_target(&browser, &url).await {
+            Ok(target) => {
+                shared.core.lock().unwrap().tab_opened(worker, target);
+                shared.persist();
+                shared.core.lock().unwrap().ok(worker)
+            }
+            Err(outcome) => outcome,
+        },
+        Plan::Inspect { tab } => {
+            let deadline = command.deadline_ms.min(now_ms() + 10_000);
+            match shared.ask(&browser, &tab, &ToPage::Ping, deadline).await {
+                Ok(PageReply::Report(report)) => {
+                    let frames = shared.core.lock().unwrap().inspected(&tab, &report.url, report.state, report.error);
+                    shared.persist();
+                    shared.emit(frames);
+                    shared.core.lock().unwrap().ok(worker)
+                }
+                _ if !page_targets(&browser.cdp).await.is_ok_and(|alive| alive.contains(&tab)) => {
+                    let frames = shared.core.lock().unwrap().tab_removed(&tab);
+                    shared.persist();
+                    shared.emit(frames);
+                    shared.core.lock().unwrap().ok(worker)
+                }
+                _ => error(ErrorCode::BrowserControlUnavailable, "the managed target does not answer"),
+            }
+        }
+        Plan::Close { tab } => {
+            let ok = shared.core.lock().unwrap().ok(worker);
+            if let Some(tab) = tab {
+                let close = CloseTargetParams::new(TargetId::from(tab.clone()));
+                let _ = browser.cdp.call(None, close).await;
+                browser.pages.lock().unwrap().remove(&tab);
+            }
+            let frames = shared.core.lock().unwrap().closed_by_daemon(worker);
+            shared.persist();
+            shared.emit(frames);
+            ok
+        }
+    }
+}
+
+/// Opens the create's target, marked with its key so a restart between
+/// opening it and recording it finds that exact target again.
+async fn open_marked(
+    shared: &Arc<Shared>,
+    browser: &Browser,
+    command: &Command,
+    url: &str,
+) -> Result<String, CommandOutcome> {
+    let key = &command.idempotency_key;
+    let marker = tab_marker(key);
+    let resumed = shared.core.lock().unwrap().entry(key).is_some_and(|e| e.phase == Phase::TabOpening);
+    let found = if resumed { find_marked(&browser.cdp, &marker).await } else { None };
+    shared.core.lock().unwrap().advance(key, Phase::TabOpening);
+    shared.persist();
+    let target = match found {
+        Some(target) => target,
+        None => shared.open_target(browser, &format!("{url}{marker}")).await?,
+    };
+    shared.core.lock().unwrap().tab_opened(&command.worker_id, target.clone());
+    shared.persist();
+    Ok(target)
+}
+
+/// The one page target whose URL ends with `marker`, if exactly one does.
+async fn find_marked(cdp: &Cdp, marker: &str) -> Option<String> {
+    let targets = cdp.call(None, GetTargetsParams::default()).await.ok()?.target_infos;
+    let matching: Vec<String> = targets
+        .into_iter()
+        .filter(|t| t.r#type == "page" && t.url.ends_with(marker))
+        .map(|t| t.target_id.into())
+        .collect();
+    (matching.len() == 1).then(|| matching[0].clone())
+}
+
+/// Hands the prompt to the page once, recording the phase first; a create
+/// refused before any click gives its target up.
+async fn submit(
+    shared: &Arc<Shared>,
+    browser: &Browser,
+    command: &Command,
+    target: &str,
+    prompt: &str,
+    creating: bool,
+) -> CommandOutcome {
+    let outcome = submit_in(shared, browser, command, target, prompt, creating).await;
+    if creating
+        && let CommandOutcome::Error { code, .. } = &outcome
+        && !code.outcome_uncertain()
+    {
+        let released = shared.core.lock().unwrap().release_unbound(&command.worker_id);
+        shared.persist();
+        if let Some(target) = released {
+            let _ = browser.cdp.call(None, CloseTargetParams::new(TargetId::from(target.clone()))).await;
+            browser.pages.lock().unwrap().remove(&target);
+        }
+    }
+    outcome
+}
+
+async fn submit_in(
+    shared: &Arc<Shared>,
+    browser: &Browser,
+    command: &Command,
+    target: &str,
+    prompt: &str,
+    creating: bool,
+) -> CommandOutcome {
+    let key = &command.idempotency_key;
+    match shared.ask(browser, target, &ToPage::Ping, command.deadline_ms).await {
+        Ok(_) => {}
+        Err(Some(why)) => return error(ErrorCode::BrowserControlUnavailable, &why),
+        Err(None) => return error(ErrorCode::DeadlineExceeded, "the page did not load before the deadline"),
+    }
+    shared.core.lock().unwrap().advance(key, Phase::SubmissionStarted);
+    shared.persist();
+    let conversation = shared.core.lock().unwrap().managed(&command.worker_id).and_then(|m| m.conversation.clone());
+    let request = ToPage::Submit(Submission {
+        key: key.clone(),
+        prompt: prompt.into(),
+        deadline_ms: command.deadline_ms,
+        expect_conversation: creating,
+        conversation: conversation.map(|c| c.to_string()),
+        app: app_of(command).map(str::to_owned),
+    });
+    // The submission's own deadline bounds the page; the call waits a little longer for its answer.
+    match shared.ask(browser, target, &request, command.deadline_ms.saturating_add(5_000)).await {
+        Ok(PageReply::Submitted(report)) => {
+            let frames =
+                shared.core.lock().unwrap().page_report(&target.to_owned(), &report.url, report.state, report.error);
+            shared.emit(frames);
+            shared.core.lock().unwrap().advance(key, Phase::Submitted);
+            shared.core.lock().unwrap().ok(&command.worker_id)
+        }
+        Ok(PageReply::Refused { code, detail }) => error(code, &detail),
+        Ok(PageReply::Ambiguous { detail }) => error(ErrorCode::AmbiguousSubmission, &detail),
+        // Control was lost after the page may have taken it: never resent blindly.
+        Ok(_) | Err(_) => error(ErrorCode::AmbiguousSubmission, "browser control was lost while submitting"),
+    }
+}
+
+/// The executor id a credential (`exc1.<executor id>.<secret>`) was issued for.
+pub fn executor_id_of(token: &str) -> Option<String> {
+    let (id, secret) = token.strip_prefix("exc1.")?.rsplit_once('.')?;
+    (!id.is_empty() && !secret.is_empty()).then(|| id.to_owned())
+}
+
+fn text(frame: &ExecutorFrame) -> Message {
+    Message::Text(serde_json::to_string(frame).expect("frames serialize").into())
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The persisted journal, or a fresh one (a missing or unreadable file is
+/// a fresh start: the daemon's replay then finds nothing journaled and
+/// asks the pages, which keep their own submission records).
+fn load(file: &std::path::Path) -> Core<String> {
+    std::fs::read(file).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default()
+}
+
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}

@@ -1,0 +1,27 @@
+//! The CDP carrier: a host agent that drives worker conversations in an
+//! explicitly authorized, already running browser session (Chrome or
+//! Chromium with remote debugging allowed by its user), addressing each
+//! conversation by its exact target. It speaks the one executor protocol,
+//! on the same `executor-core` as the extension, and runs the extension's
+//! own page adapter in its targets.
+//!
+//! # Layout
+//! - [`discovery`]: where a session says how to reach it
+//!   (`DevToolsActivePort` per OS and channel), pure.
+//! - [`connect`]: reaching it, bounded, with setup states classified.
+//! - [`cdp`]: a small DevTools client that touches only what it is told to.
+//! - [`page`]: the adapter bundle and the page side of a managed target.
+//! - [`agent`]: the executor: daemon session, journal, commands.
+//!
+//! Architecture invariant: no target the agent did not create is attached
+//! to, navigated, evaluated in or closed; target ids are handles, never
+//! identity; the user's browser is never launched or relaunched.
+
+pub mod agent;
+pub mod cdp;
+pub mod connect;
+pub mod discovery;
+pub mod page;
+
+pub use agent::{Agent, Config};
+pub use connect::{Endpoint, SetupError};

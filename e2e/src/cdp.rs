@@ -1,0 +1,145 @@
+//! The CDP carrier's rig: a headless Chromium started by the test with
+//! `--remote-debugging-port=0` on a fresh profile (standing in for a
+//! browser session its user authorized; the real authorization prompt
+//! cannot be approved headless), reaching fakechat as `https://chatgpt.com`,
+//! and the CDP host agent attached to it through its `DevToolsActivePort`.
+//! The test's own DevTools connection (`observer`) plays the user: it may
+//! open, navigate and close tabs as a person would.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+use carrier_cdp::{Agent, Config, Endpoint};
+
+use crate::{APP_LABEL, Daemon, install_apps};
+
+/// Chromium with remote debugging allowed, as its own process.
+pub struct AuthorizedChromium {
+    child: Child,
+    /// Its user-data directory (holds `DevToolsActivePort`).
+    pub user_data_dir: PathBuf,
+}
+
+impl AuthorizedChromium {
+    /// Starts Chromium on a fresh profile under `dir`, `chatgpt.com` mapped
+    /// to `127.0.0.1:port`, and waits for its `DevToolsActivePort`.
+    pub fn launch(port: u16, dir: &Path) -> anyhow::Result<AuthorizedChromium> {
+        crate::print_versions();
+        let user_data_dir = dir.join("profile");
+        std::fs::create_dir_all(&user_data_dir)?;
+        let child = Command::new(crate::browser::chromium()?)
+            .args([
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-dev-shm-usage",
+                "--disable-breakpad",
+                "--password-store=basic",
+                "--ignore-certificate-errors",
+                "--remote-debugging-port=0",
+            ])
+            .arg(format!("--host-resolver-rules=MAP chatgpt.com 127.0.0.1:{port}"))
+            .arg(format!("--user-data-dir={}", user_data_dir.display()))
+            .arg("about:blank")
+            .env("XDG_CONFIG_HOME", dir.join("config"))
+            .env("XDG_CACHE_HOME", dir.join("cache"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting chromium")?;
+        let file = user_data_dir.join("DevToolsActivePort");
+        for _ in 0..400 {
+            if std::fs::read_to_string(&file).is_ok_and(|t| t.lines().count() >= 2) {
+                return Ok(AuthorizedChromium { child, user_data_dir });
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        anyhow::bail!("chromium wrote no DevToolsActivePort in 10 s")
+    }
+
+    /// The browser's DevTools WebSocket URL.
+    pub fn ws_url(&self) -> anyhow::Result<String> {
+        let text = std::fs::read_to_string(self.user_data_dir.join("DevToolsActivePort"))?;
+        Ok(carrier_cdp::discovery::parse_active_port(&text)?)
+    }
+
+    /// Kills the browser (its targets die with it).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for AuthorizedChromium {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The daemon, fakechat, an authorized Chromium and the CDP agent, paired.
+pub struct CdpWorld {
+    /// The daemon process.
+    pub daemon: Daemon,
+    /// fakechat, in process.
+    pub fake: fakechat::Running,
+    /// The browser session.
+    pub chromium: AuthorizedChromium,
+    /// The agent (in process; `orchestrator carrier-agent --cdp` runs the same).
+    pub agent: Agent,
+    /// The agent's configuration (to start it again).
+    pub config: Config,
+    /// Temporary state.
+    pub dir: tempfile::TempDir,
+}
+
+impl CdpWorld {
+    /// Starts everything and waits until the agent's session is up.
+    pub async fn start(orchestrator: &Path, daemon_args: &[&str]) -> anyhow::Result<CdpWorld> {
+        let dir = tempfile::tempdir()?;
+        let daemon = Daemon::start(orchestrator, &dir.path().join("state"), "127.0.0.1:0", daemon_args)?;
+        let fake =
+            fakechat::start("127.0.0.1:0".parse()?, Some(daemon.mcp_url()), fakechat::server::Csp::RealLike, None)
+                .await?;
+        install_apps(&fake.hub, APP_LABEL, fakechat::render::AppState::Enabled);
+        let chromium = AuthorizedChromium::launch(fake.addr.port(), &dir.path().join("chromium"))?;
+        let config = agent_config(&daemon, &chromium.user_data_dir, &dir.path().join("agent.json"))?;
+        let agent = Agent::start(config.clone());
+        wait_until(Duration::from_secs(20), || agent.is_connected()).await.context("the agent never connected")?;
+        Ok(CdpWorld { daemon, fake, chromium, agent, config, dir })
+    }
+}
+
+/// An agent configuration for `daemon`, a fresh credential, the browser
+/// whose user-data directory is `user_data_dir`, and its journal in `state_file`.
+pub fn agent_config(daemon: &Daemon, user_data_dir: &Path, state_file: &Path) -> anyhow::Result<Config> {
+    let token = daemon.credential()?;
+    let bundle = carrier_cdp::page::Bundle::load(&crate::chromium_dist()?.join("pkg"))?;
+    Ok(Config {
+        daemon: daemon.executor_url(),
+        executor_id: carrier_cdp::agent::executor_id_of(&token).context("a credential names its executor")?,
+        token,
+        browser: Endpoint::UserDataDir(user_data_dir.to_owned()),
+        bundle,
+        state_file: state_file.to_owned(),
+        connect_timeout: Duration::from_secs(5),
+        reconnect_delay: Duration::from_millis(100),
+    })
+}
+
+/// Polls `done` (bounded).
+pub async fn wait_until(within: Duration, done: impl Fn() -> bool) -> anyhow::Result<()> {
+    let until = tokio::time::Instant::now() + within;
+    while !done() {
+        anyhow::ensure!(tokio::time::Instant::now() < until, "not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
