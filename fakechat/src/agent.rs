@@ -274,6 +274,9 @@ async fn work(hub: &Hub, conversation: &str, text: &str) -> anyhow::Result<Optio
         let script = scenario_in(objective).or_else(|| constraints.iter().find_map(|c| scenario_in(c)));
         match script {
             Some(script) => parse(script).map_err(anyhow::Error::msg)?,
+            // A parked pool worker's assignment says to wait for tasks: a
+            // model reads that and ends its turn with nothing to report.
+            None if objective.contains("Wait for targeted tasks") => vec![],
             None => vec![Step::Complete(format!("done: {objective}"))],
         }
     };

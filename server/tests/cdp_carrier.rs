@@ -8,11 +8,25 @@ mod support;
 
 use std::time::Duration;
 
+use carrier_cdp::cdp::Cdp;
+use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
+use chromiumoxide::cdp::browser_protocol::target::{
+    AttachToTargetParams, CloseTargetParams, GetTargetsParams, TargetId,
+};
 use e2e::cdp::CdpWorld;
-use serde_json::Value;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(30);
 
 fn orchestrator() -> &'static std::path::Path {
     std::path::Path::new(env!("CARGO_BIN_EXE_orchestrator"))
+}
+
+/// The CDP world, with the agent's logs in the test's output (`RUST_LOG`).
+async fn start(daemon_args: &[&str]) -> CdpWorld {
+    let filter = tracing_subscriber::EnvFilter::from_default_env();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+    CdpWorld::start(orchestrator(), daemon_args).await.unwrap()
 }
 
 fn conversations(oracle: &Value) -> serde_json::Map<String, Value> {
@@ -28,7 +42,7 @@ async fn two_workers_through_exact_targets_and_every_prompt_lands_once() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    let world = CdpWorld::start(orchestrator(), &[]).await.unwrap();
+    let world = start(&[]).await;
     let out = e2e::scenario::two_workers(&world.daemon.mcp_url(), Duration::from_secs(60))
         .await
         .unwrap_or_else(|e| panic!("{e:#}\n{:#}", world.fake.hub.oracle()));
@@ -41,4 +55,173 @@ async fn two_workers_through_exact_targets_and_every_prompt_lands_once() {
     sorted.sort();
     assert_eq!(sorted, [1, 2], "B: its bootstrap; A: its bootstrap and the wake: {oracle:#}");
     assert_eq!(world.agent.targets().len(), 2);
+}
+
+/// Root's MCP session and capability, over the blocking test client.
+struct Root {
+    mcp: support::Mcp,
+    cap: String,
+}
+
+impl Root {
+    fn new(addr: &str) -> Root {
+        let mcp = support::Mcp::connect(addr);
+        let cap = mcp.ok("run_create", json!({"title": "pool"}))["root_capability"].as_str().unwrap().to_owned();
+        Root { mcp, cap }
+    }
+
+    fn call(&self, tool: &str, mut args: Value) -> Value {
+        args["capability"] = json!(self.cap);
+        self.mcp.ok(tool, args)
+    }
+
+    fn cursor(&self) -> u64 {
+        self.call("run_get", json!({}))["run"]["cursor"].as_u64().unwrap()
+    }
+
+    /// The pool's status once `want` holds (bounded).
+    async fn status_when(&self, what: &str, want: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let s = self.call("runtime_status", json!({}));
+            if want(&s) {
+                return s;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "never {what}: {s:#}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// READY with `n` parked, admitted slots.
+    async fn ready(&self, n: usize) -> Value {
+        self.status_when(&format!("READY with {n}"), |s| {
+            let slots = s["slots"].as_array().unwrap();
+            s["state"] == "READY" && slots.len() == n && slots.iter().all(|x| x["admitted"] == true)
+        })
+        .await
+    }
+}
+
+fn column(status: &Value, key: &str) -> Vec<String> {
+    status["slots"].as_array().unwrap().iter().map(|s| s[key].as_str().unwrap_or_default().to_owned()).collect()
+}
+
+/// Every page target's URL, by target id, as the user's own DevTools sees them.
+async fn page_urls(observer: &Cdp) -> std::collections::HashMap<String, String> {
+    let targets = observer.call(None, GetTargetsParams::default()).await.unwrap().target_infos;
+    targets.into_iter().filter(|t| t.r#type == "page").map(|t| (t.target_id.into(), t.url)).collect()
+}
+
+/// The G0 witness and pool gates G2, G4, G5 and G6 through the CDP carrier
+/// against a real Chromium: three managed conversations coexist in three
+/// exact targets; the user navigating A leaves B and C unchanged; the user
+/// closing B leaves A and C untouched, and recovery reopens B's exact
+/// conversation in a new target (a new handle, the same logical worker, no
+/// prompt); 3→5→2 adds and retires only what it must; a cold daemon
+/// restart reconstructs the pool with no duplicate. (G3's targeted tasks
+/// need a wake's peer to be the admitted one: caller attribution, #20.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g0_witness_and_pool_gates_through_exact_targets() {
+    let args = ["--pool-pacing-ms", "40", "--max-launches", "4", "--max-active-workers", "8"];
+    let mut world = start(&args).await;
+    let root = Root::new(&world.daemon.addr);
+    let observer = Cdp::connect(&world.chromium.ws_url().unwrap()).await.unwrap();
+
+    // G2: three parked workers, three conversations, three targets; a replay does nothing.
+    let out = root.call("runtime_ensure", json!({"desired_workers": 3}));
+    assert_eq!(out["outcome"]["provisioned"], json!([0, 1, 2]));
+    let before = root.ready(3).await;
+    let conversations = column(&before, "conversation_id");
+    assert_eq!(conversations.iter().collect::<std::collections::HashSet<_>>().len(), 3);
+    let oracle = world.fake.hub.oracle();
+    assert_eq!(conversations_of(&oracle).len(), 3, "{oracle:#}");
+    let targets = world.agent.targets();
+    assert_eq!(targets.len(), 3);
+    let urls = page_urls(&observer).await;
+    for conversation in &conversations {
+        let exact = format!("https://chatgpt.com/c/{conversation}");
+        assert_eq!(urls.values().filter(|u| **u == exact).count(), 1, "one target shows {exact}: {urls:#?}");
+    }
+    let (cursor, turns) = (root.cursor(), user_turns(&world.fake.hub));
+    assert_eq!(root.call("runtime_ensure", json!({"desired_workers": 3}))["outcome"]["provisioned"], json!([]));
+    // Pages go on reporting their states; the replay itself provisions and sends nothing.
+    let since = root.call("events_list", json!({"after_cursor": cursor, "limit": 500}))["events"].clone();
+    let effects: Vec<&Value> = since
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"].as_str().is_some_and(|t| t.starts_with("runtime.") || t == "executor.command_queued"))
+        .collect();
+    assert!(effects.is_empty(), "the replay recorded nothing: {effects:#?}");
+
+    // G0: the user navigates A away and back; B and C never move.
+    let target_of = |conversation: &str, urls: &std::collections::HashMap<String, String>| {
+        urls.iter().find(|(_, u)| u.ends_with(conversation)).map(|(t, _)| t.clone()).unwrap()
+    };
+    let (a, b, c) =
+        (target_of(&conversations[0], &urls), target_of(&conversations[1], &urls), target_of(&conversations[2], &urls));
+    let attach = AttachToTargetParams::builder().target_id(TargetId::from(a.clone())).flatten(true).build().unwrap();
+    let user_on_a = observer.call(None, attach).await.unwrap().session_id;
+    observer.call(Some(&user_on_a), NavigateParams::new("https://chatgpt.com/")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let moved = page_urls(&observer).await;
+    assert_eq!(moved[&b], urls[&b], "B unchanged");
+    assert_eq!(moved[&c], urls[&c], "C unchanged");
+    observer.call(Some(&user_on_a), NavigateParams::new(urls[&a].clone())).await.unwrap();
+
+    // G0 + G4: the user closes B; A and C are untouched; recovery reopens
+    // B's exact conversation in a new target with no prompt anywhere.
+    observer.call(None, CloseTargetParams::new(TargetId::from(b.clone()))).await.unwrap();
+    root.status_when("DEGRADED", |s| s["state"] == "DEGRADED").await;
+    let left = page_urls(&observer).await;
+    assert!(left.contains_key(&a) && left.contains_key(&c) && !left.contains_key(&b));
+    assert_eq!(left[&c], urls[&c]);
+    assert_eq!(root.call("runtime_recover", json!({}))["outcome"]["recovering"], json!([1]));
+    let after = root.ready(3).await;
+    assert_eq!(column(&after, "worker_id"), column(&before, "worker_id"), "the same logical workers");
+    assert_eq!(column(&after, "conversation_id"), conversations, "the exact conversations");
+    let now = world.agent.targets();
+    assert!(now.contains(&a) && now.contains(&c) && !now.contains(&b), "B's stale target id is gone: {now:?}");
+    assert_eq!(now.len(), 3);
+    let exact_b = format!("https://chatgpt.com/c/{}", conversations[1]);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let reopened = page_urls(&observer).await;
+        match reopened.values().filter(|u| **u == exact_b).count() {
+            1 => break,
+            0 => assert!(tokio::time::Instant::now() < deadline, "B never reopened: {reopened:#?}"),
+            _ => panic!("B reopened twice: {reopened:#?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(user_turns(&world.fake.hub), turns, "no prompt anywhere");
+
+    // G5 (no busy worker here): 3 → 5 adds two; 5 → 2 retires three, closing their targets.
+    assert_eq!(root.call("runtime_scale", json!({"desired_workers": 5}))["outcome"]["provisioned"], json!([3, 4]));
+    root.ready(5).await;
+    assert_eq!(world.agent.targets().len(), 5);
+    let down = root.call("runtime_scale", json!({"desired_workers": 2}));
+    assert_eq!(down["outcome"]["retiring"].as_array().unwrap().len(), 3, "{down:#}");
+    root.status_when("two slots", |s| s["slots"].as_array().unwrap().len() == 2).await;
+    e2e::cdp::wait_until(WAIT, || world.agent.targets().len() == 2).await.unwrap();
+    let oracle = world.fake.hub.oracle();
+    assert_eq!(conversations_of(&oracle).len(), 5, "scale-up added only the missing two");
+
+    // G6: a cold restart; one ensure reconstructs, with no new conversation.
+    let kept = root.call("runtime_status", json!({}));
+    world.daemon.restart(&args).unwrap();
+    let root = Root { mcp: support::Mcp::connect(&world.daemon.addr), cap: root.cap };
+    e2e::cdp::wait_until(WAIT, || world.agent.is_connected()).await.unwrap();
+    assert_eq!(root.call("runtime_ensure", json!({"desired_workers": 2}))["outcome"]["provisioned"], json!([]));
+    assert_eq!(column(&root.call("runtime_status", json!({})), "worker_id"), column(&kept, "worker_id"));
+    assert_eq!(conversations_of(&world.fake.hub.oracle()).len(), 5, "no duplicate conversation");
+}
+
+fn conversations_of(oracle: &Value) -> serde_json::Map<String, Value> {
+    conversations(oracle)
+}
+
+/// Every conversation's user turns, counted.
+fn user_turns(hub: &fakechat::hub::Hub) -> usize {
+    conversations(&hub.oracle()).values().map(|c| c["user_turns"].as_array().map_or(0, Vec::len)).sum()
 }

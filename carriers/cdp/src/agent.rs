@@ -283,6 +283,10 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
                     shared.emit(frames);
                 }
             }
+            "Runtime.exceptionThrown" => {
+                let details = &event.params["exceptionDetails"];
+                tracing::warn!(session = ?event.session, text = %details["text"], exception = %details["exception"]["description"], "a page script threw");
+            }
             "Target.detachedFromTarget" => {
                 let Some(session) = event.params["sessionId"].as_str() else { continue };
                 browser.pages.lock().unwrap().retain(|_, p| p.session.as_ref() != session);

@@ -76,8 +76,15 @@ impl Bundle {
   }});
 {glue}
   const bytes = Uint8Array.from(atob("{wasm}"), (c) => c.charCodeAt(0));
+  // Started when the extension's content script would be (`document_idle`):
+  // a script for new documents runs before the document has an element to
+  // observe, and the adapter's waits are driven by its observer.
+  const start = () => {{ wasm_bindgen.cs_main(api); say("ready", null); }};
   wasm_bindgen({{ module_or_path: bytes }})
-    .then(() => {{ wasm_bindgen.cs_main(api); say("ready", null); }})
+    .then(() => {{
+      if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start, {{ once: true }});
+      else start();
+    }})
     .catch((e) => say("failed", String(e)));
 }})();
 "#

@@ -40,7 +40,7 @@ fn json_len(value: &impl Serialize) -> usize {
 }
 
 /// `worker_attach` arguments.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerAttachArgs {
     /// The attach identity from your bootstrap prompt.
@@ -136,7 +136,48 @@ impl Tools {
         ctx: &RequestContext<RoleServer>,
         pool_only: bool,
     ) -> Result<Json<WorkerAttachOut>, ToolError> {
-        let (session, peers) = (Peers::session_of(ctx), self.peers.clone());
+        let session = Peers::session_of(ctx);
+        // A model follows its bootstrap prompt as soon as the prompt is in
+        // the page, and the executor's word that the create is done travels
+        // separately: a pool worker can call before its slot is bound. While
+        // its create is still open, the call waits for it (bounded, well
+        // inside a host's tool timeout) rather than refusing a caller that
+        // is about to be recognizable.
+        let deadline = tokio::time::Instant::now() + BOOTSTRAP_WAIT;
+        let mut changes = self.plane.subscribe_changes();
+        loop {
+            changes.borrow_and_update();
+            let attempt = self.attach_once(&args, session.clone(), pool_only).await;
+            match attempt {
+                Err(e) if e.code == protocol::ErrorCode::PeerIdentityUnresolved && self.launching(&args) => {
+                    if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
+                        return Err(e);
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Whether the worker named by the attach identity still has its
+    /// conversation's create open (queued, sent or acknowledged).
+    fn launching(&self, args: &WorkerAttachArgs) -> bool {
+        let Some(id) = self.plane.keys().verify_attach_identity(&args.attach_identity) else { return false };
+        self.plane.with_state(|s| {
+            s.open_commands
+                .iter()
+                .filter_map(|c| s.commands.get(c))
+                .any(|c| c.worker_id == id && c.intent == protocol::CommandIntent::Create)
+        })
+    }
+
+    async fn attach_once(
+        &self,
+        args: &WorkerAttachArgs,
+        session: Option<String>,
+        pool_only: bool,
+    ) -> Result<Json<WorkerAttachOut>, ToolError> {
+        let (args, peers) = (args.clone(), self.peers.clone());
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         on_blocking_pool(move || -> Result<_, ToolError> {
             let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
@@ -154,6 +195,9 @@ impl Tools {
         .await
     }
 }
+
+/// How long an attach waits for its worker's open create to complete.
+const BOOTSTRAP_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 const WORKER_INSTRUCTIONS: &str = "Work on your assignment. Report milestones with worker_progress. \
 Ask root with message_send (to \"/root\", kind question or blocker) and read replies with events_wait \
