@@ -20,6 +20,8 @@ pub struct AuthorizedChromium {
     child: Child,
     /// Its user-data directory (holds `DevToolsActivePort`).
     pub user_data_dir: PathBuf,
+    port: u16,
+    dir: PathBuf,
 }
 
 impl AuthorizedChromium {
@@ -28,41 +30,17 @@ impl AuthorizedChromium {
     pub fn launch(port: u16, dir: &Path) -> anyhow::Result<AuthorizedChromium> {
         crate::print_versions();
         let user_data_dir = dir.join("profile");
-        std::fs::create_dir_all(&user_data_dir)?;
-        let child = Command::new(crate::browser::chromium()?)
-            .args([
-                "--headless=new",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--disable-dev-shm-usage",
-                "--disable-breakpad",
-                "--password-store=basic",
-                "--ignore-certificate-errors",
-                "--remote-debugging-port=0",
-            ])
-            .arg(format!("--host-resolver-rules=MAP chatgpt.com 127.0.0.1:{port}"))
-            .arg(format!("--user-data-dir={}", user_data_dir.display()))
-            .arg("about:blank")
-            .env("XDG_CONFIG_HOME", dir.join("config"))
-            .env("XDG_CACHE_HOME", dir.join("cache"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting chromium")?;
-        let file = user_data_dir.join("DevToolsActivePort");
-        for _ in 0..400 {
-            if std::fs::read_to_string(&file).is_ok_and(|t| t.lines().count() >= 2) {
-                return Ok(AuthorizedChromium { child, user_data_dir });
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        anyhow::bail!("chromium wrote no DevToolsActivePort in 10 s")
+        let child = spawn(port, dir, &user_data_dir)?;
+        Ok(AuthorizedChromium { child, user_data_dir, port, dir: dir.to_owned() })
+    }
+
+    /// Kills the browser and starts it again on the same profile: a new
+    /// generation, whose targets are all new.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill();
+        let _ = std::fs::remove_file(self.user_data_dir.join("DevToolsActivePort"));
+        self.child = spawn(self.port, &self.dir, &self.user_data_dir)?;
+        Ok(())
     }
 
     /// The browser's DevTools WebSocket URL.
@@ -76,6 +54,46 @@ impl AuthorizedChromium {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Starts Chromium with remote debugging on `user_data_dir` and waits for
+/// its `DevToolsActivePort`.
+fn spawn(port: u16, dir: &Path, user_data_dir: &Path) -> anyhow::Result<Child> {
+    std::fs::create_dir_all(user_data_dir)?;
+    let child = Command::new(crate::browser::chromium()?)
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            "--disable-breakpad",
+            "--password-store=basic",
+            "--ignore-certificate-errors",
+            "--remote-debugging-port=0",
+        ])
+        .arg(format!("--host-resolver-rules=MAP chatgpt.com 127.0.0.1:{port}"))
+        .arg(format!("--user-data-dir={}", user_data_dir.display()))
+        .arg("about:blank")
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting chromium")?;
+    let file = user_data_dir.join("DevToolsActivePort");
+    for _ in 0..400 {
+        if std::fs::read_to_string(&file).is_ok_and(|t| t.lines().count() >= 2) {
+            return Ok(child);
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    anyhow::bail!("chromium wrote no DevToolsActivePort in 10 s")
 }
 
 impl Drop for AuthorizedChromium {

@@ -11,8 +11,9 @@ use std::time::Duration;
 use carrier_cdp::cdp::Cdp;
 use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
 use chromiumoxide::cdp::browser_protocol::target::{
-    AttachToTargetParams, CloseTargetParams, GetTargetsParams, TargetId,
+    AttachToTargetParams, CloseTargetParams, CreateTargetParams, GetTargetsParams, SessionId, TargetId,
 };
+use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use e2e::cdp::CdpWorld;
 use serde_json::{Value, json};
 
@@ -224,4 +225,120 @@ fn conversations_of(oracle: &Value) -> serde_json::Map<String, Value> {
 /// Every conversation's user turns, counted.
 fn user_turns(hub: &fakechat::hub::Hub) -> usize {
     conversations(&hub.oracle()).values().map(|c| c["user_turns"].as_array().map_or(0, Vec::len)).sum()
+}
+
+/// Types `text` into the page of `session` and sends it, by hand (the
+/// user's DevTools session, in the page's own world).
+async fn chat_by_hand(observer: &Cdp, session: &SessionId, text: &str) -> String {
+    let eval = |expression: String| {
+        let params = EvaluateParams::builder().expression(expression).return_by_value(true).build().unwrap();
+        observer.call(Some(session), params)
+    };
+    let until = |expression: &'static str| async move {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let value = eval(expression.to_owned()).await.ok().and_then(|r| r.result.value);
+            if value == Some(json!(true)) {
+                return;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "never true: {expression}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    until("!!document.querySelector('#prompt-textarea') && document.readyState === 'complete'").await;
+    let text = serde_json::to_string(text).unwrap();
+    eval(format!(
+        "(() => {{ const e = document.querySelector('#prompt-textarea'); e.focus(); \
+         document.execCommand('insertText', false, {text}); return true; }})()"
+    ))
+    .await
+    .unwrap();
+    until("!!document.querySelector('[data-testid=\"send-button\"]')").await;
+    eval("document.querySelector('[data-testid=\"send-button\"]').click(), true".into()).await.unwrap();
+    until("/^\\/c\\/[0-9a-f-]{36}$/.test(location.pathname)").await;
+    let path = eval("location.pathname.slice(3)".into()).await.unwrap().result.value.unwrap();
+    path.as_str().unwrap().to_owned()
+}
+
+/// Hostile controls: a conversation the user opened by hand is never
+/// attached to, driven or reopened; a browser that restarts (a new
+/// generation: every target id is new) makes the agent report its lost
+/// targets by itself, and recovery reopens the exact conversations in new
+/// targets, the stale ids never reused, with no prompt anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_users_own_chat_is_never_touched_and_a_new_browser_generation_is_recovered_by_exact_reopen() {
+    let args = ["--pool-pacing-ms", "40"];
+    let mut world = start(&args).await;
+    let observer = Cdp::connect(&world.chromium.ws_url().unwrap()).await.unwrap();
+    let mine = observer.call(None, CreateTargetParams::new("https://chatgpt.com/")).await.unwrap().target_id;
+    let attach = AttachToTargetParams::builder().target_id(mine.clone()).flatten(true).build().unwrap();
+    let session = observer.call(None, attach).await.unwrap().session_id;
+    let my_conversation = chat_by_hand(&observer, &session, "my own chat, not the orchestrator's").await;
+    let mine: String = mine.into();
+
+    let root = Root::new(&world.daemon.addr);
+    root.call("runtime_ensure", json!({"desired_workers": 2}));
+    let before = root.ready(2).await;
+    let old_targets = world.agent.targets();
+    assert!(!old_targets.contains(&mine), "the agent never manages the user's tab");
+    let turns = user_turns(&world.fake.hub);
+    let oracle = world.fake.hub.oracle();
+    assert_eq!(conversations(&oracle)[&my_conversation]["user_turns"].as_array().unwrap().len(), 1, "only mine");
+
+    // A new browser generation: the agent finds its targets gone by itself.
+    drop(observer);
+    world.chromium.restart().unwrap();
+    root.status_when("DEGRADED", |s| s["state"] == "DEGRADED").await;
+    assert_eq!(root.call("runtime_recover", json!({}))["outcome"]["recovering"].as_array().unwrap().len(), 2);
+    let after = root.ready(2).await;
+    assert_eq!(column(&after, "worker_id"), column(&before, "worker_id"), "the same logical workers");
+    assert_eq!(column(&after, "conversation_id"), column(&before, "conversation_id"), "the exact conversations");
+    let new_targets = world.agent.targets();
+    assert_eq!(new_targets.len(), 2);
+    assert!(new_targets.iter().all(|t| !old_targets.contains(t)), "no stale target id is reused");
+    let observer = Cdp::connect(&world.chromium.ws_url().unwrap()).await.unwrap();
+    let urls = page_urls(&observer).await;
+    assert!(!urls.values().any(|u| u.ends_with(&my_conversation)), "the user's chat is not reopened: {urls:#?}");
+    assert_eq!(user_turns(&world.fake.hub), turns, "no prompt anywhere");
+}
+
+/// A browser that holds the DevTools handshake (Chrome waiting for a person
+/// to allow remote debugging) is a setup state: a pool create is answered
+/// BROWSER_AUTHORIZATION_REQUIRED within the agent's connect timeout, the
+/// pool says so (runtime_recover retries once the person allowed it), the
+/// worker has not failed, and nothing was opened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_authorization_is_a_setup_state_within_the_timeout_with_no_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = e2e::Daemon::start(orchestrator(), &dir.path().join("state"), "127.0.0.1:0", &[]).unwrap();
+    let held = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = held.local_addr().unwrap().port();
+    let holding = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = held.accept().await {
+            open.push(socket);
+        }
+    });
+    let mut config = e2e::cdp::agent_config(&daemon, dir.path(), &dir.path().join("agent.json")).unwrap();
+    config.browser = carrier_cdp::Endpoint::WebSocket(format!("ws://127.0.0.1:{port}/devtools/browser/pending"));
+    config.connect_timeout = Duration::from_secs(1);
+    let agent = carrier_cdp::Agent::start(config);
+    e2e::cdp::wait_until(WAIT, || agent.is_connected()).await.unwrap();
+
+    let root = Root::new(&daemon.addr);
+    let started = std::time::Instant::now();
+    root.call("runtime_ensure", json!({"desired_workers": 1}));
+    let status = root
+        .status_when("a setup state", |s| {
+            s["reasons"].as_array().unwrap().contains(&json!("BROWSER_AUTHORIZATION_REQUIRED"))
+        })
+        .await;
+    assert!(started.elapsed() < Duration::from_secs(10), "answered within the connect timeout");
+    assert_eq!(status["slots"][0]["admitted"], false, "{status:#}");
+    let run = root.call("run_get", json!({}));
+    let worker = run["workers"].as_array().unwrap().iter().find(|w| w["path"] != "/root").unwrap().clone();
+    assert_ne!(worker["state"], "launch_failed", "a setup state, not the worker's failure: {worker:#}");
+    assert!(agent.targets().is_empty(), "nothing was opened");
+    agent.stop().await;
+    holding.abort();
 }

@@ -274,6 +274,7 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
         };
         tracing::trace!(method = %event.method, session = ?event.session, "browser event");
         match event.method.as_str() {
+            crate::cdp::CLOSED => break,
             "Target.targetDestroyed" => {
                 let Some(target) = event.params["targetId"].as_str() else { continue };
                 browser.pages.lock().unwrap().remove(target);
@@ -339,7 +340,35 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
     if slot.as_ref().is_some_and(|b| Arc::ptr_eq(b, &browser)) {
         *slot = None;
     }
+    drop(slot);
     tracing::warn!("lost the browser connection");
+    // A browser that comes back may be a new generation whose targets are
+    // all new: reaching it again reports the lost ones at once, so the
+    // daemon can reopen their exact conversations without waiting for a
+    // command to find out.
+    tokio::spawn(async move {
+        let mut pause = Duration::from_millis(500);
+        while !shared.stop.is_cancelled() && manages_any(&shared) {
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = shared.stop.cancelled() => return,
+            }
+            if reach(shared.clone()).await {
+                return;
+            }
+            pause = (pause * 2).min(Duration::from_secs(30));
+        }
+    });
+}
+
+fn manages_any(shared: &Shared) -> bool {
+    shared.core.lock().unwrap().workers().next().is_some()
+}
+
+/// Reaches the browser again (boxed: reaching it starts a new `watch`,
+/// which may come back here).
+fn reach(shared: Arc<Shared>) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> {
+    Box::pin(async move { shared.browser().await.is_ok() })
 }
 
 async fn run(shared: Arc<Shared>) {

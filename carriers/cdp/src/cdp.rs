@@ -32,6 +32,9 @@ pub enum Error {
     Unreadable(String),
 }
 
+/// The last event of every connection: the socket is gone.
+pub const CLOSED: &str = "Connection.closed";
+
 /// One DevTools event: its method, the session it came from (none: the
 /// browser), and its parameters.
 #[derive(Debug, Clone)]
@@ -169,7 +172,9 @@ async fn drive(
         }
     }
     // Dropping the senders answers every waiting call with `Closed`, and
-    // closing the call channel tells `is_closed`.
+    // closing the call channel tells `is_closed`; subscribers hear it as
+    // one last event (the channel itself outlives the socket).
     calls.close();
     drop(pending);
+    let _ = events.send(Event { method: CLOSED.into(), session: None, params: serde_json::Value::Null });
 }
