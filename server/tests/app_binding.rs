@@ -5,12 +5,15 @@
 //! step touching the page; look-alike, disabled and stale apps are refused
 //! with their typed setup state and nothing is submitted, and once the setup
 //! is fixed `runtime_recover` creates the conversation. fakechat's oracle
-//! reports each conversation's binding and the route that made it.
+//! reports each conversation's binding and the route that made it. The same
+//! routes and refusals hold through the CDP carrier, which runs the same
+//! page adapter in targets of an authorized browser session.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use e2e::World;
+use e2e::cdp::CdpWorld;
 use fakechat::render::AppState;
 use mcp_client::Client;
 use serde_json::{Value, json};
@@ -31,8 +34,8 @@ struct Root {
 }
 
 impl Root {
-    async fn new(world: &World) -> Root {
-        let mut client = Client::connect(&world.daemon.mcp_url()).await.unwrap();
+    async fn new(daemon: &e2e::Daemon) -> Root {
+        let mut client = Client::connect(&daemon.mcp_url()).await.unwrap();
         let created = client.call("run_create", json!({"title": "binding"})).await.unwrap().unwrap();
         Root { client, capability: created["root_capability"].as_str().unwrap().into() }
     }
@@ -60,13 +63,13 @@ impl Root {
     }
 }
 
-fn conversations(world: &World) -> serde_json::Map<String, Value> {
-    world.fake.hub.oracle()["conversations"].as_object().cloned().unwrap_or_default()
+fn conversations(fake: &fakechat::Running) -> serde_json::Map<String, Value> {
+    fake.hub.oracle()["conversations"].as_object().cloned().unwrap_or_default()
 }
 
 /// One pool worker: bound through `route`, bootstrapped once, admitted.
-async fn one_worker_binds_through(world: &World, route: &str) {
-    let mut root = Root::new(world).await;
+async fn one_worker_binds_through(daemon: &e2e::Daemon, fake: &fakechat::Running, route: &str) {
+    let mut root = Root::new(daemon).await;
     root.call("runtime_ensure", json!({"desired_workers": 1})).await;
     let status = root
         .status_until("ready pool", |s| {
@@ -74,7 +77,7 @@ async fn one_worker_binds_through(world: &World, route: &str) {
         })
         .await;
     let conversation = status["slots"][0]["conversation_id"].as_str().unwrap().to_owned();
-    let oracle = conversations(world);
+    let oracle = conversations(fake);
     assert_eq!(oracle.len(), 1, "one conversation: {oracle:?}");
     let c = &oracle[&conversation];
     assert_eq!(c["binding"], json!({"app": e2e::APP_LABEL, "route": route}), "{c}");
@@ -90,13 +93,13 @@ async fn every_binding_route_binds_bootstraps_once_and_attaches() {
     let _one = ONE_BROWSER.lock().await;
     // The mention popover: the first route tried for a plain new chat.
     let world = World::start(orchestrator(), &[]).await.unwrap();
-    one_worker_binds_through(&world, "mention").await;
+    one_worker_binds_through(&world.daemon, &world.fake, "mention").await;
     world.shutdown().await;
 
     // The `+` menu, when the mention popover does not list apps.
     let world = World::start(orchestrator(), &[]).await.unwrap();
     world.fake.hub.set_app_mentions(false);
-    one_worker_binds_through(&world, "plus_menu").await;
+    one_worker_binds_through(&world.daemon, &world.fake, "plus_menu").await;
     world.shutdown().await;
 
     // The redesign (generation B): its add-context list holds the apps directly.
@@ -104,17 +107,42 @@ async fn every_binding_route_binds_bootstraps_once_and_attaches() {
     let generation_b = fakechat::hub::Settings { generation: fakechat::render::Generation::B, ..Default::default() };
     world.fake.hub.set_defaults(generation_b);
     world.fake.hub.set_app_mentions(false);
-    one_worker_binds_through(&world, "plus_menu").await;
+    one_worker_binds_through(&world.daemon, &world.fake, "plus_menu").await;
     world.shutdown().await;
 
     // The Project: created in it, the conversation inherits its app.
     let project_url = format!("https://chatgpt.com/g/{PROJECT}/project");
     let world = World::start(orchestrator(), &["--worker-project-url", &project_url]).await.unwrap();
     assert!(world.fake.hub.set_project_app(PROJECT, Some(e2e::APP_LABEL)));
-    one_worker_binds_through(&world, "project").await;
-    let oracle = conversations(&world);
+    one_worker_binds_through(&world.daemon, &world.fake, "project").await;
+    let oracle = conversations(&world.fake);
     assert_eq!(oracle.values().next().unwrap()["project"], PROJECT);
     world.shutdown().await;
+}
+
+/// The same four routes through the CDP carrier (the same page adapter, in
+/// a target of an authorized session instead of an extension's tab).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_binding_route_binds_through_the_cdp_carrier() {
+    let _one = ONE_BROWSER.lock().await;
+    let world = CdpWorld::start(orchestrator(), &[]).await.unwrap();
+    one_worker_binds_through(&world.daemon, &world.fake, "mention").await;
+
+    let world = CdpWorld::start(orchestrator(), &[]).await.unwrap();
+    world.fake.hub.set_app_mentions(false);
+    one_worker_binds_through(&world.daemon, &world.fake, "plus_menu").await;
+
+    let world = CdpWorld::start(orchestrator(), &[]).await.unwrap();
+    let generation_b = fakechat::hub::Settings { generation: fakechat::render::Generation::B, ..Default::default() };
+    world.fake.hub.set_defaults(generation_b);
+    world.fake.hub.set_app_mentions(false);
+    one_worker_binds_through(&world.daemon, &world.fake, "plus_menu").await;
+
+    let project_url = format!("https://chatgpt.com/g/{PROJECT}/project");
+    let world = CdpWorld::start(orchestrator(), &["--worker-project-url", &project_url]).await.unwrap();
+    assert!(world.fake.hub.set_project_app(PROJECT, Some(e2e::APP_LABEL)));
+    one_worker_binds_through(&world.daemon, &world.fake, "project").await;
+    assert_eq!(conversations(&world.fake).values().next().unwrap()["project"], PROJECT);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -136,15 +164,15 @@ async fn look_alike_disabled_and_stale_apps_are_setup_states_and_nothing_is_subm
                 world.fake.hub.set_apps(apps);
             }
         }
-        let mut root = Root::new(&world).await;
+        let mut root = Root::new(&world.daemon).await;
         root.call("runtime_ensure", json!({"desired_workers": 1})).await;
         let status =
             root.status_until(code, |s| s["reasons"].as_array().is_some_and(|r| r.iter().any(|c| c == code))).await;
         assert_ne!(status["state"], "READY", "{name}: {status}");
         assert!(
-            conversations(&world).len() == fixed,
+            conversations(&world.fake).len() == fixed,
             "{name}: nothing submitted, no conversation: {:?}",
-            conversations(&world)
+            conversations(&world.fake)
         );
         let workers = root.call("worker_list", json!({})).await;
         let pool_worker =
@@ -160,7 +188,7 @@ async fn look_alike_disabled_and_stale_apps_are_setup_states_and_nothing_is_subm
             })
             .await;
         let conversation = status["slots"][0]["conversation_id"].as_str().unwrap().to_owned();
-        let all = conversations(&world);
+        let all = conversations(&world.fake);
         assert_eq!(all.len(), fixed + 1, "{name}: one new conversation");
         let turns = all[&conversation]["user_turns"].as_array().unwrap().clone();
         assert_eq!(turns.len(), 1, "{name}: one bootstrap: {turns:?}");

@@ -342,3 +342,31 @@ async fn a_pending_authorization_is_a_setup_state_within_the_timeout_with_no_eff
     agent.stop().await;
     holding.abort();
 }
+
+/// The agent restarts in the middle of the two-worker flow (its process
+/// ends; a new one starts from the journal it kept): it resyncs its
+/// bindings, finds its own targets again, and the flow completes with no
+/// binding lost and no prompt duplicated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_restart_mid_flow_loses_no_binding_and_duplicates_nothing() {
+    let mut world = start(&[]).await;
+    let url = world.daemon.mcp_url();
+    let flow = tokio::spawn(async move { e2e::scenario::two_workers(&url, Duration::from_secs(60)).await });
+    let hub = world.fake.hub.clone();
+    e2e::cdp::wait_until(WAIT, || conversations(&hub.oracle()).len() == 2).await.unwrap();
+    let targets = world.agent.targets();
+    world.agent.restart().await;
+    e2e::cdp::wait_until(WAIT, || world.agent.is_connected()).await.unwrap();
+    let out = flow.await.unwrap().unwrap_or_else(|e| panic!("{e:#}\n{:#}", world.fake.hub.oracle()));
+    eprintln!("{}", out.trace.join("\n"));
+    let oracle = world.fake.hub.oracle();
+    let mut turns: Vec<usize> =
+        conversations(&oracle).values().map(|c| c["user_turns"].as_array().map_or(0, Vec::len)).collect();
+    turns.sort();
+    assert_eq!(turns, [1, 2], "no duplicate prompt: {oracle:#}");
+    let mut now = world.agent.targets();
+    now.sort();
+    let mut before = targets;
+    before.sort();
+    assert_eq!(now, before, "the same targets, found again from the journal");
+}

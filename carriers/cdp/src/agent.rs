@@ -80,9 +80,12 @@ impl Agent {
             outbox: Mutex::new(None),
             connected: AtomicBool::new(false),
             stop: CancellationToken::new(),
-            persisting: Mutex::new(()),
         });
         let task = tokio::spawn(run(shared.clone()));
+        // Conversations kept from an earlier process are watched again at once.
+        if manages_any(&shared) {
+            tokio::spawn(reach(shared.clone()));
+        }
         Agent { shared, task }
     }
 
@@ -94,6 +97,14 @@ impl Agent {
     /// The targets the agent manages now (its handles), for diagnostics.
     pub fn targets(&self) -> Vec<String> {
         self.shared.core.lock().unwrap().workers().filter_map(|(_, m)| m.tab.clone()).collect()
+    }
+
+    /// Stops the agent and starts it again from its kept journal, as a new
+    /// process would (its in-memory state, sessions and connections are gone).
+    pub async fn restart(&mut self) {
+        self.shared.stop.cancel();
+        let _ = (&mut self.task).await;
+        *self = Agent::start(self.shared.config.clone());
     }
 
     /// Stops the agent (the browser and its targets are left as they are).
@@ -111,7 +122,6 @@ struct Shared {
     outbox: Mutex<Option<mpsc::UnboundedSender<Message>>>,
     connected: AtomicBool,
     stop: CancellationToken,
-    persisting: Mutex<()>,
 }
 
 /// One connection to the browser and the agent's sessions in it.
@@ -146,10 +156,14 @@ impl Shared {
     /// Writes the journal (atomically, owner-only) after every change; one
     /// writer at a time, each writing the newest state.
     fn persist(&self) {
-        let _one = self.persisting.lock().unwrap();
+        // One writer per process (an agent restarted in place may still have
+        // a command of its earlier self finishing); the temporary file is
+        // per process, so two processes never rename each other's.
+        static PERSISTING: Mutex<()> = Mutex::new(());
+        let _one = PERSISTING.lock().unwrap();
         let json = serde_json::to_vec(&*self.core.lock().unwrap()).expect("the core serializes");
         let file = &self.config.state_file;
-        let tmp = file.with_extension("tmp");
+        let tmp = file.with_extension(format!("tmp.{}", std::process::id()));
         let written = write_private(&tmp, &json).and_then(|()| std::fs::rename(&tmp, file));
         if let Err(e) = written {
             tracing::error!(file = %file.display(), "cannot keep the agent's journal: {e}");
@@ -180,6 +194,16 @@ impl Shared {
         }
         tracing::info!(browser = %browser.version, "reached the browser session");
         *slot = Some(browser.clone());
+        drop(slot);
+        // The adapter runs again in every target still managed, so its first
+        // reading reports the page as it is now (what an earlier process or
+        // connection last saw may be stale).
+        let managed: Vec<String> = self.core.lock().unwrap().workers().filter_map(|(_, m)| m.tab.clone()).collect();
+        for target in managed {
+            if let Err(outcome) = self.session(&browser, &target).await {
+                tracing::warn!(%target, ?outcome, "cannot watch a managed target again");
+            }
+        }
         Ok(browser)
     }
 
@@ -432,14 +456,17 @@ async fn session(shared: &Arc<Shared>, instance: &str) {
     }
     let (outbox, mut rx) = mpsc::unbounded_channel::<Message>();
     *shared.outbox.lock().unwrap() = Some(outbox.clone());
-    let writer = tokio::spawn(async move {
+    // The writer owns the socket's sending half: it ends with this session
+    // even when the session is dropped mid-await (the agent stopping), so
+    // no half-open session outlives the agent.
+    let mut writer = AbortOnDrop(tokio::spawn(async move {
         while let Some(message) = rx.recv().await {
             if sink.send(message).await.is_err() {
                 break;
             }
         }
         let _ = sink.close().await;
-    });
+    }));
     let mut beat = tokio::time::interval(heartbeat);
     let mut seq = 0;
     loop {
@@ -462,7 +489,16 @@ async fn session(shared: &Arc<Shared>, instance: &str) {
     }
     *shared.outbox.lock().unwrap() = None;
     drop(outbox);
-    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), &mut writer.0).await;
+}
+
+/// A task that is aborted when its handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Journal, persist, acknowledge, act, record, answer (the order

@@ -60,10 +60,16 @@ impl Bundle {
         let source = format!(
             r#"(() => {{
   // As the extension's manifest: chatgpt.com's top document only.
-  if (window !== window.top || location.origin !== "https://chatgpt.com" || globalThis.__orchestratorStarted) return;
+  if (window !== window.top || location.origin !== "https://chatgpt.com") return;
+  const say = (kind, body) => globalThis.{BINDING}(JSON.stringify({{ kind, body }}));
+  // Isolated worlds are per name, not per DevTools session: an agent that
+  // attaches again (a new connection or process) finds the adapter already
+  // running here, and only needs to hear that it is.
+  if (globalThis.__orchestratorStarted) {{
+    if (globalThis.__orchestratorReady) say("ready", null);
+    return;
+  }}
   globalThis.__orchestratorStarted = true;
-  const out = globalThis.{BINDING};
-  const say = (kind, body) => out(JSON.stringify({{ kind, body }}));
   const listeners = [];
   const api = {{ runtime: {{
     sendMessage: (message) => {{ say("page", message); return Promise.resolve(); }},
@@ -79,7 +85,7 @@ impl Bundle {
   // Started when the extension's content script would be (`document_idle`):
   // a script for new documents runs before the document has an element to
   // observe, and the adapter's waits are driven by its observer.
-  const start = () => {{ wasm_bindgen.cs_main(api); say("ready", null); }};
+  const start = () => {{ wasm_bindgen.cs_main(api); globalThis.__orchestratorReady = true; say("ready", null); }};
   wasm_bindgen({{ module_or_path: bytes }})
     .then(() => {{
       if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start, {{ once: true }});
