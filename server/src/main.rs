@@ -13,6 +13,7 @@ use control::{ControlPlane, SystemClock};
 use pool::{Pool, PoolConfig};
 use rmcp::ServiceExt;
 use server::http::{HttpConfig, app};
+use server::service::Service;
 use server::state_dir::StateDir;
 use server::tools::Tools;
 use tokio_util::sync::CancellationToken;
@@ -203,9 +204,13 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum ServiceAction {
-    /// Write the service file that runs `orchestrator serve` with the
-    /// arguments after `--` (checked now), then say how to enable it.
+    /// Write the service file that runs `orchestrator serve` (or, with
+    /// `--carrier-agent`, `orchestrator carrier-agent`) with the arguments
+    /// after `--` (checked now), then say how to enable it.
     Install {
+        /// Run the CDP host agent instead of the daemon (a service of its own).
+        #[arg(long)]
+        carrier_agent: bool,
         /// Print the file instead of writing it.
         #[arg(long)]
         print: bool,
@@ -215,12 +220,15 @@ enum ServiceAction {
         /// Print what was written, and how to enable it, as JSON.
         #[arg(long, conflicts_with = "print")]
         json: bool,
-        /// `serve`'s arguments, after `--`.
+        /// `serve`'s (or `carrier-agent`'s) arguments, after `--`.
         #[arg(last = true)]
         serve_args: Vec<String>,
     },
     /// Remove the service file (disable it first; the command is printed).
     Uninstall {
+        /// The CDP host agent's service, not the daemon's.
+        #[arg(long)]
+        carrier_agent: bool,
         /// The service manager (default: this OS's).
         #[arg(long = "for", value_enum)]
         manager: Option<ManagerArg>,
@@ -444,54 +452,68 @@ fn pair(
     Ok(())
 }
 
-/// Prints start-up lines; a closed stdout must not take the daemon down.
 /// `service install|uninstall`.
 fn service(action: ServiceAction) -> anyhow::Result<()> {
     let home = PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?);
     match action {
-        ServiceAction::Install { print, manager, json, serve_args } => {
+        ServiceAction::Install { carrier_agent, print, manager, json, serve_args } => {
             let manager = ManagerArg::or_here(manager);
+            let service = if carrier_agent { Service::CarrierAgent } else { Service::Daemon };
             if serve_args.iter().any(|a| a.chars().any(char::is_control)) {
-                bail!("a serve argument holds a control character; the service file cannot carry it");
+                bail!("an argument holds a control character; the service file cannot carry it");
             }
-            let mut args = vec!["serve".to_owned()];
+            let mut args = vec![service.subcommand().to_owned()];
             args.extend(serve_args);
             // Checked now, not at the first restart.
             let argv = std::iter::once("orchestrator".to_owned()).chain(args.iter().cloned());
-            let Cmd::Serve { state_dir, .. } =
-                Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("the serve arguments: {e}"))?.command
-            else {
-                unreachable!("parsed as serve")
-            };
-            // The service runs elsewhere (cwd, environment): pin the state
-            // directory this shell would use, as an absolute path.
-            if state_dir.is_none() {
-                args.push("--state-dir".into());
-                args.push(std::path::absolute(state_path(None)?)?.display().to_string());
-            } else if let Some(i) = args.iter().position(|a| a == "--state-dir") {
-                args[i + 1] = std::path::absolute(&args[i + 1])?.display().to_string();
+            let parsed = Cli::try_parse_from(argv)
+                .map_err(|e| anyhow::anyhow!("the {} arguments: {e}", service.subcommand()))?
+                .command;
+            // The service runs elsewhere (cwd, environment): pin every path
+            // this shell would resolve, as an absolute one.
+            match parsed {
+                Cmd::Serve { state_dir, .. } => {
+                    if state_dir.is_none() {
+                        args.push("--state-dir".into());
+                        args.push(std::path::absolute(state_path(None)?)?.display().to_string());
+                    }
+                    absolutize(&mut args, &["--state-dir"])?;
+                }
+                Cmd::CarrierAgent { state_file, .. } => {
+                    if !args.iter().any(|a| a == "--bundle") {
+                        args.push("--bundle".into());
+                        args.push("dist/chromium/pkg".into());
+                    }
+                    if state_file.is_none() {
+                        args.push("--state-file".into());
+                        args.push(state_path(None)?.join("cdp-agent.json").display().to_string());
+                    }
+                    absolutize(&mut args, &["--credential-file", "--bundle", "--user-data-dir", "--state-file"])?;
+                }
+                _ => unreachable!("parsed as {}", service.subcommand()),
             }
             let exe = std::env::current_exe()?.canonicalize()?;
             let logs = home.join("Library/Logs").join(server::service::NAME);
-            let text = manager.render(&exe, &args, &logs);
+            let text = manager.render(service, &exe, &args, &logs);
             if print {
                 print!("{text}");
                 return Ok(());
             }
-            let path = manager.path(&home);
+            let path = manager.path(service, &home);
             std::fs::create_dir_all(path.parent().expect("a file in a directory"))?;
             if manager == server::service::Manager::Launchd {
                 std::fs::create_dir_all(&logs)?;
             }
             std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
             match json {
-                true => println!("{}", serde_json::json!({"path": path, "enable": manager.enable_hint()})),
-                false => println!("wrote {}\nenable it with:\n  {}", path.display(), manager.enable_hint()),
+                true => println!("{}", serde_json::json!({"path": path, "enable": manager.enable_hint(service)})),
+                false => println!("wrote {}\nenable it with:\n  {}", path.display(), manager.enable_hint(service)),
             }
         }
-        ServiceAction::Uninstall { manager, json } => {
+        ServiceAction::Uninstall { carrier_agent, manager, json } => {
             let manager = ManagerArg::or_here(manager);
-            let path = manager.path(&home);
+            let service = if carrier_agent { Service::CarrierAgent } else { Service::Daemon };
+            let path = manager.path(service, &home);
             let removed = match std::fs::remove_file(&path) {
                 Ok(()) => true,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
@@ -500,7 +522,7 @@ fn service(action: ServiceAction) -> anyhow::Result<()> {
             match (json, removed) {
                 (true, _) => println!("{}", serde_json::json!({"path": path, "removed": removed})),
                 (false, true) => {
-                    println!("removed {}; if it was running:\n  {}", path.display(), manager.disable_hint())
+                    println!("removed {}; if it was running:\n  {}", path.display(), manager.disable_hint(service))
                 }
                 (false, false) => println!("no service file at {}", path.display()),
             }
@@ -547,10 +569,21 @@ fn loopback_of(addr: SocketAddr) -> SocketAddr {
     }
 }
 
+/// Prints start-up lines; a closed stdout must not take the daemon down.
 fn announce(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{text}").and_then(|()| out.flush());
+}
+
+/// Makes the value after each of `flags` in `args` an absolute path.
+fn absolutize(args: &mut [String], flags: &[&str]) -> anyhow::Result<()> {
+    for i in 0..args.len().saturating_sub(1) {
+        if flags.contains(&args[i].as_str()) {
+            args[i + 1] = std::path::absolute(&args[i + 1])?.display().to_string();
+        }
+    }
+    Ok(())
 }
 
 fn state_path(state_dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {

@@ -273,6 +273,28 @@ fn service_files_are_valid_for_their_managers() {
     assert!(Path::new(args[5]).is_absolute(), "{args:?}");
     assert_eq!(agent["KeepAlive"]["SuccessfulExit"], false);
 
+    // The CDP host agent is a service of its own, its paths pinned as absolute ones.
+    let out = install(&[
+        "--carrier-agent",
+        "--for",
+        "systemd",
+        "--",
+        "--cdp",
+        "--credential-file",
+        "agent.credential",
+        "--channel",
+        "chrome",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let agent_unit = home.path().join(".config/systemd/user/chatgpt-orchestrator-carrier.service");
+    let text = std::fs::read_to_string(&agent_unit).unwrap();
+    assert!(text.contains("carrier-agent --cdp --credential-file /"), "{text}");
+    assert!(text.contains("--bundle /") && text.contains("--state-file /"), "{text}");
+    let verify = Command::new("systemd-analyze").arg("verify").arg(&agent_unit).output().unwrap();
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stderr));
+    let bad = install(&["--carrier-agent", "--for", "systemd", "--", "--cdp"]);
+    assert!(!bad.status.success(), "the agent's missing credential is caught at install time");
+
     let bad = install(&["--for", "systemd", "--", "--no-such-flag"]);
     assert!(!bad.status.success(), "a typo is caught at install time");
     let removed = orchestrator().env("HOME", home.path()).args(["service", "uninstall", "--for", "systemd"]).output();
