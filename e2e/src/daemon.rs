@@ -22,6 +22,11 @@ impl Daemon {
         Ok(Daemon { child, binary: binary.to_owned(), state_dir: state_dir.to_owned(), addr })
     }
 
+    /// The daemon's process id (for resource figures).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The MCP endpoint.
     pub fn mcp_url(&self) -> String {
         format!("http://{}/mcp", self.addr)
