@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use carrier_cdp::{Agent, Config, Endpoint};
 
-use crate::{APP_LABEL, Daemon, install_apps};
+use crate::Daemon;
 
 /// Chromium with remote debugging allowed, as its own process.
 pub struct AuthorizedChromium {
@@ -122,11 +122,7 @@ impl CdpWorld {
     /// Starts everything and waits until the agent's session is up.
     pub async fn start(orchestrator: &Path, daemon_args: &[&str]) -> anyhow::Result<CdpWorld> {
         let dir = tempfile::tempdir()?;
-        let daemon = Daemon::start(orchestrator, &dir.path().join("state"), "127.0.0.1:0", daemon_args)?;
-        let fake =
-            fakechat::start("127.0.0.1:0".parse()?, Some(daemon.mcp_url()), fakechat::server::Csp::RealLike, None)
-                .await?;
-        install_apps(&fake.hub, APP_LABEL, fakechat::render::AppState::Enabled);
+        let (daemon, fake) = crate::daemon_and_site(orchestrator, dir.path(), daemon_args).await?;
         let chromium = AuthorizedChromium::launch(fake.addr.port(), &dir.path().join("chromium"))?;
         let config = agent_config(&daemon, &chromium.user_data_dir, &dir.path().join("agent.json"))?;
         let agent = Agent::start(config.clone());

@@ -46,6 +46,20 @@ pub fn chromium_dist() -> anyhow::Result<PathBuf> {
 /// its own `--app-label`), and the orchestrator's app in fakechat.
 pub const APP_LABEL: &str = "Orchestrator";
 
+/// The daemon (state under `dir`) and fakechat wired to its MCP, with the
+/// orchestrator's app installed: what every browser rig starts from.
+pub async fn daemon_and_site(
+    orchestrator: &Path,
+    dir: &Path,
+    daemon_args: &[&str],
+) -> anyhow::Result<(Daemon, fakechat::Running)> {
+    let daemon = Daemon::start(orchestrator, &dir.join("state"), "127.0.0.1:0", daemon_args)?;
+    let fake =
+        fakechat::start("127.0.0.1:0".parse()?, Some(daemon.mcp_url()), fakechat::server::Csp::RealLike, None).await?;
+    install_apps(&fake.hub, APP_LABEL, fakechat::render::AppState::Enabled);
+    Ok((daemon, fake))
+}
+
 /// Gives fakechat's account the orchestrator's app labelled `label` among
 /// look-alikes: a case variant, a longer name and a disabled one.
 pub fn install_apps(hub: &fakechat::hub::Hub, label: &str, state: fakechat::render::AppState) {
@@ -77,11 +91,7 @@ impl World {
     /// Chromium with the extension, and pairs the extension.
     pub async fn start(orchestrator: &Path, daemon_args: &[&str]) -> anyhow::Result<World> {
         let dir = tempfile::tempdir()?;
-        let daemon = Daemon::start(orchestrator, &dir.path().join("state"), "127.0.0.1:0", daemon_args)?;
-        let fake =
-            fakechat::start("127.0.0.1:0".parse()?, Some(daemon.mcp_url()), fakechat::server::Csp::RealLike, None)
-                .await?;
-        install_apps(&fake.hub, APP_LABEL, fakechat::render::AppState::Enabled);
+        let (daemon, fake) = daemon_and_site(orchestrator, dir.path(), daemon_args).await?;
         let chromium = Chromium::launch(&chromium_dist()?, fake.addr.port(), &dir.path().join("chromium")).await?;
         chromium.collect_errors().await?;
         let token = daemon.credential()?;

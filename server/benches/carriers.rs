@@ -98,12 +98,7 @@ async fn main() {
 
     // The CDP agent as its own process, as an operator runs it.
     let dir = tempfile::tempdir().unwrap();
-    let daemon = e2e::Daemon::start(orchestrator(), &dir.path().join("state"), "127.0.0.1:0", &[]).unwrap();
-    let fake =
-        fakechat::start("127.0.0.1:0".parse().unwrap(), Some(daemon.mcp_url()), fakechat::server::Csp::RealLike, None)
-            .await
-            .unwrap();
-    e2e::install_apps(&fake.hub, e2e::APP_LABEL, fakechat::render::AppState::Enabled);
+    let (daemon, fake) = e2e::daemon_and_site(orchestrator(), dir.path(), &[]).await.unwrap();
     let chromium = e2e::cdp::AuthorizedChromium::launch(fake.addr.port(), &dir.path().join("chromium")).unwrap();
     let credential = dir.path().join("bench.credential");
     std::fs::write(&credential, daemon.credential().unwrap()).unwrap();
