@@ -254,7 +254,7 @@ impl Shared {
             let ready = browser.ready.notified();
             let context = browser.pages.lock().unwrap().get(target).and_then(|p| p.context);
             if let Some(context) = context {
-                tracing::debug!(%target, ?request, "asking");
+                tracing::debug!(%target, request = request_kind(request), "asking");
                 match page::ask(&browser.cdp, &session, context, request).await {
                     Ok(reply) => return Ok(reply),
                     Err(crate::cdp::Error::Closed) => return Err(Some("the browser connection closed".into())),
@@ -307,10 +307,6 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
                     shared.persist();
                     shared.emit(frames);
                 }
-            }
-            "Runtime.exceptionThrown" => {
-                let details = &event.params["exceptionDetails"];
-                tracing::warn!(session = ?event.session, text = %details["text"], exception = %details["exception"]["description"], "a page script threw");
             }
             "Target.detachedFromTarget" => {
                 let Some(session) = event.params["sessionId"].as_str() else { continue };
@@ -521,7 +517,7 @@ async fn handle(shared: Arc<Shared>, command: Command) {
     };
     shared.persist();
     shared.send(&ack(&command));
-    tracing::debug!(command = %command.command_id, worker = %command.worker_id, ?plan, "performing");
+    tracing::debug!(command = %command.command_id, worker = %command.worker_id, plan = plan_kind(&plan), "performing");
     let outcome = perform(&shared, &command, plan).await;
     tracing::debug!(command = %command.command_id, ?outcome, "performed");
     let result = shared.core.lock().unwrap().finish(&key, outcome);
@@ -534,8 +530,20 @@ async fn handle(shared: Arc<Shared>, command: Command) {
 async fn perform(shared: &Arc<Shared>, command: &Command, plan: Plan<String>) -> CommandOutcome {
     let worker = &command.worker_id;
     let creating = matches!(command.op, CommandOp::ConversationCreate { .. });
-    if let Plan::Reply(outcome) = plan {
-        return outcome;
+    // What needs no page is answered without reaching the browser.
+    match plan {
+        Plan::Reply(outcome) => return outcome,
+        Plan::Reconcile { tab: None } => {
+            return error(ErrorCode::AmbiguousSubmission, "the target closed during submission");
+        }
+        Plan::Close { tab: None } => {
+            let ok = shared.core.lock().unwrap().ok(worker);
+            let frames = shared.core.lock().unwrap().closed_by_daemon(worker);
+            shared.persist();
+            shared.emit(frames);
+            return ok;
+        }
+        _ => {}
     }
     let browser = match shared.browser().await {
         Ok(browser) => browser,
@@ -706,6 +714,30 @@ async fn submit_in(
         Ok(PageReply::Ambiguous { detail }) => error(ErrorCode::AmbiguousSubmission, &detail),
         // Control was lost after the page may have taken it: never resent blindly.
         Ok(_) | Err(_) => error(ErrorCode::AmbiguousSubmission, "browser control was lost while submitting"),
+    }
+}
+
+/// What a plan does, for logs (a prompt carries an attach identity, which
+/// is never logged).
+fn plan_kind(plan: &Plan<String>) -> &'static str {
+    match plan {
+        Plan::Reply(_) => "reply",
+        Plan::Create { .. } => "create",
+        Plan::Submit { .. } => "submit",
+        Plan::Steer { .. } => "steer",
+        Plan::Reconcile { .. } => "reconcile",
+        Plan::Open { .. } => "open",
+        Plan::Inspect { .. } => "inspect",
+        Plan::Close { .. } => "close",
+    }
+}
+
+/// What a request to the page asks, for logs.
+fn request_kind(request: &ToPage) -> &'static str {
+    match request {
+        ToPage::Ping => "ping",
+        ToPage::Submit(_) => "submit",
+        ToPage::Inspect => "inspect",
     }
 }
 
