@@ -15,6 +15,24 @@ use carrier_cdp::{Agent, Config, Endpoint};
 
 use crate::Daemon;
 
+/// The flags of a headless Chromium with remote debugging on port 0 that
+/// stays off the closed network (the profile and host mapping come apart).
+pub const HEADLESS_FLAGS: &[&str] = &[
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--disable-breakpad",
+    "--password-store=basic",
+    "--ignore-certificate-errors",
+    "--remote-debugging-port=0",
+];
+
 /// Chromium with remote debugging allowed, as its own process.
 pub struct AuthorizedChromium {
     child: Child,
@@ -61,21 +79,7 @@ impl AuthorizedChromium {
 fn spawn(port: u16, dir: &Path, user_data_dir: &Path) -> anyhow::Result<Child> {
     std::fs::create_dir_all(user_data_dir)?;
     let child = Command::new(crate::browser::chromium()?)
-        .args([
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
-            "--disable-breakpad",
-            "--password-store=basic",
-            "--ignore-certificate-errors",
-            "--remote-debugging-port=0",
-        ])
+        .args(HEADLESS_FLAGS)
         .arg(format!("--host-resolver-rules=MAP chatgpt.com 127.0.0.1:{port}"))
         .arg(format!("--user-data-dir={}", user_data_dir.display()))
         .arg("about:blank")

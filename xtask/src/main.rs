@@ -136,6 +136,10 @@ fn install() -> anyhow::Result<()> {
     if !ts.join("@modelcontextprotocol/sdk").is_dir() || !ts.join(".bin/mcp-inspector").exists() {
         run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--prefix", "server/tests/ts"]))?;
     }
+    // iproute2, for the second host (a network namespace) of the CDP carrier's tests.
+    if !succeeds(Command::new("ip").arg("-V")) {
+        apt_install(&["iproute2"])?;
+    }
     // systemd-analyze, to verify the unit `orchestrator service install` writes.
     if !succeeds(Command::new("systemd-analyze").arg("--version")) {
         apt_install(&["systemd"])?;

@@ -362,6 +362,20 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
     }
     drop(slot);
     tracing::warn!("lost the browser connection");
+    // Every managed conversation is out of reach until the browser is back:
+    // a host state for each (not a worker's failure), so the daemon and
+    // root see which workers this host's browser holds.
+    let workers: Vec<protocol::WorkerId> = shared.core.lock().unwrap().workers().map(|(w, _)| w.clone()).collect();
+    shared.emit(
+        workers
+            .into_iter()
+            .map(|worker_id| ExecutorFrame::ConversationError {
+                worker_id,
+                code: ErrorCode::BrowserControlUnavailable,
+                detail: "this host's browser connection is lost; the agent is reaching it again".into(),
+            })
+            .collect(),
+    );
     // A browser that comes back may be a new generation whose targets are
     // all new: reaching it again reports the lost ones at once, so the
     // daemon can reopen their exact conversations without waiting for a

@@ -1,0 +1,249 @@
+//! Two hosts in one pool: a second CDP host agent and its own browser run in
+//! a network namespace this test creates (a host of its own: its own
+//! loopback, reaching the daemon's machine only over a veth link), as an
+//! operator would run `orchestrator carrier-agent` on another machine with a
+//! tunnel to the daemon. ensure(4) places workers on both hosts; killing one
+//! host's browser affects only that host's workers.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(40);
+
+fn orchestrator() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_BIN_EXE_orchestrator"))
+}
+
+/// A network namespace with a veth link to this host: `host_ip` on our
+/// side, `ns_ip` inside. Deleted (with its link) on drop.
+struct Host {
+    name: String,
+    host_ip: String,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("iproute2");
+    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+impl Host {
+    fn create() -> Host {
+        let n = std::process::id() % 250;
+        let (name, outside, inside) = (format!("orch-h{n}"), format!("vo{n}"), format!("vi{n}"));
+        let (host_ip, ns_ip) = (format!("10.231.{n}.1"), format!("10.231.{n}.2"));
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        ip(&["netns", "add", &name]);
+        let host = Host { name: name.clone(), host_ip: host_ip.clone() };
+        ip(&["link", "add", &outside, "type", "veth", "peer", "name", &inside]);
+        ip(&["link", "set", &inside, "netns", &name]);
+        ip(&["addr", "add", &format!("{host_ip}/30"), "dev", &outside]);
+        ip(&["link", "set", &outside, "up"]);
+        ip(&["netns", "exec", &name, "ip", "addr", "add", &format!("{ns_ip}/30"), "dev", &inside]);
+        ip(&["netns", "exec", &name, "ip", "link", "set", &inside, "up"]);
+        ip(&["netns", "exec", &name, "ip", "link", "set", "lo", "up"]);
+        host
+    }
+
+    /// `program` run inside the namespace.
+    fn command(&self, program: &std::path::Path) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.name]).arg(program);
+        cmd
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+    }
+}
+
+/// Forwards TCP from `listen` to `to` (a tunnel's two ends).
+async fn forward(listen: SocketAddr, to: SocketAddr) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// The same, as a process inside the namespace (its loopback end of the tunnel).
+const FORWARDER: &str = r#"
+import socket, sys, threading
+listen, to = sys.argv[1].rsplit(":", 1), sys.argv[2].rsplit(":", 1)
+server = socket.socket(); server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind((listen[0], int(listen[1]))); server.listen(64)
+def pipe(a, b):
+    try:
+        while (data := a.recv(65536)):
+            b.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (a, b):
+            try: s.shutdown(socket.SHUT_RDWR)
+            except OSError: pass
+while True:
+    client, _ = server.accept()
+    upstream = socket.create_connection((to[0], int(to[1])))
+    threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
+    threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+"#;
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn column(status: &Value, key: &str) -> Vec<String> {
+    status["slots"].as_array().unwrap().iter().map(|s| s[key].as_str().unwrap_or_default().to_owned()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hosts_share_the_pool_and_one_losing_its_browser_affects_only_its_workers() {
+    let args = ["--pool-pacing-ms", "40", "--max-launches", "4", "--max-active-workers", "8"];
+    let world = e2e::cdp::CdpWorld::start(orchestrator(), &args).await.unwrap();
+    let host = Host::create();
+
+    // The tunnel: inside the namespace, its own loopback reaches the daemon's
+    // executor endpoint (so the WebSocket's Host stays a loopback one) and
+    // the browser reaches chatgpt.com at our end of the link.
+    let daemon: SocketAddr = world.daemon.addr.parse().unwrap();
+    let our_end = forward(format!("{}:0", host.host_ip).parse().unwrap(), daemon).await;
+    let site = forward(format!("{}:0", host.host_ip).parse().unwrap(), world.fake.addr).await;
+    let _tunnel = Killed(
+        host.command(std::path::Path::new("python3"))
+            .args(["-c", FORWARDER, "127.0.0.1:7777", &our_end.to_string()])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+
+    // Host B's browser, in the namespace, with remote debugging on a fresh profile.
+    let b = world.dir.path().join("host-b");
+    let profile = b.join("profile");
+    std::fs::create_dir_all(&profile).unwrap();
+    let chromium = e2e::browser::chromium().unwrap();
+    let mut browser_b = Killed(
+        host.command(&chromium)
+            .args(e2e::cdp::HEADLESS_FLAGS)
+            .arg(format!("--host-resolver-rules=MAP chatgpt.com {site}"))
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg("about:blank")
+            .env("XDG_CONFIG_HOME", b.join("config"))
+            .env("XDG_CACHE_HOME", b.join("cache"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let port_file = profile.join("DevToolsActivePort");
+    e2e::cdp::wait_until(WAIT, || std::fs::read_to_string(&port_file).is_ok_and(|t| t.lines().count() >= 2))
+        .await
+        .unwrap();
+
+    // Host B's agent, as `orchestrator carrier-agent` runs on another machine.
+    let credential = b.join("agent.credential");
+    std::fs::write(&credential, world.daemon.credential().unwrap()).unwrap();
+    let _agent_b = Killed(
+        host.command(orchestrator())
+            .args(["carrier-agent", "--cdp", "--daemon", "ws://127.0.0.1:7777/executor"])
+            .arg("--credential-file")
+            .arg(&credential)
+            .arg("--user-data-dir")
+            .arg(&profile)
+            .arg("--bundle")
+            .arg(e2e::chromium_dist().unwrap().join("pkg"))
+            .arg("--state-file")
+            .arg(b.join("agent.json"))
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+
+    let root = support::Mcp::connect(&world.daemon.addr);
+    let cap = root.ok("run_create", json!({"title": "two hosts"}))["root_capability"].as_str().unwrap().to_owned();
+    let call = |tool: &str, mut args: Value| {
+        args["capability"] = json!(cap);
+        root.ok(tool, args)
+    };
+    // Both executors are live before the pool places anything (as
+    // `orchestrator status` shows them).
+    let connected = || -> Value {
+        let out = Command::new(orchestrator())
+            .args(["status", "--json", "--state-dir"])
+            .arg(world.dir.path().join("state"))
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap_or_default()["executors_connected"].clone()
+    };
+    let until = tokio::time::Instant::now() + WAIT;
+    while connected().as_array().map_or(0, Vec::len) < 2 {
+        assert!(tokio::time::Instant::now() < until, "host B's agent never joined: {}", connected());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    call("runtime_ensure", json!({"desired_workers": 4}));
+    let until = tokio::time::Instant::now() + WAIT;
+    let ready = loop {
+        let s = call("runtime_status", json!({}));
+        let slots = s["slots"].as_array().unwrap();
+        if s["state"] == "READY" && slots.len() == 4 && slots.iter().all(|x| x["admitted"] == true) {
+            break s;
+        }
+        assert!(tokio::time::Instant::now() < until, "never READY with 4: {s:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let executors = column(&ready, "executor_id");
+    let mut hosts = executors.clone();
+    hosts.sort();
+    hosts.dedup();
+    assert_eq!(hosts.len(), 2, "workers on both hosts: {executors:?}");
+    assert!(hosts.iter().all(|h| executors.iter().filter(|e| *e == h).count() == 2), "two each: {executors:?}");
+    let on_a: Vec<String> = world.agent.targets();
+    assert_eq!(on_a.len(), 2);
+
+    // Host B's browser dies: only B's workers are out of reach.
+    let _ = browser_b.0.kill();
+    let _ = browser_b.0.wait();
+    let until = tokio::time::Instant::now() + WAIT;
+    let after = loop {
+        let s = call("runtime_status", json!({}));
+        if s["reasons"].as_array().unwrap().contains(&json!("BROWSER_CONTROL_UNAVAILABLE")) {
+            break s;
+        }
+        assert!(tokio::time::Instant::now() < until, "host B's loss never surfaced: {s:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let run = call("run_get", json!({}));
+    let workers = run["workers"].as_array().unwrap();
+    for slot in ready["slots"].as_array().unwrap() {
+        let worker = workers.iter().find(|w| w["worker_id"] == slot["worker_id"]).unwrap();
+        assert_ne!(worker["state"], "failed", "a lost browser is no worker's failure: {worker:#}");
+    }
+    assert_eq!(world.agent.targets(), on_a, "host A's targets are untouched");
+    let host_a = &world.config.executor_id;
+    let a_slots: Vec<&Value> =
+        after["slots"].as_array().unwrap().iter().filter(|s| s["executor_id"] == host_a.as_str()).collect();
+    assert_eq!(a_slots.len(), 2);
+    for slot in a_slots {
+        assert!(slot["health"] == "parked" && slot["can_act"] == true, "host A's worker is unaffected: {slot:#}");
+    }
+}
