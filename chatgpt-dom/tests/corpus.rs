@@ -220,7 +220,6 @@ fn a_running_turn_moves_on_only_when_its_content_grows() {
         }
         let page = Page::parse(&text);
         let Some(last) = chatgpt_dom::classify::turns(&page).last().copied() else { continue };
-        seen += 1;
         let before = chatgpt_dom::turn_mark(&page);
         page.set_attr(last, "data-animating", Some("true"));
         assert_eq!(chatgpt_dom::turn_mark(&page), before, "{name}: an attribute is no progress");
@@ -229,6 +228,7 @@ fn a_running_turn_moves_on_only_when_its_content_grows() {
             continue;
         };
         page.copy_after(child);
+        seen += 1;
         let after = chatgpt_dom::turn_mark(&page);
         assert!(
             after.1 > before.1 && after.0 == before.0,

@@ -405,9 +405,11 @@ impl State {
                 if inspected && let Some(w) = self.workers.get_mut(&worker_id) {
                     w.state_checked_at_ms = at;
                     // The page answered (its state came before this result)
-                    // and still shows the open turn ended: it did end.
+                    // and still shows the open turn ended: it did end. An
+                    // inspect that failed confirmed nothing.
                     let working = matches!(w.state, WorkerState::Running | WorkerState::Waiting);
-                    if working && w.continuity.turn_unconfirmed(w.conversation_state) {
+                    let answered = matches!(outcome, CommandOutcome::Ok { .. });
+                    if working && answered && w.continuity.turn_unconfirmed(w.conversation_state) {
                         w.continuity.went_idle(at);
                     }
                 }

@@ -782,7 +782,10 @@ impl ControlPlane {
                     PromptRef::Resume { attempt } => resume_prompt(&attach, *attempt),
                     PromptRef::Checkpoint { attempt } => checkpoint_prompt(&attach, *attempt),
                 };
-                if *steer {
+                // Decided again when sent: the executor holding the worker
+                // may have reconnected without the seam since it was queued.
+                let steers = worker.executor_id.as_ref().is_some_and(|e| state.steering_executors.contains(e));
+                if *steer && steers {
                     CommandOp::ConversationSteer { conversation_id, prompt }
                 } else {
                     CommandOp::ConversationSend { conversation_id, prompt, app: self.chatgpt.app_label.clone() }

@@ -363,6 +363,17 @@ fn a_submitted_turn_never_seen_running_is_confirmed_with_the_page_and_not_waited
     assert_eq!(w.plane.recheck(&connected, policy).unwrap(), 0);
     let ops = w.pump();
     assert!(matches!(ops[..], [CommandOp::ConversationInspect { .. }]), "{ops:?}");
+    // An inspect that failed (the page did not answer) confirms nothing.
+    let inspect = w.open_send_or_create(&a);
+    w.report(ExecutorFrame::Ack { command_id: inspect.clone() });
+    let failed = CommandOutcome::Error { code: protocol::ErrorCode::BrowserControlUnavailable, detail: "no".into() };
+    w.report(ExecutorFrame::Result { command_id: inspect, outcome: failed });
+    w.advance(3_000);
+    assert_eq!(w.tick(), 0, "a failed inspect ends no turn");
+    w.advance(policy.recheck_after_ms);
+    assert_eq!(w.plane.recheck(&connected, policy).unwrap(), 1, "asked again at the bound");
+    let ops = w.pump();
+    assert!(matches!(ops[..], [CommandOp::ConversationInspect { .. }]), "{ops:?}");
     let inspect = w.open_send_or_create(&a);
     w.report(ExecutorFrame::Ack { command_id: inspect.clone() });
     w.observe(&a, ConversationState::Idle);
@@ -371,6 +382,37 @@ fn a_submitted_turn_never_seen_running_is_confirmed_with_the_page_and_not_waited
     assert_eq!(w.tick(), 1, "the ended turn is resumed after the grace");
     let prompts = World::resume_sends(&w.pump());
     assert!(prompts[0].starts_with("[orchestrator resume v1 attempt 2]"), "{}", prompts[0]);
+}
+
+/// A steer is decided again when sent: an executor that reconnected
+/// without the seam gets the queued checkpoint as a plain send, after the
+/// turn ends, never a steer it would refuse.
+#[test]
+fn a_steer_queued_before_the_executor_lost_its_seam_goes_as_a_send() {
+    let w = world();
+    let connect = |capabilities: Vec<String>, instance: &str| {
+        w.plane
+            .execute(Request::ExecutorConnected {
+                executor_id: "ext".into(),
+                executor_instance_id: instance.into(),
+                executor_kind: protocol::executor::ExecutorKind::Fake,
+                capabilities,
+                host: Default::default(),
+            })
+            .unwrap();
+    };
+    connect(vec![protocol::executor::STEER.to_owned()], "i1");
+    w.set_default(auto());
+    let a = w.working("a", "8b8b8b8b-8888-4888-8888-888888888888");
+    w.progress(&a);
+    let keepalive = w.plane.next_continue_at(PACING).unwrap();
+    w.advance_to(keepalive);
+    assert_eq!(w.tick(), 1);
+    connect(vec![], "i2");
+    assert!(w.pump().is_empty(), "no seam now: it waits for the turn to end");
+    w.observe(&a, ConversationState::Idle);
+    let prompts = World::resume_sends(&w.pump());
+    assert!(prompts[0].starts_with("[orchestrator checkpoint v1 attempt 1]"), "{prompts:?}");
 }
 
 /// Seed §12.2: a checkpoint due mid-turn goes through the executor's

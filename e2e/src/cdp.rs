@@ -129,7 +129,7 @@ impl CdpWorld {
         let (daemon, fake) = crate::daemon_and_site(orchestrator, dir.path(), daemon_args).await?;
         let chromium = AuthorizedChromium::launch(fake.addr.port(), &dir.path().join("chromium"))?;
         let config = agent_config(&daemon, &chromium.user_data_dir, &dir.path().join("agent.json"))?;
-        let agent = Agent::start(config.clone());
+        let agent = Agent::start(config.clone())?;
         wait_until(Duration::from_secs(20), || agent.is_connected()).await.context("the agent never connected")?;
         Ok(CdpWorld { daemon, fake, chromium, agent, config, dir })
     }

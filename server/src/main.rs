@@ -480,7 +480,7 @@ fn service(action: ServiceAction) -> anyhow::Result<()> {
                     absolutize(&mut args, &["--state-dir"])?;
                 }
                 Cmd::CarrierAgent { state_file, .. } => {
-                    if !args.iter().any(|a| a == "--bundle") {
+                    if !args.iter().any(|a| a == "--bundle" || a.starts_with("--bundle=")) {
                         args.push("--bundle".into());
                         args.push("dist/chromium/pkg".into());
                     }
@@ -576,11 +576,16 @@ fn announce(text: &str) {
     let _ = writeln!(out, "{text}").and_then(|()| out.flush());
 }
 
-/// Makes the value after each of `flags` in `args` an absolute path.
+/// Makes the value of each of `flags` in `args` an absolute path, whether
+/// it follows the flag or is joined to it (`--flag=value`).
 fn absolutize(args: &mut [String], flags: &[&str]) -> anyhow::Result<()> {
-    for i in 0..args.len().saturating_sub(1) {
-        if flags.contains(&args[i].as_str()) {
+    for i in 0..args.len() {
+        if flags.contains(&args[i].as_str()) && i + 1 < args.len() {
             args[i + 1] = std::path::absolute(&args[i + 1])?.display().to_string();
+        } else if let Some((flag, value)) = args[i].split_once('=')
+            && flags.contains(&flag)
+        {
+            args[i] = format!("{flag}={}", std::path::absolute(value)?.display());
         }
     }
     Ok(())
@@ -842,7 +847,7 @@ async fn main() -> anyhow::Result<()> {
                 connect_timeout: std::time::Duration::from_millis(connect_timeout_ms.clamp(100, 120_000)),
                 reconnect_delay: std::time::Duration::from_secs(1),
             };
-            let agent = carrier_cdp::Agent::start(config);
+            let agent = carrier_cdp::Agent::start(config)?;
             shutdown.cancelled().await;
             agent.stop().await;
         }

@@ -322,7 +322,7 @@ async fn a_pending_authorization_is_a_setup_state_within_the_timeout_with_no_eff
     let mut config = e2e::cdp::agent_config(&daemon, dir.path(), &dir.path().join("agent.json")).unwrap();
     config.browser = carrier_cdp::Endpoint::WebSocket(format!("ws://127.0.0.1:{port}/devtools/browser/pending"));
     config.connect_timeout = Duration::from_secs(1);
-    let agent = carrier_cdp::Agent::start(config);
+    let agent = carrier_cdp::Agent::start(config).unwrap();
     e2e::cdp::wait_until(WAIT, || agent.is_connected()).await.unwrap();
 
     let root = Root::new(&daemon.addr);
@@ -355,7 +355,7 @@ async fn an_agent_restart_mid_flow_loses_no_binding_and_duplicates_nothing() {
     let hub = world.fake.hub.clone();
     e2e::cdp::wait_until(WAIT, || conversations(&hub.oracle()).len() == 2).await.unwrap();
     let targets = world.agent.targets();
-    world.agent.restart().await;
+    world.agent.restart().await.unwrap();
     e2e::cdp::wait_until(WAIT, || world.agent.is_connected()).await.unwrap();
     let out = flow.await.unwrap().unwrap_or_else(|e| panic!("{e:#}\n{:#}", world.fake.hub.oracle()));
     eprintln!("{}", out.trace.join("\n"));

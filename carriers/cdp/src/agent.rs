@@ -70,23 +70,24 @@ pub struct Agent {
 
 impl Agent {
     /// Starts the agent: it keeps a session with the daemon until stopped
-    /// and reaches the browser when a command needs it.
-    pub fn start(config: Config) -> Agent {
-        let core = load(&config.state_file);
+    /// and reaches the browser when a command needs it. A journal that exists
+    /// but cannot be read is refused: starting afresh over it could submit a
+    /// prompt its earlier self already did.
+    pub fn start(config: Config) -> Result<Agent, JournalError> {
+        let core = load(&config.state_file)?;
         let shared = Arc::new(Shared {
             config,
             core: Mutex::new(core),
             browser: tokio::sync::Mutex::new(None),
+            version: Mutex::new(None),
             outbox: Mutex::new(None),
             connected: AtomicBool::new(false),
             stop: CancellationToken::new(),
         });
         let task = tokio::spawn(run(shared.clone()));
         // Conversations kept from an earlier process are watched again at once.
-        if manages_any(&shared) {
-            tokio::spawn(reach(shared.clone()));
-        }
-        Agent { shared, task }
+        supervise(shared.clone());
+        Ok(Agent { shared, task })
     }
 
     /// Whether a daemon session is up.
@@ -101,17 +102,28 @@ impl Agent {
 
     /// Stops the agent and starts it again from its kept journal, as a new
     /// process would (its in-memory state, sessions and connections are gone).
-    pub async fn restart(&mut self) {
-        self.shared.stop.cancel();
+    pub async fn restart(&mut self) -> Result<(), JournalError> {
+        self.shared.halt().await;
         let _ = (&mut self.task).await;
-        *self = Agent::start(self.shared.config.clone());
+        *self = Agent::start(self.shared.config.clone())?;
+        Ok(())
     }
 
     /// Stops the agent (the browser and its targets are left as they are).
     pub async fn stop(self) {
-        self.shared.stop.cancel();
+        self.shared.halt().await;
         let _ = self.task.await;
     }
+}
+
+/// Why the kept journal cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the agent's journal {file} cannot be read ({why}); move it aside only once no command it holds can be in flight"
+)]
+pub struct JournalError {
+    file: String,
+    why: String,
 }
 
 struct Shared {
@@ -119,6 +131,9 @@ struct Shared {
     core: Mutex<Core<String>>,
     /// The live browser connection; the async lock serializes connecting.
     browser: tokio::sync::Mutex<Option<Arc<Browser>>>,
+    /// The browser's product and version once reached, for `hello` (which
+    /// must not wait on a connect in progress).
+    version: Mutex<Option<String>>,
     outbox: Mutex<Option<mpsc::UnboundedSender<Message>>>,
     connected: AtomicBool,
     stop: CancellationToken,
@@ -153,9 +168,20 @@ impl Shared {
         }
     }
 
+    /// Stops everything this agent runs: its daemon session, its browser
+    /// connection and watcher; commands still finishing write nothing more.
+    async fn halt(&self) {
+        self.stop.cancel();
+        *self.browser.lock().await = None;
+    }
+
     /// Writes the journal (atomically, owner-only) after every change; one
-    /// writer at a time, each writing the newest state.
-    fn persist(&self) {
+    /// writer at a time, each writing the newest state. False when it could
+    /// not be kept (or the agent stopped): nothing may then be acknowledged.
+    fn persist(&self) -> bool {
+        if self.stop.is_cancelled() {
+            return false;
+        }
         // One writer per process (an agent restarted in place may still have
         // a command of its earlier self finishing); the temporary file is
         // per process, so two processes never rename each other's.
@@ -165,9 +191,10 @@ impl Shared {
         let file = &self.config.state_file;
         let tmp = file.with_extension(format!("tmp.{}", std::process::id()));
         let written = write_private(&tmp, &json).and_then(|()| std::fs::rename(&tmp, file));
-        if let Err(e) = written {
+        if let Err(e) = &written {
             tracing::error!(file = %file.display(), "cannot keep the agent's journal: {e}");
         }
+        written.is_ok()
     }
 
     /// The browser connection, reaching the session first if needed.
@@ -179,14 +206,16 @@ impl Shared {
         let cdp =
             connect(&self.config.browser, self.config.connect_timeout).await.map_err(|e| error(e.code, &e.detail))?;
         let unavailable = |e: crate::cdp::Error| error(ErrorCode::BrowserControlUnavailable, &e.to_string());
-        let version = cdp.call(None, GetVersionParams::default()).await.map_err(unavailable)?.product.clone();
+        let within = self.config.connect_timeout;
+        let version = cdp.call_within(within, None, GetVersionParams::default()).await.map_err(unavailable)?.product;
         let events = cdp.events();
-        cdp.call(None, SetDiscoverTargetsParams::new(true)).await.map_err(unavailable)?;
-        let browser = Arc::new(Browser { cdp, version, pages: Mutex::new(HashMap::new()), ready: Notify::new() });
-        tokio::spawn(watch(self.clone(), browser.clone(), events));
+        cdp.call_within(within, None, SetDiscoverTargetsParams::new(true)).await.map_err(unavailable)?;
         // Targets that did not survive (a browser restart is a new
         // generation: every id is new) are lost; the daemon reopens them.
-        let alive = page_targets(&browser.cdp).await.map_err(unavailable)?;
+        let alive = page_targets(&cdp).await.map_err(unavailable)?;
+        *self.version.lock().unwrap() = Some(version.clone());
+        let browser = Arc::new(Browser { cdp, version, pages: Mutex::new(HashMap::new()), ready: Notify::new() });
+        tokio::spawn(watch(self.clone(), browser.clone(), events));
         let lost = self.core.lock().unwrap().retain_tabs(|t| alive.contains(t));
         if !lost.is_empty() {
             self.persist();
@@ -220,10 +249,13 @@ impl Shared {
             .await
             .map_err(|e| error(ErrorCode::BrowserControlUnavailable, &format!("cannot attach to its target: {e}")))?
             .session_id;
+        // Registered before the install so the adapter's first words (it may
+        // start at once) are heard; withdrawn if the install fails.
         browser.pages.lock().unwrap().insert(target.to_owned(), Attached { session: session.clone(), context: None });
-        page::install(&browser.cdp, &session, &self.config.bundle)
-            .await
-            .map_err(|e| error(ErrorCode::BrowserControlUnavailable, &format!("cannot install the adapter: {e}")))?;
+        if let Err(e) = page::install(&browser.cdp, &session, &self.config.bundle).await {
+            browser.pages.lock().unwrap().remove(target);
+            return Err(error(ErrorCode::BrowserControlUnavailable, &format!("cannot install the adapter: {e}")));
+        }
         Ok(session)
     }
 
@@ -255,9 +287,11 @@ impl Shared {
             let context = browser.pages.lock().unwrap().get(target).and_then(|p| p.context);
             if let Some(context) = context {
                 tracing::debug!(%target, request = request_kind(request), "asking");
-                match page::ask(&browser.cdp, &session, context, request).await {
+                let within = Duration::from_millis(deadline_ms.saturating_sub(now_ms()).max(1));
+                match page::ask(&browser.cdp, &session, context, request, within).await {
                     Ok(reply) => return Ok(reply),
                     Err(crate::cdp::Error::Closed) => return Err(Some("the browser connection closed".into())),
+                    Err(crate::cdp::Error::TimedOut(_)) => return Err(Some("the page did not answer in time".into())),
                     // The document changed under the call: wait for its adapter.
                     Err(_) => forget_context(browser, target, context),
                 }
@@ -288,7 +322,11 @@ async fn page_targets(cdp: &Cdp) -> Result<HashSet<String>, crate::cdp::Error> {
 async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sync::broadcast::Receiver<Event>) {
     use tokio::sync::broadcast::error::RecvError;
     loop {
-        let event = match events.recv().await {
+        let received = tokio::select! {
+            received = events.recv() => received,
+            () = shared.stop.cancelled() => break,
+        };
+        let event = match received {
             Ok(event) => event,
             Err(RecvError::Lagged(n)) => {
                 tracing::warn!("missed {n} browser events");
@@ -361,6 +399,9 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
         *slot = None;
     }
     drop(slot);
+    if shared.stop.is_cancelled() {
+        return;
+    }
     tracing::warn!("lost the browser connection");
     // Every managed conversation is out of reach until the browser is back:
     // a host state for each (not a worker's failure), so the daemon and
@@ -380,15 +421,21 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
     // all new: reaching it again reports the lost ones at once, so the
     // daemon can reopen their exact conversations without waiting for a
     // command to find out.
+    supervise(shared);
+}
+
+/// Reaches the browser in the background, with backoff, while the agent
+/// manages any conversation and has no connection (or until it stops).
+fn supervise(shared: Arc<Shared>) {
     tokio::spawn(async move {
-        let mut pause = Duration::from_millis(500);
+        let mut pause = Duration::from_millis(200);
         while !shared.stop.is_cancelled() && manages_any(&shared) {
+            if reach(shared.clone()).await {
+                return;
+            }
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
                 () = shared.stop.cancelled() => return,
-            }
-            if reach(shared.clone()).await {
-                return;
             }
             pause = (pause * 2).min(Duration::from_secs(30));
         }
@@ -427,7 +474,7 @@ async fn run(shared: Arc<Shared>) {
 async fn session(shared: &Arc<Shared>, instance: &str) {
     let Ok((socket, _)) = tokio_tungstenite::connect_async(shared.config.daemon.as_str()).await else { return };
     let (mut sink, mut stream) = socket.split();
-    let browser = shared.browser.lock().await.as_ref().map(|b| b.version.clone());
+    let browser = shared.version.lock().unwrap().clone();
     let hello = executor_core::hello(&Identity {
         token: shared.config.token.clone(),
         executor_id: shared.config.executor_id.clone(),
@@ -523,13 +570,19 @@ async fn handle(shared: Arc<Shared>, command: Command) {
             return;
         }
         Begin::Joined => {
-            shared.persist();
-            shared.send(&ack(&command));
+            if shared.persist() {
+                shared.send(&ack(&command));
+            }
             return;
         }
         Begin::Perform(plan) => plan,
     };
-    shared.persist();
+    // ACK means journaled: a command the journal could not keep is neither
+    // acknowledged nor performed (the daemon's replay brings it again).
+    if !shared.persist() {
+        shared.core.lock().unwrap().abandon(&key);
+        return;
+    }
     shared.send(&ack(&command));
     tracing::debug!(command = %command.command_id, worker = %command.worker_id, plan = plan_kind(&plan), "performing");
     let outcome = perform(&shared, &command, plan).await;
@@ -561,6 +614,11 @@ async fn perform(shared: &Arc<Shared>, command: &Command, plan: Plan<String>) ->
     }
     let browser = match shared.browser().await {
         Ok(browser) => browser,
+        // The prompt may be in a page this agent cannot reach now: only the
+        // page's own record may settle it, never a fresh attempt.
+        Err(_) if matches!(plan, Plan::Reconcile { .. }) => {
+            return error(ErrorCode::AmbiguousSubmission, "the browser is out of reach while reconciling");
+        }
         Err(outcome) => {
             // Nothing reached a page: a create leaves no tab behind.
             if creating {
@@ -577,17 +635,19 @@ async fn perform(shared: &Arc<Shared>, command: &Command, plan: Plan<String>) ->
                     command_id: command.command_id.clone(),
                     worker_id: worker.clone(),
                 });
-                submit(shared, &browser, command, &target, &prompt, true).await
+                submit(shared, &browser, command, &target, &prompt, Submitting::Fresh { creating: true }).await
             }
             Err(outcome) => outcome,
         },
-        Plan::Submit { tab, prompt } => submit(shared, &browser, command, &tab, &prompt, creating).await,
+        Plan::Submit { tab, prompt } => {
+            submit(shared, &browser, command, &tab, &prompt, Submitting::Fresh { creating }).await
+        }
         // No steering seam is declared (see protocol::executor::STEER).
         Plan::Steer { .. } => error(ErrorCode::InvalidArgument, "no steering seam on chatgpt.com"),
         Plan::Reconcile { tab: None } => error(ErrorCode::AmbiguousSubmission, "the target closed during submission"),
         // The page settles it: it records a key before clicking and again once confirmed.
         Plan::Reconcile { tab: Some(tab) } => match prompt_of(command) {
-            Some(prompt) => submit(shared, &browser, command, &tab, prompt, creating).await,
+            Some(prompt) => submit(shared, &browser, command, &tab, prompt, Submitting::Reconciling { creating }).await,
             None => shared.core.lock().unwrap().ok(worker),
         },
         Plan::Open { url } => match shared.open_target(&browser, &url).await {
@@ -607,13 +667,16 @@ async fn perform(shared: &Arc<Shared>, command: &Command, plan: Plan<String>) ->
                     shared.emit(frames);
                     shared.core.lock().unwrap().ok(worker)
                 }
-                _ if !page_targets(&browser.cdp).await.is_ok_and(|alive| alive.contains(&tab)) => {
-                    let frames = shared.core.lock().unwrap().tab_removed(&tab);
-                    shared.persist();
-                    shared.emit(frames);
-                    shared.core.lock().unwrap().ok(worker)
-                }
-                _ => error(ErrorCode::BrowserControlUnavailable, "the managed target does not answer"),
+                _ => match page_targets(&browser.cdp).await {
+                    Ok(alive) if !alive.contains(&tab) => {
+                        let frames = shared.core.lock().unwrap().tab_removed(&tab);
+                        shared.persist();
+                        shared.emit(frames);
+                        shared.core.lock().unwrap().ok(worker)
+                    }
+                    // Alive but silent, or the browser does not answer: not a closed tab.
+                    _ => error(ErrorCode::BrowserControlUnavailable, "the managed target does not answer"),
+                },
             }
         }
         Plan::Close { tab } => {
@@ -665,19 +728,29 @@ async fn find_marked(cdp: &Cdp, marker: &str) -> Option<String> {
     (matching.len() == 1).then(|| matching[0].clone())
 }
 
-/// Hands the prompt to the page once, recording the phase first; a create
-/// refused before any click gives its target up.
+/// Whether a prompt is handed to the page for the first time, or its
+/// earlier attempt may have reached the page (a restart inside submission).
+#[derive(Debug, Clone, Copy)]
+enum Submitting {
+    /// First attempt; `creating`: the command is a create.
+    Fresh { creating: bool },
+    /// The page's record settles it; any failure before the page answers
+    /// is `AMBIGUOUS_SUBMISSION`, and nothing is released or closed.
+    Reconciling { creating: bool },
+}
+
+/// Hands the prompt to the page once, recording the phase first; a fresh
+/// create refused before any click gives its target up.
 async fn submit(
     shared: &Arc<Shared>,
     browser: &Browser,
     command: &Command,
     target: &str,
     prompt: &str,
-    creating: bool,
+    how: Submitting,
 ) -> CommandOutcome {
-    let outcome = submit_in(shared, browser, command, target, prompt, creating).await;
-    if creating
-        && let CommandOutcome::Error { code, .. } = &outcome
+    let outcome = submit_in(shared, browser, command, target, prompt, how).await;
+    if let (Submitting::Fresh { creating: true }, CommandOutcome::Error { code, .. }) = (how, &outcome)
         && !code.outcome_uncertain()
     {
         let released = shared.core.lock().unwrap().release_unbound(&command.worker_id);
@@ -696,16 +769,26 @@ async fn submit_in(
     command: &Command,
     target: &str,
     prompt: &str,
-    creating: bool,
+    how: Submitting,
 ) -> CommandOutcome {
+    let (creating, reconciling) = match how {
+        Submitting::Fresh { creating } => (creating, false),
+        Submitting::Reconciling { creating } => (creating, true),
+    };
     let key = &command.idempotency_key;
     match shared.ask(browser, target, &ToPage::Ping, command.deadline_ms).await {
         Ok(_) => {}
+        Err(_) if reconciling => {
+            return error(ErrorCode::AmbiguousSubmission, "the page that may hold the prompt does not answer");
+        }
         Err(Some(why)) => return error(ErrorCode::BrowserControlUnavailable, &why),
         Err(None) => return error(ErrorCode::DeadlineExceeded, "the page did not load before the deadline"),
     }
     shared.core.lock().unwrap().advance(key, Phase::SubmissionStarted);
-    shared.persist();
+    // The journal must say a submission started before anything is typed.
+    if !shared.persist() {
+        return error(ErrorCode::Internal, "the agent cannot keep its journal; nothing was typed");
+    }
     let conversation = shared.core.lock().unwrap().managed(&command.worker_id).and_then(|m| m.conversation.clone());
     let request = ToPage::Submit(Submission {
         key: key.clone(),
@@ -769,11 +852,14 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The persisted journal, or a fresh one (a missing or unreadable file is
-/// a fresh start: the daemon's replay then finds nothing journaled and
-/// asks the pages, which keep their own submission records).
-fn load(file: &std::path::Path) -> Core<String> {
-    std::fs::read(file).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default()
+/// The persisted journal; a fresh one only when there is none yet.
+fn load(file: &std::path::Path) -> Result<Core<String>, JournalError> {
+    let fail = |why: String| JournalError { file: file.display().to_string(), why };
+    match std::fs::read(file) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| fail(e.to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Core::default()),
+        Err(e) => Err(fail(e.to_string())),
+    }
 }
 
 fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -785,4 +871,27 @@ fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut file = options.open(path)?;
     file.write_all(bytes)?;
     file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_journal_that_cannot_be_read_is_refused_and_a_missing_one_starts_fresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("agent.json");
+        assert!(load(&file).unwrap().workers().next().is_none(), "no journal yet: a fresh start");
+        std::fs::write(&file, b"{ not json").unwrap();
+        let refused = load(&file).unwrap_err().to_string();
+        assert!(refused.contains("cannot be read"), "{refused}");
+    }
+
+    #[test]
+    fn a_credential_names_its_executor() {
+        assert_eq!(executor_id_of("exc1.laptop.0123abcd").as_deref(), Some("laptop"));
+        assert_eq!(executor_id_of("exc1.a.b.c").as_deref(), Some("a.b"));
+        assert_eq!(executor_id_of("exc1..x"), None);
+        assert_eq!(executor_id_of("tok.laptop.x"), None);
+    }
 }

@@ -30,7 +30,13 @@ pub enum Error {
     /// The browser answered something this client cannot read.
     #[error("cannot read the browser's answer to {0}")]
     Unreadable(String),
+    /// No answer came within the bound.
+    #[error("the browser did not answer {0} in time")]
+    TimedOut(String),
 }
+
+/// The bound on any call that does not name its own.
+pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The last event of every connection: the socket is gone.
 pub const CLOSED: &str = "Connection.closed";
@@ -103,8 +109,25 @@ impl Cdp {
     }
 
     /// Sends `command` (to the target of `session`, else the browser) and
-    /// waits for its answer.
+    /// waits for its answer, at most [`CALL_TIMEOUT`].
     pub async fn call<C: Command>(&self, session: Option<&SessionId>, command: C) -> Result<C::Response, Error> {
+        self.call_within(CALL_TIMEOUT, session, command).await
+    }
+
+    /// [`Cdp::call`], waiting at most `within`.
+    pub async fn call_within<C: Command>(
+        &self,
+        within: std::time::Duration,
+        session: Option<&SessionId>,
+        command: C,
+    ) -> Result<C::Response, Error> {
+        let method = command.identifier().to_string();
+        tokio::time::timeout(within, self.call_unbounded(session, command))
+            .await
+            .map_err(|_| Error::TimedOut(method))?
+    }
+
+    async fn call_unbounded<C: Command>(&self, session: Option<&SessionId>, command: C) -> Result<C::Response, Error> {
         let method = command.identifier();
         let params = serde_json::to_value(&command).map_err(|_| Error::Unreadable(method.to_string()))?;
         let (reply, answer) = oneshot::channel();

@@ -23,5 +23,5 @@ pub mod connect;
 pub mod discovery;
 pub mod page;
 
-pub use agent::{Agent, Config};
+pub use agent::{Agent, Config, JournalError};
 pub use connect::{Endpoint, SetupError};

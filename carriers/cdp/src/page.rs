@@ -167,12 +167,14 @@ pub async fn install(cdp: &Cdp, session: &SessionId, bundle: &Bundle) -> Result<
     Ok(())
 }
 
-/// Asks the adapter in the world with context `context`; the page's typed answer.
+/// Asks the adapter in the world with context `context`, waiting at most
+/// `within` for the page's typed answer.
 pub async fn ask(
     cdp: &Cdp,
     session: &SessionId,
     context: ExecutionContextId,
     request: &ToPage,
+    within: std::time::Duration,
 ) -> Result<PageReply, Error> {
     let json = serde_json::to_string(&serde_json::to_string(request).expect("requests serialize")).expect("a string");
     let evaluate = EvaluateParams::builder()
@@ -182,7 +184,7 @@ pub async fn ask(
         .return_by_value(true)
         .build()
         .expect("expression set");
-    let answer = cdp.call(Some(session), evaluate).await?;
+    let answer = cdp.call_within(within, Some(session), evaluate).await?;
     if answer.exception_details.is_some() {
         return Err(Error::Refused { method: "Runtime.evaluate".into(), message: "the adapter threw".into() });
     }

@@ -466,7 +466,14 @@ impl Background {
             // The page settles it: it records a key before clicking and again once confirmed.
             Plan::Reconcile { tab: None } => error(ErrorCode::AmbiguousSubmission, "the tab closed during submission"),
             Plan::Reconcile { tab: Some(tab) } => match prompt_of(command) {
-                Some(prompt) => self.submit(command, tab, prompt, creating).await,
+                // The page's record settles it: a page that does not answer
+                // leaves the outcome unknown, and nothing is released or closed.
+                Some(prompt) => match self.wait_for_page(tab, command.deadline_ms).await {
+                    Ok(()) => self.submit(command, tab, prompt, creating).await,
+                    Err(_) => {
+                        error(ErrorCode::AmbiguousSubmission, "the page that may hold the prompt does not answer")
+                    }
+                },
                 None => self.ok(command),
             },
             Plan::Open { url } => {

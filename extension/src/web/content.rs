@@ -132,7 +132,7 @@ thread_local! {
     /// The last report sent, to send changes only.
     static LAST: RefCell<Option<Report>> = const { RefCell::new(None) };
     /// When the running turn was last looked at for progress, and its mark then.
-    static MARK: RefCell<(u64, (usize, usize))> = const { RefCell::new((0, (0, 0))) };
+    static MARK: RefCell<(u64, Option<(usize, usize)>)> = const { RefCell::new((0, None)) };
     /// Keys being submitted right now in this page.
     static PENDING: RefCell<std::collections::HashSet<String>> = RefCell::new(std::collections::HashSet::new());
 }
@@ -225,9 +225,11 @@ fn turn_moved_on() -> bool {
         if now < cell.0.saturating_add(PROGRESS_LOOK_MS) {
             return false;
         }
+        // Growth only (a new turn, or more in the last one): a reloaded page
+        // starts a new baseline and moves nothing on by itself.
         let mark = chatgpt_dom::turn_mark(&dom());
-        let moved = mark != cell.1;
-        *cell = (now, mark);
+        let moved = cell.1.is_some_and(|(turns, len)| mark.0 > turns || (mark.0 == turns && mark.1 > len));
+        *cell = (now, Some(mark));
         moved
     })
 }

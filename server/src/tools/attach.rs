@@ -150,7 +150,7 @@ impl Tools {
             let attempt = self.attach_once(&args, session.clone(), pool_only).await;
             match attempt {
                 Err(e) if e.code == protocol::ErrorCode::PeerIdentityUnresolved && self.launching(&args) => {
-                    if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
+                    if !matches!(tokio::time::timeout_at(deadline, changes.changed()).await, Ok(Ok(()))) {
                         return Err(e);
                     }
                 }
