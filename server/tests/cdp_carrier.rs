@@ -274,6 +274,12 @@ async fn the_users_own_chat_is_never_touched_and_a_new_browser_generation_is_rec
     let attach = AttachToTargetParams::builder().target_id(mine.clone()).flatten(true).build().unwrap();
     let session = observer.call(None, attach).await.unwrap().session_id;
     let my_conversation = chat_by_hand(&observer, &session, "my own chat, not the orchestrator's").await;
+    // The user's hands leave the tab: from now on nobody is attached to it.
+    let detach = chromiumoxide::cdp::browser_protocol::target::DetachFromTargetParams::builder()
+        .session_id(session.clone())
+        .build();
+    observer.call(None, detach).await.unwrap();
+    let mine_id = mine.clone();
     let mine: String = mine.into();
 
     let root = Root::new(&world.daemon.addr);
@@ -281,6 +287,9 @@ async fn the_users_own_chat_is_never_touched_and_a_new_browser_generation_is_rec
     let before = root.ready(2).await;
     let old_targets = world.agent.targets();
     assert!(!old_targets.contains(&mine), "the agent never manages the user's tab");
+    let infos = observer.call(None, GetTargetsParams::default()).await.unwrap().target_infos;
+    let info = infos.iter().find(|t| t.target_id == mine_id).expect("the user's tab is still there");
+    assert!(!info.attached, "no DevTools client is attached to the user's tab: the agent never was");
     let turns = user_turns(&world.fake.hub);
     let oracle = world.fake.hub.oracle();
     assert_eq!(conversations(&oracle)[&my_conversation]["user_turns"].as_array().unwrap().len(), 1, "only mine");

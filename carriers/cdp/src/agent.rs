@@ -265,9 +265,19 @@ impl Shared {
         let create = CreateTargetParams::builder().url("about:blank").background(true).build().expect("url set");
         let target = browser.cdp.call(None, create).await.map_err(unavailable)?.target_id;
         let target: String = target.into();
-        let session = self.session(browser, &target).await?;
-        tracing::debug!(%target, "opened; navigating");
-        browser.cdp.call(Some(&session), NavigateParams::new(url)).await.map_err(unavailable)?;
+        let navigated = match self.session(browser, &target).await {
+            Ok(session) => {
+                tracing::debug!(%target, "opened; navigating");
+                browser.cdp.call(Some(&session), NavigateParams::new(url)).await.map_err(unavailable)
+            }
+            Err(outcome) => Err(outcome),
+        };
+        if let Err(outcome) = navigated {
+            // A blank target of ours that never showed the page: not left behind.
+            let _ = browser.cdp.call(None, CloseTargetParams::new(TargetId::from(target.clone()))).await;
+            browser.pages.lock().unwrap().remove(&target);
+            return Err(outcome);
+        }
         Ok(target)
     }
 
