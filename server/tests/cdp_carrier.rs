@@ -379,3 +379,44 @@ async fn an_agent_restart_mid_flow_loses_no_binding_and_duplicates_nothing() {
     before.sort();
     assert_eq!(now, before, "the same targets, found again from the journal");
 }
+
+/// Execution Continuity through the CDP carrier: the page states it needs
+/// (generating, idle, "Message delivery timed out") are read by the same
+/// adapter in targets of the agent, so a three-turn worker completes with
+/// nobody typing and a delivery timeout is answered by a fresh resume, with
+/// zero Retry and Stop clicks (`e2e::scenario::auto_resume`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_resume_and_a_delivery_timeout_through_exact_targets() {
+    let world = start(&[]).await;
+    let out = e2e::scenario::auto_resume(&world.daemon.mcp_url(), &world.fake.hub, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{:#}", world.fake.hub.oracle()));
+    eprintln!("{}", out.trace.join("\n"));
+}
+
+/// A signed-out page and a challenge interstitial, read through the agent,
+/// refuse a create with their setup state before anything is typed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_out_page_and_a_challenge_refuse_a_create_through_the_agent() {
+    let world = start(&[]).await;
+    for (screen, code) in [
+        (fakechat::render::Screen::SignedOut, "CHATGPT_SIGNED_OUT"),
+        (fakechat::render::Screen::Challenge, "HOST_UI_CHANGED"),
+    ] {
+        world.fake.hub.set_defaults(fakechat::hub::Settings { screen, ..Default::default() });
+        let root = Root::new(&world.daemon.addr);
+        root.call("runtime_ensure", json!({"desired_workers": 1}));
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let outcome = loop {
+            let events = root.call("events_list", json!({"limit": 500}))["events"].clone();
+            let done = events.as_array().unwrap().iter().find(|e| e["type"] == "executor.command_completed").cloned();
+            if let Some(done) = done {
+                break done["data"]["outcome"].clone();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{code}: the create was never answered");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(outcome["code"], code, "{outcome:#}");
+        assert_eq!(user_turns(&world.fake.hub), 0, "{code}: nothing was typed");
+    }
+}
