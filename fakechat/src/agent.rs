@@ -187,14 +187,19 @@ async fn call(mcp: &mut Client, tool: &str, args: serde_json::Value) -> anyhow::
 /// refusal is not retried.
 async fn attach_with_retry(
     hub: &Hub,
+    conversation: &str,
     url: &str,
     attach: &str,
     (app, catalog): (&str, Option<String>),
 ) -> anyhow::Result<(Client, serde_json::Value)> {
     let mut attempts = 0;
     loop {
+        let kept = hub.sessions.lock().unwrap().as_mut().and_then(|s| s.remove(conversation));
         let attempt = async {
-            let mut mcp = Client::connect(url).await?;
+            let mut mcp = match kept {
+                Some(mcp) => mcp,
+                None => Client::connect(url).await?,
+            };
             // ChatGPT fetches an app's tool list once and keeps it until the
             // app is refreshed; the model calls with what that list says.
             let catalog = match catalog.clone() {
@@ -240,7 +245,7 @@ async fn work(hub: &Hub, conversation: &str, text: &str) -> anyhow::Result<Optio
         ToolAccess::OtherApp(label) => anyhow::bail!("the app selected in this chat ({label}) has no worker_attach"),
     };
     stream(hub, conversation, "Attaching to the orchestrator… ").await;
-    let (mut mcp, attached) = attach_with_retry(hub, &url, &attach, (&access.0, access.1)).await?;
+    let (mut mcp, attached) = attach_with_retry(hub, conversation, &url, &attach, (&access.0, access.1)).await?;
     let capability = attached["capability"].as_str().unwrap_or_default().to_owned();
     let followups: Vec<String> = attached["followups"]
         .as_array()
@@ -283,6 +288,9 @@ async fn work(hub: &Hub, conversation: &str, text: &str) -> anyhow::Result<Optio
     stream(hub, conversation, &format!("attached; {} step(s).\n", steps.len())).await;
     let result = run(hub, conversation, &mut mcp, &mut memory, steps).await;
     hub.update(conversation, |c| c.agent = Some(memory));
+    if let Some(kept) = hub.sessions.lock().unwrap().as_mut() {
+        kept.insert(conversation.to_owned(), mcp);
+    }
     result
 }
 

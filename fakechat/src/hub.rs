@@ -206,6 +206,12 @@ pub struct Hub {
     changed: watch::Sender<u64>,
     /// The orchestrator's MCP URL the scripted agent calls.
     pub mcp_url: Option<String>,
+    /// When set, the scripted agent keeps one MCP session per conversation
+    /// across turns (a host that carries its connector's session), instead
+    /// of a new one each turn (what ChatGPT is reported to do). The runtime
+    /// pool recognises a worker's wake by its admitted session until caller
+    /// attribution (#20) proves the conversation instead.
+    pub sessions: Mutex<Option<std::collections::HashMap<String, mcp_client::Client>>>,
 }
 
 /// Milliseconds since the epoch.
@@ -220,7 +226,17 @@ fn hex_sha256(text: &str) -> String {
 impl Hub {
     /// An empty hub.
     pub fn new(mcp_url: Option<String>) -> Self {
-        Self { inner: Mutex::new(Inner::default()), changed: watch::Sender::new(0), mcp_url }
+        Self {
+            inner: Mutex::new(Inner::default()),
+            changed: watch::Sender::new(0),
+            mcp_url,
+            sessions: Mutex::new(None),
+        }
+    }
+
+    /// Keeps one MCP session per conversation from now on (see [`Hub::sessions`]).
+    pub fn keep_sessions(&self) {
+        self.sessions.lock().unwrap().get_or_insert_with(Default::default);
     }
 
     /// A receiver that changes whenever anything changes.

@@ -420,3 +420,40 @@ async fn a_signed_out_page_and_a_challenge_refuse_a_create_through_the_agent() {
         assert_eq!(user_turns(&world.fake.hub), 0, "{code}: nothing was typed");
     }
 }
+
+/// Gate G3 through the CDP carrier: targeted tasks wake the exact workers
+/// in their own targets and are collected with no cross-attribution. The
+/// model keeps its MCP session across turns here (fakechat's
+/// `keep_sessions`), as the pool recognises a woken worker by the session it
+/// was admitted on until caller attribution (#20) proves the conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g3_targeted_tasks_wake_the_exact_workers_through_exact_targets() {
+    let args = ["--pool-pacing-ms", "40", "--max-launches", "4", "--max-active-workers", "8"];
+    let world = start(&args).await;
+    world.fake.hub.keep_sessions();
+    let root = Root::new(&world.daemon.addr);
+    root.call("runtime_ensure", json!({"desired_workers": 3}));
+    let status = root.ready(3).await;
+    let workers = column(&status, "worker_id");
+    let tasks: Vec<Value> = (0..3)
+        .map(|slot| root.call("task_dispatch", json!({"instructions": format!("task for slot {slot}"), "slot": slot})))
+        .collect();
+    for (slot, task) in tasks.iter().enumerate() {
+        assert_eq!(task["worker_id"], workers[slot].as_str());
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let c = root.call("task_collect", json!({"task_id": task["task_id"]}));
+            if c["status"] == "completed" {
+                let result = c["result"].as_str().unwrap();
+                assert!(result.ends_with(&format!("task for slot {slot}")), "no cross-attribution: {result}");
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "task {slot} never completed: {c:#}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let oracle = world.fake.hub.oracle();
+    for (id, c) in conversations(&oracle) {
+        assert_eq!(c["user_turns"].as_array().unwrap().len(), 2, "{id}: its bootstrap and exactly one wake");
+    }
+}
