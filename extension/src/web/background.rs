@@ -604,9 +604,19 @@ impl Background {
 
 /// Opens an inactive tab that the browser should not discard.
 async fn open_tab(url: &str) -> Result<i32, CommandOutcome> {
-    let tab = call("tabs.create", &[object(&[("url", url.into()), ("active", false.into())])])
-        .await
-        .map_err(|_| error(ErrorCode::BrowserControlUnavailable, "the browser refused to open a tab"))?;
+    let refused = || error(ErrorCode::BrowserControlUnavailable, "the browser refused to open a tab");
+    let tab = match call("tabs.create", &[object(&[("url", url.into()), ("active", false.into())])]).await {
+        Ok(tab) => tab,
+        // A browser with no window left (its last one closed, as macOS
+        // allows) opens no tab: the tab comes in a window of its own.
+        Err(_) => {
+            let window = call("windows.create", &[object(&[("url", url.into()), ("focused", false.into())])])
+                .await
+                .map_err(|_| refused())?;
+            let tabs = Reflect::get(&window, &"tabs".into()).map_err(|_| refused())?;
+            Reflect::get_u32(&tabs, 0).map_err(|_| refused())?
+        }
+    };
     let id = Reflect::get(&tab, &"id".into()).ok().and_then(|v| v.as_f64()).map(|v| v as i32);
     let id = id.ok_or_else(|| error(ErrorCode::BrowserControlUnavailable, "the new tab has no id"))?;
     // Not every browser knows autoDiscardable; discarding is detected and repaired anyway.
