@@ -212,6 +212,11 @@ pub struct Hub {
     /// pool recognises a worker's wake by its admitted session until caller
     /// attribution (#20) proves the conversation instead.
     pub sessions: Mutex<Option<std::collections::HashMap<String, mcp_client::Client>>>,
+    /// While set, a prompt the page sends is held before it is recorded (the
+    /// site slow to take it): a test can lose browser control mid-send.
+    pub hold_submissions: watch::Sender<bool>,
+    /// How many submissions are being held now.
+    pub held: std::sync::atomic::AtomicUsize,
 }
 
 /// Milliseconds since the epoch.
@@ -231,6 +236,8 @@ impl Hub {
             changed: watch::Sender::new(0),
             mcp_url,
             sessions: Mutex::new(None),
+            hold_submissions: watch::Sender::new(false),
+            held: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 

@@ -138,6 +138,15 @@ struct SubmitBody {
 }
 
 async fn submit(State(app): State<Arc<App>>, Json(body): Json<SubmitBody>) -> Response {
+    // Held (bounded) while a test says so; a page that goes away meanwhile
+    // drops this request and nothing is recorded.
+    let mut hold = app.hub.hold_submissions.subscribe();
+    if *hold.borrow_and_update() {
+        use std::sync::atomic::Ordering;
+        app.hub.held.fetch_add(1, Ordering::SeqCst);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(60), hold.wait_for(|held| !held)).await;
+        app.hub.held.fetch_sub(1, Ordering::SeqCst);
+    }
     let text = body.text.trim().to_owned();
     if text.is_empty() {
         return (StatusCode::BAD_REQUEST, "empty prompt").into_response();

@@ -457,3 +457,53 @@ async fn g3_targeted_tasks_wake_the_exact_workers_through_exact_targets() {
         assert_eq!(c["user_turns"].as_array().unwrap().len(), 2, "{id}: its bootstrap and exactly one wake");
     }
 }
+
+/// Browser control lost mid-send: a task's wake is typed and sent while the
+/// site is slow to take it, and the browser dies then. The agent cannot
+/// know whether the prompt went in: `AMBIGUOUS_SUBMISSION`, the daemon fences
+/// the slot for reconciliation and nothing is sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_control_lost_mid_send_is_reconciled_never_resent() {
+    let args = ["--pool-pacing-ms", "40"];
+    let mut world = start(&args).await;
+    world.fake.hub.keep_sessions();
+    let root = Root::new(&world.daemon.addr);
+    root.call("runtime_ensure", json!({"desired_workers": 1}));
+    let status = root.ready(1).await;
+    let worker = column(&status, "worker_id")[0].clone();
+    world.fake.hub.hold_submissions.send_replace(true);
+    root.call("task_dispatch", json!({"instructions": "a task", "slot": 0}));
+    let hub = world.fake.hub.clone();
+    e2e::cdp::wait_until(WAIT, || hub.held.load(std::sync::atomic::Ordering::SeqCst) == 1).await.unwrap();
+    world.chromium.kill();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let outcome = loop {
+        let events = root.call("events_list", json!({"limit": 500}))["events"].clone();
+        let sends: Vec<Value> = events
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["type"] == "executor.command_completed" && e["data"]["worker_id"] == worker.as_str())
+            .cloned()
+            .collect();
+        if sends.len() == 2 {
+            break sends[1]["data"]["outcome"].clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the wake was never answered: {events:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(outcome["code"], "AMBIGUOUS_SUBMISSION", "{outcome:#}");
+    let status = root.status_when("the slot fenced", |s| s["state"] == "RECONCILE_REQUIRED").await;
+    assert!(status["reasons"].as_array().unwrap().contains(&json!("RECONCILE_REQUIRED")), "{status:#}");
+    // Longer than a dispatch round and the pool's pacing: a resend would be queued by now.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let events = root.call("events_list", json!({"limit": 500}))["events"].clone();
+    let queued = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "executor.command_queued" && e["data"]["worker_id"] == worker.as_str())
+        .count();
+    assert_eq!(queued, 2, "its create and the one wake: nothing sent again");
+    assert_eq!(user_turns(&world.fake.hub), 1, "only the bootstrap was taken");
+}
