@@ -63,6 +63,8 @@ enum Cmd {
         runtime: RuntimeArgs,
         #[command(flatten)]
         host: HostArgs,
+        #[command(flatten)]
+        local_cdp: LocalCdpArgs,
     },
     /// Ask the running daemon how it is set up — identity, tool catalog, app
     /// label, worker Project, executors, exposure — and say what is still to
@@ -298,6 +300,55 @@ impl RuntimeArgs {
             pacing_ms: self.pool_pacing_ms,
             provisioning_ttl_ms: self.pool_provisioning_ttl_ms,
         })
+    }
+}
+
+/// The CDP host agent run inside the daemon, for a browser session on this
+/// machine (docs/cdp-carrier.md). Off unless a browser is named.
+#[derive(clap::Args)]
+struct LocalCdpArgs {
+    /// Run the CDP agent in this process for the browser whose user-data
+    /// directory this is (it writes DevToolsActivePort there).
+    #[arg(long, conflicts_with_all = ["cdp_channel", "cdp_endpoint"])]
+    cdp_user_data_dir: Option<PathBuf>,
+    /// ... or for this browser channel's default directory: chrome, chrome-beta, chromium.
+    #[arg(long, conflicts_with = "cdp_endpoint")]
+    cdp_channel: Option<String>,
+    /// ... or for this DevTools browser socket (ws://127.0.0.1:PORT/devtools/browser/ID).
+    #[arg(long)]
+    cdp_endpoint: Option<String>,
+    /// The page adapter for it (dist/chromium/pkg of `cargo xtask dist`).
+    #[arg(long, default_value = "dist/chromium/pkg")]
+    cdp_bundle: PathBuf,
+}
+
+impl LocalCdpArgs {
+    /// The agent's configuration when a browser is named: its own
+    /// credential (issued anew at every start), the daemon's own executor
+    /// endpoint, its journal in the state directory.
+    fn config(
+        self,
+        credentials: &Credentials,
+        executor_endpoint: String,
+        state_dir: &std::path::Path,
+    ) -> anyhow::Result<Option<carrier_cdp::Config>> {
+        if self.cdp_user_data_dir.is_none() && self.cdp_channel.is_none() && self.cdp_endpoint.is_none() {
+            return Ok(None);
+        }
+        let browser =
+            carrier_cdp::Endpoint::choose(self.cdp_user_data_dir, self.cdp_channel.as_deref(), self.cdp_endpoint)?;
+        let bundle = carrier_cdp::page::Bundle::load(&self.cdp_bundle)?;
+        let executor_id = "cdp-local".to_owned();
+        Ok(Some(carrier_cdp::Config {
+            daemon: executor_endpoint,
+            token: credentials.issue(&executor_id)?,
+            executor_id,
+            browser,
+            bundle,
+            state_file: state_dir.join("cdp-agent.json"),
+            connect_timeout: std::time::Duration::from_secs(10),
+            reconnect_delay: std::time::Duration::from_secs(1),
+        }))
     }
 }
 
@@ -677,6 +728,7 @@ async fn main() -> anyhow::Result<()> {
             executor,
             runtime,
             host,
+            local_cdp,
         } => {
             if header_read_timeout_ms == 0 || body_read_timeout_ms == 0 {
                 bail!("--header-read-timeout-ms and --body-read-timeout-ms must be at least 1");
@@ -743,6 +795,8 @@ async fn main() -> anyhow::Result<()> {
                     format!("setup: {paired} executor(s) paired")
                 }
             ));
+            let executor_endpoint = format!("ws://{}/executor", loopback_of(addr));
+            let local_agent = local_cdp.config(&credentials, executor_endpoint, dir.path())?;
             let bridge = Bridge::start(plane.clone(), bridge_config, credentials, shutdown.child_token());
             let pool = Arc::new(Pool::new(plane.clone(), pool_config));
             let router = app(plane, pool, bridge, &config, shutdown.child_token());
@@ -750,7 +804,13 @@ async fn main() -> anyhow::Result<()> {
                 header_read: std::time::Duration::from_millis(header_read_timeout_ms),
                 body_read: std::time::Duration::from_millis(body_read_timeout_ms),
             };
+            // The local CDP agent dials this daemon's executor endpoint like any
+            // other executor (it only starts once the listener is accepting).
+            let local_agent = local_agent.map(carrier_cdp::Agent::start).transpose()?;
             server::http::serve(listener, router, timeouts, shutdown.clone()).await?;
+            if let Some(agent) = local_agent {
+                agent.stop().await;
+            }
             dir.forget_endpoint();
             tracing::info!("stopped");
         }

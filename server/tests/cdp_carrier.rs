@@ -507,3 +507,23 @@ async fn browser_control_lost_mid_send_is_reconciled_never_resent() {
     assert_eq!(queued, 2, "its create and the one wake: nothing sent again");
     assert_eq!(user_turns(&world.fake.hub), 1, "only the bootstrap was taken");
 }
+
+/// The daemon runs the agent itself for a browser on its own machine
+/// (`serve --cdp-user-data-dir`): no separate process, no pairing step, and
+/// the two-worker flow passes through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_runs_the_agent_for_its_local_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("chromium/profile");
+    let bundle = e2e::chromium_dist().unwrap().join("pkg");
+    let args = ["--cdp-user-data-dir", profile.to_str().unwrap(), "--cdp-bundle", bundle.to_str().unwrap()];
+    let (daemon, fake) = e2e::daemon_and_site(orchestrator(), dir.path(), &args).await.unwrap();
+    let _chromium = e2e::cdp::AuthorizedChromium::launch(fake.addr.port(), &dir.path().join("chromium")).unwrap();
+    let out = e2e::scenario::two_workers(&daemon.mcp_url(), Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{:#}", fake.hub.oracle()));
+    eprintln!("{}", out.trace.join("\n"));
+    let oracle = fake.hub.oracle();
+    assert_eq!(conversations(&oracle).len(), 2, "{oracle:#}");
+    assert_eq!(user_turns(&fake.hub), 3, "two bootstraps and one wake, each once");
+}
