@@ -10,7 +10,8 @@
 //! - predates its executor's current session (it may be stale since the
 //!   reconnect): at once, or
 //! - has not been confirmed for [`Policy::recheck_after_ms`] while a command
-//!   waits on it: at that bound, and again every bound after.
+//!   waits on it, or while an Auto worker's next turn does (Execution
+//!   Continuity): at that bound, and again every bound after.
 //!
 //! A turn the daemon believes open is bounded the same way: a continuation
 //! was submitted, yet its page was never seen generating since and shows
@@ -89,5 +90,9 @@ fn recheck_at(state: &State, worker: &Worker, connected: &[String], policy: Poli
     if worker.state_checked_at_ms < session_began {
         return Some(session_began);
     }
-    waiting.then(|| worker.state_checked_at_ms.saturating_add(policy.recheck_after_ms))
+    // An Auto worker's next turn waits on this state as a queued command
+    // would: a lost "idle" must not hold it until the stalled-turn bound.
+    let resumes =
+        worker.continuity.policy.mode == protocol::continuity::ContinuationMode::Auto && !worker.state.is_terminal();
+    (waiting || resumes).then(|| worker.state_checked_at_ms.saturating_add(policy.recheck_after_ms))
 }

@@ -979,3 +979,25 @@ fn a_turn_whose_page_keeps_moving_is_not_stalled_until_the_page_goes_quiet() {
     w.report(ExecutorFrame::ConversationProgress { worker_id: a.clone() });
     assert_eq!(w.events().len(), before);
 }
+
+/// A lost "idle" report must not hold an Auto worker's next turn until the
+/// stalled-turn bound: its `generating` state is re-read at the recheck
+/// bound as if a command waited on it. A manual worker's is not.
+#[test]
+fn an_auto_workers_stale_generating_state_is_re_read_at_the_bound() {
+    let w = world();
+    let manual = w.working("m", "9c9c9c9c-9999-4999-8999-999999999999");
+    w.set_default(auto());
+    let a = w.working("a", "9d9d9d9d-9999-4999-8999-999999999999");
+    let connected = ["ext".to_owned()];
+    let policy = control::schedule::Policy { pacing: PACING, ..Default::default() };
+    w.advance(policy.recheck_after_ms - 1);
+    assert_eq!(w.plane.recheck(&connected, policy).unwrap(), 0, "not before the bound");
+    w.advance(1);
+    assert_eq!(w.plane.recheck(&connected, policy).unwrap(), 1, "the Auto worker's page is asked, once");
+    let ops = w.pump();
+    assert!(matches!(ops[..], [CommandOp::ConversationInspect { .. }]), "{ops:?}");
+    let inspect = w.open_send_or_create(&a);
+    assert_eq!(w.plane.with_state(|s| s.commands[&inspect].worker_id.clone()), a);
+    let _ = manual;
+}

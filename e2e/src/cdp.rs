@@ -17,7 +17,7 @@ use crate::Daemon;
 
 /// The flags of a headless Chromium with remote debugging on port 0 that
 /// stays off the closed network (the profile and host mapping come apart).
-pub const HEADLESS_FLAGS: &[&str] = &[
+const HEADLESS_FLAGS: &[&str] = &[
     "--headless=new",
     "--no-sandbox",
     "--disable-gpu",
@@ -77,10 +77,18 @@ impl AuthorizedChromium {
 /// Starts Chromium with remote debugging on `user_data_dir` and waits for
 /// its `DevToolsActivePort`.
 fn spawn(port: u16, dir: &Path, user_data_dir: &Path) -> anyhow::Result<Child> {
+    let site = format!("127.0.0.1:{port}");
+    spawn_with(Command::new(crate::browser::chromium()?), &site, dir, user_data_dir)
+}
+
+/// Starts `chromium` (a command naming the browser, perhaps run inside a
+/// network namespace) as an authorized session on `user_data_dir`,
+/// reaching `site` as chatgpt.com, and waits for its `DevToolsActivePort`.
+pub fn spawn_with(mut chromium: Command, site: &str, dir: &Path, user_data_dir: &Path) -> anyhow::Result<Child> {
     std::fs::create_dir_all(user_data_dir)?;
-    let child = Command::new(crate::browser::chromium()?)
+    let child = chromium
         .args(HEADLESS_FLAGS)
-        .arg(format!("--host-resolver-rules=MAP chatgpt.com 127.0.0.1:{port}"))
+        .arg(format!("--host-resolver-rules=MAP chatgpt.com {site}"))
         .arg(format!("--user-data-dir={}", user_data_dir.display()))
         .arg("about:blank")
         .env("XDG_CONFIG_HOME", dir.join("config"))

@@ -23,6 +23,10 @@ fn orchestrator() -> &'static std::path::Path {
     std::path::Path::new(env!("CARGO_BIN_EXE_orchestrator"))
 }
 
+/// One browser rig at a time: two Chromiums, two daemons and their agents
+/// on two cores starve each other's timing.
+static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The CDP world, with the agent's logs in the test's output (`RUST_LOG`).
 async fn start(daemon_args: &[&str]) -> CdpWorld {
     let filter = tracing_subscriber::EnvFilter::from_default_env();
@@ -39,6 +43,7 @@ fn conversations(oracle: &Value) -> serde_json::Map<String, Value> {
 /// follow-up wakes the same conversation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_workers_through_exact_targets_and_every_prompt_lands_once() {
+    let _one = ONE_BROWSER.lock().await;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -123,6 +128,7 @@ async fn page_urls(observer: &Cdp) -> std::collections::HashMap<String, String> 
 /// need a wake's peer to be the admitted one: caller attribution, #20.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn g0_witness_and_pool_gates_through_exact_targets() {
+    let _one = ONE_BROWSER.lock().await;
     let args = ["--pool-pacing-ms", "40", "--max-launches", "4", "--max-active-workers", "8"];
     let mut world = start(&args).await;
     let root = Root::new(&world.daemon.addr);
@@ -267,6 +273,7 @@ async fn chat_by_hand(observer: &Cdp, session: &SessionId, text: &str) -> String
 /// targets, the stale ids never reused, with no prompt anywhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_users_own_chat_is_never_touched_and_a_new_browser_generation_is_recovered_by_exact_reopen() {
+    let _one = ONE_BROWSER.lock().await;
     let args = ["--pool-pacing-ms", "40"];
     let mut world = start(&args).await;
     let observer = Cdp::connect(&world.chromium.ws_url().unwrap()).await.unwrap();
@@ -318,6 +325,7 @@ async fn the_users_own_chat_is_never_touched_and_a_new_browser_generation_is_rec
 /// worker has not failed, and nothing was opened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pending_authorization_is_a_setup_state_within_the_timeout_with_no_effect() {
+    let _one = ONE_BROWSER.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let daemon = e2e::Daemon::start(orchestrator(), &dir.path().join("state"), "127.0.0.1:0", &[]).unwrap();
     let held = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -358,6 +366,7 @@ async fn a_pending_authorization_is_a_setup_state_within_the_timeout_with_no_eff
 /// binding lost and no prompt duplicated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_restart_mid_flow_loses_no_binding_and_duplicates_nothing() {
+    let _one = ONE_BROWSER.lock().await;
     let mut world = start(&[]).await;
     let url = world.daemon.mcp_url();
     let flow = tokio::spawn(async move { e2e::scenario::two_workers(&url, Duration::from_secs(60)).await });
@@ -387,6 +396,7 @@ async fn an_agent_restart_mid_flow_loses_no_binding_and_duplicates_nothing() {
 /// zero Retry and Stop clicks (`e2e::scenario::auto_resume`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_resume_and_a_delivery_timeout_through_exact_targets() {
+    let _one = ONE_BROWSER.lock().await;
     let world = start(&[]).await;
     let out = e2e::scenario::auto_resume(&world.daemon.mcp_url(), &world.fake.hub, Duration::from_secs(60))
         .await
@@ -398,6 +408,7 @@ async fn auto_resume_and_a_delivery_timeout_through_exact_targets() {
 /// refuse a create with their setup state before anything is typed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_out_page_and_a_challenge_refuse_a_create_through_the_agent() {
+    let _one = ONE_BROWSER.lock().await;
     let world = start(&[]).await;
     for (screen, code) in [
         (fakechat::render::Screen::SignedOut, "CHATGPT_SIGNED_OUT"),
@@ -428,6 +439,7 @@ async fn a_signed_out_page_and_a_challenge_refuse_a_create_through_the_agent() {
 /// was admitted on until caller attribution (#20) proves the conversation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn g3_targeted_tasks_wake_the_exact_workers_through_exact_targets() {
+    let _one = ONE_BROWSER.lock().await;
     let args = ["--pool-pacing-ms", "40", "--max-launches", "4", "--max-active-workers", "8"];
     let world = start(&args).await;
     world.fake.hub.keep_sessions();
@@ -464,6 +476,7 @@ async fn g3_targeted_tasks_wake_the_exact_workers_through_exact_targets() {
 /// the slot for reconciliation and nothing is sent again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn browser_control_lost_mid_send_is_reconciled_never_resent() {
+    let _one = ONE_BROWSER.lock().await;
     let args = ["--pool-pacing-ms", "40"];
     let mut world = start(&args).await;
     world.fake.hub.keep_sessions();
@@ -513,6 +526,7 @@ async fn browser_control_lost_mid_send_is_reconciled_never_resent() {
 /// the two-worker flow passes through it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_runs_the_agent_for_its_local_browser() {
+    let _one = ONE_BROWSER.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let profile = dir.path().join("chromium/profile");
     let bundle = e2e::chromium_dist().unwrap().join("pkg");

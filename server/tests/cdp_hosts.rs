@@ -138,26 +138,8 @@ async fn two_hosts_share_the_pool_and_one_losing_its_browser_affects_only_its_wo
     // Host B's browser, in the namespace, with remote debugging on a fresh profile.
     let b = world.dir.path().join("host-b");
     let profile = b.join("profile");
-    std::fs::create_dir_all(&profile).unwrap();
-    let chromium = e2e::browser::chromium().unwrap();
-    let mut browser_b = Killed(
-        host.command(&chromium)
-            .args(e2e::cdp::HEADLESS_FLAGS)
-            .arg(format!("--host-resolver-rules=MAP chatgpt.com {site}"))
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .arg("about:blank")
-            .env("XDG_CONFIG_HOME", b.join("config"))
-            .env("XDG_CACHE_HOME", b.join("cache"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let port_file = profile.join("DevToolsActivePort");
-    e2e::cdp::wait_until(WAIT, || std::fs::read_to_string(&port_file).is_ok_and(|t| t.lines().count() >= 2))
-        .await
-        .unwrap();
+    let chromium = host.command(&e2e::browser::chromium().unwrap());
+    let mut browser_b = Killed(e2e::cdp::spawn_with(chromium, &site.to_string(), &b, &profile).unwrap());
 
     // Host B's agent, as `orchestrator carrier-agent` runs on another machine.
     let credential = b.join("agent.credential");

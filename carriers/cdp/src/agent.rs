@@ -164,6 +164,9 @@ impl Shared {
 
     fn emit(&self, frames: Vec<ExecutorFrame>) {
         for frame in &frames {
+            if let ExecutorFrame::ConversationState { worker_id, state, .. } = frame {
+                tracing::debug!(worker = %worker_id, ?state, "page state to the daemon");
+            }
             self.send(frame);
         }
     }
