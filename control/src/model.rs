@@ -184,6 +184,9 @@ pub struct State {
     /// When each executor's current session began (its last `executor.connected`):
     /// a conversation state observed before that may be stale.
     pub executor_connected_at: HashMap<String, u64>,
+    /// What each executor's latest session said of its machine (name,
+    /// browser, and the capacity placement honours).
+    pub executor_hosts: HashMap<String, protocol::executor::MachineFacts>,
 }
 
 impl State {
@@ -204,8 +207,9 @@ impl State {
             }
             self.system_cursor = event.cursor;
             return match &event.body {
-                EventBody::ExecutorConnected { executor_id, capabilities, .. } => {
+                EventBody::ExecutorConnected { executor_id, capabilities, host, .. } => {
                     self.executor_connected_at.insert(executor_id.clone(), at);
+                    self.executor_hosts.insert(executor_id.clone(), host.clone());
                     if capabilities.iter().any(|c| c == protocol::executor::STEER) {
                         self.steering_executors.insert(executor_id.clone());
                     } else {

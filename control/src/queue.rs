@@ -6,9 +6,12 @@
 //!
 //! Rules:
 //! - one in-flight command per worker (per conversation), in queue order;
-//! - a create goes to the least-loaded connected executor, and at most
-//!   `max_launches` creates are in flight, and at most `max_active` managed
-//!   workers (holding or creating a conversation) exist at once;
+//! - a create goes to the connected executor with the most room: one at
+//!   the capacity its `hello` declared (`host.capacity`) takes none, and
+//!   among the rest the lowest load for its capacity wins (an executor
+//!   without one counts as `max_active`), so workers spread across hosts;
+//!   at most `max_launches` creates are in flight, and at most `max_active`
+//!   managed workers (holding or creating a conversation) exist at once;
 //! - a send goes only to the executor holding the worker's conversation, and
 //!   only while that conversation is not generating or loading; a steer
 //!   (a checkpoint due mid-turn) also while generating, if that executor
@@ -97,7 +100,15 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
                 if worker.executor_id.is_some() || launches >= limits.max_launches || active >= limits.max_active {
                     continue;
                 }
-                let Some((executor, _)) = load.iter().min_by_key(|(id, n)| (**n, **id)) else { continue };
+                let capacity = |id: &str| {
+                    let declared = state.executor_hosts.get(id).and_then(|h| h.capacity);
+                    declared.map_or(limits.max_active, |c| c as usize).max(1)
+                };
+                let roomiest = load
+                    .iter()
+                    .filter(|(id, n)| **n < capacity(id))
+                    .min_by_key(|(id, n)| (**n * 1_000_000 / capacity(id), **id));
+                let Some((executor, _)) = roomiest else { continue };
                 executor.to_string()
             }
             CommandIntent::Send { steer, .. } => {

@@ -173,6 +173,44 @@ fn launches_and_active_workers_are_limited() {
 }
 
 #[test]
+fn creates_go_to_the_executor_with_the_most_room_and_none_past_its_capacity() {
+    let w = world();
+    let declare = |executor: &str, capacity: u32| {
+        w.plane
+            .execute(Request::ExecutorConnected {
+                executor_id: executor.into(),
+                executor_instance_id: "i1".into(),
+                executor_kind: protocol::executor::ExecutorKind::Cdp,
+                capabilities: vec![],
+                host: protocol::executor::MachineFacts {
+                    os: "linux".into(),
+                    name: Some(format!("{executor}.lan")),
+                    capacity: Some(capacity),
+                    ..Default::default()
+                },
+            })
+            .unwrap();
+    };
+    // Host A takes one conversation, host B three.
+    declare("host-a", 1);
+    declare("host-b", 3);
+    let limits = Limits { max_launches: 8, max_active: 8 };
+    let workers: Vec<WorkerId> = (0..5).map(|i| w.spawn(&format!("w{i}"))).collect();
+    let placed: Vec<String> =
+        w.plane.next_dispatches(&World::connected(&["host-a", "host-b"]), limits).into_iter().map(|d| d.executor_id).collect();
+    let on = |e: &str| placed.iter().filter(|p| *p == e).count();
+    assert_eq!((on("host-a"), on("host-b")), (1, 3), "each host filled to its capacity: {placed:?}");
+    for d in w.plane.next_dispatches(&World::connected(&["host-a", "host-b"]), limits) {
+        w.plane.dispatch(&d, 60_000).unwrap();
+    }
+    assert!(
+        w.plane.next_dispatches(&World::connected(&["host-a", "host-b"]), limits).is_empty(),
+        "the fifth waits for room; no host is overfilled"
+    );
+    assert_eq!(workers.len(), 5);
+}
+
+#[test]
 fn creates_spread_over_executors_and_sends_go_only_to_the_holder() {
     let w = world();
     let (a, b) = (w.spawn("a"), w.spawn("b"));

@@ -33,6 +33,18 @@ const HEADLESS_FLAGS: &[&str] = &[
     "--remote-debugging-port=0",
 ];
 
+/// The flags the agent's dedicated-profile fallback (`--launch-arg`) needs
+/// for a headless Chromium reaching `site` as chatgpt.com: the rig's own,
+/// less those the agent sets itself (the port and the profile).
+pub fn dedicated_launch_args(site: &str) -> Vec<String> {
+    HEADLESS_FLAGS
+        .iter()
+        .filter(|f| !f.starts_with("--remote-debugging") && **f != "--no-first-run")
+        .map(|f| f.to_string())
+        .chain([format!("--host-resolver-rules=MAP chatgpt.com {site}")])
+        .collect()
+}
+
 /// Chromium with remote debugging allowed, as its own process.
 pub struct AuthorizedChromium {
     child: Child,
@@ -157,6 +169,8 @@ pub fn agent_config(daemon: &Daemon, user_data_dir: &Path, state_file: &Path) ->
         state_file: state_file.to_owned(),
         connect_timeout: Duration::from_secs(5),
         reconnect_delay: Duration::from_millis(100),
+        capacity: Some(carrier_cdp::agent::DEFAULT_CAPACITY),
+        dedicated: None,
     })
 }
 

@@ -13,9 +13,13 @@ use serde::{Deserialize, Serialize};
 use crate::error::ErrorCode;
 use crate::ids::{CommandId, ConversationId, WorkerId};
 
-/// The protocol version this build speaks. A peer with another version is
-/// refused with `PROTOCOL_VERSION_MISMATCH`.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The newest protocol version this build speaks; its executors say it in
+/// `hello`. Version 2 adds `host.name` and `host.capacity`.
+pub const PROTOCOL_VERSION: u32 = 2;
+/// The oldest version the daemon still serves: a `hello` outside
+/// `OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION` is refused with
+/// `PROTOCOL_VERSION_MISMATCH`, and `welcome` echoes the executor's own.
+pub const OLDEST_PROTOCOL_VERSION: u32 = 1;
 
 /// Largest frame either side accepts, in bytes.
 pub const FRAME_MAX: usize = 256 * 1024;
@@ -31,6 +35,8 @@ pub const URL_PREFIX: &str = "https://chatgpt.com/";
 pub const FACT_MAX: usize = 256;
 /// Most capabilities a `hello` may declare.
 pub const CAPABILITIES_MAX: usize = 32;
+/// The largest `host.capacity` an executor may declare.
+pub const CAPACITY_MAX: u32 = 256;
 
 /// The least time between two `conversationProgress` frames for one
 /// worker: the daemon's bound for a turn without progress is a minute or
@@ -65,6 +71,13 @@ pub struct MachineFacts {
     /// Browser name and version, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub browser: Option<String>,
+    /// The machine's name, so status can tell hosts apart (v2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// How many managed conversations this executor takes at most; new
+    /// workers go to executors with room (v2). None: no limit of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u32>,
 }
 
 /// Frames the executor sends to the daemon. Unknown fields are refused: a
@@ -75,7 +88,7 @@ pub struct MachineFacts {
 pub enum ExecutorFrame {
     /// First frame: authenticates and declares who is speaking.
     Hello {
-        /// Must equal [`PROTOCOL_VERSION`].
+        /// A version the daemon serves, from [`OLDEST_PROTOCOL_VERSION`] to [`PROTOCOL_VERSION`].
         protocol_version: u32,
         /// This executor's credential, `exc1.<executorId>.<64 hex>`, as
         /// `orchestrator pair` issued it for `executor_id`. Never logged.
@@ -325,7 +338,20 @@ impl ExecutorFrame {
     /// (`https://chatgpt.com/…` only: never `javascript:` or another site).
     pub fn validate(&self) -> Result<(), FrameRefusal> {
         match self {
-            ExecutorFrame::Hello { capabilities, host, .. } => {
+            ExecutorFrame::Hello { protocol_version, capabilities, host, .. } => {
+                if *protocol_version < 2 && (host.name.is_some() || host.capacity.is_some()) {
+                    return Err(FrameRefusal {
+                        code: ErrorCode::InvalidArgument,
+                        detail: "host.name and host.capacity need protocol version 2".into(),
+                    });
+                }
+                if host.capacity.is_some_and(|c| !(1..=CAPACITY_MAX).contains(&c)) {
+                    return Err(FrameRefusal {
+                        code: ErrorCode::InvalidArgument,
+                        detail: format!("host.capacity must be 1-{CAPACITY_MAX}"),
+                    });
+                }
+                bounded("host.name", host.name.as_deref().unwrap_or_default(), FACT_MAX)?;
                 if capabilities.len() > CAPABILITIES_MAX {
                     return Err(FrameRefusal {
                         code: ErrorCode::TooLarge,
@@ -360,10 +386,14 @@ impl ExecutorFrame {
         }
     }
 
-    /// Checks a `hello` against this build's protocol version.
+    /// Checks a `hello` against the versions this build serves.
     pub fn check_version(&self) -> Result<(), ErrorCode> {
         match self {
-            ExecutorFrame::Hello { protocol_version, .. } if *protocol_version == PROTOCOL_VERSION => Ok(()),
+            ExecutorFrame::Hello { protocol_version, .. }
+                if (OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(protocol_version) =>
+            {
+                Ok(())
+            }
             ExecutorFrame::Hello { .. } => Err(ErrorCode::ProtocolVersionMismatch),
             _ => Err(ErrorCode::ProtocolViolation),
         }
@@ -453,8 +483,34 @@ mod tests {
             host: MachineFacts::default(),
         };
         assert_eq!(hello(PROTOCOL_VERSION).check_version(), Ok(()));
+        assert_eq!(hello(OLDEST_PROTOCOL_VERSION).check_version(), Ok(()));
+        assert_eq!(hello(0).check_version(), Err(ErrorCode::ProtocolVersionMismatch));
         assert_eq!(hello(PROTOCOL_VERSION + 1).check_version(), Err(ErrorCode::ProtocolVersionMismatch));
         assert_eq!(ExecutorFrame::Heartbeat { seq: 1 }.check_version(), Err(ErrorCode::ProtocolViolation));
+    }
+
+    #[test]
+    fn host_name_and_capacity_are_version_2_fields_and_bounded() {
+        let hello = |v, name: Option<&str>, capacity| ExecutorFrame::Hello {
+            protocol_version: v,
+            token: "t".into(),
+            executor_id: "e".into(),
+            executor_instance_id: "i".into(),
+            executor_kind: ExecutorKind::Cdp,
+            capabilities: vec![],
+            host: MachineFacts { os: "linux".into(), browser: None, name: name.map(Into::into), capacity },
+        };
+        assert_eq!(hello(2, Some("studio"), Some(8)).validate(), Ok(()));
+        assert_eq!(hello(1, None, None).validate(), Ok(()));
+        for refused in [
+            hello(1, Some("studio"), None),
+            hello(1, None, Some(8)),
+            hello(2, None, Some(0)),
+            hello(2, None, Some(CAPACITY_MAX + 1)),
+            hello(2, Some(&"n".repeat(FACT_MAX + 1)), None),
+        ] {
+            assert!(refused.validate().is_err(), "{refused:?}");
+        }
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The executor protocol v1 on the wire: every frame type in
+//! The executor protocol on the wire (v1, and the `hello` of v2 with
+//! `host.name` and `host.capacity`): every frame type in
 //! `fixtures/executor-v1.jsonl` keeps parsing and writes back the same
 //! fields. Never edit a fixture line; add one when a frame grows.
 //!

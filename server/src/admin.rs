@@ -56,9 +56,27 @@ pub struct Status {
     pub executors_paired: usize,
     /// Executors with a live session.
     pub executors_connected: Vec<String>,
+    /// Those executors' machines and room, as their `hello` said.
+    #[serde(default)]
+    pub executors: Vec<ExecutorSummary>,
     /// The newest runs (at most [`RUNS_SHOWN`]), newest first.
     #[serde(default)]
     pub runs: Vec<RunSummary>,
+}
+
+/// A live executor: where it runs and how full it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutorSummary {
+    /// Its id.
+    pub executor_id: String,
+    /// Its machine's name (protocol v2), if it said.
+    pub host: Option<String>,
+    /// Its browser, if it said.
+    pub browser: Option<String>,
+    /// The managed conversations it holds now.
+    pub load: usize,
+    /// The most it takes (protocol v2); none: only the daemon's limits.
+    pub capacity: Option<u32>,
 }
 
 /// How many runs the status lists.
@@ -165,6 +183,21 @@ async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
                 .collect(),
         })
         .collect();
+    let executors = plane.with_state(|s| {
+        live.iter()
+            .map(|id| {
+                let facts = s.executor_hosts.get(id).cloned().unwrap_or_default();
+                let held = |w: &&control::model::Worker| w.executor_id.as_deref() == Some(id) && !w.state.is_terminal();
+                ExecutorSummary {
+                    executor_id: id.clone(),
+                    host: facts.name,
+                    browser: facts.browser,
+                    load: s.workers.values().filter(held).count(),
+                    capacity: facts.capacity,
+                }
+            })
+            .collect()
+    });
     let setup = plane.chatgpt_setup();
     axum::Json(Status {
         version: env!("CARGO_PKG_VERSION").into(),
@@ -175,6 +208,7 @@ async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
         mcp_secret: admin.mcp_secret,
         executors_paired: admin.bridge.paired(),
         executors_connected: live,
+        executors,
         runs,
     })
 }
@@ -186,9 +220,21 @@ pub fn render(status: &Status) -> String {
         Some(label) => format!("app label  {label:?}\n"),
         None => "app label  not set: restart serve with --app-label \"<the app's name in ChatGPT>\"\n".into(),
     };
-    out += &match status.executors_connected.as_slice() {
+    out += &match status.executors.as_slice() {
         [] => format!("executors  none connected ({} paired)\n", status.executors_paired),
-        live => format!("executors  {} ({} paired)\n", live.join(", "), status.executors_paired),
+        live => {
+            let each: Vec<String> = live
+                .iter()
+                .map(|e| {
+                    let room = e.capacity.map_or(format!("{}", e.load), |c| format!("{}/{c}", e.load));
+                    match &e.host {
+                        Some(host) => format!("{} on {host} ({room})", e.executor_id),
+                        None => format!("{} ({room})", e.executor_id),
+                    }
+                })
+                .collect();
+            format!("executors  {} ({} paired)\n", each.join(", "), status.executors_paired)
+        }
     };
     out += &match (status.exposed_hosts.first(), status.mcp_secret) {
         (Some(host), true) => format!("exposure   {}\n", crate::exposure::shown_url(host)),

@@ -171,15 +171,32 @@ enum Cmd {
         #[arg(long)]
         credential_file: PathBuf,
         /// The browser's user-data directory, where it writes DevToolsActivePort.
-        #[arg(long, conflicts_with_all = ["channel", "cdp_endpoint"])]
+        #[arg(long, conflicts_with_all = ["channel", "cdp_endpoint", "launch_browser"])]
         user_data_dir: Option<PathBuf>,
         /// Find the user-data directory of this browser channel in its default
         /// place on this OS: chrome, chrome-beta or chromium.
-        #[arg(long, conflicts_with = "cdp_endpoint")]
+        #[arg(long, conflicts_with_all = ["cdp_endpoint", "launch_browser"])]
         channel: Option<String>,
         /// The browser's DevTools WebSocket, ws://127.0.0.1:PORT/devtools/browser/ID.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "launch_browser")]
         cdp_endpoint: Option<String>,
+        /// The fallback where no session can be authorized: the agent launches
+        /// this browser itself on a dedicated profile (--launch-profile), never
+        /// the user's own, and stops it when it stops.
+        #[arg(long, requires = "launch_profile")]
+        launch_browser: Option<PathBuf>,
+        /// The dedicated profile directory for --launch-browser (refused if it
+        /// is a browser's default profile on this machine).
+        #[arg(long, requires = "launch_browser")]
+        launch_profile: Option<PathBuf>,
+        /// An extra flag for the launched browser (e.g. --headless=new). Repeatable.
+        #[arg(long, requires = "launch_browser", allow_hyphen_values = true)]
+        launch_arg: Vec<String>,
+        /// How many managed conversations this host takes; the daemon places
+        /// no more on it (1-256).
+        #[arg(long, default_value_t = carrier_cdp::agent::DEFAULT_CAPACITY,
+              value_parser = clap::value_parser!(u32).range(1..=256))]
+        capacity: u32,
         /// The page adapter: dist/chromium/pkg of `cargo xtask dist`.
         #[arg(long, default_value = "dist/chromium/pkg")]
         bundle: PathBuf,
@@ -348,6 +365,8 @@ impl LocalCdpArgs {
             state_file: state_dir.join("cdp-agent.json"),
             connect_timeout: std::time::Duration::from_secs(10),
             reconnect_delay: std::time::Duration::from_secs(1),
+            capacity: Some(carrier_cdp::agent::DEFAULT_CAPACITY),
+            dedicated: None,
         }))
     }
 }
@@ -879,6 +898,10 @@ async fn main() -> anyhow::Result<()> {
             user_data_dir,
             channel,
             cdp_endpoint,
+            launch_browser,
+            launch_profile,
+            launch_arg,
+            capacity,
             bundle,
             state_file,
             connect_timeout_ms,
@@ -889,7 +912,20 @@ async fn main() -> anyhow::Result<()> {
                 .to_owned();
             let executor_id = carrier_cdp::agent::executor_id_of(&token)
                 .ok_or_else(|| anyhow::anyhow!("{} holds no executor credential", credential_file.display()))?;
-            let browser = carrier_cdp::Endpoint::choose(user_data_dir, channel.as_deref(), cdp_endpoint)?;
+            let dedicated = match (launch_browser, launch_profile) {
+                (Some(browser), Some(profile)) => {
+                    let dedicated = carrier_cdp::Dedicated { browser, profile, args: launch_arg };
+                    let home = std::env::var_os("HOME").map(PathBuf::from);
+                    let config_home = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
+                    dedicated.check(home.as_deref(), config_home.as_deref())?;
+                    Some(dedicated)
+                }
+                _ => None,
+            };
+            let browser = match &dedicated {
+                Some(d) => carrier_cdp::Endpoint::UserDataDir(d.profile.clone()),
+                None => carrier_cdp::Endpoint::choose(user_data_dir, channel.as_deref(), cdp_endpoint)?,
+            };
             let state_file = match state_file {
                 Some(file) => file,
                 None => state_path(None)?.join("cdp-agent.json"),
@@ -906,6 +942,8 @@ async fn main() -> anyhow::Result<()> {
                 state_file,
                 connect_timeout: std::time::Duration::from_millis(connect_timeout_ms.clamp(100, 120_000)),
                 reconnect_delay: std::time::Duration::from_secs(1),
+                capacity: Some(capacity),
+                dedicated,
             };
             let agent = carrier_cdp::Agent::start(config)?;
             shutdown.cancelled().await;

@@ -519,6 +519,13 @@ async fn browser_control_lost_mid_send_is_reconciled_never_resent() {
         .count();
     assert_eq!(queued, 2, "its create and the one wake: nothing sent again");
     assert_eq!(user_turns(&world.fake.hub), 1, "only the bootstrap was taken");
+    // The agent told the operator why (host facts: the browser process is gone).
+    let lost = events.as_array().unwrap().iter().any(|e| {
+        e["type"] == "conversation.error"
+            && e["data"]["code"] == "BROWSER_CONTROL_UNAVAILABLE"
+            && e["data"]["detail"].as_str().is_some_and(|d| d.contains("exited"))
+    });
+    assert!(lost, "{events:#}");
 }
 
 /// The daemon runs the agent itself for a browser on its own machine
@@ -540,4 +547,70 @@ async fn the_daemon_runs_the_agent_for_its_local_browser() {
     let oracle = fake.hub.oracle();
     assert_eq!(conversations(&oracle).len(), 2, "{oracle:#}");
     assert_eq!(user_turns(&fake.hub), 3, "two bootstraps and one wake, each once");
+}
+
+/// The bounded fallback, behind explicit configuration: `carrier-agent
+/// --launch-browser --launch-profile` starts a browser of its own on a
+/// dedicated profile (never the user's), reaches it like an authorized
+/// session, and stops it when the agent stops. Its `--capacity 1` reaches
+/// the daemon in `hello` (protocol v2): the second worker waits for room
+/// instead of overfilling the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dedicated_profile_is_launched_only_when_configured_and_the_host_capacity_holds() {
+    let _one = ONE_BROWSER.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, fake) = e2e::daemon_and_site(orchestrator(), dir.path(), &["--pool-pacing-ms", "40"]).await.unwrap();
+    let credential = dir.path().join("agent.credential");
+    std::fs::write(&credential, daemon.credential().unwrap()).unwrap();
+    let profile = dir.path().join("dedicated-profile");
+    let mut agent = std::process::Command::new(orchestrator());
+    agent
+        .args(["carrier-agent", "--cdp", "--daemon", &daemon.executor_url(), "--capacity", "1"])
+        .arg("--credential-file")
+        .arg(&credential)
+        .arg("--launch-browser")
+        .arg(e2e::browser::chromium().unwrap())
+        .arg("--launch-profile")
+        .arg(&profile)
+        .arg("--bundle")
+        .arg(e2e::chromium_dist().unwrap().join("pkg"))
+        .arg("--state-file")
+        .arg(dir.path().join("agent.json"))
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    for flag in e2e::cdp::dedicated_launch_args(&fake.addr.to_string()) {
+        agent.arg(format!("--launch-arg={flag}"));
+    }
+    let mut agent = agent.spawn().unwrap();
+
+    let root = Root::new(&daemon.addr);
+    root.call("runtime_ensure", json!({"desired_workers": 2}));
+    root.status_when("one slot admitted", |s| {
+        s["slots"].as_array().unwrap().iter().filter(|x| x["admitted"] == true).count() == 1
+    })
+    .await;
+    let active_file = profile.join("DevToolsActivePort");
+    assert!(active_file.exists(), "the agent's own browser listens on the dedicated profile");
+    // Longer than a few dispatch rounds and the pool's pacing: the second
+    // worker would be placed by now if capacity were not honoured.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let status = root.call("runtime_status", json!({}));
+    let placed = status["slots"].as_array().unwrap().iter().filter(|x| x["executor_id"].is_string()).count();
+    assert_eq!(placed, 1, "a host of capacity 1 holds one conversation: {status:#}");
+    assert_eq!(conversations(&fake.hub.oracle()).len(), 1);
+
+    // The agent stops: so does the browser it launched, and only it.
+    let flag = format!("--user-data-dir={}", profile.display());
+    let browser_running = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+            std::fs::read(p.path().join("cmdline")).is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == flag.as_bytes()))
+        })
+    };
+    assert!(browser_running());
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let exited = agent.wait().unwrap();
+    assert!(exited.success(), "{exited}");
+    e2e::cdp::wait_until(Duration::from_secs(10), || !browser_running()).await.unwrap();
 }

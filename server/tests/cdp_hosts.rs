@@ -169,14 +169,15 @@ async fn two_hosts_share_the_pool_and_one_losing_its_browser_affects_only_its_wo
     };
     // Both executors are live before the pool places anything (as
     // `orchestrator status` shows them).
-    let connected = || -> Value {
+    let status = || -> Value {
         let out = Command::new(orchestrator())
             .args(["status", "--json", "--state-dir"])
             .arg(world.dir.path().join("state"))
             .output()
             .unwrap();
-        serde_json::from_slice::<Value>(&out.stdout).unwrap_or_default()["executors_connected"].clone()
+        serde_json::from_slice::<Value>(&out.stdout).unwrap_or_default()
     };
+    let connected = || status()["executors_connected"].clone();
     let until = tokio::time::Instant::now() + WAIT;
     while connected().as_array().map_or(0, Vec::len) < 2 {
         assert!(tokio::time::Instant::now() < until, "host B's agent never joined: {}", connected());
@@ -201,6 +202,14 @@ async fn two_hosts_share_the_pool_and_one_losing_its_browser_affects_only_its_wo
     assert!(hosts.iter().all(|h| executors.iter().filter(|e| *e == h).count() == 2), "two each: {executors:?}");
     let on_a: Vec<String> = world.agent.targets();
     assert_eq!(on_a.len(), 2);
+    // The pool sees each host: its name, browser, load and capacity (v2 `hello`).
+    let executors = status()["executors"].clone();
+    assert_eq!(executors.as_array().map_or(0, Vec::len), 2, "{executors:#}");
+    for e in executors.as_array().unwrap() {
+        assert!(e["host"].as_str().is_some_and(|h| !h.is_empty()), "{e:#}");
+        assert!(e["browser"].as_str().is_some_and(|b| b.contains("Chrome")), "{e:#}");
+        assert_eq!((e["load"].as_u64(), e["capacity"].as_u64()), (Some(2), Some(8)), "{e:#}");
+    }
 
     // Host B's browser dies: only B's workers are out of reach.
     let _ = browser_b.0.kill();

@@ -274,6 +274,15 @@ async fn bad_peers_are_refused_with_documented_reasons_and_others_keep_working()
         ),
         ("oversized frame", vec![hello(&t, PROTOCOL_VERSION), "x".repeat(300 * 1024)], 4003, "exceeds 262144"),
         ("hello twice", vec![hello(&t, PROTOCOL_VERSION), hello(&t, PROTOCOL_VERSION)], 4003, "hello sent twice"),
+        // Version 1 is still served (its session gets as far as the bad frame)...
+        ("a v1 executor", vec![hello(&t, 1), "{not json".into()], 4003, "PROTOCOL_VIOLATION: malformed frame"),
+        // ...but without v2's fields.
+        (
+            "v2 host fields in a v1 hello",
+            vec![hello(&t, 1).replace(r#""executorKind":"fake""#, r#""executorKind":"fake","host":{"os":"linux","capacity":4}"#)],
+            4003,
+            "need protocol version 2",
+        ),
     ];
     for (name, frames, code, reason) in cases {
         let (got_code, got_reason) = refused(&daemon, None, frames).await.unwrap_or_else(|e| panic!("{name}: {e}"));

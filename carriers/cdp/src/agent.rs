@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use chromiumoxide::cdp::browser_protocol::browser::GetVersionParams;
 use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
+use chromiumoxide::cdp::browser_protocol::system_info::GetProcessInfoParams;
 use chromiumoxide::cdp::browser_protocol::target::{
     AttachToTargetParams, CloseTargetParams, CreateTargetParams, GetTargetsParams, SessionId, SetDiscoverTargetsParams,
     TargetId,
@@ -39,7 +40,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cdp::{Cdp, Event};
 use crate::connect::{Endpoint, connect};
+use crate::launch::{Dedicated, Launched};
 use crate::page::{self, Bundle, Said};
+
+/// The managed conversations one host takes unless its operator says
+/// otherwise: a browser keeps this many background tabs responsive.
+pub const DEFAULT_CAPACITY: u32 = 8;
 
 /// How the agent reaches the daemon and the browser.
 #[derive(Debug, Clone)]
@@ -60,6 +66,13 @@ pub struct Config {
     pub connect_timeout: Duration,
     /// The pause between attempts to reach the daemon.
     pub reconnect_delay: Duration,
+    /// How many managed conversations this host takes (`hello`'s
+    /// `host.capacity`); the daemon places no more on it.
+    pub capacity: Option<u32>,
+    /// The bounded fallback: a dedicated profile the agent launches itself
+    /// (never the user's own; see [`crate::launch`]). When set, `browser`
+    /// is that profile's directory.
+    pub dedicated: Option<Dedicated>,
 }
 
 /// A running agent.
@@ -79,6 +92,7 @@ impl Agent {
             config,
             core: Mutex::new(core),
             browser: tokio::sync::Mutex::new(None),
+            launched: tokio::sync::Mutex::new(Launched::default()),
             version: Mutex::new(None),
             outbox: Mutex::new(None),
             connected: AtomicBool::new(false),
@@ -131,6 +145,8 @@ struct Shared {
     core: Mutex<Core<String>>,
     /// The live browser connection; the async lock serializes connecting.
     browser: tokio::sync::Mutex<Option<Arc<Browser>>>,
+    /// The dedicated browser, when the agent launched one.
+    launched: tokio::sync::Mutex<Launched>,
     /// The browser's product and version once reached, for `hello` (which
     /// must not wait on a connect in progress).
     version: Mutex<Option<String>>,
@@ -143,6 +159,9 @@ struct Shared {
 struct Browser {
     cdp: Cdp,
     version: String,
+    /// The browser process, when DevTools names it: a lost connection then
+    /// says whether the browser exited or only closed DevTools.
+    pid: Option<u32>,
     pages: Mutex<HashMap<String, Attached>>,
     /// Notified whenever an adapter comes up.
     ready: Notify,
@@ -176,6 +195,7 @@ impl Shared {
     async fn halt(&self) {
         self.stop.cancel();
         *self.browser.lock().await = None;
+        self.launched.lock().await.stop().await;
     }
 
     /// Writes the journal (atomically, owner-only) after every change; one
@@ -206,18 +226,23 @@ impl Shared {
         if let Some(browser) = slot.as_ref().filter(|b| !b.cdp.is_closed()) {
             return Ok(browser.clone());
         }
+        if let Some(dedicated) = &self.config.dedicated {
+            let mut launched = self.launched.lock().await;
+            launched.ensure(dedicated, self.config.connect_timeout).await.map_err(|e| error(e.code, &e.detail))?;
+        }
         let cdp =
             connect(&self.config.browser, self.config.connect_timeout).await.map_err(|e| error(e.code, &e.detail))?;
         let unavailable = |e: crate::cdp::Error| error(ErrorCode::BrowserControlUnavailable, &e.to_string());
         let within = self.config.connect_timeout;
         let version = cdp.call_within(within, None, GetVersionParams::default()).await.map_err(unavailable)?.product;
+        let pid = browser_pid(&cdp, within).await;
         let events = cdp.events();
         cdp.call_within(within, None, SetDiscoverTargetsParams::new(true)).await.map_err(unavailable)?;
         // Targets that did not survive (a browser restart is a new
         // generation: every id is new) are lost; the daemon reopens them.
         let alive = page_targets(&cdp).await.map_err(unavailable)?;
         *self.version.lock().unwrap() = Some(version.clone());
-        let browser = Arc::new(Browser { cdp, version, pages: Mutex::new(HashMap::new()), ready: Notify::new() });
+        let browser = Arc::new(Browser { cdp, version, pid, pages: Mutex::new(HashMap::new()), ready: Notify::new() });
         tokio::spawn(watch(self.clone(), browser.clone(), events));
         let lost = self.core.lock().unwrap().retain_tabs(|t| alive.contains(t));
         if !lost.is_empty() {
@@ -324,6 +349,12 @@ fn forget_context(browser: &Browser, target: &str, context: ExecutionContextId) 
     }
 }
 
+/// The browser's own process id, as DevTools reports it (none if it does not).
+async fn browser_pid(cdp: &Cdp, within: Duration) -> Option<u32> {
+    let processes = cdp.call_within(within, None, GetProcessInfoParams::default()).await.ok()?.process_info;
+    processes.iter().find(|p| p.r#type == "browser").and_then(|p| u32::try_from(p.id).ok())
+}
+
 /// The page targets of the browser (ids only).
 async fn page_targets(cdp: &Cdp) -> Result<HashSet<String>, crate::cdp::Error> {
     let targets = cdp.call(None, GetTargetsParams::default()).await?.target_infos;
@@ -415,7 +446,8 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
     if shared.stop.is_cancelled() {
         return;
     }
-    tracing::warn!("lost the browser connection");
+    let detail = crate::host::loss_detail(browser.pid, Duration::from_secs(2)).await;
+    tracing::warn!("lost the browser connection: {detail}");
     // Every managed conversation is out of reach until the browser is back:
     // a host state for each (not a worker's failure), so the daemon and
     // root see which workers this host's browser holds.
@@ -426,7 +458,7 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
             .map(|worker_id| ExecutorFrame::ConversationError {
                 worker_id,
                 code: ErrorCode::BrowserControlUnavailable,
-                detail: "this host's browser connection is lost; the agent is reaching it again".into(),
+                detail: detail.clone(),
             })
             .collect(),
     );
@@ -485,6 +517,11 @@ async fn run(shared: Arc<Shared>) {
 /// One session with the daemon: hello, welcome, resync, then commands and
 /// heartbeats until either side closes.
 async fn session(shared: &Arc<Shared>, instance: &str) {
+    if shared.version.lock().unwrap().is_none() {
+        // `hello` names the browser: reach it first (bounded; one that
+        // cannot be reached is named at a later session).
+        let _ = tokio::time::timeout(shared.config.connect_timeout, shared.browser()).await;
+    }
     let Ok((socket, _)) = tokio_tungstenite::connect_async(shared.config.daemon.as_str()).await else { return };
     let (mut sink, mut stream) = socket.split();
     let browser = shared.version.lock().unwrap().clone();
@@ -494,7 +531,12 @@ async fn session(shared: &Arc<Shared>, instance: &str) {
         instance_id: instance.to_owned(),
         kind: ExecutorKind::Cdp,
         capabilities: vec!["conversation_create".into(), "conversation_send".into()],
-        host: MachineFacts { os: std::env::consts::OS.into(), browser },
+        host: MachineFacts {
+            os: std::env::consts::OS.into(),
+            browser,
+            name: crate::host::machine_name(),
+            capacity: shared.config.capacity,
+        },
     });
     if sink.send(text(&hello)).await.is_err() {
         return;

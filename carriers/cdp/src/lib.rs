@@ -12,16 +12,22 @@
 //! - [`cdp`]: a small DevTools client that touches only what it is told to.
 //! - [`page`]: the adapter bundle and the page side of a managed target.
 //! - [`agent`]: the executor: daemon session, journal, commands.
+//! - [`host`]: the machine's facts (its name; whether the browser runs).
+//! - [`launch`]: the bounded fallback of a dedicated profile it launches.
 //!
 //! Architecture invariant: no target the agent did not create is attached
 //! to, navigated, evaluated in or closed; target ids are handles, never
-//! identity; the user's browser is never launched or relaunched.
+//! identity; the user's browser is never launched or relaunched (only a
+//! dedicated profile, configured explicitly, ever is).
 
 pub mod agent;
 pub mod cdp;
 pub mod connect;
 pub mod discovery;
+pub mod host;
+pub mod launch;
 pub mod page;
 
 pub use agent::{Agent, Config, JournalError};
 pub use connect::{Endpoint, SetupError};
+pub use launch::Dedicated;

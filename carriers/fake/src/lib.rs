@@ -435,7 +435,7 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
             .chain(shared.config.steers.then_some(protocol::executor::STEER))
             .map(String::from)
             .collect(),
-        host: MachineFacts { os: std::env::consts::OS.into(), browser: None },
+        host: MachineFacts { os: std::env::consts::OS.into(), ..MachineFacts::default() },
     });
     if sink.send(frame(&hello)).await.is_err() {
         return Next::SameInstance;

@@ -56,8 +56,9 @@ impl CloseReason {
                 format!("{}: this executor's credential was revoked", ErrorCode::Unauthorized)
             }
             CloseReason::VersionMismatch { theirs } => format!(
-                "{}: executor speaks {theirs}, daemon speaks {}",
+                "{}: executor speaks {theirs}, daemon speaks {}-{}",
                 ErrorCode::ProtocolVersionMismatch,
+                protocol::executor::OLDEST_PROTOCOL_VERSION,
                 protocol::executor::PROTOCOL_VERSION
             ),
             CloseReason::Violation(why) => format!("{}: {why}", ErrorCode::ProtocolViolation),

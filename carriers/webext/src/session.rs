@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message};
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
-use protocol::executor::{DaemonFrame, ExecutorFrame, FRAME_MAX, PROTOCOL_VERSION, valid_executor_id};
+use protocol::executor::{DaemonFrame, ExecutorFrame, FRAME_MAX, valid_executor_id};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until, timeout};
 
@@ -98,6 +98,8 @@ struct Peer {
     credential: String,
     executor_id: String,
     instance_id: String,
+    /// The protocol version it speaks, which `welcome` echoes.
+    version: u32,
 }
 
 /// Waits for and checks the `hello`.
@@ -123,14 +125,18 @@ where
     if owner != *executor_id {
         return Err(End::Closed(CloseReason::Unauthorized("the credential was issued to another executor id")));
     }
-    if *protocol_version != PROTOCOL_VERSION {
+    if hello.check_version().is_err() {
         return Err(End::Closed(CloseReason::VersionMismatch { theirs: *protocol_version }));
     }
     if !valid_executor_id(executor_id) || !valid_executor_id(executor_instance_id) {
         return Err(End::Closed(CloseReason::Violation("executor ids must be 1-64 of [A-Za-z0-9_-]".into())));
     }
-    let peer =
-        Peer { credential: token.clone(), executor_id: executor_id.clone(), instance_id: executor_instance_id.clone() };
+    let peer = Peer {
+        credential: token.clone(),
+        executor_id: executor_id.clone(),
+        instance_id: executor_instance_id.clone(),
+        version: *protocol_version,
+    };
     Ok((peer, hello))
 }
 
@@ -190,7 +196,7 @@ where
         }
     };
     let welcome = DaemonFrame::Welcome {
-        protocol_version: PROTOCOL_VERSION,
+        protocol_version: peer.version,
         heartbeat_ms: bridge.config.heartbeat_ms,
         lease_ms: bridge.config.lease_ms,
     };

@@ -273,7 +273,7 @@ impl Background {
                     instance_id: bg.instance_id.clone(),
                     kind: ExecutorKind::Webext,
                     capabilities: vec![],
-                    host: MachineFacts { os: String::new(), browser: user_agent() },
+                    host: MachineFacts { browser: user_agent(), ..MachineFacts::default() },
                 }));
             }
         });
