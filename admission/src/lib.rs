@@ -15,6 +15,16 @@ use registry::CarrierRecord;
 /// never admitted again, to anyone — not even, indistinguishably, to itself.
 pub const SESSIONLESS: &str = "sessionless";
 
+/// What prefixes the fingerprint of a peer proven by caller attribution to
+/// be calling from one conversation (`conversation:<uuid>`): it is
+/// recognized again on every attributed call, whatever its transport.
+pub const CONVERSATION_PEER: &str = "conversation:";
+
+/// The fingerprint of a call attributed to `conversation`.
+pub fn conversation_peer(conversation: &protocol::ConversationId) -> String {
+    format!("{CONVERSATION_PEER}{conversation}")
+}
+
 /// A peer's claim on a slot.
 #[derive(Debug, Clone)]
 pub struct Claim<'a> {
@@ -95,6 +105,12 @@ pub fn admit(record: &CarrierRecord, claim: &Claim<'_>) -> Result<Admission, Ref
             return Err(Refusal::Fenced(health));
         }
     }
+    // An attributed claim must come from the slot's own conversation.
+    if let Some(proven) = claim.peer_fingerprint.strip_prefix(CONVERSATION_PEER)
+        && record.conversation.as_ref().is_none_or(|(c, _)| c.to_string() != proven)
+    {
+        return Err(if record.conversation.is_none() { Refusal::Unresolved } else { Refusal::OtherPeer });
+    }
     if let Some(peer) = &record.peer_fingerprint {
         return match (peer.as_str(), peer == claim.peer_fingerprint) {
             (SESSIONLESS, _) => Err(Refusal::Indistinct),
@@ -114,13 +130,15 @@ pub fn admit(record: &CarrierRecord, claim: &Claim<'_>) -> Result<Admission, Ref
 /// Whether the worker of an admitted slot can act on a wake: every wake makes
 /// it re-attach, and only its admitted peer is let back in. That peer must
 /// still be recognizable: a session peer while its session is `alive` in this
-/// process, a sessionless peer never (see [`Refusal::Indistinct`]). Until the
-/// caller attribution of issue 20, a slot that fails this is not ready and
-/// gets no task. `Ok` for a slot not admitted yet (nothing to recognize).
+/// process, a sessionless peer never (see [`Refusal::Indistinct`]), a peer
+/// proven by caller attribution always (each of its calls proves it again).
+/// A slot that fails this is not ready and gets no task. `Ok` for a slot not admitted yet (nothing to recognize).
 pub fn recognizable(record: &CarrierRecord, alive: &dyn Fn(&str) -> bool) -> Result<(), Refusal> {
     match record.peer_fingerprint.as_deref() {
         None => Ok(()),
         Some(SESSIONLESS) => Err(Refusal::Indistinct),
+        // Proven anew, by attribution, on each of its calls.
+        Some(peer) if peer.starts_with(CONVERSATION_PEER) => Ok(()),
         Some(peer) if alive(peer) => Ok(()),
         Some(_) => Err(Refusal::SessionGone),
     }

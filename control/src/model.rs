@@ -37,6 +37,8 @@ pub struct Run {
     pub paths: HashSet<String>,
     /// The continuation policy workers spawned from now on start with.
     pub continuation_default: ContinuationPolicy,
+    /// Whether its managed conversations' calls must be attributed.
+    pub attribution: protocol::Attribution,
 }
 
 /// A logical worker as the log describes it.
@@ -87,6 +89,9 @@ pub struct Worker {
     pub fenced: bool,
     /// Execution Continuity: its policy, holds, attempts and pending turn.
     pub continuity: Continuity,
+    /// Who blocked its chat, while it is blocked: its calls are refused
+    /// with `CHAT_BLOCKED` (not a cancel; nothing else changes).
+    pub blocked: Option<protocol::BlockedBy>,
 }
 
 /// Where an executor command is in its life.
@@ -187,6 +192,8 @@ pub struct State {
     /// What each executor's latest session said of its machine (name,
     /// browser, and the capacity placement honours).
     pub executor_hosts: HashMap<String, protocol::executor::MachineFacts>,
+    /// Every request id that attributed a call: each attributes one only.
+    pub attributed_requests: HashSet<String>,
 }
 
 impl State {
@@ -239,6 +246,7 @@ impl State {
                     messages: HashMap::new(),
                     paths: HashSet::new(),
                     continuation_default: ContinuationPolicy::default(),
+                    attribution: protocol::Attribution::default(),
                 },
             );
             return Ok(());
@@ -286,6 +294,7 @@ impl State {
                         last_error: None,
                         fenced: false,
                         continuity: Continuity::new(run.continuation_default, at),
+                        blocked: None,
                     },
                 );
             }
@@ -547,6 +556,17 @@ impl State {
             EventBody::ContinuationRateLimited { worker_id, .. } => {
                 touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 self.rate_limited_at_ms = Some(at);
+            }
+            EventBody::RunAttributionSet { policy } => run.attribution = *policy,
+            EventBody::WorkerBlockChanged { worker_id, blocked, by, .. } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.blocked = blocked.then_some(*by);
+            }
+            EventBody::CallerAttributed { worker_id, request_id, .. } => {
+                touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                if !self.attributed_requests.insert(request_id.clone()) {
+                    return Err(fail("a request id attributed twice"));
+                }
             }
         }
         self.runtime.apply(event).map_err(|e| fail(&e.to_string()))?;

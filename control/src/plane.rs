@@ -480,9 +480,7 @@ impl ControlPlane {
     /// caller hands out root's capability only when it created the run: an
     /// idempotency key proves nothing about who asks (SPEC §9).
     pub fn create_run_once(&self, title: &str, idem: Option<&str>) -> Result<(RunId, WorkerId, bool), Error> {
-        let idem = Self::idem_key("run_create", idem)?;
-        self.commit(idem, &title, |_| Self::new_run(title, None))
-            .map(|((run, root), events)| (run, root, !events.is_empty()))
+        self.create_run_with(title, None, protocol::Attribution::Required, idem)
     }
 
     /// Like [`ControlPlane::create_run_once`], with root launched into a
@@ -495,20 +493,43 @@ impl ControlPlane {
         assignment: &Assignment,
         idem: Option<&str>,
     ) -> Result<(RunId, WorkerId, bool), Error> {
-        let idem = Self::idem_key("run_create", idem)?;
-        self.commit(idem, &(title, assignment), |_| {
-            let create_command = CommandId::from_uuid_bytes(new_uuid());
-            Self::new_run(title, Some(ManagedRoot { assignment: assignment.clone(), create_command }))
-        })
-        .map(|((run, root), events)| (run, root, !events.is_empty()))
+        self.create_run_with(title, Some(assignment), protocol::Attribution::Required, idem)
     }
 
-    /// The request creating a run with fresh ids, and those ids.
-    fn new_run(title: &str, managed: Option<ManagedRoot>) -> (Request, (RunId, WorkerId)) {
-        let (run_id, root_id) = (RunId::from_uuid_bytes(new_uuid()), WorkerId::from_uuid_bytes(new_uuid()));
-        let request =
-            Request::CreateRun { run_id: run_id.clone(), root_id: root_id.clone(), title: title.to_owned(), managed };
-        (request, (run_id, root_id))
+    /// Creates a run: root is the caller (`root_assignment` absent) or
+    /// launched into a managed conversation, and the run's calls are
+    /// attributed or identified by capability alone (`attribution`).
+    pub fn create_run_with(
+        &self,
+        title: &str,
+        root_assignment: Option<&Assignment>,
+        attribution: protocol::Attribution,
+        idem: Option<&str>,
+    ) -> Result<(RunId, WorkerId, bool), Error> {
+        let idem = Self::idem_key("run_create", idem)?;
+        // What a replay of the key must repeat (unchanged for runs that
+        // keep the default attribution, so their stored keys still match).
+        let request = match (root_assignment, attribution) {
+            (None, protocol::Attribution::Required) => serde_json::json!(title),
+            (Some(a), protocol::Attribution::Required) => serde_json::json!((title, a)),
+            (a, other) => serde_json::json!((title, a, other)),
+        };
+        self.commit(idem, &request, |_| {
+            let managed = root_assignment.map(|assignment| ManagedRoot {
+                assignment: assignment.clone(),
+                create_command: CommandId::from_uuid_bytes(new_uuid()),
+            });
+            let (run_id, root_id) = (RunId::from_uuid_bytes(new_uuid()), WorkerId::from_uuid_bytes(new_uuid()));
+            let request = Request::CreateRun {
+                run_id: run_id.clone(),
+                root_id: root_id.clone(),
+                title: title.to_owned(),
+                managed,
+                attribution,
+            };
+            (request, (run_id, root_id))
+        })
+        .map(|((run, root), events)| (run, root, !events.is_empty()))
     }
 
     /// Root spawns a worker; returns its id (the same id on an idempotent replay).
@@ -984,13 +1005,15 @@ fn run_of(state: &State, command: &Request) -> RunId {
             | ExecutorFrame::ConversationState { worker_id, .. }
             | ExecutorFrame::ConversationProgress { worker_id }
             | ExecutorFrame::ConversationError { worker_id, .. }
+            | ExecutorFrame::ConversationBlock { worker_id, .. }
             | ExecutorFrame::ConversationClosed { worker_id } => worker_id,
-            ExecutorFrame::Hello { .. } | ExecutorFrame::Heartbeat { .. } => {
+            ExecutorFrame::Hello { .. } | ExecutorFrame::Heartbeat { .. } | ExecutorFrame::CallerSeen { .. } => {
                 unreachable!("decide refuses session frames")
             }
         },
         Request::Attach { worker_id }
         | Request::RuntimeAdmit { worker_id, .. }
+        | Request::Attributed { worker_id, .. }
         | Request::HostState { worker_id, .. } => worker_id,
         Request::Spawn { actor, .. }
         | Request::Progress { actor, .. }
@@ -1007,7 +1030,8 @@ fn run_of(state: &State, command: &Request) -> RunId {
         | Request::SetContinuation { actor, .. }
         | Request::SetHold { actor, .. }
         | Request::ReleaseHold { actor, .. }
-        | Request::ContinueNow { actor, .. } => actor,
+        | Request::ContinueNow { actor, .. }
+        | Request::Block { actor, .. } => actor,
     };
     state.workers[actor].run_id.clone()
 }

@@ -196,8 +196,12 @@ fn creates_go_to_the_executor_with_the_most_room_and_none_past_its_capacity() {
     declare("host-b", 3);
     let limits = Limits { max_launches: 8, max_active: 8 };
     let workers: Vec<WorkerId> = (0..5).map(|i| w.spawn(&format!("w{i}"))).collect();
-    let placed: Vec<String> =
-        w.plane.next_dispatches(&World::connected(&["host-a", "host-b"]), limits).into_iter().map(|d| d.executor_id).collect();
+    let placed: Vec<String> = w
+        .plane
+        .next_dispatches(&World::connected(&["host-a", "host-b"]), limits)
+        .into_iter()
+        .map(|d| d.executor_id)
+        .collect();
     let on = |e: &str| placed.iter().filter(|p| *p == e).count();
     assert_eq!((on("host-a"), on("host-b")), (1, 3), "each host filled to its capacity: {placed:?}");
     for d in w.plane.next_dispatches(&World::connected(&["host-a", "host-b"]), limits) {

@@ -17,6 +17,10 @@ pub enum ToPage {
     /// How the adapter reads this page, for the popup's "Check this page":
     /// read-only, answered with a [`PageReply::Inspection`].
     Inspect,
+    /// Look for tool calls in the page now (the daemon waits on one):
+    /// answered with a [`PageReply::Report`]; what is found follows as an
+    /// unsolicited [`PageReply::Callers`].
+    Callers,
 }
 
 /// A prompt to submit in a page.
@@ -79,6 +83,25 @@ pub enum PageReply {
     },
     /// How the adapter reads the page (an answer to [`ToPage::Inspect`]).
     Inspection(PageCheck),
+    /// Unsolicited: tool-call request messages the page's data shows
+    /// (caller attribution), as the page script read them.
+    Callers(PageCalls),
+}
+
+/// What the page script (`page.js`, in the page's own world) read: the
+/// conversation on screen and its tool calls' request ids and tools. The
+/// content script checks the conversation against the page's URL, and the
+/// executor core against the tab's bound conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageCalls {
+    /// The conversation the page shows (`/c/<uuid>`).
+    pub conversation: String,
+    /// The calls (at most `protocol::executor::CALLS_PER_REPORT_MAX` are used).
+    pub calls: Vec<executor_core::CallSeen>,
+    /// Sent because the executor asked (repeat what was sent before).
+    #[serde(default)]
+    pub again: bool,
 }
 
 /// The adapter's reading of a page, without page content: counts and
@@ -175,4 +198,18 @@ impl PageCheck {
         }
         out
     }
+}
+
+/// A request from the popup to the background.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "popup", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum FromPopup {
+    /// A person blocks (or unblocks) the managed chat in this tab: every
+    /// tool call it makes is refused with `CHAT_BLOCKED` until unblocked.
+    Block {
+        /// The tab.
+        tab: i32,
+        /// Block (`true`) or unblock.
+        blocked: bool,
+    },
 }

@@ -178,7 +178,34 @@ async fn stream(hub: &Hub, conversation: &str, text: &str) {
     }
 }
 
-async fn call(mcp: &mut Client, tool: &str, args: serde_json::Value) -> anyhow::Result<serde_json::Value> {
+/// The conversation's connection to the orchestrator's app, as ChatGPT's
+/// connector makes it: every call carries an `x-request-id`
+/// (`wfr_<id>/<suffix>`), and the same id lands in the conversation's page
+/// data as the request message's `metadata.request_id` (CHATGPT-DOM.md,
+/// "Tool calls in the conversation").
+pub struct Connector {
+    /// The MCP client (stateless, or a kept session).
+    pub mcp: Client,
+    hub: Arc<Hub>,
+    conversation: String,
+    app: String,
+}
+
+impl Connector {
+    /// Calls `tool` as the conversation's model: the page shows the call.
+    async fn call(
+        &mut self,
+        tool: &str,
+        args: serde_json::Value,
+    ) -> Result<Result<serde_json::Value, mcp_client::ToolError>, mcp_client::Error> {
+        let id = format!("wfr_{}", uuid::Uuid::new_v4().simple());
+        let suffix = &uuid::Uuid::new_v4().simple().to_string()[..4];
+        self.hub.tool_call(&self.conversation, &id, tool, &self.app);
+        self.mcp.call_with(tool, args, &[("x-request-id", &format!("{id}/{suffix}"))]).await
+    }
+}
+
+async fn call(mcp: &mut Connector, tool: &str, args: serde_json::Value) -> anyhow::Result<serde_json::Value> {
     mcp.call(tool, args).await?.map_err(|e| anyhow::anyhow!("{tool} refused: {e}"))
 }
 
@@ -186,26 +213,31 @@ async fn call(mcp: &mut Client, tool: &str, args: serde_json::Value) -> anyhow::
 /// (restarting) for up to 10 s, as a host retries a failed app call. A tool
 /// refusal is not retried.
 async fn attach_with_retry(
-    hub: &Hub,
+    hub: &Arc<Hub>,
     conversation: &str,
     url: &str,
     attach: &str,
     (app, catalog): (&str, Option<String>),
-) -> anyhow::Result<(Client, serde_json::Value)> {
+) -> anyhow::Result<(Connector, serde_json::Value)> {
     let mut attempts = 0;
     loop {
         let kept = hub.sessions.lock().unwrap().as_mut().and_then(|s| s.remove(conversation));
         let attempt = async {
-            let mut mcp = match kept {
+            // ChatGPT's connector is reported to keep no MCP session between
+            // batches: stateless calls, unless the test keeps sessions.
+            let client = match kept {
                 Some(mcp) => mcp,
-                None => Client::connect(url).await?,
+                None if hub.sessions.lock().unwrap().is_some() => Client::connect(url).await?,
+                None => Client::stateless(url)?,
             };
+            let mut mcp =
+                Connector { mcp: client, hub: hub.clone(), conversation: conversation.to_owned(), app: app.to_owned() };
             // ChatGPT fetches an app's tool list once and keeps it until the
             // app is refreshed; the model calls with what that list says.
             let catalog = match catalog.clone() {
                 Some(stamp) => Some(stamp),
                 None => {
-                    let stamp = protocol::catalog::stamp_in_tools(&mcp.list_tools().await?);
+                    let stamp = protocol::catalog::stamp_in_tools(&mcp.mcp.list_tools().await?);
                     if let Some(stamp) = &stamp {
                         hub.cache_catalog(app, stamp);
                     }
@@ -233,7 +265,7 @@ async fn attach_with_retry(
 
 /// Attaches, picks the steps for this turn, runs them. `Ok(Some(_))` ends the
 /// turn with an error shown inside it.
-async fn work(hub: &Hub, conversation: &str, text: &str) -> anyhow::Result<Option<TurnError>> {
+async fn work(hub: &Arc<Hub>, conversation: &str, text: &str) -> anyhow::Result<Option<TurnError>> {
     let url =
         hub.mcp_url.clone().ok_or_else(|| anyhow::anyhow!("fakechat has no --mcp-url: the app is not connected"))?;
     let attach = attach_identity(text).ok_or_else(|| anyhow::anyhow!("no attach identity in the prompt"))?;
@@ -289,7 +321,7 @@ async fn work(hub: &Hub, conversation: &str, text: &str) -> anyhow::Result<Optio
     let result = run(hub, conversation, &mut mcp, &mut memory, steps).await;
     hub.update(conversation, |c| c.agent = Some(memory));
     if let Some(kept) = hub.sessions.lock().unwrap().as_mut() {
-        kept.insert(conversation.to_owned(), mcp);
+        kept.insert(conversation.to_owned(), mcp.mcp);
     }
     result
 }
@@ -297,7 +329,7 @@ async fn work(hub: &Hub, conversation: &str, text: &str) -> anyhow::Result<Optio
 async fn run(
     hub: &Hub,
     conversation: &str,
-    mcp: &mut Client,
+    mcp: &mut Connector,
     memory: &mut Memory,
     steps: Vec<Step>,
 ) -> anyhow::Result<Option<TurnError>> {
@@ -395,7 +427,7 @@ fn status_block(status: &str, summary: &str, remaining: &[Step]) -> String {
 }
 
 /// Waits (bounded: 10 waits of up to 30 s) for an answer to the last question.
-async fn await_answer(mcp: &mut Client, memory: &mut Memory) -> anyhow::Result<String> {
+async fn await_answer(mcp: &mut Connector, memory: &mut Memory) -> anyhow::Result<String> {
     let question = memory.question.clone().ok_or_else(|| anyhow::anyhow!("await_answer without a question"))?;
     for _ in 0..10 {
         let page = call(

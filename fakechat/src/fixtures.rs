@@ -14,7 +14,7 @@ use crate::render::{
 const CONVERSATION: &str = "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f";
 
 fn turn(role: Role, text: &str, finished: bool) -> Turn {
-    Turn { role, text: text.into(), finished, error: None }
+    Turn { role, text: text.into(), finished, error: None, calls: Vec::new() }
 }
 
 fn chat(generation: Generation) -> View {
@@ -83,7 +83,13 @@ pub fn all() -> Vec<(String, View)> {
             [("delivery-timeout", TurnError::DeliveryTimeout), ("something-went-wrong", TurnError::SomethingWentWrong)]
         {
             let mut v = chat(generation);
-            v.turns[1] = Turn { role: Role::Assistant, text: String::new(), finished: false, error: Some(error) };
+            v.turns[1] = Turn {
+                role: Role::Assistant,
+                text: String::new(),
+                finished: false,
+                error: Some(error),
+                calls: Vec::new(),
+            };
             out.push((format!("{g}-error-{name}"), v));
         }
         let mut limited = chat(generation);
@@ -108,6 +114,7 @@ pub fn all() -> Vec<(String, View)> {
             text: String::new(),
             finished: false,
             error: Some(TurnError::DeliveryTimeout),
+            calls: Vec::new(),
         };
         out.push((format!("{g}-error-delivery-timeout-ja"), japanese_timeout));
         let mut draft = chat(generation);
@@ -204,7 +211,8 @@ pub fn corpus_view(control: &str) -> Result<View, String> {
         view.turns[1] = turn(Role::Assistant, "Here is the pl", false);
     }
     if let Some(error) = c.turn_error {
-        view.turns[1] = Turn { role: Role::Assistant, text: String::new(), finished: false, error: Some(error) };
+        view.turns[1] =
+            Turn { role: Role::Assistant, text: String::new(), finished: false, error: Some(error), calls: Vec::new() };
     }
     Ok(view)
 }

@@ -217,6 +217,9 @@ pub struct Hub {
     pub hold_submissions: watch::Sender<bool>,
     /// How many submissions are being held now.
     pub held: std::sync::atomic::AtomicUsize,
+    /// How long after a tool call starts its request message (and request
+    /// id) lands in the page's data: the real page may take seconds.
+    pub call_delay: watch::Sender<std::time::Duration>,
 }
 
 /// Milliseconds since the epoch.
@@ -238,6 +241,7 @@ impl Hub {
             sessions: Mutex::new(None),
             hold_submissions: watch::Sender::new(false),
             held: std::sync::atomic::AtomicUsize::new(0),
+            call_delay: watch::Sender::new(std::time::Duration::from_millis(300)),
         }
     }
 
@@ -461,8 +465,14 @@ impl Hub {
             tab: tab.map(str::to_owned),
             bootstrap: text.contains("[orchestrator bootstrap v"),
         });
-        c.turns.push(Turn { role: Role::User, text: text.to_owned(), finished: true, error: None });
-        c.turns.push(Turn { role: Role::Assistant, text: String::new(), finished: false, error: None });
+        c.turns.push(Turn { role: Role::User, text: text.to_owned(), finished: true, error: None, calls: Vec::new() });
+        c.turns.push(Turn {
+            role: Role::Assistant,
+            text: String::new(),
+            finished: false,
+            error: None,
+            calls: Vec::new(),
+        });
         c.generating = true;
         self.bump(c);
         Ok(id)
@@ -474,6 +484,29 @@ impl Hub {
             if let Some(turn) = c.turns.last_mut().filter(|t| t.role == Role::Assistant) {
                 turn.text.push_str(text);
             }
+        });
+    }
+
+    /// A tool call starts in the open assistant turn: its collapsed row
+    /// shows at once, its request message reaches the page's data after
+    /// [`Hub::call_delay`].
+    pub fn tool_call(self: &std::sync::Arc<Self>, id: &str, request_id: &str, tool: &str, app: &str) {
+        let call =
+            crate::render::ToolCall { request_id: request_id.into(), tool: tool.into(), app: app.into(), shown: false };
+        self.update(id, |c| {
+            if let Some(turn) = c.turns.last_mut().filter(|t| t.role == Role::Assistant) {
+                turn.calls.push(call);
+            }
+        });
+        let (hub, id, request_id) = (self.clone(), id.to_owned(), request_id.to_owned());
+        let delay = *self.call_delay.borrow();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            hub.update(&id, |c| {
+                for call in c.turns.iter_mut().flat_map(|t| t.calls.iter_mut()).filter(|k| k.request_id == request_id) {
+                    call.shown = true;
+                }
+            });
         });
     }
 

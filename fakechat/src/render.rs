@@ -104,6 +104,117 @@ pub struct Turn {
     pub finished: bool,
     /// An error inside the turn (assistant).
     pub error: Option<TurnError>,
+    /// The tool calls the assistant made in this turn, in order.
+    #[serde(default)]
+    pub calls: Vec<ToolCall>,
+}
+
+/// One connector call in an assistant turn. ChatGPT shows it only as a
+/// collapsed "Called tool" row (one row can stand for several calls); the
+/// request message, with `metadata.request_id` (the call's `x-request-id`
+/// before its `/`), lives in the page's data, and may land there some time
+/// after the call starts (`shown`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ToolCall {
+    /// `metadata.request_id`.
+    pub request_id: String,
+    /// The tool called.
+    pub tool: String,
+    /// The app's name as ChatGPT knows it (the request path's first segment).
+    pub app: String,
+    /// In the page's data yet.
+    pub shown: bool,
+}
+
+/// The collapsed row a turn's connector calls render as: the words "Called
+/// tool" and nothing else (CHATGPT-DOM.md, "Tool calls in the
+/// conversation"; the row class from totec448-spec/chat-on-steroids
+/// extension/fiber.js, `span[class*="tool-message"]`). No capture shows
+/// this row in another locale: every locale gets the English words, and
+/// nothing in the product reads them.
+fn tool_row(turn: &Turn) -> &'static str {
+    if turn.calls.is_empty() {
+        ""
+    } else {
+        "<div class=\"flex items-center\"><span class=\"tool-message text-token-text-secondary\">Called tool</span></div>"
+    }
+}
+
+/// The page data of a turn, as React keeps it on the turn's element: the
+/// turn's message list, in the shapes ChatGPT's conversation model uses
+/// (the request message: an assistant message whose `recipient` starts
+/// `api_tool`, whose code content begins `{"path":"/<app>/link_…/<tool>"`
+/// and is stored truncated, with `metadata.request_id`; the result: a tool
+/// message with `metadata.invoked_resource` and `metadata.parent_id`).
+/// Evidence: CHATGPT-DOM.md and totec448-spec/chat-on-steroids
+/// (extension/fiber.js reads `turn.messages` up a turn element's
+/// `__reactFiber$…` chain). Only calls already `shown` are in it.
+pub fn turn_messages(turn: &Turn, n: usize) -> serde_json::Value {
+    let mut messages = Vec::new();
+    for (i, call) in turn.calls.iter().enumerate().filter(|(_, c)| c.shown) {
+        let request = format!("msg-{n}-call-{i}");
+        let link = &call.request_id[call.request_id.len().saturating_sub(8)..];
+        messages.push(serde_json::json!({
+            "id": request,
+            "author": {"role": "assistant"},
+            "recipient": "api_tool.call_tool",
+            "channel": "commentary",
+            "content": {"content_type": "code", "text": format!(
+                "{{\"path\":\"/{}/link_{link}/{}\",\"args\":\"{{\\\"capab", call.app, call.tool)},
+            "metadata": {"request_id": call.request_id}
+        }));
+        messages.push(serde_json::json!({
+            "id": format!("msg-{n}-result-{i}"),
+            "author": {"role": "tool", "name": "api_tool.call_tool"},
+            "content": {"content_type": "text", "parts": [""]},
+            "metadata": {
+                "parent_id": request,
+                "invoked_resource": {"app_name": call.app, "resource_uri": format!("/asdk_app_fake/link_{link}/{}", call.tool)}
+            }
+        }));
+    }
+    if turn.role == Role::Assistant && !turn.text.is_empty() {
+        messages.push(serde_json::json!({
+            "id": format!("msg-{n}"),
+            "author": {"role": "assistant"},
+            "recipient": "all",
+            "channel": "final",
+            "content": {"content_type": "text", "parts": [turn.text]}
+        }));
+    }
+    serde_json::Value::Array(messages)
+}
+
+/// Every turn anchor's page data, keyed by the anchor's own attribute value
+/// (`data-testid` in generation A, `data-turn-key` in B): what the page's
+/// script hangs on each anchor as React's fiber would.
+pub fn page_data(view: &View) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    match view.generation {
+        Generation::A => {
+            for (i, turn) in view.turns.iter().enumerate() {
+                out.insert(format!("conversation-turn-{}", i + 1), turn_messages(turn, i + 1));
+            }
+        }
+        Generation::B => {
+            // The exchanges of `thread_b`: a user turn opens one, the
+            // assistant's answer joins it.
+            let mut k: Option<usize> = None;
+            let mut answered = true;
+            for (i, turn) in view.turns.iter().enumerate() {
+                if turn.role == Role::User || answered {
+                    k = Some(k.map_or(0, |k| k + 1));
+                }
+                answered = turn.role == Role::Assistant;
+                let entry = out.entry(format!("turn-{}", k.unwrap_or(0))).or_insert_with(|| serde_json::json!([]));
+                if let (Some(all), serde_json::Value::Array(more)) = (entry.as_array_mut(), turn_messages(turn, i + 1))
+                {
+                    all.extend(more);
+                }
+            }
+        }
+    }
+    serde_json::Value::Object(out)
 }
 
 /// Author of a turn.
@@ -344,7 +455,9 @@ pub fn page(view: &View) -> String {
          <script nonce=\"{nonce}\" src=\"/_fakechat/app.js\" defer></script>\n</head>\n\
          <body data-fakechat-generation=\"{generation}\" data-fakechat-conversation=\"{conv}\" \
          data-fakechat-project=\"{project}\" data-fakechat-version=\"{version}\" data-fakechat-layout=\"{layout}\" \
-         data-fakechat-slot-empty=\"{empty}\" data-fakechat-slot-draft=\"{draft}\" data-fakechat-editor=\"{hydrate}\">\n",
+         data-fakechat-slot-empty=\"{empty}\" data-fakechat-slot-draft=\"{draft}\" data-fakechat-editor=\"{hydrate}\" \
+         data-fakechat-page-data=\"{data}\">\n",
+        data = escape(&page_data(view).to_string()),
         lang = lang(view.locale),
         nonce = escape(&view.nonce),
         conv = escape(view.conversation.as_deref().unwrap_or("")),
@@ -480,8 +593,9 @@ fn thread_a(view: &View, out: &mut String) {
              data-testid=\"conversation-turn-{n}\" data-scroll-anchor=\"false\" data-turn=\"{role}\">\
              <h4 class=\"sr-only select-none\">{said}</h4>\
              <div class=\"min-h-8 text-message\" data-message-author-role=\"{role}\" data-message-id=\"msg-{n}\" dir=\"auto\">\
-             <div class=\"markdown\">{}</div>",
-            escape(&turn.text)
+             <div class=\"markdown\">{}</div>{}",
+            escape(&turn.text),
+            tool_row(turn)
         );
         if let Some(error) = turn.error {
             out.push_str(&turn_error(view, error));
@@ -538,8 +652,9 @@ fn thread_b(view: &View, out: &mut String) {
                     out,
                     "<div data-content-search-unit-key=\"fallback-turn-{k}:2:assistant\">\
                      <h4 data-conversation-role=\"assistant\" tabindex=\"-1\" class=\"sr-only\">{}</h4>\
-                     <div dir=\"auto\"{streaming} data-markdown-text-style=\"assistant-message\"><p>{}</p></div></div>",
+                     {}<div dir=\"auto\"{streaming} data-markdown-text-style=\"assistant-message\"><p>{}</p></div></div>",
                     l.chatgpt_said,
+                    tool_row(a),
                     escape(&a.text)
                 );
                 if a.finished {

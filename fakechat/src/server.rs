@@ -194,6 +194,7 @@ async fn view(State(app): State<Arc<App>>, Query(q): Query<ViewQuery>) -> Respon
                 "version": view.version,
                 "layout": view.layout(),
                 "thread": render::thread(&view),
+                "pageData": render::page_data(&view),
                 "actions": render::actions(&view),
                 "apps": render::apps(&view),
             }))
@@ -362,6 +363,7 @@ async fn control(State(app): State<Arc<App>>, Json(c): Json<Control>) -> Respons
                     text: "Thinking".into(),
                     finished: false,
                     error: None,
+                    calls: Vec::new(),
                 });
             }
             if !on && let Some(turn) = conv.turns.last_mut().filter(|t| t.role == render::Role::Assistant) {
@@ -376,6 +378,7 @@ async fn control(State(app): State<Arc<App>>, Json(c): Json<Control>) -> Respons
                     text: String::new(),
                     finished: false,
                     error: None,
+                    calls: Vec::new(),
                 });
             }
             if let Some(turn) = conv.turns.last_mut() {

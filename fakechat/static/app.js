@@ -136,12 +136,32 @@
       version = v.version;
       const region = document.getElementById("thread-region");
       if (region) region.outerHTML = v.thread;
+      hangPageData(v.pageData);
       if (actions()) actions().outerHTML = v.actions;
       const apps = document.getElementById("composer-apps");
       if (apps && !selection) apps.outerHTML = v.apps;
       updateSlot();
     }
   }
+
+  // React keeps each turn's messages on the turn element's fiber
+  // (`__reactFiber$<random>`, its `return` chain reaching props with the
+  // turn's `messages`): the page's data, which the visible thread does not
+  // show. fakechat hangs the server's page data there the same way.
+  const fiberKey = "__reactFiber$" + Math.random().toString(36).slice(2, 12);
+  function hangPageData(data) {
+    if (!data) return;
+    for (const el of document.querySelectorAll('section[data-testid^="conversation-turn"], [data-turn-key]')) {
+      const key = el.dataset.testid || el.dataset.turnKey;
+      const messages = data[key];
+      if (!Array.isArray(messages)) continue;
+      const turn = { tag: 0, memoizedProps: { turn: { messages }, conversationId: conversation }, return: null };
+      el[fiberKey] = { tag: 5, memoizedProps: { className: el.className }, return: { tag: 0, memoizedProps: {}, return: turn } };
+    }
+  }
+  try {
+    hangPageData(JSON.parse(body.dataset.fakechatPageData || "{}"));
+  } catch (_) {}
 
   function reportVisibility() {
     post("/_fakechat/api/tab", { tab, conversation, visible: !document.hidden });

@@ -41,7 +41,12 @@ async fn world() -> World {
         AppConfig::new("Orchestrator Dev", false, AppState::Enabled),
     ]);
     let mut root = Client::connect(&mcp_url).await.unwrap();
-    let cap = root.call("run_create", json!({"title": "agent"})).await.unwrap().unwrap()["root_capability"]
+    // No executor sees fakechat's pages here: capability-only identity.
+    let cap = root
+        .call("run_create", json!({"title": "agent", "attribution": "capability_only"}))
+        .await
+        .unwrap()
+        .unwrap()["root_capability"]
         .as_str()
         .unwrap()
         .to_owned();

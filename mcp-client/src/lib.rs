@@ -1,4 +1,5 @@
-//! A minimal MCP client over streamable HTTP (legacy session mode): what
+//! A minimal MCP client over streamable HTTP (a legacy session, or the
+//! stateless 2026-07-28 revision, as ChatGPT's connector calls): what
 //! `orchestrator doctor` uses to read the daemon's catalog, and fakechat's
 //! scripted agent to call the orchestrator exactly as a ChatGPT
 //! conversation's host would; and [`post_each`], the one-message relay
@@ -11,6 +12,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 const VERSION: &str = "2025-11-25";
+/// The stateless revision: no `initialize`, no session.
+const STATELESS: &str = "2026-07-28";
 
 /// A tool error: its stable code and message.
 #[derive(Debug, Clone)]
@@ -44,11 +47,12 @@ pub enum Error {
     Protocol(String),
 }
 
-/// One MCP session.
+/// One MCP session, or stateless calls.
 pub struct Client {
     authority: String,
     path: String,
-    session: String,
+    /// The session id; `None`: every request is a stateless one.
+    session: Option<String>,
     next_id: u64,
     /// The server's `serverInfo` from `initialize`.
     server_info: Value,
@@ -82,14 +86,26 @@ fn dechunk(mut rest: &str) -> String {
 }
 
 async fn post(authority: &str, path: &str, session: Option<&str>, body: &str) -> Result<Reply, Error> {
-    let mut headers = vec![
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("MCP-Protocol-Version", VERSION),
-    ];
+    post_with(authority, path, session, body, &[]).await
+}
+
+async fn post_with(
+    authority: &str,
+    path: &str,
+    session: Option<&str>,
+    body: &str,
+    extra: &[(&str, &str)],
+) -> Result<Reply, Error> {
+    let mut headers = vec![("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")];
+    // A stateless request names its revision in `extra`; every other one is
+    // the legacy handshake or a request in its session.
+    if !extra.iter().any(|(name, _)| name.eq_ignore_ascii_case("MCP-Protocol-Version")) {
+        headers.push(("MCP-Protocol-Version", VERSION));
+    }
     if let Some(s) = session {
         headers.push(("Mcp-Session-Id", s));
     }
+    headers.extend_from_slice(extra);
     request("POST", authority, path, &headers, body).await
 }
 
@@ -362,7 +378,40 @@ impl Client {
             .ok_or_else(|| Error::Protocol(format!("no MCP session id in {}", reply.head)))?;
         let server_info = message(&reply.body)?["result"]["serverInfo"].clone();
         post(&authority, &path, Some(&session), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await?;
-        Ok(Client { authority, path, session, next_id: 1, server_info })
+        Ok(Client { authority, path, session: Some(session), next_id: 1, server_info })
+    }
+
+    /// Stateless calls to an `http://host:port/path` MCP endpoint (the
+    /// 2026-07-28 revision: no handshake, no session), as ChatGPT's
+    /// connector makes them. `server_info` stays empty.
+    pub fn stateless(url: &str) -> Result<Client, Error> {
+        let Endpoint { authority, path } = Endpoint::parse(url)?;
+        Ok(Client { authority, path, session: None, next_id: 1, server_info: Value::Null })
+    }
+
+    /// One request: in the session, or stateless with the revision's
+    /// `_meta` and its method/name headers.
+    async fn send(
+        &mut self,
+        method: &str,
+        name: Option<&str>,
+        mut params: Value,
+        extra: &[(&str, &str)],
+    ) -> Result<Reply, Error> {
+        self.next_id += 1;
+        let mut headers: Vec<(&str, &str)> = extra.to_vec();
+        if self.session.is_none() {
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": STATELESS,
+                "io.modelcontextprotocol/clientCapabilities": {}
+            });
+            headers.extend([("MCP-Protocol-Version", STATELESS), ("Mcp-Method", method)]);
+            if let Some(name) = name {
+                headers.push(("Mcp-Name", name));
+            }
+        }
+        let body = json!({"jsonrpc":"2.0","id":self.next_id,"method":method,"params":params});
+        post_with(&self.authority, &self.path, self.session.as_deref(), &body.to_string(), &headers).await
     }
 
     /// The server's `serverInfo` (name, version).
@@ -372,9 +421,7 @@ impl Client {
 
     /// `tools/list`: the catalog as a host fetches it.
     pub async fn list_tools(&mut self) -> Result<Vec<Value>, Error> {
-        self.next_id += 1;
-        let body = json!({"jsonrpc":"2.0","id":self.next_id,"method":"tools/list","params":{}});
-        let reply = post(&self.authority, &self.path, Some(&self.session), &body.to_string()).await?;
+        let reply = self.send("tools/list", None, json!({}), &[]).await?;
         let msg = message(&reply.body)?;
         msg["result"]["tools"]
             .as_array()
@@ -384,10 +431,17 @@ impl Client {
 
     /// Calls a tool; its structured content, or the typed tool error.
     pub async fn call(&mut self, tool: &str, args: Value) -> Result<Result<Value, ToolError>, Error> {
-        self.next_id += 1;
-        let body =
-            json!({"jsonrpc":"2.0","id":self.next_id,"method":"tools/call","params":{"name":tool,"arguments":args}});
-        let reply = post(&self.authority, &self.path, Some(&self.session), &body.to_string()).await?;
+        self.call_with(tool, args, &[]).await
+    }
+
+    /// Calls a tool with extra HTTP headers (ChatGPT's `x-request-id`).
+    pub async fn call_with(
+        &mut self,
+        tool: &str,
+        args: Value,
+        headers: &[(&str, &str)],
+    ) -> Result<Result<Value, ToolError>, Error> {
+        let reply = self.send("tools/call", Some(tool), json!({"name":tool,"arguments":args}), headers).await?;
         let msg = message(&reply.body)?;
         if let Some(err) = msg.get("error") {
             return Err(Error::Protocol(format!("{tool}: JSON-RPC error {err}")));

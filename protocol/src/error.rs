@@ -115,6 +115,10 @@ error_codes! {
     DeadlineExceeded = "DEADLINE_EXCEEDED", "The effect did not happen, or is reconciled; see the command's events.";
     /// The executor does not manage the tab or conversation named.
     UnmanagedTarget = "UNMANAGED_TARGET", "Only tabs the orchestrator created or a person attached can be controlled.";
+    /// The call could not be proven to come from the conversation its capability belongs to.
+    UnidentifiedCaller = "UNIDENTIFIED_CALLER", "Call only from your own managed conversation; a capability copied elsewhere is refused. A client no browser sees needs a run created with attribution capability_only.";
+    /// A person or root blocked this chat: its tool calls are refused.
+    ChatBlocked = "CHAT_BLOCKED", "Stop calling tools and answer the user in plain text.";
 }
 
 impl ErrorCode {

@@ -397,6 +397,38 @@ pub enum EventBody {
         /// The whole new policy.
         policy: ContinuationPolicy,
     },
+    /// The run's caller attribution policy was set (at its creation; absent: required).
+    #[serde(rename = "run.attribution_set")]
+    RunAttributionSet {
+        /// The policy.
+        policy: crate::state::Attribution,
+    },
+    /// A chat was blocked (every tool call made as it is refused with
+    /// `CHAT_BLOCKED`; not a cancel) or unblocked.
+    #[serde(rename = "worker.block_changed")]
+    WorkerBlockChanged {
+        /// The worker whose conversation it is.
+        worker_id: WorkerId,
+        /// Blocked now or not.
+        blocked: bool,
+        /// Who did it.
+        by: crate::state::BlockedBy,
+        /// Why, when given.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A call was proven to come from the worker's own conversation: an
+    /// executor saw its request id there. A request id attributes one call
+    /// only; a replay of it is refused.
+    #[serde(rename = "caller.attributed")]
+    CallerAttributed {
+        /// The worker.
+        worker_id: WorkerId,
+        /// The call's request id.
+        request_id: String,
+        /// The tool called.
+        tool: String,
+    },
     /// A hold on a worker's automatic turns was set, or (`hold` absent) released.
     #[serde(rename = "worker.hold_changed")]
     WorkerHoldChanged {
@@ -514,6 +546,9 @@ impl EventBody {
             EventBody::ExecutorDisconnected { .. } => "executor.disconnected",
             EventBody::ContinuationPolicyChanged { .. } => "continuation.policy_changed",
             EventBody::WorkerHoldChanged { .. } => "worker.hold_changed",
+            EventBody::RunAttributionSet { .. } => "run.attribution_set",
+            EventBody::WorkerBlockChanged { .. } => "worker.block_changed",
+            EventBody::CallerAttributed { .. } => "caller.attributed",
             EventBody::ContinuationRequested { .. } => "continuation.requested",
             EventBody::ExecutionScheduled { .. } => "execution.scheduled",
             EventBody::ContinuationStalled { .. } => "continuation.stalled",
@@ -526,7 +561,9 @@ impl EventBody {
     /// whole, the worker itself, or a message addressed to it.
     pub fn visible_to(&self, worker: &WorkerId) -> bool {
         match self {
-            EventBody::RunCreated { .. } | EventBody::RunStateChanged { .. } => true,
+            EventBody::RunCreated { .. } | EventBody::RunStateChanged { .. } | EventBody::RunAttributionSet { .. } => {
+                true
+            }
             EventBody::ContinuationPolicyChanged { worker_id, .. } => worker_id.as_ref().is_none_or(|w| w == worker),
             EventBody::ExecutorConnected { .. } | EventBody::ExecutorDisconnected { .. } => false,
             EventBody::WorkerMessage { from, to, .. } => from == worker || to == worker,
@@ -553,6 +590,8 @@ impl EventBody {
             | EventBody::RuntimeSlotAdmitted { worker_id, .. }
             | EventBody::RuntimeSlotHealth { worker_id, .. }
             | EventBody::WorkerHoldChanged { worker_id, .. }
+            | EventBody::WorkerBlockChanged { worker_id, .. }
+            | EventBody::CallerAttributed { worker_id, .. }
             | EventBody::ContinuationRequested { worker_id, .. }
             | EventBody::ExecutionScheduled { worker_id, .. }
             | EventBody::ContinuationStalled { worker_id, .. }

@@ -14,7 +14,8 @@ use crate::error::ErrorCode;
 use crate::ids::{CommandId, ConversationId, WorkerId};
 
 /// The newest protocol version this build speaks; its executors say it in
-/// `hello`. Version 2 adds `host.name` and `host.capacity`.
+/// `hello`. Version 2 adds `host.name` and `host.capacity`, caller
+/// attribution (`callerSeen`, `callerLookup`) and `conversationBlock`.
 pub const PROTOCOL_VERSION: u32 = 2;
 /// The oldest version the daemon still serves: a `hello` outside
 /// `OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION` is refused with
@@ -42,6 +43,25 @@ pub const CAPACITY_MAX: u32 = 256;
 /// worker: the daemon's bound for a turn without progress is a minute or
 /// more, so two signals fit in the shortest.
 pub const PROGRESS_EVERY_MS: u64 = 30_000;
+
+/// Largest request id (`x-request-id` before its `/`), in bytes.
+pub const REQUEST_ID_MAX: usize = 100;
+/// Largest tool name an executor may attest, in bytes.
+pub const TOOL_NAME_MAX: usize = 64;
+/// Most tool calls one page reading reports (a page shows a few turns).
+pub const CALLS_PER_REPORT_MAX: usize = 64;
+
+/// Whether `id` is a well-formed request id: 1-100 of `[A-Za-z0-9_-]`
+/// (ChatGPT's `wfr_…`).
+pub fn valid_request_id(id: &str) -> bool {
+    (1..=REQUEST_ID_MAX).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Whether `name` is a well-formed tool name: 1-64 of `[a-z0-9_]`.
+pub fn valid_tool_name(name: &str) -> bool {
+    (1..=TOOL_NAME_MAX).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
 
 /// The capability an executor declares in `hello` when its pages offer a
 /// safe seam for a mid-turn submission (`conversation_steer`). The daemon
@@ -173,6 +193,40 @@ pub enum ExecutorFrame {
         /// The worker.
         worker_id: WorkerId,
     },
+    /// (v2) The worker's managed page shows a tool-call request message of
+    /// our app: its request id and tool, never its arguments or any text.
+    /// Sent once per request id the executor sees (unprompted, and again
+    /// when a `callerLookup` asks); the daemon attributes the MCP call that
+    /// carried the same `x-request-id` to this conversation.
+    CallerSeen {
+        /// The worker whose page it is.
+        worker_id: WorkerId,
+        /// The conversation the page shows (the worker's bound one).
+        conversation_id: ConversationId,
+        /// `metadata.request_id` of the request message.
+        request_id: String,
+        /// The tool it called.
+        tool: String,
+    },
+    /// (v2) A person blocked (or unblocked) this managed chat from the
+    /// executor's own interface (the extension's popup).
+    ConversationBlock {
+        /// The worker.
+        worker_id: WorkerId,
+        /// Blocked (`true`) or not.
+        blocked: bool,
+    },
+}
+
+impl ExecutorFrame {
+    /// The version that introduced this frame: a session of an older one may
+    /// not send it.
+    pub fn since_version(&self) -> u32 {
+        match self {
+            ExecutorFrame::CallerSeen { .. } | ExecutorFrame::ConversationBlock { .. } => 2,
+            _ => 1,
+        }
+    }
 }
 
 /// Coarse state of a managed conversation.
@@ -227,6 +281,22 @@ pub enum DaemonFrame {
     },
     /// Work for the executor.
     Command(Command),
+    /// (v2; sent only to v2 executors) An MCP call names this worker and
+    /// carries `requestId`: look for it in the worker's page now, and send
+    /// `callerSeen` if it is there (or once it appears, until `untilMs`).
+    /// Not a command: no ack, no result, nothing journaled.
+    CallerLookup {
+        /// The worker.
+        worker_id: WorkerId,
+        /// The conversation bound to it.
+        conversation_id: ConversationId,
+        /// The call's request id.
+        request_id: String,
+        /// The tool called (what the page should name; report what it does name).
+        tool: String,
+        /// When the daemon stops waiting (ms since the Unix epoch).
+        until_ms: u64,
+    },
 }
 
 /// One unit of work for an executor.
@@ -376,12 +446,24 @@ impl ExecutorFrame {
             | ExecutorFrame::Result { outcome: CommandOutcome::Error { detail, .. }, .. } => {
                 bounded("detail", detail, DETAIL_MAX)
             }
+            ExecutorFrame::CallerSeen { request_id, tool, .. } => {
+                if !valid_request_id(request_id) || !valid_tool_name(tool) {
+                    return Err(FrameRefusal {
+                        code: ErrorCode::InvalidArgument,
+                        detail: format!(
+                            "requestId must be 1-{REQUEST_ID_MAX} of [A-Za-z0-9_-], tool 1-{TOOL_NAME_MAX} of [a-z0-9_]"
+                        ),
+                    });
+                }
+                Ok(())
+            }
             ExecutorFrame::Heartbeat { .. }
             | ExecutorFrame::Ack { .. }
             | ExecutorFrame::Result { outcome: CommandOutcome::Ok { .. }, .. }
             | ExecutorFrame::ConversationCreated { .. }
             | ExecutorFrame::ConversationState { .. }
             | ExecutorFrame::ConversationProgress { .. }
+            | ExecutorFrame::ConversationBlock { .. }
             | ExecutorFrame::ConversationClosed { .. } => Ok(()),
         }
     }

@@ -6,7 +6,7 @@
 //! - [`assignment`]: the authoritative task a worker retrieves over MCP.
 //! - [`continuity`]: Execution Continuity's policy, attempts and wakes.
 //! - [`event`]: durable domain events, the control plane's only source of truth.
-//! - [`executor`]: executor protocol v1 frames (commands, acks, results, observations).
+//! - [`executor`]: executor protocol frames (v2; v1 still served) (commands, acks, results, observations).
 //! - [`error`]: stable error codes that appear on every wire.
 //! - [`limits`]: size bounds enforced before anything is persisted.
 //! - [`catalog`]: the catalog stamp in the attach tools' descriptions (written and read).
@@ -28,4 +28,4 @@ pub use assignment::{Assignment, Scope};
 pub use error::ErrorCode;
 pub use event::{CommandIntent, Event, EventBody, PromptRef, SlotHealth};
 pub use ids::{CommandId, ConversationId, IdError, MessageId, RunId, WorkerId};
-pub use state::{MessageKind, RunState, Waiting, WaitingFor, WorkerDisposition, WorkerState};
+pub use state::{Attribution, BlockedBy, MessageKind, RunState, Waiting, WaitingFor, WorkerDisposition, WorkerState};

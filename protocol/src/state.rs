@@ -177,3 +177,41 @@ pub struct Waiting {
     /// What to do about it.
     pub next_step: String,
 }
+
+/// Whether a run's identity-sensitive calls must be proven to come from the
+/// managed conversation their capability belongs to (caller attribution).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Attribution {
+    /// Every changing call made as a managed conversation (a worker, or a
+    /// managed root) carries an `x-request-id` that an executor saw in
+    /// that very conversation's page; otherwise `UNIDENTIFIED_CALLER`.
+    #[default]
+    Required,
+    /// The capability alone identifies the caller: for hosts where no
+    /// executor can see the conversation (a stdio client, a plain MCP
+    /// client). `run_get` says so.
+    CapabilityOnly,
+}
+
+/// Who blocked a chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockedBy {
+    /// Root, with `worker_block`.
+    Root,
+    /// A person, from the executor's own interface (the extension's popup).
+    Person,
+}
+
+/// In tool schemas: the two values, without the variants' prose (every
+/// conversation pays for the catalogue in context; SPEC says what each means).
+impl JsonSchema for Attribution {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Attribution".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "enum": ["required", "capability_only"] })
+    }
+}

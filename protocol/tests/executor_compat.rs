@@ -1,5 +1,6 @@
-//! The executor protocol on the wire (v1, and the `hello` of v2 with
-//! `host.name` and `host.capacity`): every frame type in
+//! The executor protocol on the wire (v1, and v2's `hello` with
+//! `host.name` and `host.capacity`, `callerSeen`, `conversationBlock` and
+//! `callerLookup`): every frame type in
 //! `fixtures/executor-v1.jsonl` keeps parsing and writes back the same
 //! fields. Never edit a fixture line; add one when a frame grows.
 //!
@@ -51,8 +52,8 @@ fn every_v1_frame_still_parses_and_round_trips() {
             }
         }
     }
-    assert_eq!(executor.len(), 9, "every executor frame type (result twice): {executor:?}");
-    assert_eq!(daemon.len(), 7, "welcome and every command op: {daemon:?}");
+    assert_eq!(executor.len(), 11, "every executor frame type (result twice): {executor:?}");
+    assert_eq!(daemon.len(), 8, "welcome, callerLookup and every command op: {daemon:?}");
 }
 
 #[test]

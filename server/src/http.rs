@@ -27,7 +27,7 @@ use crate::peers::Peers;
 use crate::tools::Tools;
 
 /// What the HTTP surface accepts.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct HttpConfig {
     /// Extra allowed `Host` values beyond loopback (a tunnel's hostname).
     pub allowed_hosts: Vec<String>,
@@ -39,6 +39,21 @@ pub struct HttpConfig {
     pub admin_token: Option<String>,
     /// OAuth 2.1 for hosts that require it (needs `mcp_secret`, the owner key).
     pub oauth: Option<Arc<crate::oauth::OAuth>>,
+    /// How long a call waits for its request id to be seen (caller attribution).
+    pub attribution_wait: std::time::Duration,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            mcp_secret: None,
+            admin_token: None,
+            oauth: None,
+            attribution_wait: crate::tools::ATTRIBUTION_WAIT,
+        }
+    }
 }
 
 /// The axum app over `plane`, with the executor bridge's `/executor` route.
@@ -58,11 +73,15 @@ pub fn app(
         .enforce_origin_validation()
         .with_cancellation_token(shutdown);
     let executors = bridge.clone();
+    let attribution_wait = config.attribution_wait;
     let admin_plane = plane.clone();
     let sessions = Arc::new(LocalSessionManager::default());
     let peers = Peers::over(sessions.clone());
     let service: StreamableHttpService<Tools, LocalSessionManager> = StreamableHttpService::new(
-        move || Ok(Tools::new(plane.clone(), pool.clone(), Some(executors.clone()), peers.clone())),
+        move || {
+            let tools = Tools::new(plane.clone(), pool.clone(), Some(executors.clone()), peers.clone());
+            Ok(tools.with_attribution_wait(attribution_wait))
+        },
         sessions,
         mcp_config,
     );

@@ -57,6 +57,12 @@ enum Cmd {
         /// A request body may pause at most this many ms between chunks.
         #[arg(long, default_value_t = 30_000)]
         body_read_timeout_ms: u64,
+        /// Caller attribution: how long a call made as a managed conversation
+        /// waits for an executor to see its request id in that conversation's
+        /// page before it is refused (UNIDENTIFIED_CALLER), in ms (100 to 120000).
+        #[arg(long, default_value_t = server::tools::ATTRIBUTION_WAIT.as_millis() as u64,
+              value_parser = clap::value_parser!(u64).range(100..=120_000))]
+        attribution_wait_ms: u64,
         #[command(flatten)]
         executor: ExecutorArgs,
         #[command(flatten)]
@@ -744,6 +750,7 @@ async fn main() -> anyhow::Result<()> {
             public_url,
             header_read_timeout_ms,
             body_read_timeout_ms,
+            attribution_wait_ms,
             executor,
             runtime,
             host,
@@ -798,7 +805,9 @@ async fn main() -> anyhow::Result<()> {
                 .as_ref()
                 .map(|o| format!("\nsetup: OAuth 2.1 offered; hosts discover it at {}", o.resource_metadata_url()));
             let setup = setup + &oauth_facts.unwrap_or_default();
-            let config = HttpConfig { allowed_hosts, allowed_origins, mcp_secret, admin_token, oauth };
+            let attribution_wait = std::time::Duration::from_millis(attribution_wait_ms);
+            let config =
+                HttpConfig { allowed_hosts, allowed_origins, mcp_secret, admin_token, oauth, attribution_wait };
             let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
             let addr = listener.local_addr()?;
             dir.record_endpoint(&format!("http://{}/mcp", loopback_of(addr)))?;

@@ -279,7 +279,10 @@ async fn bad_peers_are_refused_with_documented_reasons_and_others_keep_working()
         // ...but without v2's fields.
         (
             "v2 host fields in a v1 hello",
-            vec![hello(&t, 1).replace(r#""executorKind":"fake""#, r#""executorKind":"fake","host":{"os":"linux","capacity":4}"#)],
+            vec![
+                hello(&t, 1)
+                    .replace(r#""executorKind":"fake""#, r#""executorKind":"fake","host":{"os":"linux","capacity":4}"#),
+            ],
             4003,
             "need protocol version 2",
         ),

@@ -486,3 +486,117 @@ async fn auto_resume_body() {
     eprintln!("{}", out.trace.join("\n"));
     assert_eq!(world.chromium.extension_errors().await.unwrap(), Vec::<String>::new());
 }
+
+/// A conversation's tool call, as the model in it would make it: the page
+/// shows the request (fakechat puts it in the page's data), and the call
+/// carries the same id in `x-request-id`. `shown: None` is a call no page
+/// shows (a plain MCP client), and no header at all is `request_id: None`.
+async fn call_as(
+    world: &World,
+    mcp_url: &str,
+    shown: Option<&str>,
+    request_id: Option<&str>,
+    tool: &str,
+    args: Value,
+) -> Result<Value, mcp_client::ToolError> {
+    if let (Some(conversation), Some(id)) = (shown, request_id) {
+        world.fake.hub.tool_call(conversation, id, tool, "Orchestrator");
+    }
+    let mut client = Client::stateless(mcp_url).unwrap();
+    let header = request_id.map(|id| format!("{id}/t1"));
+    let headers: Vec<(&str, &str)> = header.iter().map(|h| ("x-request-id", h.as_str())).collect();
+    client.call_with(tool, args, &headers).await.unwrap()
+}
+
+/// Caller attribution (SPEC §5a) through the extension in Chromium: a
+/// worker's own calls are proven by the request id its tab's page data
+/// shows; the same capability from an unmanaged chatgpt.com tab, from the
+/// other managed worker's tab, from a plain client no page shows, with no
+/// request id, or replaying an id is refused with UNIDENTIFIED_CALLER and
+/// changes nothing. A blocked chat is refused with CHAT_BLOCKED, the other
+/// worker is unaffected, and unblocking restores it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caller_attribution_proves_each_call_and_refuses_every_other_caller() {
+    e2e(caller_attribution_proves_each_call_and_refuses_every_other_caller_body).await;
+}
+
+async fn caller_attribution_proves_each_call_and_refuses_every_other_caller_body() {
+    let world = World::start(orchestrator(), &["--attribution-wait-ms", "3000"]).await.unwrap();
+    let url = world.daemon.mcp_url();
+    let mut root = Root::connect(&url).await;
+    let mut workers = Vec::new();
+    for name in ["alpha", "beta"] {
+        let assignment = json!({"objective": format!("Build {name}\nscenario: progress \"started\"")});
+        let spawned = root.call("worker_spawn", json!({"name": name, "assignment": assignment})).await;
+        workers.push(spawned["worker"]["worker_id"].as_str().unwrap().to_owned());
+    }
+    // Both bound, and each reported its progress (its first calls attributed).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let conversations = loop {
+        let events = root.call("events_list", json!({"limit": 500})).await["events"].clone();
+        let events = events.as_array().unwrap();
+        let of = |kind: &str, worker: &str| {
+            events.iter().find(|e| e["type"] == kind && e["data"]["worker_id"] == worker).cloned()
+        };
+        let ready: Option<Vec<String>> = workers
+            .iter()
+            .map(|w| {
+                of("worker.progress", w)?;
+                of("conversation.bound", w).map(|b| b["data"]["conversation_id"].as_str().unwrap().to_owned())
+            })
+            .collect();
+        if let Some(conversations) = ready {
+            break conversations;
+        }
+        assert!(std::time::Instant::now() < deadline, "the workers never reported progress within 60 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let (conv_a, conv_b) = (conversations[0].clone(), conversations[1].clone());
+    let capability = |conversation: &str| {
+        world.fake.hub.read(conversation, |c| c.agent.as_ref().map(|m| m.capability.clone())).flatten().unwrap()
+    };
+    let (cap_a, cap_b) = (capability(&conv_a), capability(&conv_b));
+    let progress = |cap: &str, summary: &str| json!({"capability": cap, "summary": summary});
+
+    // A's own call, seen in A's page: attributed, recorded once.
+    let own = "wfr_e2e0000000000000000000000000a1";
+    let ok = call_as(&world, &url, Some(&conv_a), Some(own), "worker_progress", progress(&cap_a, "mine")).await;
+    assert!(ok.is_ok(), "{ok:?}");
+    let attributed =
+        root.wait(&url, "attribution", |e| e["type"] == "caller.attributed" && e["data"]["request_id"] == own).await;
+    assert_eq!(attributed["data"]["worker_id"], workers[0].as_str());
+
+    // A person's own chat, opened by hand: the extension does not manage it.
+    let mine = world.chromium.open("https://chatgpt.com/").await.unwrap();
+    let unmanaged = chat_by_hand(&mine, "my own chat").await;
+    let before = root.call("run_get", json!({})).await["run"]["cursor"].clone();
+    let refusals = [
+        ("an unmanaged chatgpt.com tab", Some(unmanaged.as_str()), Some("wfr_e2e0000000000000000000000000u1")),
+        ("the other managed worker's tab", Some(conv_b.as_str()), Some("wfr_e2e0000000000000000000000000b1")),
+        ("a plain client no page shows", None, Some("wfr_e2e0000000000000000000000000x1")),
+        ("a call with no request id", None, None),
+        ("a replayed request id", None, Some(own)),
+    ];
+    for (who, shown, id) in refusals {
+        let refused = call_as(&world, &url, shown, id, "worker_progress", progress(&cap_a, who)).await.unwrap_err();
+        assert_eq!(refused.code, "UNIDENTIFIED_CALLER", "{who}: {refused}");
+    }
+    assert_eq!(root.call("run_get", json!({})).await["run"]["cursor"], before, "no refused call changed anything");
+
+    // Blocked: A's next call from its own tab is refused with the blocking
+    // message; B goes on; unblocked, A works again.
+    root.call("worker_block", json!({"worker_id": workers[0], "reason": "looping"})).await;
+    let a1 = "wfr_e2e0000000000000000000000000a2";
+    let blocked = call_as(&world, &url, Some(&conv_a), Some(a1), "worker_progress", progress(&cap_a, "blocked?")).await;
+    let blocked = blocked.unwrap_err();
+    assert_eq!(blocked.code, "CHAT_BLOCKED", "{blocked}");
+    assert!(blocked.message.contains("stop calling"), "{blocked}");
+    let b1 = "wfr_e2e0000000000000000000000000b2";
+    let other = call_as(&world, &url, Some(&conv_b), Some(b1), "worker_progress", progress(&cap_b, "B goes on")).await;
+    assert!(other.is_ok(), "{other:?}");
+    root.call("worker_unblock", json!({"worker_id": workers[0]})).await;
+    let a3 = "wfr_e2e0000000000000000000000000a3";
+    let again = call_as(&world, &url, Some(&conv_a), Some(a3), "worker_progress", progress(&cap_a, "back")).await;
+    assert!(again.is_ok(), "{again:?}");
+    assert_eq!(world.chromium.extension_errors().await.unwrap(), Vec::<String>::new());
+}

@@ -94,10 +94,14 @@ async fn the_inspector_lists_every_tool_without_warnings_and_calls_each() {
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(listed.len(), 31, "{listed:?}");
+    assert_eq!(listed.len(), 33, "{listed:?}");
 
     let mut c = Caller { url, called: BTreeSet::new() };
-    let created = c.call("run_create", &[arg("title", "inspected run"), arg("idempotency_key", "r1")]);
+    // The Inspector is a plain MCP client no browser sees: capability-only identity.
+    let created = c.call(
+        "run_create",
+        &[arg("title", "inspected run"), arg("idempotency_key", "r1"), arg("attribution", "capability_only")],
+    );
     let root = created["root_capability"].as_str().unwrap().to_owned();
     let cap = || arg("capability", &root);
     c.call("run_get", &[cap()]);
@@ -138,6 +142,11 @@ async fn the_inspector_lists_every_tool_without_warnings_and_calls_each() {
     );
     c.call("message_broadcast", &[cap(), arg("kind", "information"), arg("body", "all hands")]);
     c.call("worker_list", &[cap()]);
+    // A blocked chat is refused; unblocked, it works again.
+    c.call("worker_block", &[cap(), arg("worker_id", &a_id), arg("reason", "looping")]);
+    let refused = c.attempt("worker_progress", &[cap_a.clone(), arg("summary", "still here")]).unwrap_err();
+    assert!(refused.contains("CHAT_BLOCKED"), "{refused}");
+    c.call("worker_unblock", &[cap(), arg("worker_id", &a_id)]);
     c.call("worker_complete", &[cap_a, arg("summary", "A built"), arg("artifacts", json!(["commit:aaaa"]))]);
     c.call("worker_followup", &[cap(), arg("worker_id", &a_id), arg("instructions", "also build A2")]);
     c.call("worker_stop", &[cap(), arg("worker_id", &a_id), arg("reason", "enough")]);

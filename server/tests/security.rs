@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use fake_executor::{FakeConfig, FakeExecutor};
 use protocol::executor::PROTOCOL_VERSION;
 use serde_json::{Value, json};
-use support::{Daemon, Mcp, credential, hello, http, refused, refused_after, stateless_call, ws_url};
+use support::{
+    Daemon, Mcp, credential, hello, http, refused, refused_after, stateless_call, stateless_call_as, ws_url,
+};
 use tokio_tungstenite::tungstenite::Message;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -54,35 +56,64 @@ async fn an_executor_credential_cannot_take_over_another_executor() {
 }
 
 /// Hole 4: two different stateless clients holding a pool slot's attach
-/// identity. The first is admitted; the second, which the daemon cannot
-/// tell apart from it, is refused rather than admitted too.
+/// identity. With caller attribution (the default), only the one whose
+/// request id the slot's own page shows is admitted; the other is refused
+/// as unidentified and changes nothing, and a replay of the admitted call's
+/// request id is refused too. A run that opted out of attribution keeps the
+/// older rule: the first sessionless peer is admitted, and a second, which
+/// cannot be told apart from it, is refused rather than admitted too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_sessionless_peers_are_never_both_admitted_to_a_slot() {
-    let state = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start_with(state.path(), &["--pool-pacing-ms", "20"], &[]);
-    let fake = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1"));
-    fake.wait_for(|s| s.connections == 1, WAIT).await;
-    let root = Mcp::connect(&daemon.addr);
-    let cap = root.ok("run_create", json!({"title": "pool"}))["root_capability"].as_str().unwrap().to_owned();
-    root.ok("runtime_ensure", json!({"capability": cap, "desired_workers": 1}));
-    let stats = fake.wait_for(|s| !s.submissions.is_empty(), WAIT).await;
-    let attach = stats.submissions[0].1.split('"').find(|p| p.starts_with("att_")).unwrap().to_owned();
-    let deadline = Instant::now() + WAIT;
-    let first = loop {
-        match stateless_call(&daemon.addr, "runtime_bootstrap", json!({"attach_identity": attach})) {
-            Ok(me) => break me,
-            // The create's result may still be in flight.
-            Err((code, _)) if code == "PEER_IDENTITY_UNRESOLVED" && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => panic!("{e:?}"),
+    for attribution in ["required", "capability_only"] {
+        let state = tempfile::tempdir().unwrap();
+        // A refused call waits out the attribution bound: keep it short here.
+        let daemon =
+            Daemon::start_with(state.path(), &["--pool-pacing-ms", "20", "--attribution-wait-ms", "1500"], &[]);
+        // Its pages show only the calls the test puts there.
+        let mut config = FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1");
+        config.callers = fake_executor::Callers::Hidden;
+        let fake = FakeExecutor::start(config);
+        fake.wait_for(|s| s.connections == 1, WAIT).await;
+        let root = Mcp::connect(&daemon.addr);
+        let created = root.ok("run_create", json!({"title": "pool", "attribution": attribution}));
+        let cap = created["root_capability"].as_str().unwrap().to_owned();
+        root.ok("runtime_ensure", json!({"capability": cap, "desired_workers": 1}));
+        let stats = fake.wait_for(|s| !s.submissions.is_empty(), WAIT).await;
+        let attach = stats.submissions[0].1.split('"').find(|p| p.starts_with("att_")).unwrap().to_owned();
+        let worker = stats.conversations[0].0.clone();
+        // The slot's own conversation makes the call: its page shows the id.
+        let own = "wfr_own0000000000000001";
+        let deadline = Instant::now() + WAIT;
+        while !fake.page_shows(&worker, own, "runtime_bootstrap") {
+            assert!(Instant::now() < deadline, "the slot's page never showed its conversation");
+            std::thread::sleep(Duration::from_millis(20));
         }
-    };
-    assert!(first["capability"].as_str().unwrap().starts_with("cap_"));
-    let second = stateless_call(&daemon.addr, "runtime_bootstrap", json!({"attach_identity": attach})).unwrap_err();
-    assert_eq!(second.0, "PEER_IDENTITY_UNRESOLVED", "{second:?}");
-    assert!(second.1.contains("cannot be told apart"), "{second:?}");
-    fake.stop().await;
+        let first = loop {
+            match stateless_call_as(&daemon.addr, own, "runtime_bootstrap", json!({"attach_identity": attach})) {
+                Ok(me) => break me,
+                // The create's result may still be in flight.
+                Err((code, _)) if code == "PEER_IDENTITY_UNRESOLVED" && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => panic!("{attribution}: {e:?}"),
+            }
+        };
+        assert!(first["capability"].as_str().unwrap().starts_with("cap_"));
+        let cursor = root.ok("run_get", json!({"capability": cap}))["run"]["cursor"].clone();
+        let second = stateless_call(&daemon.addr, "runtime_bootstrap", json!({"attach_identity": attach})).unwrap_err();
+        if attribution == "required" {
+            assert_eq!(second.0, "UNIDENTIFIED_CALLER", "{second:?}");
+            let replay = stateless_call_as(&daemon.addr, own, "runtime_bootstrap", json!({"attach_identity": attach}))
+                .unwrap_err();
+            assert_eq!(replay.0, "UNIDENTIFIED_CALLER", "{replay:?}");
+            assert!(replay.1.contains("replayed"), "{replay:?}");
+        } else {
+            assert_eq!(second.0, "PEER_IDENTITY_UNRESOLVED", "{second:?}");
+            assert!(second.1.contains("cannot be told apart"), "{second:?}");
+        }
+        assert_eq!(root.ok("run_get", json!({"capability": cap}))["run"]["cursor"], cursor, "nothing changed");
+        fake.stop().await;
+    }
 }
 
 /// Hole 5: strings an MCP caller or an executor can put into the log are

@@ -258,14 +258,34 @@ impl Mcp {
         self.try_post(body).unwrap()
     }
 
+    /// Every post carries a fresh `x-request-id`, as ChatGPT's connector
+    /// sends one with each call (a fake executor's pages show it).
     fn try_post(&self, body: &str) -> std::io::Result<Response> {
+        self.try_post_as(body, &fresh_request_id())
+    }
+
+    fn try_post_as(&self, body: &str, request_id: &str) -> std::io::Result<Response> {
         let headers = [
             ACCEPT_BOTH,
             JSON_BODY,
             ("Mcp-Session-Id", self.session.as_str()),
             ("MCP-Protocol-Version", LEGACY_VERSION),
+            ("x-request-id", request_id),
         ];
         try_request(&self.addr, "POST", &self.path, &headers, body)
+    }
+
+    /// Calls a tool with this `x-request-id` (a replay, or one a page shows).
+    pub fn call_as(
+        &self,
+        request_id: &str,
+        tool: &str,
+        args: serde_json::Value,
+    ) -> Result<serde_json::Value, (String, String)> {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let body =
+            serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":args}});
+        tool_outcome(&self.try_post_as(&body.to_string(), request_id).unwrap())
     }
 
     /// Calls a tool: its structured content, or its error `(code, message)`.
@@ -297,6 +317,15 @@ impl Mcp {
     }
 }
 
+/// A request id no call used before: `wfr_<time><count>/t1`, as ChatGPT's
+/// `x-request-id` looks.
+pub fn fresh_request_id() -> String {
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("wfr_{t:x}{}{n}/t1", std::process::id())
+}
+
 /// A tool call's outcome, as a Jepsen-style history records it.
 #[derive(Debug, Clone)]
 pub enum Attempt {
@@ -311,6 +340,16 @@ pub enum Attempt {
 /// One stateless MCP call (the 2026-07-28 revision: no `initialize`, no
 /// session): its structured content, or its error `(code, message)`.
 pub fn stateless_call(addr: &str, tool: &str, args: serde_json::Value) -> Result<serde_json::Value, (String, String)> {
+    stateless_call_as(addr, &fresh_request_id(), tool, args)
+}
+
+/// [`stateless_call`] with this `x-request-id`.
+pub fn stateless_call_as(
+    addr: &str,
+    request_id: &str,
+    tool: &str,
+    args: serde_json::Value,
+) -> Result<serde_json::Value, (String, String)> {
     let meta = serde_json::json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {}
@@ -323,6 +362,7 @@ pub fn stateless_call(addr: &str, tool: &str, args: serde_json::Value) -> Result
         ("MCP-Protocol-Version", "2026-07-28"),
         ("Mcp-Method", "tools/call"),
         ("Mcp-Name", tool),
+        ("x-request-id", request_id),
     ];
     let r = request(addr, "POST", "/mcp", &headers, &body.to_string());
     assert!(r.header("mcp-session-id").is_none(), "a stateless call got a session");

@@ -31,7 +31,15 @@ fn common(version: &str) -> Value {
         "description": "Runs the local orchestrator's worker conversations in managed chatgpt.com tabs.",
         "permissions": ["storage", "alarms"],
         "host_permissions": ["https://chatgpt.com/*"],
+        // The page script (caller attribution) runs in the page's own world
+        // from the start, before any page script; the adapter in the
+        // isolated world once the document is idle (docs/permissions.md).
         "content_scripts": [{
+            "matches": ["https://chatgpt.com/*"],
+            "js": ["pkg/page.js"],
+            "run_at": "document_start",
+            "world": "MAIN"
+        }, {
             "matches": ["https://chatgpt.com/*"],
             "js": ["pkg/extension_cs.js", "cs.js"],
             "run_at": "document_idle"
@@ -86,6 +94,8 @@ fn copy_into(dir: &Path, pkg: &Path, manifest: &Value) -> anyhow::Result<()> {
     for file in ["extension.js", "extension_bg.wasm", "extension_cs.js", "extension_cs_bg.wasm"] {
         std::fs::copy(pkg.join(file), dir.join("pkg").join(file)).with_context(|| format!("copying {file}"))?;
     }
+    // Beside the adapter's build, so the CDP agent's bundle (`pkg/`) has it too.
+    std::fs::copy(statics.join("page.js"), dir.join("pkg/page.js")).context("copying page.js")?;
     std::fs::write(dir.join("manifest.json"), serde_json::to_string_pretty(manifest)? + "\n")?;
     Ok(())
 }

@@ -124,10 +124,11 @@ fn product_dependencies(krate: &str) -> Vec<String> {
 /// each with the only dependencies it may link. The test rig (fakechat, e2e,
 /// the fake executor, chromiumoxide, TLS for the fake site) is never among
 /// them: a product crate that needs something new names it here, on purpose.
-const PRODUCT: [(&str, &[&str]); 12] = [
+const PRODUCT: [(&str, &[&str]); 13] = [
     ("protocol", &["serde", "serde_json", "schemars"]),
     ("registry", &["protocol", "thiserror"]),
     ("admission", &["protocol", "registry", "thiserror"]),
+    ("attribution", &["protocol", "thiserror"]),
     (
         "control",
         &[
@@ -151,6 +152,7 @@ const PRODUCT: [(&str, &[&str]); 12] = [
         "carriers/webext",
         &[
             "protocol",
+            "attribution",
             "control",
             "axum",
             "tokio",
@@ -189,6 +191,8 @@ const PRODUCT: [(&str, &[&str]); 12] = [
             "executor-core",
             "extension",
             "chromiumoxide",
+            "nix",
+            "sysinfo",
             "tokio",
             "tokio-util",
             "tokio-tungstenite",
@@ -205,6 +209,7 @@ const PRODUCT: [(&str, &[&str]); 12] = [
         "server",
         &[
             "protocol",
+            "attribution",
             "control",
             "carrier-webext",
             "carrier-cdp",

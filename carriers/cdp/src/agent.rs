@@ -431,6 +431,16 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
                         let frames = shared.core.lock().unwrap().page_progress(&target, now_ms());
                         shared.emit(frames);
                     }
+                    // What the page script read; the core keeps a target to its own conversation.
+                    Some(Said::Page(PageReply::Callers(seen))) => {
+                        let frames = shared.core.lock().unwrap().callers_seen(
+                            &target,
+                            &seen.conversation,
+                            &seen.calls,
+                            seen.again,
+                        );
+                        shared.emit(frames);
+                    }
                     Some(Said::Failed(why)) => tracing::warn!(%target, "the adapter did not start: {why}"),
                     Some(Said::Page(_)) | None => {}
                 }
@@ -587,6 +597,18 @@ async fn session(shared: &Arc<Shared>, instance: &str) {
                 Some(Ok(Message::Text(frame))) => match serde_json::from_str::<DaemonFrame>(&frame) {
                     Ok(DaemonFrame::Command(command)) => {
                         tokio::spawn(handle(shared.clone(), command));
+                    }
+                    // A call waits on attribution: the worker's page looks now.
+                    Ok(DaemonFrame::CallerLookup { worker_id, conversation_id, until_ms, .. }) => {
+                        let tab = shared.core.lock().unwrap().lookup_tab(&worker_id, &conversation_id).cloned();
+                        if let Some(tab) = tab {
+                            let shared = shared.clone();
+                            tokio::spawn(async move {
+                                if let Ok(browser) = shared.browser().await {
+                                    let _ = shared.ask(&browser, &tab, &ToPage::Callers, until_ms).await;
+                                }
+                            });
+                        }
                     }
                     _ => break,
                 },
@@ -890,6 +912,7 @@ fn request_kind(request: &ToPage) -> &'static str {
         ToPage::Ping => "ping",
         ToPage::Submit(_) => "submit",
         ToPage::Inspect => "inspect",
+        ToPage::Callers => "callers",
     }
 }
 

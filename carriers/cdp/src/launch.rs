@@ -127,7 +127,9 @@ impl Launched {
             }
             if tokio::time::Instant::now() >= until {
                 self.stop().await;
-                return Err(unavailable(format!("the dedicated browser wrote no DevToolsActivePort within {within:?}")));
+                return Err(unavailable(format!(
+                    "the dedicated browser wrote no DevToolsActivePort within {within:?}"
+                )));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -28,10 +28,12 @@ pub const WORLD: &str = "chatgpt-orchestrator";
 /// The binding the adapter reports through (exists in [`WORLD`] only).
 pub const BINDING: &str = "__orchestratorOut";
 
-/// The content script, ready to evaluate in a target.
+/// The content script, ready to evaluate in a target, and the page script
+/// (`page.js`, caller attribution) for the target's own world.
 #[derive(Debug, Clone)]
 pub struct Bundle {
     source: String,
+    page_script: String,
 }
 
 /// Why the bundle cannot be loaded.
@@ -52,10 +54,11 @@ impl Bundle {
         if !glue.contains("cs_main") || !wasm.starts_with(b"\0asm") {
             return Err(fail("not the extension's content-script build".into()));
         }
-        Ok(Bundle::new(&glue, &wasm))
+        let page_script = std::fs::read_to_string(dir.join("page.js")).map_err(|e| fail(e.to_string()))?;
+        Ok(Bundle::new(&glue, &wasm, page_script))
     }
 
-    fn new(glue: &str, wasm: &[u8]) -> Bundle {
+    fn new(glue: &str, wasm: &[u8], page_script: String) -> Bundle {
         let wasm = base64::engine::general_purpose::STANDARD.encode(wasm);
         let source = format!(
             r#"(() => {{
@@ -95,7 +98,7 @@ impl Bundle {
 }})();
 "#
         );
-        Bundle { source }
+        Bundle { source, page_script }
     }
 
     /// The script itself.
@@ -164,6 +167,14 @@ pub async fn install(cdp: &Cdp, session: &SessionId, bundle: &Bundle) -> Result<
         .build()
         .expect("source set");
     cdp.call(Some(session), script).await?;
+    // The page script reads the page's own data (caller attribution): it
+    // runs in the page's world, as the extension's `world: MAIN` script.
+    let page = AddScriptToEvaluateOnNewDocumentParams::builder()
+        .source(bundle.page_script.clone())
+        .run_immediately(true)
+        .build()
+        .expect("source set");
+    cdp.call(Some(session), page).await?;
     Ok(())
 }
 
@@ -198,7 +209,8 @@ mod tests {
 
     #[test]
     fn the_shim_wraps_the_content_script_and_its_module() {
-        let bundle = Bundle::new("let wasm_bindgen = (function(){ /* cs_main */ })();", b"\0asm\x01\0\0\0");
+        let bundle =
+            Bundle::new("let wasm_bindgen = (function(){ /* cs_main */ })();", b"\0asm\x01\0\0\0", "/* page */".into());
         assert!(bundle.source.contains("window !== window.top"), "the top document only");
         assert!(bundle.source.contains(BINDING) && bundle.source.contains("__orchestratorAsk"));
         assert!(bundle.source.contains("AGFzbQEAAAA="), "the module inline");

@@ -183,6 +183,24 @@ pub struct Core<H> {
     /// only: a restart may send one early).
     #[serde(skip)]
     progress_sent: BTreeMap<WorkerId, u64>,
+    /// Request ids already attested per worker (not repeated unprompted;
+    /// bounded, oldest out).
+    #[serde(skip)]
+    attested: BTreeMap<WorkerId, std::collections::VecDeque<String>>,
+}
+
+/// How many attested request ids the core remembers per worker, to send
+/// each once unprompted (a page shows at most a few turns' calls).
+pub const ATTESTED_KEPT: usize = 256;
+
+/// One tool-call request message a page shows: its request id and tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallSeen {
+    /// `metadata.request_id`.
+    pub request_id: String,
+    /// The tool named by the request's path.
+    pub tool: String,
 }
 
 impl<H> Default for Core<H> {
@@ -194,6 +212,7 @@ impl<H> Default for Core<H> {
             in_flight: BTreeSet::new(),
             steers: false,
             progress_sent: BTreeMap::new(),
+            attested: BTreeMap::new(),
         }
     }
 }
@@ -563,6 +582,51 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
         }
         self.progress_sent.insert(worker.clone(), now_ms);
         vec![ExecutorFrame::ConversationProgress { worker_id: worker }]
+    }
+
+    /// The tool-call request messages a managed page shows (`conversation`:
+    /// the conversation that page says it is): one `callerSeen` each, for
+    /// the page's own bound conversation only (a tab never attests for
+    /// another), malformed entries dropped, each id once unless `again`
+    /// (the daemon asked: it may have missed the first).
+    pub fn callers_seen(&mut self, tab: &H, conversation: &str, calls: &[CallSeen], again: bool) -> Vec<ExecutorFrame> {
+        let Some(worker) = self.worker_of(tab).cloned() else { return vec![] };
+        let Some(bound) = self.workers.get(&worker).and_then(|m| m.conversation.clone()) else { return vec![] };
+        if bound.to_string() != conversation {
+            return vec![];
+        }
+        let seen = self.attested.entry(worker.clone()).or_default();
+        let mut frames = Vec::new();
+        for call in calls.iter().take(protocol::executor::CALLS_PER_REPORT_MAX) {
+            if !protocol::executor::valid_request_id(&call.request_id)
+                || !protocol::executor::valid_tool_name(&call.tool)
+            {
+                continue;
+            }
+            let known = seen.contains(&call.request_id);
+            if known && !again {
+                continue;
+            }
+            if !known {
+                if seen.len() >= ATTESTED_KEPT {
+                    seen.pop_front();
+                }
+                seen.push_back(call.request_id.clone());
+            }
+            frames.push(ExecutorFrame::CallerSeen {
+                worker_id: worker.clone(),
+                conversation_id: bound.clone(),
+                request_id: call.request_id.clone(),
+                tool: call.tool.clone(),
+            });
+        }
+        frames
+    }
+
+    /// The tab to look in for a daemon's `callerLookup`: the worker's, if
+    /// it shows the conversation named.
+    pub fn lookup_tab(&self, worker: &WorkerId, conversation: &ConversationId) -> Option<&H> {
+        self.workers.get(worker).filter(|m| m.conversation.as_ref() == Some(conversation))?.tab.as_ref()
     }
 
     /// An inspection's report: like [`Core::page_report`], but the state is

@@ -101,6 +101,21 @@ pub struct FakeConfig {
     /// Whether its simulated pages offer a steering seam (it declares
     /// `conversation_steer` and takes a checkpoint mid-turn).
     pub steers: bool,
+    /// What its simulated pages show of tool calls, for caller attribution.
+    pub callers: Callers,
+}
+
+/// What the fake's simulated pages show of the tool calls the daemon looks
+/// up (`callerLookup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Callers {
+    /// Every call looked up came from the worker's own conversation: the
+    /// page shows it (a model that uses only its own capability).
+    #[default]
+    Shown,
+    /// The pages show no tool call (an executor that cannot see them);
+    /// only [`FakeExecutor::page_shows`] puts one there.
+    Hidden,
 }
 
 impl FakeConfig {
@@ -114,6 +129,7 @@ impl FakeConfig {
             reconnect_delay: Duration::from_millis(50),
             heartbeat: None,
             steers: false,
+            callers: Callers::default(),
         }
     }
 
@@ -381,6 +397,20 @@ impl FakeExecutor {
         !frames.is_empty() && outbox.as_ref().is_some_and(|o| frames.iter().all(|f| o.send(frame(f)).is_ok()))
     }
 
+    /// Makes `worker`'s page show a tool call (`request_id` for `tool`), as
+    /// a model's call in that conversation would: the executor attests it.
+    /// Returns whether a frame went out.
+    pub fn page_shows(&self, worker: &WorkerId, request_id: &str, tool: &str) -> bool {
+        let mut core = self.shared.core.lock().unwrap();
+        let Some(m) = core.managed(worker) else { return false };
+        let (Some(tab), Some(conversation)) = (m.tab, m.conversation.clone()) else { return false };
+        let call = executor_core::CallSeen { request_id: request_id.into(), tool: tool.into() };
+        let frames = core.callers_seen(&tab, &conversation.to_string(), &[call], false);
+        drop(core);
+        let outbox = self.shared.outbox.lock().unwrap();
+        !frames.is_empty() && outbox.as_ref().is_some_and(|o| frames.iter().all(|f| o.send(frame(f)).is_ok()))
+    }
+
     /// Disconnects for good.
     pub async fn stop(self) {
         self.shared.stop.notify_one();
@@ -496,6 +526,20 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
             msg = stream.next() => match msg {
                 Some(Ok(Message::Text(text))) => match serde_json::from_str::<DaemonFrame>(&text) {
                     Ok(DaemonFrame::Command(command)) => handle(shared, &outbox, &drop_tx, command),
+                    Ok(DaemonFrame::CallerLookup { worker_id, conversation_id, request_id, tool, .. }) => {
+                        if shared.config.callers == Callers::Shown {
+                            let mut core = shared.core.lock().unwrap();
+                            let call = executor_core::CallSeen { request_id, tool };
+                            let frames = match core.lookup_tab(&worker_id, &conversation_id).copied() {
+                                Some(tab) => core.callers_seen(&tab, &conversation_id.to_string(), &[call], true),
+                                None => vec![],
+                            };
+                            drop(core);
+                            for f in &frames {
+                                let _ = outbox.send(frame(f));
+                            }
+                        }
+                    }
                     _ => break Next::SameInstance,
                 },
                 Some(Ok(Message::Close(close))) => {

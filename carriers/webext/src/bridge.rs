@@ -92,6 +92,8 @@ pub enum Outgoing {
 struct Live {
     serial: u64,
     instance: String,
+    /// The protocol version it speaks (v2 frames go only to v2 sessions).
+    version: u32,
     outbox: mpsc::UnboundedSender<Outgoing>,
     /// When the session last sent a frame, in ms since the bridge started
     /// (written by the session without the sessions lock).
@@ -117,6 +119,26 @@ pub struct Bridge {
     registered: tokio::sync::Notify,
     /// The executors with a live session, for the scheduler task.
     live: tokio::sync::watch::Sender<Vec<String>>,
+    /// Caller attribution: what executors saw in their pages, by request id.
+    sightings: std::sync::Mutex<attribution::Sightings>,
+    /// Bumped at every new sighting, for the calls waiting on one.
+    sighted: tokio::sync::watch::Sender<u64>,
+}
+
+/// How many sightings the bridge keeps, and for how long: a call is judged
+/// within its wait of the sighting; older ones only cost memory.
+const SIGHTINGS_KEPT: usize = 16_384;
+const SIGHTING_MAX_AGE_MS: u64 = 10 * 60 * 1000;
+
+/// The conversation a call must come from, to look for it.
+#[derive(Debug, Clone)]
+pub struct Lookup {
+    /// The executor holding it.
+    pub executor_id: String,
+    /// The worker it belongs to.
+    pub worker_id: protocol::WorkerId,
+    /// The conversation.
+    pub conversation_id: protocol::ConversationId,
 }
 
 impl Bridge {
@@ -138,6 +160,8 @@ impl Bridge {
             started: tokio::time::Instant::now(),
             registered: tokio::sync::Notify::new(),
             live: tokio::sync::watch::Sender::new(Vec::new()),
+            sightings: std::sync::Mutex::new(attribution::Sightings::new(SIGHTINGS_KEPT, SIGHTING_MAX_AGE_MS)),
+            sighted: tokio::sync::watch::Sender::new(0),
         });
         tokio::spawn(dispatch_loop(bridge.clone()));
         let stop = bridge.shutdown.clone().cancelled_owned();
@@ -166,6 +190,7 @@ impl Bridge {
         &self,
         executor_id: &str,
         instance_id: &str,
+        version: u32,
         outbox: mpsc::UnboundedSender<Outgoing>,
         hello: ExecutorFrame,
     ) -> Result<Registered, CloseReason> {
@@ -184,7 +209,7 @@ impl Bridge {
             }) {
                 return Err(CloseReason::IdInUse);
             }
-            let live = Live { serial, instance: instance_id.to_owned(), outbox, heard: heard.clone() };
+            let live = Live { serial, instance: instance_id.to_owned(), version, outbox, heard: heard.clone() };
             if let Some(old) = sessions.insert(executor_id.to_owned(), live) {
                 let _ = old.outbox.send(Outgoing::Close(CloseReason::Superseded));
             }
@@ -236,6 +261,55 @@ impl Bridge {
 
     /// Hands an executor's report to the control plane. A refused report
     /// (a command or worker held elsewhere, an unknown id) is logged, not fatal.
+    /// An executor saw a tool-call request message in one of its pages.
+    pub(crate) fn caller_seen(&self, executor_id: &str, frame: ExecutorFrame) {
+        let ExecutorFrame::CallerSeen { worker_id, conversation_id, request_id, tool } = frame else { return };
+        let seen = attribution::Sighting {
+            executor_id: executor_id.to_owned(),
+            worker_id,
+            conversation_id,
+            tool,
+            at_ms: self.now_ms(),
+        };
+        if self.sightings.lock().expect("sightings lock").record(&request_id, seen) {
+            self.sighted.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Waits (at most `within`) for an executor to see `request_id`, asking
+    /// the one holding `lookup`'s conversation to look for it now. `None`:
+    /// nobody saw it in time; `Err`: two pages claimed it.
+    pub async fn await_caller(
+        &self,
+        request_id: &str,
+        tool: &str,
+        lookup: &Lookup,
+        within: std::time::Duration,
+    ) -> Result<Option<attribution::Sighting>, attribution::Unidentified> {
+        let mut sighted = self.sighted.subscribe();
+        let deadline = tokio::time::Instant::now() + within;
+        if let Some(live) = self.sessions.lock().await.get(&lookup.executor_id).filter(|l| l.version >= 2) {
+            let until_ms = self.plane.now_ms() + within.as_millis() as u64;
+            let _ = live.outbox.send(Outgoing::Frame(DaemonFrame::CallerLookup {
+                worker_id: lookup.worker_id.clone(),
+                conversation_id: lookup.conversation_id.clone(),
+                request_id: request_id.to_owned(),
+                tool: tool.to_owned(),
+                until_ms,
+            }));
+        }
+        loop {
+            sighted.borrow_and_update();
+            let now = self.now_ms();
+            if let Some(seen) = self.sightings.lock().expect("sightings lock").get(request_id, now)? {
+                return Ok(Some(seen.clone()));
+            }
+            if !matches!(tokio::time::timeout_at(deadline, sighted.changed()).await, Ok(Ok(()))) {
+                return Ok(None);
+            }
+        }
+    }
+
     pub(crate) async fn report(&self, executor_id: &str, frame: ExecutorFrame) {
         if let Err(e) = in_place(|| self.plane.report(executor_id, frame)) {
             tracing::warn!(executor = executor_id, code = %e.code(), "report refused: {e}");

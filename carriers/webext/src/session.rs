@@ -186,7 +186,7 @@ where
     // Registered before the welcome: a refused claimant hears nothing but its
     // close reason; replayed commands wait in the outbox behind the welcome.
     let (tx, mut outbox) = mpsc::unbounded_channel();
-    let (serial, heard) = match bridge.register(&peer.executor_id, &peer.instance_id, tx, hello).await {
+    let (serial, heard) = match bridge.register(&peer.executor_id, &peer.instance_id, peer.version, tx, hello).await {
         Ok(registered) => (registered.serial, registered.heard),
         Err(reason) => {
             tracing::info!(executor = %peer.executor_id, reason = %reason.text(), "executor refused at registration");
@@ -224,6 +224,14 @@ where
                 match parse(&text) {
                     Ok(ExecutorFrame::Heartbeat { .. }) => {}
                     Ok(ExecutorFrame::Hello { .. }) => break End::Closed(CloseReason::Violation("hello sent twice".into())),
+                    Ok(frame) if frame.since_version() > peer.version => {
+                        break End::Closed(CloseReason::Violation(format!(
+                            "a frame of protocol version {} in a version {} session",
+                            frame.since_version(),
+                            peer.version
+                        )));
+                    }
+                    Ok(seen @ ExecutorFrame::CallerSeen { .. }) => bridge.caller_seen(&peer.executor_id, seen),
                     Ok(report) => bridge.report(&peer.executor_id, report).await,
                     Err(end) => break end,
                 }

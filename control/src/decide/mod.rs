@@ -21,6 +21,7 @@ use protocol::{
 
 use crate::model::{CommandPhase, QueuedCommand, Run, State, Worker};
 
+mod attribution;
 mod continuity;
 mod executor;
 mod message;
@@ -59,6 +60,8 @@ pub enum Request {
         /// so the daemon can resume it like any worker; `None`: the caller
         /// is root and keeps its own conversation.
         managed: Option<ManagedRoot>,
+        /// Whether its managed conversations' calls must be attributed.
+        attribution: protocol::Attribution,
     },
     /// Root creates a worker and asks for its conversation to be launched.
     Spawn {
@@ -304,6 +307,35 @@ pub enum Request {
         /// Detail for the operator.
         detail: String,
     },
+    /// Root blocks or unblocks a worker's chat.
+    Block {
+        /// Root.
+        actor: WorkerId,
+        /// The worker whose chat it is.
+        worker_id: WorkerId,
+        /// Blocked now or not.
+        blocked: bool,
+        /// Why, when given.
+        reason: Option<String>,
+    },
+    /// A call was proven to come from the worker's own conversation: its
+    /// request id is used up.
+    Attributed {
+        /// The worker.
+        worker_id: WorkerId,
+        /// The call's request id.
+        request_id: String,
+        /// The tool called.
+        tool: String,
+    },
+}
+
+/// Caller attribution and blocked chats (decided in `attribution.rs`).
+impl Request {
+    /// Root blocks (`blocked`) or unblocks the chat of `worker_id`.
+    pub fn block(actor: WorkerId, worker_id: WorkerId, blocked: bool, reason: Option<String>) -> Request {
+        Request::Block { actor, worker_id, blocked, reason }
+    }
 }
 
 /// One slot of a provisioning operation.
@@ -351,6 +383,7 @@ pub fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusa
         | Request::ReleaseHold { .. }
         | Request::ContinueNow { .. }
         | Request::ContinuityDue { .. } => continuity::decide(state, command),
+        Request::Block { .. } | Request::Attributed { .. } => attribution::decide(state, command),
     }
 }
 
@@ -523,7 +556,13 @@ mod table {
                 next: 1,
             };
             let (run_id, root_id) = (given.run.clone(), given.root.clone());
-            given.apply(Request::CreateRun { run_id, root_id, title: "table".into(), managed: None });
+            given.apply(Request::CreateRun {
+                run_id,
+                root_id,
+                title: "table".into(),
+                managed: None,
+                attribution: protocol::Attribution::Required,
+            });
             given
         }
 

@@ -122,6 +122,12 @@ pub enum Refusal {
     /// A command for a worker whose conversation is not bound (yet).
     #[error("worker {0} has no bound conversation")]
     Unbound(WorkerId),
+    /// A request id that already attributed a call.
+    #[error("request id {0} already attributed a call: a replayed call is refused")]
+    RequestReplayed(String),
+    /// A request id or tool name outside its form.
+    #[error("a request id is 1-100 of [A-Za-z0-9_-] and a tool name 1-64 of [a-z0-9_]")]
+    BadAttribution,
     /// A capability used to act as another worker.
     #[error("a capability acts only as its own worker")]
     NotYourself,
@@ -212,7 +218,9 @@ impl Refusal {
             | WorkNotNamed
             | NoSuchFollowup { .. }
             | BadPolicy(_)
-            | StallIsTheGuards => ErrorCode::InvalidArgument,
+            | StallIsTheGuards
+            | BadAttribution => ErrorCode::InvalidArgument,
+            RequestReplayed(_) => ErrorCode::UnidentifiedCaller,
             TooLarge { .. } => ErrorCode::TooLarge,
             RootOnly | NotYourself | RootDoesNotAttach | PoolWorkerAttach | MessageRecipient | ReplyToOthers
             | BoundElsewhere(_) | CommandNotHeld(_) | WorkerNotHeld(_) | CreatedForAnother => ErrorCode::Forbidden,

@@ -5,7 +5,7 @@ use super::*;
 /// The run commands (routed here by [`super::decide`]).
 pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusal> {
     match command {
-        Request::CreateRun { run_id, root_id, title, managed } => {
+        Request::CreateRun { run_id, root_id, title, managed, attribution } => {
             check_text("title", title, TITLE_MAX)?;
             if state.runs.contains_key(run_id) || state.workers.contains_key(root_id) {
                 return Err(Refusal::IdTaken("run or root id"));
@@ -22,6 +22,9 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                     assignment: managed.as_ref().map(|m| m.assignment.clone()),
                 },
             ];
+            if *attribution != protocol::Attribution::default() {
+                events.push(EventBody::RunAttributionSet { policy: *attribution });
+            }
             match managed {
                 // The caller is root: working from the start, in its own conversation.
                 None => events.push(state_change(root_id, WorkerState::Created, WorkerState::Running, None)),
@@ -99,6 +102,7 @@ mod tests {
             root_id: WorkerId::from_uuid_bytes([9; 16]),
             title: "again".into(),
             managed: None,
+            attribution: protocol::Attribution::Required,
         };
         rows.push(("a run id is created once", g, c, Err(ErrorCode::InvalidArgument)));
 
@@ -112,6 +116,7 @@ mod tests {
             root_id: WorkerId::from_uuid_bytes([6; 16]),
             title: "managed".into(),
             managed: Some(managed("coordinate the goal")),
+            attribution: protocol::Attribution::Required,
         };
         rows.push((
             "a managed root is launched like a worker: its create is queued",
@@ -126,6 +131,7 @@ mod tests {
             root_id: WorkerId::from_uuid_bytes([6; 16]),
             title: "managed".into(),
             managed: Some(managed(" ")),
+            attribution: protocol::Attribution::Required,
         };
         rows.push(("a managed root needs an objective", g, c, Err(ErrorCode::InvalidArgument)));
 

@@ -129,6 +129,20 @@ pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
                     let frames = bg.core.borrow_mut().page_progress(&(tab as i32), now_ms());
                     bg.emit(frames);
                 }
+                // What the page script read; the core keeps a tab to its own conversation.
+                (Some(tab), Ok(PageReply::Callers(seen))) => {
+                    let frames =
+                        bg.core.borrow_mut().callers_seen(&(tab as i32), &seen.conversation, &seen.calls, seen.again);
+                    bg.emit(frames);
+                }
+                // The popup (no sender tab): a person blocks or unblocks a managed chat.
+                (None, _) => {
+                    if let Ok(crate::messages::FromPopup::Block { tab, blocked }) = from_js(&first)
+                        && let Some(worker_id) = bg.core.borrow().worker_of(&tab).cloned()
+                    {
+                        bg.emit(vec![ExecutorFrame::ConversationBlock { worker_id, blocked }]);
+                    }
+                }
                 _ => {}
             }
         }
@@ -377,6 +391,14 @@ impl Background {
             Ok(DaemonFrame::Command(command)) => {
                 let bg = self.clone();
                 wasm_bindgen_futures::spawn_local(async move { bg.handle(command).await });
+            }
+            // A call waits on attribution: have the worker's page look now.
+            Ok(DaemonFrame::CallerLookup { worker_id, conversation_id, .. }) => {
+                if let Some(tab) = self.core.borrow().lookup_tab(&worker_id, &conversation_id).copied() {
+                    wasm_bindgen_futures::spawn_local(async move {
+                        let _ = ask(tab, &ToPage::Callers).await;
+                    });
+                }
             }
             // A frame this build does not understand: the daemon is not ours to guess about.
             Err(_) => self.disconnect_and_retry("unreadable daemon frame"),

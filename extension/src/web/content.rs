@@ -263,6 +263,7 @@ pub fn cs_main(api: JsValue) {
     if let Some(root) = document.document_element() {
         let _ = observer.observe_with_options(&root, &options);
     }
+    callers::open(callers::OFFERS);
     let visibility = Closure::<dyn FnMut()>::new(observe).into_js_value();
     let _ = document.add_event_listener_with_callback("visibilitychange", visibility.unchecked_ref());
     let on_message = Closure::<dyn FnMut(JsValue, JsValue, Function) -> bool>::new(
@@ -290,6 +291,82 @@ async fn handle(request: ToPage) -> PageReply {
         ToPage::Inspect => {
             PageReply::Inspection(crate::messages::PageCheck::from_report(&chatgpt_dom::inspect::inspect(&dom())))
         }
+        ToPage::Callers => {
+            callers::look_now();
+            PageReply::Report(report(&dom()))
+        }
+    }
+}
+
+/// Caller attribution's isolated side: a private channel to the page
+/// script (`static/page.js`, the page's own world), handed over in one
+/// window message that the page script takes before any page listener
+/// sees it, and what comes back checked before it leaves the tab.
+mod callers {
+    use std::cell::RefCell;
+
+    use wasm_bindgen::prelude::*;
+    use web_sys::{MessageChannel, MessageEvent, MessagePort};
+
+    use super::{call, from_js, to_js};
+    use crate::messages::{PageCalls, PageReply};
+
+    /// The window message's tag (the page script's `TAG`).
+    const TAG: &str = "chatgpt-orchestrator/callers/1";
+    /// How many channels to offer before giving up (a page loaded before
+    /// the extension has no page script until it reloads).
+    pub(super) const OFFERS: u32 = 10;
+
+    thread_local! {
+        static PORT: RefCell<Option<MessagePort>> = const { RefCell::new(None) };
+        static READY: RefCell<bool> = const { RefCell::new(false) };
+    }
+
+    /// Offers the page script a channel, again each second until it answers.
+    pub(super) fn open(offers_left: u32) {
+        if READY.with(|r| *r.borrow()) || offers_left == 0 {
+            return;
+        }
+        let Some(window) = web_sys::window() else { return };
+        let Ok(channel) = MessageChannel::new() else { return };
+        let port = channel.port1();
+        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(received).into_js_value();
+        port.set_onmessage(Some(on_message.unchecked_ref()));
+        PORT.with(|p| *p.borrow_mut() = Some(port));
+        let message = super::super::object(&[("t", TAG.into())]);
+        let transfer = js_sys::Array::of1(&channel.port2());
+        let origin = window.location().origin().unwrap_or_else(|_| "https://chatgpt.com".into());
+        let _ = window.post_message_with_transfer(&message, &origin, &transfer);
+        let again = Closure::once_into_js(move || open(offers_left - 1));
+        super::set_timeout(again.unchecked_ref(), 1_000);
+    }
+
+    /// Asks the page script to look now.
+    pub(super) fn look_now() {
+        PORT.with(|p| {
+            if let Some(port) = p.borrow().as_ref() {
+                let _ = port.post_message(&"scan".into());
+            }
+        });
+    }
+
+    fn received(event: MessageEvent) {
+        let data = event.data();
+        if data.as_string().as_deref() == Some("ready") {
+            READY.with(|r| *r.borrow_mut() = true);
+            return;
+        }
+        // Page-world data: its shape, and that it names the conversation
+        // this page shows; the executor core then checks the tab's binding.
+        let Ok(calls) = from_js::<PageCalls>(&data) else { return };
+        let url = web_sys::window().and_then(|w| w.location().href().ok()).unwrap_or_default();
+        let shown = chatgpt_dom::parse_url(&url).and_then(|r| r.conversation).map(|c| c.to_string());
+        if shown.as_deref() != Some(calls.conversation.as_str()) {
+            return;
+        }
+        wasm_bindgen_futures::spawn_local(async move {
+            let _ = call("runtime.sendMessage", &[to_js(&PageReply::Callers(calls))]).await;
+        });
     }
 }
 

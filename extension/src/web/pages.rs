@@ -140,6 +140,25 @@ async fn check_page() {
     set_text("page-check", &text);
 }
 
+/// "Block this chat" / "Unblock": the person tells the daemon (through
+/// the background's session) that the chat in the current tab must stop
+/// calling tools, or may again. Only a chat the extension manages has a
+/// worker to block.
+async fn block_chat(blocked: bool) {
+    let Some((tab, _)) = current_chatgpt_tab().await else {
+        set_text("block-status", "no chatgpt.com tab is active");
+        return;
+    };
+    let request = to_js(&crate::messages::FromPopup::Block { tab: tab as i32, blocked });
+    let sent = call("runtime.sendMessage", &[request]).await.is_ok();
+    let said = match (sent, blocked) {
+        (false, _) => "the extension's background did not answer",
+        (true, true) => "blocked: its tool calls are refused until unblocked",
+        (true, false) => "unblocked",
+    };
+    set_text("block-status", said);
+}
+
 /// The popup.
 #[wasm_bindgen]
 pub async fn popup_main() {
@@ -157,6 +176,13 @@ pub async fn popup_main() {
     .into_js_value();
     if let Some(link) = document().get_element_by_id("options") {
         let _ = link.add_event_listener_with_callback("click", open.unchecked_ref());
+    }
+    for (id, blocked) in [("block", true), ("unblock", false)] {
+        let act =
+            Closure::<dyn FnMut()>::new(move || wasm_bindgen_futures::spawn_local(block_chat(blocked))).into_js_value();
+        if let Some(button) = document().get_element_by_id(id) {
+            let _ = button.add_event_listener_with_callback("click", act.unchecked_ref());
+        }
     }
     if let Some(body) = document().body() {
         let _ = body.set_attribute("data-ready", "");

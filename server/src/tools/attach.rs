@@ -136,18 +136,22 @@ impl Tools {
         ctx: &RequestContext<RoleServer>,
         pool_only: bool,
     ) -> Result<Json<WorkerAttachOut>, ToolError> {
-        let session = Peers::session_of(ctx);
-        // A model follows its bootstrap prompt as soon as the prompt is in
-        // the page, and the executor's word that the create is done travels
-        // separately: a pool worker can call before its slot is bound. While
-        // its create is still open, the call waits for it (bounded, well
-        // inside a host's tool timeout) rather than refusing a caller that
-        // is about to be recognizable.
+        let id = self.plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
+        let worker = self.plane.worker(&id).ok_or(Error::Unauthorized)?;
+        // Bad input is refused at once, before any wait on attribution.
+        check_catalog(&self.plane, &id, args.catalog.as_deref())?;
+        let tool = if pool_only { "runtime_bootstrap" } else { "worker_attach" };
+        // Proven from its own conversation, a pool worker is that
+        // conversation to admission; otherwise its transport session is.
+        let peer = match self.prove_worker(ctx, &worker, tool).await? {
+            Some(conversation) => admission::conversation_peer(&conversation),
+            None => self.peers.claimant(Peers::session_of(ctx).as_deref()),
+        };
         let deadline = tokio::time::Instant::now() + BOOTSTRAP_WAIT;
         let mut changes = self.plane.subscribe_changes();
         loop {
             changes.borrow_and_update();
-            let attempt = self.attach_once(&args, session.clone(), pool_only).await;
+            let attempt = self.attach_once(&args, peer.clone(), pool_only).await;
             match attempt {
                 Err(e) if e.code == protocol::ErrorCode::PeerIdentityUnresolved && self.launching(&args) => {
                     if !matches!(tokio::time::timeout_at(deadline, changes.changed()).await, Ok(Ok(()))) {
@@ -163,21 +167,16 @@ impl Tools {
     /// conversation's create open (queued, sent or acknowledged).
     fn launching(&self, args: &WorkerAttachArgs) -> bool {
         let Some(id) = self.plane.keys().verify_attach_identity(&args.attach_identity) else { return false };
-        self.plane.with_state(|s| {
-            s.open_commands
-                .iter()
-                .filter_map(|c| s.commands.get(c))
-                .any(|c| c.worker_id == id && c.intent == protocol::CommandIntent::Create)
-        })
+        create_open(&self.plane, &id)
     }
 
     async fn attach_once(
         &self,
         args: &WorkerAttachArgs,
-        session: Option<String>,
+        peer: String,
         pool_only: bool,
     ) -> Result<Json<WorkerAttachOut>, ToolError> {
-        let (args, peers) = (args.clone(), self.peers.clone());
+        let args = args.clone();
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         on_blocking_pool(move || -> Result<_, ToolError> {
             let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
@@ -186,7 +185,7 @@ impl Tools {
             // A pool worker following its bootstrap prompt lands in
             // worker_attach too: it is admitted exactly as through runtime_bootstrap.
             if pool_only || plane.with_state(|s| s.runtime.by_worker(&id).is_some()) {
-                pool.bootstrap(&args.attach_identity, &peers.claimant(session.as_deref()))?;
+                pool.bootstrap(&args.attach_identity, &peer)?;
             } else {
                 plane.execute(Request::Attach { worker_id: id.clone() })?;
             }

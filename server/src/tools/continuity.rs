@@ -179,8 +179,11 @@ impl Tools {
     async fn worker_await_human(
         &self,
         Parameters(args): Parameters<AwaitArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ContinuityChanged>, ToolError> {
-        self.own_hold(args?, Hold::AwaitingHuman).await
+        let args = args?;
+        self.prove(&ctx, &args.capability, "worker_await_human").await?;
+        self.own_hold(args, Hold::AwaitingHuman).await
     }
 
     /// Declare that another worker or system must change before you can go on. Name the dependency.
@@ -194,8 +197,11 @@ impl Tools {
     async fn worker_await_dependency(
         &self,
         Parameters(args): Parameters<AwaitArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ContinuityChanged>, ToolError> {
-        self.own_hold(args?, Hold::AwaitingDependency).await
+        let args = args?;
+        self.prove(&ctx, &args.capability, "worker_await_dependency").await?;
+        self.own_hold(args, Hold::AwaitingDependency).await
     }
 
     /// Pause a worker's automatic turns after its current one (it stays unfinished; not a stop). Root only.
@@ -209,8 +215,10 @@ impl Tools {
     async fn worker_pause(
         &self,
         Parameters(args): Parameters<PauseArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ContinuityChanged>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "worker_pause").await?;
         let tools = self.clone();
         on_blocking_pool(move || {
             let root = root_only(&tools.plane, &args.capability)?;
@@ -233,8 +241,10 @@ impl Tools {
     async fn worker_resume(
         &self,
         Parameters(args): Parameters<TargetArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ContinuityChanged>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "worker_resume").await?;
         let tools = self.clone();
         on_blocking_pool(move || {
             let me = tools.plane.authenticate(&args.capability)?;
@@ -255,8 +265,10 @@ impl Tools {
     async fn worker_continue_now(
         &self,
         Parameters(args): Parameters<TargetArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ContinuityChanged>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "worker_continue_now").await?;
         let tools = self.clone();
         on_blocking_pool(move || {
             let root = root_only(&tools.plane, &args.capability)?;
@@ -279,6 +291,7 @@ impl Tools {
         Parameters(args): Parameters<TargetArgs>,
     ) -> Result<Json<ContinuationOut>, ToolError> {
         let args = args?;
+        self.not_blocked(&args.capability)?;
         let plane = self.plane.clone();
         on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;
@@ -303,8 +316,10 @@ impl Tools {
     async fn worker_continuation_set(
         &self,
         Parameters(args): Parameters<ContinuationSetArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ContinuityChanged>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "worker_continuation_set").await?;
         let tools = self.clone();
         on_blocking_pool(move || {
             let root = root_only(&tools.plane, &args.capability)?;
@@ -326,8 +341,10 @@ impl Tools {
     async fn run_continuation_set_default(
         &self,
         Parameters(args): Parameters<RunDefaultArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<RunDefaultOut>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "run_continuation_set_default").await?;
         let plane = self.plane.clone();
         on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;

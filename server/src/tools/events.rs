@@ -99,6 +99,7 @@ impl Tools {
     ))]
     async fn events_wait(&self, Parameters(args): Parameters<EventsWaitArgs>) -> Result<Json<EventsOut>, ToolError> {
         let args = args?;
+        self.not_blocked(&args.capability)?;
         let me = match self.plane.authenticate(&args.capability) {
             Ok(me) => me,
             Err(e) => return Err(e.into()),
@@ -129,6 +130,7 @@ impl Tools {
     ))]
     async fn events_list(&self, Parameters(args): Parameters<EventsListArgs>) -> Result<Json<EventsOut>, ToolError> {
         let args = args?;
+        self.not_blocked(&args.capability)?;
         let plane = self.plane.clone();
         on_blocking_pool(move || -> Result<_, Error> {
             let me = plane.authenticate(&args.capability)?;

@@ -67,8 +67,10 @@ impl Tools {
     async fn message_send(
         &self,
         Parameters(args): Parameters<MessageSendArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<MessageSendOut>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "message_send").await?;
         let tools = self.clone();
         on_blocking_pool(move || -> Result<_, Error> {
             let me = tools.plane.authenticate(&args.capability)?;
@@ -98,8 +100,10 @@ impl Tools {
     async fn message_broadcast(
         &self,
         Parameters(args): Parameters<MessageBroadcastArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<MessageBroadcastOut>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "message_broadcast").await?;
         let plane = self.plane.clone();
         on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;

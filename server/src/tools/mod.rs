@@ -40,6 +40,7 @@ use crate::peers::Peers;
 use control::prompts::{BOOTSTRAP_VERSION, bootstrap_prompt};
 
 mod attach;
+mod caller;
 mod continuity;
 mod events;
 mod message;
@@ -49,6 +50,7 @@ mod schema;
 mod worker;
 
 pub use attach::{Catalog, catalog};
+pub use caller::ATTRIBUTION_WAIT;
 
 /// A refused tool call: a stable code (`docs/errors.md`) and a message.
 /// Every tool returns it, and it is rendered in this one place: an
@@ -145,6 +147,13 @@ pub struct RunView {
     pub created_at_ms: u64,
     /// Last change (ms since epoch).
     pub updated_at_ms: u64,
+    /// capability_only: callers are not proven.
+    #[serde(skip_serializing_if = "is_required")]
+    pub attribution: protocol::Attribution,
+}
+
+fn is_required(a: &protocol::Attribution) -> bool {
+    *a == protocol::Attribution::Required
 }
 
 impl From<&Run> for RunView {
@@ -157,6 +166,7 @@ impl From<&Run> for RunView {
             cursor: r.cursor,
             created_at_ms: r.created_at_ms,
             updated_at_ms: r.updated_at_ms,
+            attribution: r.attribution,
         }
     }
 }
@@ -275,7 +285,20 @@ pub struct Tools {
     pool: Arc<pool::Pool>,
     executors: Option<Arc<carrier_webext::Bridge>>,
     peers: Peers,
+    /// How long a call waits for an executor to see its request id.
+    attribution_wait: Duration,
     tool_router: ToolRouter<Self>,
+}
+
+/// Whether `id`'s conversation create is still open (queued, sent or
+/// acknowledged): its model may call before the executor binds it.
+fn create_open(plane: &ControlPlane, id: &WorkerId) -> bool {
+    plane.with_state(|s| {
+        s.open_commands
+            .iter()
+            .filter_map(|c| s.commands.get(c))
+            .any(|c| c.worker_id == *id && c.intent == protocol::CommandIntent::Create)
+    })
 }
 
 impl Tools {
@@ -326,7 +349,14 @@ impl Tools {
         executors: Option<Arc<carrier_webext::Bridge>>,
         peers: Peers,
     ) -> Self {
-        Self { plane, pool, executors, peers, tool_router: Self::stamped_router() }
+        Self { plane, pool, executors, peers, attribution_wait: ATTRIBUTION_WAIT, tool_router: Self::stamped_router() }
+    }
+
+    /// The same handler, waiting at most `wait` for a call's request id to
+    /// be seen (`--attribution-wait-ms`).
+    pub fn with_attribution_wait(mut self, wait: Duration) -> Self {
+        self.attribution_wait = wait;
+        self
     }
 
     /// Every family's tools, composed: one router per file of this module,
@@ -339,7 +369,8 @@ impl Tools {
             + Self::message_tools()
             + Self::events_tools()
             + Self::runtime_tools()
-            + Self::continuity_tools();
+            + Self::continuity_tools()
+            + Self::caller_tools();
         for route in router.map.values_mut() {
             let tool = &mut route.attr;
             let input = schema::inline_definitions(tool.input_schema.as_ref().clone());
@@ -388,14 +419,17 @@ mod catalogue {
         serde_json::to_string(&Tools::stamped_router().list_all()).expect("tools serialize").len()
     }
 
-    /// The budget for `tools/list`: 100 KB (about 25k tokens) for 31 tools.
+    /// The budget for `tools/list`: 104 KB (about 26k tokens) for 33 tools.
     /// Every worker conversation carries the catalogue in its context, so
     /// growth is a decision: it was 179.5 KB before the schemas were made
     /// lean (`schema::lean`, compact error codes and events), 77.5 KB after,
     /// 75.0 KB with one type per property (23 tools, budget 80 KB); Execution
     /// Continuity's 8 tools (compact outputs) and the disposition in every
     /// worker view brought it to about 99 KB, 3.2 KB a tool as before.
-    const BUDGET: usize = 100_000;
+    /// Caller attribution (#20) added `worker_block`/`worker_unblock`
+    /// (compact outputs) and the run's policy: about 102.5 KB for 33 tools,
+    /// so the budget moved to 104 KB, on purpose.
+    const BUDGET: usize = 104_000;
 
     #[test]
     fn the_tool_catalogue_stays_under_its_budget() {

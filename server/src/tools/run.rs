@@ -11,6 +11,9 @@ pub struct RunCreateArgs {
     /// Launch root in a conversation of its own with this objective, which Auto Resume can resume; omit to be root yourself.
     #[serde(default)]
     pub root_objective: Option<String>,
+    /// capability_only: workers' calls are not proven to come from their own conversation (for a client no browser sees).
+    #[serde(default)]
+    pub attribution: protocol::Attribution,
     /// Replaying the same key with the same title returns the same run,
     /// without the capability (only the creating call gets it).
     #[serde(default)]
@@ -64,12 +67,9 @@ impl Tools {
         let plane = self.plane.clone();
         on_blocking_pool(move || -> Result<_, Error> {
             let idem = args.idempotency_key.as_deref();
-            let (run_id, root, created) = match &args.root_objective {
-                None => plane.create_run_once(&args.title, idem)?,
-                Some(objective) => {
-                    plane.create_managed_run(&args.title, &Assignment::from_objective(objective), idem)?
-                }
-            };
+            let objective = args.root_objective.as_deref().map(Assignment::from_objective);
+            let (run_id, root, created) =
+                plane.create_run_with(&args.title, objective.as_ref(), args.attribution, idem)?;
             let run = plane.run(&run_id).ok_or_else(|| Error::from(Refusal::NoRun(run_id.clone())))?;
             // A key proves nothing about who replays it: the credential goes to the creator only.
             let root_capability = created.then(|| plane.keys().capability(&root));
@@ -88,6 +88,7 @@ impl Tools {
     ))]
     async fn run_get(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<RunGetOut>, ToolError> {
         let args = args?;
+        self.not_blocked(&args.capability)?;
         let plane = self.plane.clone();
         let live = self.connected().await;
         on_blocking_pool(move || -> Result<_, Error> {
@@ -108,8 +109,13 @@ impl Tools {
         idempotent_hint = false,
         open_world_hint = false
     ))]
-    async fn run_cancel(&self, Parameters(args): Parameters<RunCancelArgs>) -> Result<Json<RunGetOut>, ToolError> {
+    async fn run_cancel(
+        &self,
+        Parameters(args): Parameters<RunCancelArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<RunGetOut>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "run_cancel").await?;
         let plane = self.plane.clone();
         on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;

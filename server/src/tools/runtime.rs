@@ -89,6 +89,7 @@ impl Tools {
     ))]
     async fn runtime_status(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<StatusOut>, ToolError> {
         let args = args?;
+        self.not_blocked(&args.capability)?;
         let connected = self.connected().await;
         let alive = self.peers.alive().await;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
@@ -108,8 +109,13 @@ impl Tools {
         idempotent_hint = true,
         open_world_hint = true
     ))]
-    async fn runtime_ensure(&self, Parameters(args): Parameters<DesiredArgs>) -> Result<Json<PoolOut>, ToolError> {
+    async fn runtime_ensure(
+        &self,
+        Parameters(args): Parameters<DesiredArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<PoolOut>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "runtime_ensure").await?;
         self.pool_call(args.capability, move |pool, root| pool.ensure(root, args.desired_workers)).await
     }
 
@@ -121,8 +127,13 @@ impl Tools {
         idempotent_hint = true,
         open_world_hint = true
     ))]
-    async fn runtime_scale(&self, Parameters(args): Parameters<DesiredArgs>) -> Result<Json<PoolOut>, ToolError> {
+    async fn runtime_scale(
+        &self,
+        Parameters(args): Parameters<DesiredArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<PoolOut>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "runtime_scale").await?;
         self.pool_call(args.capability, move |pool, root| pool.scale(root, args.desired_workers)).await
     }
 
@@ -134,8 +145,13 @@ impl Tools {
         idempotent_hint = true,
         open_world_hint = true
     ))]
-    async fn runtime_recover(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<PoolOut>, ToolError> {
+    async fn runtime_recover(
+        &self,
+        Parameters(args): Parameters<CapabilityArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<PoolOut>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "runtime_recover").await?;
         self.pool_call(args.capability, |pool, root| pool.recover(root)).await
     }
 
@@ -147,8 +163,13 @@ impl Tools {
         idempotent_hint = true,
         open_world_hint = true
     ))]
-    async fn runtime_stop(&self, Parameters(args): Parameters<CapabilityArgs>) -> Result<Json<PoolOut>, ToolError> {
+    async fn runtime_stop(
+        &self,
+        Parameters(args): Parameters<CapabilityArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<PoolOut>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "runtime_stop").await?;
         self.pool_call(args.capability, |pool, root| pool.scale(root, 0)).await
     }
 
@@ -163,8 +184,10 @@ impl Tools {
     async fn task_dispatch(
         &self,
         Parameters(args): Parameters<TaskDispatchArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<pool::Task>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "task_dispatch").await?;
         let alive = self.peers.alive().await;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         on_blocking_pool(move || {
@@ -188,6 +211,7 @@ impl Tools {
         Parameters(args): Parameters<TaskCollectArgs>,
     ) -> Result<Json<pool::TaskStatus>, ToolError> {
         let args = args?;
+        self.not_blocked(&args.capability)?;
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         on_blocking_pool(move || {
             let root = root_only(&plane, &args.capability)?;

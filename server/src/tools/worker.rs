@@ -155,8 +155,10 @@ impl Tools {
     async fn worker_spawn(
         &self,
         Parameters(args): Parameters<WorkerSpawnArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<WorkerSpawnOut>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "worker_spawn").await?;
         let plane = self.plane.clone();
         on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;
@@ -184,6 +186,7 @@ impl Tools {
         Parameters(args): Parameters<CapabilityArgs>,
     ) -> Result<Json<WorkerListOut>, ToolError> {
         let args = args?;
+        self.not_blocked(&args.capability)?;
         let plane = self.plane.clone();
         let live = self.connected().await;
         on_blocking_pool(move || -> Result<_, Error> {
@@ -207,8 +210,10 @@ impl Tools {
     async fn worker_progress(
         &self,
         Parameters(args): Parameters<WorkerProgressArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<WorkerOut>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "worker_progress").await?;
         let followup = args.followup;
         self.as_self(args.capability, args.worker_id, move |me| {
             answering(followup, Request::Progress { actor: me, summary: args.summary, percent: args.percent })
@@ -227,8 +232,10 @@ impl Tools {
     async fn worker_complete(
         &self,
         Parameters(args): Parameters<WorkerCompleteArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<WorkerOut>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "worker_complete").await?;
         let followup = args.followup;
         self.as_self(args.capability, args.worker_id, move |me| {
             answering(followup, Request::Complete { actor: me, summary: args.summary, artifacts: args.artifacts })
@@ -244,8 +251,13 @@ impl Tools {
         idempotent_hint = false,
         open_world_hint = false
     ))]
-    async fn worker_fail(&self, Parameters(args): Parameters<WorkerFailArgs>) -> Result<Json<WorkerOut>, ToolError> {
+    async fn worker_fail(
+        &self,
+        Parameters(args): Parameters<WorkerFailArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<WorkerOut>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "worker_fail").await?;
         let followup = args.followup;
         self.as_self(args.capability, args.worker_id, move |me| {
             answering(followup, Request::Fail { actor: me, reason: args.reason })
@@ -261,8 +273,13 @@ impl Tools {
         idempotent_hint = false,
         open_world_hint = false
     ))]
-    async fn worker_stop(&self, Parameters(args): Parameters<WorkerStopArgs>) -> Result<Json<WorkerOut>, ToolError> {
+    async fn worker_stop(
+        &self,
+        Parameters(args): Parameters<WorkerStopArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<WorkerOut>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "worker_stop").await?;
         let tools = self.clone();
         on_blocking_pool(move || {
             let root = root_only(&tools.plane, &args.capability)?;
@@ -284,8 +301,10 @@ impl Tools {
     async fn worker_followup(
         &self,
         Parameters(args): Parameters<WorkerFollowupArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<Json<WorkerFollowupOut>, ToolError> {
         let args = args?;
+        self.prove(&ctx, &args.capability, "worker_followup").await?;
         let plane = self.plane.clone();
         on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;

@@ -32,7 +32,7 @@ CONTROLS = "\u0001" * (15 * KIB)
 
 async def main(url, mode):
     async with client(url, mode) as c:
-        root = (await call(c, "run_create", {"title": "bounds"}))["root_capability"]
+        root = (await call(c, "run_create", {"title": "bounds", "attribution": "capability_only"}))["root_capability"]
         await expect_error(c, "worker_spawn", {"capability": root, "name": "huge", "assignment": HUGE}, "TOO_LARGE")
 
         spawned = await call(c, "worker_spawn", {"capability": root, "name": "big", "assignment": BIG})

@@ -377,7 +377,9 @@ def assert_exactly_once(executor):
 # ------------------------------------------------------------- scenarios
 
 async def scenario_a(executor, models, root):
-    created = await root.call("run_create", {"title": "doc executor flow"})
+    # This executor speaks protocol v1 (still served), which has no caller
+    # attribution: the run identifies callers by capability alone.
+    created = await root.call("run_create", {"title": "doc executor flow", "attribution": "capability_only"})
     cap, cursor = created["root_capability"], created["run"]["cursor"]
     ids = {}
     for name in ("alpha", "beta"):

@@ -50,7 +50,17 @@ async def main(url):
                                                "instructions": 'Add a test.\nscenario: complete "A tested"'})
         await wait_for(root_c, root, cursor, seen(
             lambda e: e["type"] == "worker.completed" and e["data"]["worker_id"] == a_id), 60)
-        print(json.dumps({"a": a_id, "b": b_id, "bound": bound, "root": root}))
+        # Caller attribution (the run's default): every call a worker made
+        # was proven to come from its own conversation, by the extension
+        # reading the request id in that tab's page data.
+        assert "attribution" not in created["run"], created["run"]
+        events = (await call(root_c, "events_list", {"capability": root, "limit": 500}))["events"]
+        attributed = [(e["data"]["worker_id"], e["data"]["tool"]) for e in events if e["type"] == "caller.attributed"]
+        for worker in (a_id, b_id):
+            tools = {tool for w, tool in attributed if w == worker}
+            assert {"worker_attach", "worker_complete"} <= tools, (worker, attributed)
+        assert (a_id, "message_send") in attributed, attributed
+        print(json.dumps({"a": a_id, "b": b_id, "bound": bound, "root": root, "attributed": len(attributed)}))
 
 
 if __name__ == "__main__":

@@ -24,12 +24,14 @@ async def main(url, mode):
             hints = tool.annotations
             for hint in ["read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint"]:
                 assert isinstance(getattr(hints, hint), bool), f"{name}.{hint} is not set"
-        assert len(tools) == 31, sorted(tools)
+        assert len(tools) == 33, sorted(tools)
 
-        created = await call(root_c, "run_create", {"title": f"flow over {mode}"})
+        created = await call(root_c, "run_create", {"title": f"flow over {mode}", "attribution": "capability_only"})
         root = created["root_capability"]
         run_id = created["run"]["run_id"]
         cursor = created["run"]["cursor"]
+        # No browser sees these plain clients: the run says it trusts capabilities alone.
+        assert created["run"]["attribution"] == "capability_only", created["run"]
 
         spawn_a = await call(root_c, "worker_spawn", {"capability": root, "name": "alpha", "assignment": assignment("build A"), "idempotency_key": "a"})
         spawn_b = await call(root_c, "worker_spawn", {"capability": root, "name": "beta", "assignment": assignment("build B")})

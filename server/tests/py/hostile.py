@@ -10,7 +10,7 @@ from harness import attach_identity, call, client, expect_error
 
 async def main(url):
     async with client(url, "auto") as c:
-        created = await call(c, "run_create", {"title": "hostile"})
+        created = await call(c, "run_create", {"title": "hostile", "attribution": "capability_only"})
         root = created["root_capability"]
         a = await call(c, "worker_spawn", {"capability": root, "name": "alpha", "assignment": {"objective": "A"}})
         b = await call(c, "worker_spawn", {"capability": root, "name": "beta", "assignment": {"objective": "B"}})

@@ -18,7 +18,7 @@ def assignment(objective):
 
 async def before(url, d):
     async with client(url, "auto") as c:
-        created = await call(c, "run_create", {"title": "restart", "idempotency_key": "run-key"})
+        created = await call(c, "run_create", {"title": "restart", "idempotency_key": "run-key", "attribution": "capability_only"})
         root = created["root_capability"]
         a = await call(c, "worker_spawn", {"capability": root, "name": "alpha", "assignment": assignment("A"), "idempotency_key": "k-a"})
         b = await call(c, "worker_spawn", {"capability": root, "name": "beta", "assignment": assignment("B")})
@@ -78,7 +78,7 @@ async def after(url, d):
         assert replay["worker"]["worker_id"] == snap["a_id"]
         await expect_error(c, "worker_spawn", {"capability": root, "name": "alpha2", "assignment": assignment("A"), "idempotency_key": "k-a"}, "CONFLICT")
         # A run_create replay names the same run but never hands out its capability.
-        again = await call(c, "run_create", {"title": "restart", "idempotency_key": "run-key"})
+        again = await call(c, "run_create", {"title": "restart", "idempotency_key": "run-key", "attribution": "capability_only"})
         assert again["run"]["run_id"] == run["run"]["run_id"] and again["replayed"] is True
         assert "root_capability" not in again
         await expect_error(c, "run_create", {"title": "other", "idempotency_key": "run-key"}, "CONFLICT")

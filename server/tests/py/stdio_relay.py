@@ -16,7 +16,7 @@ async def main(bin_path, state_dir, mode):
     async with mcp.Client(server, mode=mode) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert {"run_create", "worker_spawn", "events_wait"} <= names, names
-        run = await call(client, "run_create", {"title": f"over stdio ({mode})"})
+        run = await call(client, "run_create", {"title": f"over stdio ({mode})", "attribution": "capability_only"})
         cap = run["root_capability"]
         spawned = await call(client, "worker_spawn", {"capability": cap, "name": "w", "assignment": {"objective": "o"}})
         worker = spawned["worker"]["worker_id"]

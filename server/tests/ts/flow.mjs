@@ -35,7 +35,7 @@ async function waitFor(capability, cursor, predicate) {
 const attachOf = (prompt) => prompt.match(/"(att_[0-9a-f]{32}_[0-9a-f]{32})"/)[1];
 
 const { tools } = await client.listTools();
-assert.equal(tools.length, 31);
+assert.equal(tools.length, 33);
 for (const t of tools) {
   assert.ok(t.outputSchema, `${t.name} has no outputSchema`);
   for (const h of ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"]) {
@@ -43,7 +43,7 @@ for (const t of tools) {
   }
 }
 
-const created = await call("run_create", { title: "flow over stdio" });
+const created = await call("run_create", { title: "flow over stdio", attribution: "capability_only" });
 const root = created.root_capability;
 let cursor = created.run.cursor;
 const spawnA = await call("worker_spawn", { capability: root, name: "alpha", assignment: { objective: "build A" } });

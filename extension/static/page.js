@@ -1,0 +1,145 @@
+// The orchestrator's one script in chatgpt.com's own JavaScript world
+// (MAIN), for caller attribution. It reads, in the page's data, the
+// tool-call request messages of the conversation on screen, and hands the
+// content script (the isolated world) exactly three things per call: the
+// conversation id, the request's `metadata.request_id` and the tool named
+// at the front of its path. Never a transcript, never a tool argument.
+//
+// Where the data is (public evidence, CHATGPT-DOM.md "Tool calls in the
+// conversation"; totec448-spec/chat-on-steroids extension/fiber.js): each
+// turn anchor (`section[data-testid^="conversation-turn"]`, or
+// `[data-turn-key]` in the 2026 layout) carries React's `__reactFiber$…`
+// property; climbing its `return` chain reaches props holding the turn's
+// message list (`turn.messages`, or `allMessages`). A request message is
+// authored by the assistant, has a `recipient` starting `api_tool`, and its
+// `content.text` begins `{"path":"/<app>/link_…/<tool>"` (truncated JSON:
+// only that anchored head is read, never parsed as a whole).
+//
+// Trust: this runs where the page can reach it, so it captures what it
+// uses at load, touches nothing of the page's, and fails closed (an
+// unrecognised shape yields nothing). Its only channel is a MessagePort the
+// content script hands it through one window message, which it takes
+// before the page can see it; the content script and the executor check
+// everything it says (shape, bounds, and that the conversation is the one
+// the tab is bound to). See docs/permissions.md.
+(() => {
+  "use strict";
+  // Once per document (a DevTools client may install it again).
+  if (Object.prototype.hasOwnProperty.call(window, "__chatgptOrchestratorCallers")) return;
+  Object.defineProperty(window, "__chatgptOrchestratorCallers", { value: true });
+  const TAG = "chatgpt-orchestrator/callers/1";
+  const TURNS = 'section[data-testid^="conversation-turn"], [data-turn-key]';
+  const PATH_HEAD = /^\s*\{\s*"path"\s*:\s*"([^"\\]{1,200})"/;
+  const REQUEST_ID = /^[A-Za-z0-9_-]{1,100}$/;
+  const TOOL = /^[a-z0-9_]{1,64}$/;
+  const CONVERSATION = /\/c\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:[/?#]|$)/;
+  const MAX_CLIMB = 80;
+  const MAX_TURNS = 12;
+  const MAX_CALLS = 64;
+
+  // Captured before the page can replace them.
+  const postOnPort = MessagePort.prototype.postMessage;
+  const stopImmediate = Event.prototype.stopImmediatePropagation;
+  const isArray = Array.isArray;
+  const keysOf = Object.keys;
+  const exec = RegExp.prototype.exec;
+  const query = Document.prototype.querySelectorAll;
+  const pathname = () => location.pathname;
+
+  let port = null;
+  const sent = new Set();
+
+  const str = (v, max) => (typeof v === "string" && v.length > 0 && v.length <= max ? v : null);
+
+  function fiberOf(node) {
+    for (const key of keysOf(node)) {
+      if (key.startsWith("__reactFiber$")) return node[key];
+    }
+    return null;
+  }
+
+  // The turn's messages, and the conversation its props name (if any).
+  function turnOf(fiber) {
+    let named = null;
+    for (let at = fiber, up = 0; at && up < MAX_CLIMB; at = at.return, up++) {
+      const props = at.memoizedProps;
+      if (!props || typeof props !== "object") continue;
+      const id = str(props.conversationId, 64) || str(props.clientThreadId, 64);
+      if (id && !id.startsWith("WEB:")) {
+        if (named && named !== id) return null; // two conversations on one branch: fail closed
+        named = id;
+      }
+      const turn = props.turn && typeof props.turn === "object" ? props.turn : null;
+      if (turn && isArray(turn.messages)) return { messages: turn.messages, named };
+      if (isArray(props.allMessages)) return { messages: props.allMessages, named };
+    }
+    return null;
+  }
+
+  function callOf(message) {
+    if (!message || typeof message !== "object") return null;
+    if (!message.author || message.author.role !== "assistant") return null;
+    const recipient = str(message.recipient, 200);
+    if (!recipient || !recipient.startsWith("api_tool")) return null;
+    const meta = message.metadata && typeof message.metadata === "object" ? message.metadata : null;
+    const requestId = meta ? str(meta.request_id, 100) : null;
+    const text = message.content && typeof message.content === "object" ? message.content.text : null;
+    const head = typeof text === "string" ? exec.call(PATH_HEAD, text) : null;
+    if (!requestId || !head || !exec.call(REQUEST_ID, requestId)) return null;
+    const tool = head[1].slice(head[1].lastIndexOf("/") + 1);
+    return exec.call(TOOL, tool) ? { requestId, tool } : null;
+  }
+
+  // `again`: the content script asked (the daemon may have missed one).
+  function scan(again) {
+    if (!port) return;
+    const m = exec.call(CONVERSATION, pathname());
+    if (!m) return;
+    const conversation = m[1];
+    const anchors = query.call(document, TURNS);
+    const calls = [];
+    for (let i = Math.max(0, anchors.length - MAX_TURNS); i < anchors.length && calls.length < MAX_CALLS; i++) {
+      const fiber = fiberOf(anchors[i]);
+      const turn = fiber && turnOf(fiber);
+      if (!turn || (turn.named && turn.named !== conversation)) continue;
+      for (const message of turn.messages) {
+        const call = callOf(message);
+        if (!call || (!again && sent.has(call.requestId))) continue;
+        sent.add(call.requestId);
+        calls.push(call);
+        if (calls.length >= MAX_CALLS) break;
+      }
+    }
+    if (calls.length > 0 || again) postOnPort.call(port, { conversation, calls, again: !!again });
+  }
+
+  // The content script's port: taken at once, before any page listener.
+  addEventListener(
+    "message",
+    (event) => {
+      const data = event.data;
+      if (event.source !== window || !data || data.t !== TAG || !event.ports || event.ports.length !== 1) return;
+      stopImmediate.call(event);
+      port = event.ports[0];
+      port.onmessage = (m) => {
+        if (m.data === "scan") scan(true);
+      };
+      postOnPort.call(port, "ready");
+      scan(true);
+    },
+    true,
+  );
+
+  // New calls show up as the thread re-renders; a slow timer catches data
+  // that changes without a DOM change (the id may arrive late).
+  let queued = false;
+  new MutationObserver(() => {
+    if (queued) return;
+    queued = true;
+    setTimeout(() => {
+      queued = false;
+      scan(false);
+    }, 100);
+  }).observe(document, { childList: true, subtree: true });
+  setInterval(() => scan(false), 1000);
+})();

@@ -1,0 +1,198 @@
+//! Who is calling. A capability (or an attach identity) says which worker a
+//! caller claims to be; for a run that requires attribution (the default),
+//! every changing call made as a managed conversation (a worker, or a
+//! managed root) must also be proven to come from that very conversation:
+//! the call's `x-request-id` must be seen by the executor holding it, in
+//! its page, for this tool (see the `attribution` crate). Otherwise the
+//! call is refused with `UNIDENTIFIED_CALLER` and changes nothing. A
+//! request id attributes one call only (`caller.attributed`, durable), so
+//! a replay is refused too. Reading tools identify by capability alone.
+//!
+//! A blocked chat (`worker_block`, or a person in the extension's popup)
+//! gets `CHAT_BLOCKED` on every call made as it, telling the model to stop.
+
+use attribution::{Expected, Unidentified};
+use carrier_webext::bridge::Lookup;
+use protocol::{Attribution, ConversationId};
+
+use super::*;
+
+/// What a blocked chat is told, on every call.
+const BLOCKED: &str = "This chat is blocked by the orchestrator's operator: stop calling the orchestrator's tools \
+and answer the user in plain text.";
+
+/// The default bound on waiting for an executor to see a call's request id:
+/// the page may show it seconds after the call starts, and a host's tool
+/// timeout must still leave time for the answer.
+pub const ATTRIBUTION_WAIT: Duration = Duration::from_secs(30);
+
+fn unidentified(why: Unidentified) -> ToolError {
+    ToolError::new(ErrorCode::UnidentifiedCaller, why.to_string())
+}
+
+impl Tools {
+    /// The worker `capability` names, once proven to be calling from its
+    /// own conversation (when its run requires it) and not blocked.
+    pub(super) async fn prove(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        capability: &str,
+        tool: &str,
+    ) -> Result<Worker, ToolError> {
+        let me = self.plane.authenticate(capability).map_err(ToolError::from)?;
+        self.prove_worker(ctx, &me, tool).await?;
+        Ok(me)
+    }
+
+    /// A reading tool's check: the capability's worker, refused while blocked.
+    pub(super) fn not_blocked(&self, capability: &str) -> Result<(), ToolError> {
+        match self.plane.authenticate(capability) {
+            Ok(me) if me.blocked.is_some() => Err(ToolError::new(ErrorCode::ChatBlocked, BLOCKED)),
+            // Every other refusal is the tool's own to give.
+            _ => Ok(()),
+        }
+    }
+
+    /// Proves `me` is calling from its own conversation, if its run asks;
+    /// returns that conversation when the call was attributed.
+    pub(super) async fn prove_worker(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        me: &Worker,
+        tool: &str,
+    ) -> Result<Option<ConversationId>, ToolError> {
+        if me.blocked.is_some() {
+            return Err(ToolError::new(ErrorCode::ChatBlocked, BLOCKED));
+        }
+        let policy = self.plane.run(&me.run_id).map_or(Attribution::Required, |r| r.attribution);
+        // Root in the caller's own conversation, which no executor manages,
+        // is identified by its capability (SPEC: caller attribution).
+        if policy == Attribution::CapabilityOnly || (me.is_root() && !me.is_managed_root()) {
+            return Ok(None);
+        }
+        let headers = ctx.extensions.get::<axum::http::request::Parts>().map(|p| &p.headers);
+        let values = headers.into_iter().flat_map(|h| h.get_all("x-request-id").iter().map(|v| v.as_bytes()));
+        let request_id = attribution::request_id(values).map_err(unidentified)?;
+        if self.plane.with_state(|s| s.attributed_requests.contains(&request_id)) {
+            return Err(unidentified(Unidentified::Replayed));
+        }
+        let Some(bridge) = &self.executors else { return Err(unidentified(Unidentified::NotBound)) };
+        let started = tokio::time::Instant::now();
+        let deadline = started + self.attribution_wait;
+        let lookup = self.bound(me, deadline).await?;
+        let seen = bridge
+            .await_caller(&request_id, tool, &lookup, deadline.saturating_duration_since(tokio::time::Instant::now()))
+            .await
+            .map_err(unidentified)?
+            .ok_or(Unidentified::NotSeen { waited_ms: started.elapsed().as_millis() as u64 })
+            .map_err(unidentified)?;
+        let expected = Expected {
+            worker_id: &me.id,
+            executor_id: &lookup.executor_id,
+            conversation_id: &lookup.conversation_id,
+            tool,
+        };
+        attribution::judge(&expected, &seen).map_err(unidentified)?;
+        let (plane, worker_id, tool) = (self.plane.clone(), me.id.clone(), tool.to_owned());
+        let recorded = on_blocking_pool(move || -> Result<_, Error> {
+            plane.execute(Request::Attributed { worker_id, request_id, tool })?;
+            Ok(())
+        });
+        recorded.await?;
+        Ok(Some(lookup.conversation_id))
+    }
+
+    /// Where `me`'s conversation is: bound now, or (while its create is
+    /// open, as for a model following its bootstrap prompt) once bound,
+    /// until `deadline`.
+    async fn bound(&self, me: &Worker, deadline: tokio::time::Instant) -> Result<Lookup, ToolError> {
+        let mut changes = self.plane.subscribe_changes();
+        loop {
+            changes.borrow_and_update();
+            let worker = self.plane.worker(&me.id).ok_or_else(|| ToolError::from(Error::Unauthorized))?;
+            if let (Some(executor_id), Some((conversation_id, _))) = (worker.executor_id, worker.conversation) {
+                return Ok(Lookup { executor_id, worker_id: me.id.clone(), conversation_id });
+            }
+            if !create_open(&self.plane, &me.id)
+                || !matches!(tokio::time::timeout_at(deadline, changes.changed()).await, Ok(Ok(())))
+            {
+                return Err(unidentified(Unidentified::NotBound));
+            }
+        }
+    }
+}
+
+/// `worker_block` and `worker_unblock` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BlockArgs {
+    /// Root's capability.
+    pub capability: String,
+    /// The worker whose chat it is.
+    #[schemars(with = "WorkerId")]
+    pub worker_id: String,
+    /// Why (shown in its event).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// A chat's block, after the call.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BlockOut {
+    /// The worker.
+    pub worker_id: WorkerId,
+    /// Whether its chat is blocked now.
+    pub blocked: bool,
+}
+
+#[tool_router(router = caller_tools, vis = "pub(super)")]
+impl Tools {
+    /// Block a worker's chat: its every tool call is refused with CHAT_BLOCKED, telling it to stop and answer. Not a stop. Root only.
+    #[tool(annotations(
+        title = "Block chat",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn worker_block(
+        &self,
+        Parameters(args): Parameters<BlockArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<BlockOut>, ToolError> {
+        let args = args?;
+        self.prove(&ctx, &args.capability, "worker_block").await?;
+        self.set_block(args, true).await
+    }
+
+    /// Unblock a chat blocked with worker_block or from the browser. Root only.
+    #[tool(annotations(
+        title = "Unblock chat",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn worker_unblock(
+        &self,
+        Parameters(args): Parameters<BlockArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<BlockOut>, ToolError> {
+        let args = args?;
+        self.prove(&ctx, &args.capability, "worker_unblock").await?;
+        self.set_block(args, false).await
+    }
+}
+
+impl Tools {
+    async fn set_block(&self, args: BlockArgs, blocked: bool) -> Result<Json<BlockOut>, ToolError> {
+        let plane = self.plane.clone();
+        on_blocking_pool(move || -> Result<_, Error> {
+            let root = root_only(&plane, &args.capability)?;
+            let worker_id: WorkerId = parse(&args.worker_id)?;
+            plane.execute(Request::block(root.id, worker_id.clone(), blocked, args.reason))?;
+            Ok(BlockOut { worker_id, blocked })
+        })
+        .await
+    }
+}
