@@ -170,6 +170,28 @@ mod tests {
     }
 
     #[test]
+    fn an_attributed_claim_is_admitted_only_for_the_records_own_conversation_and_always_recognized() {
+        let r = record();
+        let w = r.reserved_worker.clone();
+        let own = conversation_peer(&r.conversation.as_ref().unwrap().0);
+        let other = conversation_peer(&"0196b2c4-8e1f-7a3b-9c2d-4e5f60718299".parse().unwrap());
+        let claim = |peer: &str| admit(&r, &Claim { worker: &w, peer_fingerprint: peer, now_ms: 1 });
+        assert_eq!(claim(&own), Ok(Admission::Admit));
+        assert_eq!(claim(&other), Err(Refusal::OtherPeer), "attributed to another conversation");
+        let mut unbound = record();
+        unbound.conversation = None;
+        assert_eq!(admit(&unbound, &Claim { worker: &w, peer_fingerprint: &own, now_ms: 1 }), Err(Refusal::Unresolved));
+        let mut admitted = record();
+        admitted.peer_fingerprint = Some(own.clone());
+        assert_eq!(
+            admit(&admitted, &Claim { worker: &w, peer_fingerprint: &own, now_ms: 1 }),
+            Ok(Admission::AlreadyAdmitted)
+        );
+        // No session to outlive: attribution proves it on every call.
+        assert_eq!(recognizable(&admitted, &|_| false), Ok(()));
+    }
+
+    #[test]
     fn only_the_exact_bound_bootstrapped_unexpired_slot_admits_its_first_peer() {
         let r = record();
         let w = r.reserved_worker.clone();

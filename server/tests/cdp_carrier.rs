@@ -434,15 +434,14 @@ async fn a_signed_out_page_and_a_challenge_refuse_a_create_through_the_agent() {
 
 /// Gate G3 through the CDP carrier: targeted tasks wake the exact workers
 /// in their own targets and are collected with no cross-attribution. The
-/// model keeps its MCP session across turns here (fakechat's
-/// `keep_sessions`), as the pool recognises a woken worker by the session it
-/// was admitted on until caller attribution (#20) proves the conversation.
+/// model keeps no MCP session (each call is a stateless 2026-07-28 one, as
+/// ChatGPT's connector is reported to make them): the pool recognises a
+/// woken worker because caller attribution proves its conversation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn g3_targeted_tasks_wake_the_exact_workers_through_exact_targets() {
     let _one = ONE_BROWSER.lock().await;
     let args = ["--pool-pacing-ms", "40", "--max-launches", "4", "--max-active-workers", "8"];
     let world = start(&args).await;
-    world.fake.hub.keep_sessions();
     let root = Root::new(&world.daemon.addr);
     root.call("runtime_ensure", json!({"desired_workers": 3}));
     let status = root.ready(3).await;

@@ -78,7 +78,7 @@ from dataclasses import dataclass, field
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # v2: caller attribution (`callerSeen` / `callerLookup`)
 # Frame bounds (docs/executor-protocol.md, "Frames" and "Field reference").
 FRAME_MAX = 256 * 1024  # a text frame of more bytes is closed with 4003
 DETAIL_MAX = 2048  # `detail` and `url`
@@ -121,6 +121,9 @@ class SimConversation:
     prompts: list[str] = field(default_factory=list)
     app: str | None = None
     forgotten: bool = False  # closed on the daemon's command: never reported again
+    # What its page shows of tool calls: request id -> tool (the request
+    # message's `metadata.request_id` and the tool at the front of its path).
+    calls: dict[str, str] = field(default_factory=dict)
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     _reply: asyncio.Task | None = None
 
@@ -370,9 +373,38 @@ class DocExecutor:
 
     # ------------------------------------------------------------ commands
 
+    # ------------------------------------------------- caller attribution (v2)
+
+    def page_shows_call(self, conversation_id: str, request_id: str, tool: str) -> None:
+        """The model in `conversation_id` made a tool call: its page now shows
+        the request. Reported at once (`callerSeen`), once; again if asked."""
+        conv = self.conversations.get(conversation_id)
+        if conv is None or conv.forgotten or request_id in conv.calls:
+            return
+        conv.calls[request_id] = tool
+        asyncio.create_task(self._caller_seen(conv, request_id))
+
+    async def _caller_seen(self, conv: SimConversation, request_id: str) -> None:
+        # Only for the tab's own, bound conversation, and never any text.
+        if self.by_worker.get(conv.worker_id) != conv.conversation_id:
+            return
+        await self._send({"type": "callerSeen", "workerId": conv.worker_id, "conversationId": conv.conversation_id,
+                          "requestId": request_id, "tool": conv.calls[request_id]})
+
+    def _on_caller_lookup(self, frame: dict) -> None:
+        """A call waits on attribution: answer from the worker's page, if it
+        shows that conversation and that request id (else say nothing)."""
+        conv = self.conversations.get(self.by_worker.get(frame.get("workerId"), ""))
+        if conv is None or conv.conversation_id != frame.get("conversationId"):
+            return
+        if frame.get("requestId") in conv.calls:
+            asyncio.create_task(self._caller_seen(conv, frame["requestId"]))
+
     def _on_daemon_frame(self, frame: dict) -> None:
         kind = frame.get("type")
-        if kind == "command":
+        if kind == "callerLookup":
+            self._on_caller_lookup(frame)
+        elif kind == "command":
             if not all(isinstance(frame.get(f), (str, int)) for f in ("commandId", "workerId", "deadlineMs",
                                                                     "idempotencyKey")) \
                     or not isinstance(frame.get("op"), dict):

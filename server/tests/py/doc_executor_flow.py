@@ -16,6 +16,8 @@ Scenarios, asserted as they go:
      pool tab is lost and `runtime_recover` reopens it (`conversation_open`),
      and `runtime_stop` closes both (`conversation_close`).
 Finally the session sits idle past the lease: only heartbeats keep it.
+The executor speaks protocol v2 and attests each model call's request id
+(caller attribution); the models call statelessly (the SDK's `auto`).
 
 Every wait is bounded; the daemon is killed at the end whatever happens.
 """
@@ -31,13 +33,22 @@ import signal
 import sys
 import time
 
-from doc_executor import DocExecutor
-from harness import ToolError, call, client
+import contextvars
+import uuid
 
-# The pool admits one MCP *session* per slot and lets only that peer back in
-# on a wake (SPEC §6a). The SDK's "auto" mode talks the sessionless protocol,
-# so pool slots would stay `can_act: false`; "legacy" keeps a session.
-MODE = "legacy"
+import httpx2
+import mcp
+from mcp.client.streamable_http import streamable_http_client
+
+from doc_executor import DocExecutor
+from harness import ToolError, call
+
+# The SDK's "auto" mode: stateless calls (the 2026-07-28 revision, no MCP
+# session), as ChatGPT's connector makes them. Pool admission holds anyway:
+# caller attribution (SPEC §5a) proves each call's conversation.
+MODE = "auto"
+# The x-request-id of the call being made (ChatGPT sends one with each call).
+REQUEST_ID = contextvars.ContextVar("request_id", default=None)
 TOTAL_BUDGET_S = 60
 ATTEMPT_TIMEOUT_S = 6  # one MCP request; events_wait asks for at most 2 s
 LEASE_MS = 2000
@@ -152,9 +163,14 @@ class Peer:
     async def open(self):
         ready, stop = asyncio.get_running_loop().create_future(), asyncio.Event()
 
+        async def stamp(request):
+            if (request_id := REQUEST_ID.get()) is not None:
+                request.headers["x-request-id"] = f"{request_id}/py01"
+
         async def own():
             try:
-                async with client(self.url, MODE) as c:
+                http = httpx2.AsyncClient(event_hooks={"request": [stamp]}, timeout=30)
+                async with http, mcp.Client(streamable_http_client(self.url, http_client=http), mode=MODE) as c:
                     ready.set_result(c)
                     await stop.wait()
             except BaseException as e:
@@ -180,10 +196,21 @@ class Peer:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(owner, 5)  # cancels a stuck owner
 
-    async def call(self, tool, args, budget_s=20):
+    async def call(self, tool, args, budget_s=20, page=None):
         """Tool errors are raised at once; transport failures (a daemon being
-        restarted) reopen the session and retry, within the budget."""
-        return await self._retrying(tool, lambda: call(self.c, tool, args), budget_s)
+        restarted) reopen the session and retry, within the budget. Each
+        attempt is a new call with its own x-request-id; `page(request_id,
+        tool)`, when given, is the calling conversation's page showing it."""
+        async def attempt():
+            request_id = "wfr_" + uuid.uuid4().hex
+            if page is not None:
+                page(request_id, tool)
+            token = REQUEST_ID.set(request_id)
+            try:
+                return await call(self.c, tool, args)
+            finally:
+                REQUEST_ID.reset(token)
+        return await self._retrying(tool, attempt, budget_s)
 
     async def ensure_open(self, budget_s=20):
         async def nothing():
@@ -215,13 +242,14 @@ class Peer:
 
 class Model:
     """The model inside one worker conversation: reacts to each prompt
-    submitted into it exactly as the prompt says. It keeps one MCP session
-    for the conversation's life (a pool slot lets only its admitted peer back
-    in) and opens a new one only when the daemon lost it."""
+    submitted into it exactly as the prompt says. Each of its calls shows in
+    its conversation's page (the executor reports the request id), as
+    ChatGPT's do; its client reopens only when the daemon went away."""
 
-    def __init__(self, conversation_id, url):
+    def __init__(self, conversation_id, url, executor):
         self.conversation_id = conversation_id
         self.peer = Peer(url)
+        self.page = lambda request_id, tool: executor.page_shows_call(conversation_id, request_id, tool)
         self.inbox = asyncio.Queue()
         self.worker_id = None
         self.reports = []  # (what, followup, summary)
@@ -253,7 +281,7 @@ class Model:
         deadline = time.monotonic() + 15
         while True:
             try:
-                attached = await self.peer.call(tool.group(1), args)
+                attached = await self.peer.call(tool.group(1), args, page=self.page)
                 break
             except ToolError as e:
                 if e.code != "PEER_IDENTITY_UNRESOLVED" or time.monotonic() > deadline:
@@ -282,7 +310,7 @@ class Model:
                 return
             summary = f"done: {objective}"
             report = {"capability": capability, "summary": summary}
-        await self.peer.call("worker_complete", report)
+        await self.peer.call("worker_complete", report, page=self.page)
         self.reports.append(("worker_complete", report.get("followup"), summary))
 
 
@@ -299,7 +327,7 @@ class Models:
             conversation_id, prompt = await self.executor.submissions.get()
             model = self.by_conversation.get(conversation_id)
             if model is None:
-                model = self.by_conversation[conversation_id] = Model(conversation_id, self.url)
+                model = self.by_conversation[conversation_id] = Model(conversation_id, self.url, self.executor)
             model.inbox.put_nowait(prompt)
 
     def conversation_of(self, worker_id):
@@ -377,9 +405,9 @@ def assert_exactly_once(executor):
 # ------------------------------------------------------------- scenarios
 
 async def scenario_a(executor, models, root):
-    # This executor speaks protocol v1 (still served), which has no caller
-    # attribution: the run identifies callers by capability alone.
-    created = await root.call("run_create", {"title": "doc executor flow", "attribution": "capability_only"})
+    # Caller attribution (the default): every call a model makes is proven
+    # by the executor's report of its request id in that model's page.
+    created = await root.call("run_create", {"title": "doc executor flow"})
     cap, cursor = created["root_capability"], created["run"]["cursor"]
     ids = {}
     for name in ("alpha", "beta"):
@@ -472,7 +500,12 @@ async def scenario_c(executor, root, cap):
         slots = [s for s in st["slots"] if s["health"] == "parked" and s["admitted"] and s["can_act"]]
         return st["state"] == "READY" and len(slots) == 2
     status = await poll_status(root, cap, ready, 20, "the pool to be READY with 2 admitted slots")
-    step("c: pool READY with 2 admitted slots")
+    # Admitted over stateless calls: each slot's runtime_bootstrap (or
+    # worker_attach) was attributed to its own conversation.
+    events = (await root.call("events_list", {"capability": cap, "limit": 500}))["events"]
+    attributed = {e["data"]["worker_id"] for e in events if e["type"] == "caller.attributed"}
+    assert {s["worker_id"] for s in status["slots"]} <= attributed, (status["slots"], attributed)
+    step("c: pool READY with 2 admitted slots (stateless calls, each attributed)")
 
     task = await root.call("task_dispatch", {"capability": cap, "instructions": "summarize the pool",
                                              "idempotency_key": "task-1"})
