@@ -17,10 +17,14 @@ pub enum ToPage {
     /// How the adapter reads this page, for the popup's "Check this page":
     /// read-only, answered with a [`PageReply::Inspection`].
     Inspect,
-    /// Look for tool calls in the page now (the daemon waits on one):
+    /// Look for tool calls in the page now (the daemon waits on the one
+    /// with this request id, and reports it again if the page shows it):
     /// answered with a [`PageReply::Report`]; what is found follows as an
     /// unsolicited [`PageReply::Callers`].
-    Callers,
+    Callers {
+        /// The request id a call waits on.
+        request_id: String,
+    },
 }
 
 /// A prompt to submit in a page.
@@ -99,7 +103,8 @@ pub struct PageCalls {
     pub conversation: String,
     /// The calls (at most `protocol::executor::CALLS_PER_REPORT_MAX` are used).
     pub calls: Vec<executor_core::CallSeen>,
-    /// Sent because the executor asked (repeat what was sent before).
+    /// Holds a call the executor asked for, which may have been sent before
+    /// (repeat it; only that one, never the whole page again).
     #[serde(default)]
     pub again: bool,
 }

@@ -90,8 +90,9 @@
     return exec.call(TOOL, tool) ? { requestId, tool } : null;
   }
 
-  // `again`: the content script asked (the daemon may have missed one).
-  function scan(again) {
+  // `wanted`: a request id the content script asked for (a call waits on
+  // it, and the report of it may have been missed): sent again if shown.
+  function scan(wanted) {
     if (!port) return;
     const m = exec.call(CONVERSATION, pathname());
     if (!m) return;
@@ -104,13 +105,13 @@
       if (!turn || (turn.named && turn.named !== conversation)) continue;
       for (const message of turn.messages) {
         const call = callOf(message);
-        if (!call || (!again && sent.has(call.requestId))) continue;
+        if (!call || (sent.has(call.requestId) && call.requestId !== wanted)) continue;
         sent.add(call.requestId);
         calls.push(call);
         if (calls.length >= MAX_CALLS) break;
       }
     }
-    if (calls.length > 0 || again) postOnPort.call(port, { conversation, calls, again: !!again });
+    if (calls.length > 0) postOnPort.call(port, { conversation, calls, again: wanted !== null });
   }
 
   // The content script's port: taken at once, before any page listener.
@@ -122,24 +123,19 @@
       stopImmediate.call(event);
       port = event.ports[0];
       port.onmessage = (m) => {
-        if (m.data === "scan") scan(true);
+        const wanted = m.data && typeof m.data.scan === "string" ? m.data.scan : null;
+        if (wanted !== null) scan(wanted);
       };
       postOnPort.call(port, "ready");
-      scan(true);
+      scan(null);
     },
     true,
   );
 
-  // New calls show up as the thread re-renders; a slow timer catches data
-  // that changes without a DOM change (the id may arrive late).
-  let queued = false;
-  new MutationObserver(() => {
-    if (queued) return;
-    queued = true;
-    setTimeout(() => {
-      queued = false;
-      scan(false);
-    }, 100);
-  }).observe(document, { childList: true, subtree: true });
-  setInterval(() => scan(false), 1000);
+  // New calls show up as the thread re-renders: look once per batch of
+  // mutations, at once (a hidden tab throttles timers to a second or more,
+  // and a call waits on this). A slow timer catches data that changes
+  // without a DOM change; the content script also asks when a call waits.
+  new MutationObserver(() => scan(null)).observe(document, { childList: true, subtree: true });
+  setInterval(() => scan(null), 1000);
 })();

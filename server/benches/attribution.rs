@@ -63,7 +63,8 @@ async fn sample(world: &World, mcp_url: &str, conversation: &str, cap: &str, sho
         let header = format!("{id}/b1");
         let started = Instant::now();
         let args = json!({"capability": cap, "summary": format!("sample {i}")});
-        client.call_with("worker_progress", args, &[("x-request-id", &header)]).await.unwrap().unwrap();
+        let answer = client.call_with("worker_progress", args, &[("x-request-id", &header)]).await.unwrap();
+        answer.unwrap_or_else(|e| panic!("sample {i} ({id}): {e}"));
         out.push(started.elapsed().as_micros() as u64);
     }
     out

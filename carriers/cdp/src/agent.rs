@@ -599,13 +599,14 @@ async fn session(shared: &Arc<Shared>, instance: &str) {
                         tokio::spawn(handle(shared.clone(), command));
                     }
                     // A call waits on attribution: the worker's page looks now.
-                    Ok(DaemonFrame::CallerLookup { worker_id, conversation_id, until_ms, .. }) => {
+                    Ok(DaemonFrame::CallerLookup { worker_id, conversation_id, request_id, until_ms, .. }) => {
                         let tab = shared.core.lock().unwrap().lookup_tab(&worker_id, &conversation_id).cloned();
                         if let Some(tab) = tab {
                             let shared = shared.clone();
                             tokio::spawn(async move {
                                 if let Ok(browser) = shared.browser().await {
-                                    let _ = shared.ask(&browser, &tab, &ToPage::Callers, until_ms).await;
+                                    let ask = ToPage::Callers { request_id };
+                                    let _ = shared.ask(&browser, &tab, &ask, until_ms).await;
                                 }
                             });
                         }
@@ -912,7 +913,7 @@ fn request_kind(request: &ToPage) -> &'static str {
         ToPage::Ping => "ping",
         ToPage::Submit(_) => "submit",
         ToPage::Inspect => "inspect",
-        ToPage::Callers => "callers",
+        ToPage::Callers { .. } => "callers",
     }
 }
 

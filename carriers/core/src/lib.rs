@@ -588,7 +588,8 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
     /// the conversation that page says it is): one `callerSeen` each, for
     /// the page's own bound conversation only (a tab never attests for
     /// another), malformed entries dropped, each id once unless `again`
-    /// (the daemon asked: it may have missed the first).
+    /// (the daemon asked for one that may have been missed: the page sends
+    /// only that one again).
     pub fn callers_seen(&mut self, tab: &H, conversation: &str, calls: &[CallSeen], again: bool) -> Vec<ExecutorFrame> {
         let Some(worker) = self.worker_of(tab).cloned() else { return vec![] };
         let Some(bound) = self.workers.get(&worker).and_then(|m| m.conversation.clone()) else { return vec![] };

@@ -129,6 +129,9 @@ pub struct Bridge {
 /// within its wait of the sighting; older ones only cost memory.
 const SIGHTINGS_KEPT: usize = 16_384;
 const SIGHTING_MAX_AGE_MS: u64 = 10 * 60 * 1000;
+/// How often a waiting call asks again (cheap, and a lost report is then
+/// late by at most this).
+const LOOKUP_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The conversation a call must come from, to look for it.
 #[derive(Debug, Clone)]
@@ -277,8 +280,10 @@ impl Bridge {
     }
 
     /// Waits (at most `within`) for an executor to see `request_id`, asking
-    /// the one holding `lookup`'s conversation to look for it now. `None`:
-    /// nobody saw it in time; `Err`: two pages claimed it.
+    /// the one holding `lookup`'s conversation to look for it now, and again
+    /// every [`LOOKUP_EVERY`] (a report lost to a reconnect is asked for
+    /// anew; a lookup is idempotent). `None`: nobody saw it in time; `Err`:
+    /// two pages claimed it.
     pub async fn await_caller(
         &self,
         request_id: &str,
@@ -288,8 +293,31 @@ impl Bridge {
     ) -> Result<Option<attribution::Sighting>, attribution::Unidentified> {
         let mut sighted = self.sighted.subscribe();
         let deadline = tokio::time::Instant::now() + within;
+        let until_ms = self.plane.now_ms() + within.as_millis() as u64;
+        let mut next_lookup = tokio::time::Instant::now();
+        loop {
+            sighted.borrow_and_update();
+            let now = self.now_ms();
+            if let Some(seen) = self.sightings.lock().expect("sightings lock").get(request_id, now)? {
+                return Ok(Some(seen.clone()));
+            }
+            if tokio::time::Instant::now() >= next_lookup {
+                self.ask_caller(request_id, tool, lookup, until_ms).await;
+                next_lookup = tokio::time::Instant::now() + LOOKUP_EVERY;
+            }
+            match tokio::time::timeout_at(deadline.min(next_lookup), sighted.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Ok(None),
+                Err(_) if tokio::time::Instant::now() >= deadline => return Ok(None),
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Sends `callerLookup` to the executor holding `lookup`'s conversation,
+    /// if it has a live v2 session.
+    async fn ask_caller(&self, request_id: &str, tool: &str, lookup: &Lookup, until_ms: u64) {
         if let Some(live) = self.sessions.lock().await.get(&lookup.executor_id).filter(|l| l.version >= 2) {
-            let until_ms = self.plane.now_ms() + within.as_millis() as u64;
             let _ = live.outbox.send(Outgoing::Frame(DaemonFrame::CallerLookup {
                 worker_id: lookup.worker_id.clone(),
                 conversation_id: lookup.conversation_id.clone(),
@@ -297,16 +325,6 @@ impl Bridge {
                 tool: tool.to_owned(),
                 until_ms,
             }));
-        }
-        loop {
-            sighted.borrow_and_update();
-            let now = self.now_ms();
-            if let Some(seen) = self.sightings.lock().expect("sightings lock").get(request_id, now)? {
-                return Ok(Some(seen.clone()));
-            }
-            if !matches!(tokio::time::timeout_at(deadline, sighted.changed()).await, Ok(Ok(()))) {
-                return Ok(None);
-            }
         }
     }
 

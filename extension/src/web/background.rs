@@ -393,10 +393,10 @@ impl Background {
                 wasm_bindgen_futures::spawn_local(async move { bg.handle(command).await });
             }
             // A call waits on attribution: have the worker's page look now.
-            Ok(DaemonFrame::CallerLookup { worker_id, conversation_id, .. }) => {
+            Ok(DaemonFrame::CallerLookup { worker_id, conversation_id, request_id, .. }) => {
                 if let Some(tab) = self.core.borrow().lookup_tab(&worker_id, &conversation_id).copied() {
                     wasm_bindgen_futures::spawn_local(async move {
-                        let _ = ask(tab, &ToPage::Callers).await;
+                        let _ = ask(tab, &ToPage::Callers { request_id }).await;
                     });
                 }
             }

@@ -291,8 +291,8 @@ async fn handle(request: ToPage) -> PageReply {
         ToPage::Inspect => {
             PageReply::Inspection(crate::messages::PageCheck::from_report(&chatgpt_dom::inspect::inspect(&dom())))
         }
-        ToPage::Callers => {
-            callers::look_now();
+        ToPage::Callers { request_id } => {
+            callers::look_now(&request_id);
             PageReply::Report(report(&dom()))
         }
     }
@@ -341,11 +341,11 @@ mod callers {
         super::set_timeout(again.unchecked_ref(), 1_000);
     }
 
-    /// Asks the page script to look now.
-    pub(super) fn look_now() {
+    /// Asks the page script to look now, for `request_id` above all.
+    pub(super) fn look_now(request_id: &str) {
         PORT.with(|p| {
             if let Some(port) = p.borrow().as_ref() {
-                let _ = port.post_message(&"scan".into());
+                let _ = port.post_message(&super::super::object(&[("scan", request_id.into())]));
             }
         });
     }
