@@ -52,6 +52,12 @@ pub enum Unidentified {
     /// The id was seen for another tool.
     #[error("the page shows this request id for another tool; nothing is guessed")]
     OtherTool,
+    /// The id belongs to a call through another app (connector).
+    #[error("the page shows this request id for a call through another app, not the orchestrator's")]
+    OtherApp,
+    /// Too many calls of this worker wait on attribution at once.
+    #[error("too many calls made as this worker wait to be attributed at once; call again shortly")]
+    TooManyWaiting,
     /// The id attributed a call before.
     #[error("this request id already attributed a call: a replayed call is refused")]
     Replayed,
@@ -80,6 +86,8 @@ pub struct Sighting {
     pub conversation_id: ConversationId,
     /// The tool the request message names.
     pub tool: String,
+    /// The app the request went through (its path's first segment).
+    pub app: String,
     /// When the daemon heard of it (ms).
     pub at_ms: u64,
 }
@@ -96,6 +104,9 @@ pub struct Expected<'a> {
     pub conversation_id: &'a ConversationId,
     /// The tool being called.
     pub tool: &'a str,
+    /// The orchestrator's app name in ChatGPT (`--app-label`), when known:
+    /// a call through any other app is someone else's.
+    pub app: Option<&'a str>,
 }
 
 /// Whether `seen` proves the call came from `expected`'s own conversation.
@@ -105,6 +116,9 @@ pub fn judge(expected: &Expected<'_>, seen: &Sighting) -> Result<(), Unidentifie
         || seen.executor_id != expected.executor_id
     {
         return Err(Unidentified::OtherConversation);
+    }
+    if expected.app.is_some_and(|app| seen.app != app) {
+        return Err(Unidentified::OtherApp);
     }
     if seen.tool != expected.tool {
         return Err(Unidentified::OtherTool);
@@ -210,6 +224,7 @@ mod tests {
             worker_id: worker(w),
             conversation_id: conversation(c),
             tool: tool.into(),
+            app: "Orchestrator".into(),
             at_ms,
         }
     }
@@ -230,8 +245,17 @@ mod tests {
     #[test]
     fn only_the_workers_own_conversation_on_its_executor_for_the_same_tool_attributes() {
         let (w, c) = (worker(1), conversation(1));
-        let expected = Expected { worker_id: &w, executor_id: "ext-1", conversation_id: &c, tool: "worker_progress" };
+        let expected = Expected {
+            worker_id: &w,
+            executor_id: "ext-1",
+            conversation_id: &c,
+            tool: "worker_progress",
+            app: Some("Orchestrator"),
+        };
         assert_eq!(judge(&expected, &seen(1, 1, "worker_progress", 0)), Ok(()));
+        let mut other_app = seen(1, 1, "worker_progress", 0);
+        other_app.app = "Some Other Connector".into();
+        assert_eq!(judge(&expected, &other_app), Err(Unidentified::OtherApp), "another connector's call");
         assert_eq!(judge(&expected, &seen(2, 2, "worker_progress", 0)), Err(Unidentified::OtherConversation));
         assert_eq!(judge(&expected, &seen(1, 1, "worker_complete", 0)), Err(Unidentified::OtherTool));
         let mut elsewhere = seen(1, 1, "worker_progress", 0);

@@ -212,8 +212,9 @@ pub enum FromPopup {
     /// A person blocks (or unblocks) the managed chat in this tab: every
     /// tool call it makes is refused with `CHAT_BLOCKED` until unblocked.
     Block {
-        /// The tab.
-        tab: i32,
+        /// The tab (a JS number: an internally tagged message reads numbers
+        /// as floats).
+        tab: f64,
         /// Block (`true`) or unblock.
         blocked: bool,
     },

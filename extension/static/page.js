@@ -24,7 +24,9 @@
 // the tab is bound to). See docs/permissions.md.
 (() => {
   "use strict";
-  // Once per document (a DevTools client may install it again).
+  // The top document only (as the manifest's entry), once per document (a
+  // DevTools client may install it again).
+  if (window !== window.top) return;
   if (Object.prototype.hasOwnProperty.call(window, "__chatgptOrchestratorCallers")) return;
   Object.defineProperty(window, "__chatgptOrchestratorCallers", { value: true });
   const TAG = "chatgpt-orchestrator/callers/1";
@@ -44,7 +46,15 @@
   const keysOf = Object.keys;
   const exec = RegExp.prototype.exec;
   const query = Document.prototype.querySelectorAll;
+  const getter = (proto, name) => Object.getOwnPropertyDescriptor(proto, name).get;
+  const eventData = getter(MessageEvent.prototype, "data");
+  const eventSource = getter(MessageEvent.prototype, "source");
+  const eventPorts = getter(MessageEvent.prototype, "ports");
   const pathname = () => location.pathname;
+  // A navigation can leave the previous chat's turns mounted for a moment:
+  // nothing is read until the thread has settled on the new URL.
+  let path = pathname();
+  let pathSince = 0;
 
   let port = null;
   const sent = new Set();
@@ -64,12 +74,14 @@
     for (let at = fiber, up = 0; at && up < MAX_CLIMB; at = at.return, up++) {
       const props = at.memoizedProps;
       if (!props || typeof props !== "object") continue;
-      const id = str(props.conversationId, 64) || str(props.clientThreadId, 64);
-      if (id && !id.startsWith("WEB:")) {
+      const turn = props.turn && typeof props.turn === "object" ? props.turn : null;
+      const ids = [props.conversationId, props.clientThreadId, turn && turn.conversationId, turn && turn.clientThreadId];
+      for (const value of ids) {
+        const id = str(value, 64);
+        if (!id || id.startsWith("WEB:")) continue;
         if (named && named !== id) return null; // two conversations on one branch: fail closed
         named = id;
       }
-      const turn = props.turn && typeof props.turn === "object" ? props.turn : null;
       if (turn && isArray(turn.messages)) return { messages: turn.messages, named };
       if (isArray(props.allMessages)) return { messages: props.allMessages, named };
     }
@@ -86,15 +98,25 @@
     const text = message.content && typeof message.content === "object" ? message.content.text : null;
     const head = typeof text === "string" ? exec.call(PATH_HEAD, text) : null;
     if (!requestId || !head || !exec.call(REQUEST_ID, requestId)) return null;
-    const tool = head[1].slice(head[1].lastIndexOf("/") + 1);
-    return exec.call(TOOL, tool) ? { requestId, tool } : null;
+    // `/<app>/link_…/<tool>`: the app (connector) the call went through
+    // and the tool; the daemon keeps only its own app's calls.
+    const path = head[1];
+    const app = path.startsWith("/") ? path.slice(1, Math.max(1, path.indexOf("/", 1))) : "";
+    const tool = path.slice(path.lastIndexOf("/") + 1);
+    return app && exec.call(TOOL, tool) ? { requestId, tool, app } : null;
   }
 
   // `wanted`: a request id the content script asked for (a call waits on
   // it, and the report of it may have been missed): sent again if shown.
-  function scan(wanted) {
+  function scan(wanted, prime) {
     if (!port) return;
-    const m = exec.call(CONVERSATION, pathname());
+    const now = pathname();
+    if (now !== path) {
+      path = now;
+      pathSince = Date.now();
+    }
+    if (Date.now() - pathSince < 1000) return;
+    const m = exec.call(CONVERSATION, now);
     if (!m) return;
     const conversation = m[1];
     const anchors = query.call(document, TURNS);
@@ -111,23 +133,27 @@
         if (calls.length >= MAX_CALLS) break;
       }
     }
-    if (calls.length > 0) postOnPort.call(port, { conversation, calls, again: wanted !== null });
+    // The first reading only takes note: a call already in the page when the
+    // script started is reported when the daemon asks for it, not in a burst.
+    if (calls.length > 0 && !prime) postOnPort.call(port, { conversation, calls, again: wanted !== null });
   }
 
   // The content script's port: taken at once, before any page listener.
   addEventListener(
     "message",
     (event) => {
-      const data = event.data;
-      if (event.source !== window || !data || data.t !== TAG || !event.ports || event.ports.length !== 1) return;
+      const data = eventData.call(event);
+      const ports = eventPorts.call(event);
+      if (eventSource.call(event) !== window || !data || data.t !== TAG || !ports || ports.length !== 1) return;
       stopImmediate.call(event);
-      port = event.ports[0];
+      port = ports[0];
       port.onmessage = (m) => {
-        const wanted = m.data && typeof m.data.scan === "string" ? m.data.scan : null;
+        const asked = eventData.call(m);
+        const wanted = asked && typeof asked.scan === "string" ? asked.scan : null;
         if (wanted !== null) scan(wanted);
       };
       postOnPort.call(port, "ready");
-      scan(null);
+      scan(null, true);
     },
     true,
   );

@@ -217,7 +217,7 @@ async fn attach_with_retry(
     conversation: &str,
     url: &str,
     attach: &str,
-    (app, catalog): (&str, Option<String>),
+    (app, label, catalog): (&str, &str, Option<String>),
 ) -> anyhow::Result<(Connector, serde_json::Value)> {
     let mut attempts = 0;
     loop {
@@ -230,8 +230,12 @@ async fn attach_with_retry(
                 None if hub.sessions.lock().unwrap().is_some() => Client::connect(url).await?,
                 None => Client::stateless(url)?,
             };
-            let mut mcp =
-                Connector { mcp: client, hub: hub.clone(), conversation: conversation.to_owned(), app: app.to_owned() };
+            let mut mcp = Connector {
+                mcp: client,
+                hub: hub.clone(),
+                conversation: conversation.to_owned(),
+                app: label.to_owned(),
+            };
             // ChatGPT fetches an app's tool list once and keeps it until the
             // app is refreshed; the model calls with what that list says.
             let catalog = match catalog.clone() {
@@ -272,12 +276,13 @@ async fn work(hub: &Arc<Hub>, conversation: &str, text: &str) -> anyhow::Result<
     // A conversation reaches an app's tools only once the app is selected
     // in it (or inherited from its Project).
     let access = match hub.tool_access(conversation) {
-        ToolAccess::Orchestrator { app, catalog } => (app, catalog),
+        ToolAccess::Orchestrator { app, label, catalog } => (app, label, catalog),
         ToolAccess::None => anyhow::bail!("no app is selected in this chat: worker_attach is not available"),
         ToolAccess::OtherApp(label) => anyhow::bail!("the app selected in this chat ({label}) has no worker_attach"),
     };
     stream(hub, conversation, "Attaching to the orchestrator… ").await;
-    let (mut mcp, attached) = attach_with_retry(hub, conversation, &url, &attach, (&access.0, access.1)).await?;
+    let (mut mcp, attached) =
+        attach_with_retry(hub, conversation, &url, &attach, (&access.0, &access.1, access.2)).await?;
     let capability = attached["capability"].as_str().unwrap_or_default().to_owned();
     let followups: Vec<String> = attached["followups"]
         .as_array()

@@ -107,6 +107,8 @@ pub enum ToolAccess {
     Orchestrator {
         /// The app's id.
         app: String,
+        /// The app's name (what a tool call's path names).
+        label: String,
         /// The cached catalog stamp, once fetched.
         catalog: Option<String>,
     },
@@ -336,9 +338,11 @@ impl Hub {
             return ToolAccess::None;
         };
         match inner.app(&binding.app) {
-            Some(a) if a.orchestrator && a.app.state != AppState::Disabled => {
-                ToolAccess::Orchestrator { app: a.app.id.clone(), catalog: a.catalog.clone() }
-            }
+            Some(a) if a.orchestrator && a.app.state != AppState::Disabled => ToolAccess::Orchestrator {
+                app: a.app.id.clone(),
+                label: a.app.label.clone(),
+                catalog: a.catalog.clone(),
+            },
             Some(a) => ToolAccess::OtherApp(a.app.label.clone()),
             None => ToolAccess::None,
         }

@@ -207,6 +207,10 @@ pub enum ExecutorFrame {
         request_id: String,
         /// The tool it called.
         tool: String,
+        /// The app it went through: the request path's first segment (the
+        /// app's name in ChatGPT), so a call through another connector is
+        /// never taken for one through ours.
+        app: String,
     },
     /// (v2) A person blocked (or unblocked) this managed chat from the
     /// executor's own interface (the extension's popup).
@@ -422,6 +426,13 @@ impl ExecutorFrame {
                     });
                 }
                 bounded("host.name", host.name.as_deref().unwrap_or_default(), FACT_MAX)?;
+                let facts = [Some(host.os.as_str()), host.name.as_deref(), host.browser.as_deref()];
+                if facts.into_iter().flatten().any(|f| f.chars().any(char::is_control)) {
+                    return Err(FrameRefusal {
+                        code: ErrorCode::InvalidArgument,
+                        detail: "host facts must not hold control characters".into(),
+                    });
+                }
                 if capabilities.len() > CAPABILITIES_MAX {
                     return Err(FrameRefusal {
                         code: ErrorCode::TooLarge,
@@ -446,8 +457,9 @@ impl ExecutorFrame {
             | ExecutorFrame::Result { outcome: CommandOutcome::Error { detail, .. }, .. } => {
                 bounded("detail", detail, DETAIL_MAX)
             }
-            ExecutorFrame::CallerSeen { request_id, tool, .. } => {
-                if !valid_request_id(request_id) || !valid_tool_name(tool) {
+            ExecutorFrame::CallerSeen { request_id, tool, app, .. } => {
+                bounded("app", app, FACT_MAX)?;
+                if !valid_request_id(request_id) || !valid_tool_name(tool) || app.chars().any(char::is_control) {
                     return Err(FrameRefusal {
                         code: ErrorCode::InvalidArgument,
                         detail: format!(

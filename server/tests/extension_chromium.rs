@@ -514,7 +514,8 @@ async fn call_as(
 /// other managed worker's tab, from a plain client no page shows, with no
 /// request id, or replaying an id is refused with UNIDENTIFIED_CALLER and
 /// changes nothing. A blocked chat is refused with CHAT_BLOCKED, the other
-/// worker is unaffected, and unblocking restores it.
+/// worker is unaffected, and unblocking restores it; the same from the
+/// popup's Block this chat / Unblock, as a person would.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caller_attribution_proves_each_call_and_refuses_every_other_caller() {
     e2e(caller_attribution_proves_each_call_and_refuses_every_other_caller_body).await;
@@ -581,6 +582,14 @@ async fn caller_attribution_proves_each_call_and_refuses_every_other_caller_body
         let refused = call_as(&world, &url, shown, id, "worker_progress", progress(&cap_a, who)).await.unwrap_err();
         assert_eq!(refused.code, "UNIDENTIFIED_CALLER", "{who}: {refused}");
     }
+    // Another connector's call in A's own chat (a prompt-injected third-party
+    // app replaying its request id with A's capability): not the orchestrator's.
+    let other_app = "wfr_e2e0000000000000000000000000o1";
+    world.fake.hub.tool_call(&conv_a, other_app, "worker_progress", "Calendar Helper");
+    let refused =
+        call_as(&world, &url, None, Some(other_app), "worker_progress", progress(&cap_a, "hijack")).await.unwrap_err();
+    assert_eq!(refused.code, "UNIDENTIFIED_CALLER", "{refused}");
+    assert!(refused.message.contains("another app"), "{refused}");
     assert_eq!(root.call("run_get", json!({})).await["run"]["cursor"], before, "no refused call changed anything");
 
     // Blocked: A's next call from its own tab is refused with the blocking
@@ -598,5 +607,33 @@ async fn caller_attribution_proves_each_call_and_refuses_every_other_caller_body
     let a3 = "wfr_e2e0000000000000000000000000a3";
     let again = call_as(&world, &url, Some(&conv_a), Some(a3), "worker_progress", progress(&cap_a, "back")).await;
     assert!(again.is_ok(), "{again:?}");
+
+    // A person blocks A's chat from the popup (A's tab in front, the popup
+    // in a window of its own, the person's own chat closed), then unblocks it.
+    use chromiumoxide::cdp::browser_protocol::target::CreateTargetParams;
+    mine.close().await.unwrap();
+    for page in world.chromium.browser.pages().await.unwrap() {
+        if page.url().await.ok().flatten().is_some_and(|u| u.contains(&conv_a)) {
+            page.bring_to_front().await.unwrap();
+        }
+    }
+    let target =
+        CreateTargetParams::builder().url(world.chromium.extension_url("popup.html")).new_window(true).build().unwrap();
+    let popup = world.chromium.browser.new_page(target).await.unwrap();
+    until(&popup, "document.body.hasAttribute('data-ready')").await.unwrap();
+    popup.evaluate("document.querySelector('#block').click(); true").await.unwrap();
+    root.wait(&url, "a person's block", |e| {
+        e["type"] == "worker.block_changed" && e["data"]["by"] == "person" && e["data"]["blocked"] == true
+    })
+    .await;
+    let a4 = "wfr_e2e0000000000000000000000000a4";
+    let refused = call_as(&world, &url, Some(&conv_a), Some(a4), "worker_progress", progress(&cap_a, "x")).await;
+    assert_eq!(refused.unwrap_err().code, "CHAT_BLOCKED");
+    popup.evaluate("document.querySelector('#unblock').click(); true").await.unwrap();
+    root.wait(&url, "a person's unblock", |e| e["type"] == "worker.block_changed" && e["data"]["blocked"] == false)
+        .await;
+    let a5 = "wfr_e2e0000000000000000000000000a5";
+    let back = call_as(&world, &url, Some(&conv_a), Some(a5), "worker_progress", progress(&cap_a, "back again")).await;
+    assert!(back.is_ok(), "{back:?}");
     assert_eq!(world.chromium.extension_errors().await.unwrap(), Vec::<String>::new());
 }

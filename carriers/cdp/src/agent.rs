@@ -600,7 +600,7 @@ async fn session(shared: &Arc<Shared>, instance: &str) {
                     }
                     // A call waits on attribution: the worker's page looks now.
                     Ok(DaemonFrame::CallerLookup { worker_id, conversation_id, request_id, until_ms, .. }) => {
-                        let tab = shared.core.lock().unwrap().lookup_tab(&worker_id, &conversation_id).cloned();
+                        let tab = shared.core.lock().unwrap().lookup_tab(&worker_id, &conversation_id, &request_id);
                         if let Some(tab) = tab {
                             let shared = shared.clone();
                             tokio::spawn(async move {

@@ -7,10 +7,11 @@
 //!
 //! The browser runs with `--remote-debugging-port=0` on that directory and
 //! is reached like any authorized session, through its `DevToolsActivePort`.
-//! The agent starts it when a command first needs the browser, starts it
-//! again (at the supervisor's backoff) only if it exited, waits for it at
-//! most the connect timeout, and stops it (SIGTERM, then SIGKILL) when the
-//! agent stops.
+//! The agent starts it when it first reaches for the browser (at its start,
+//! to name it in `hello`), starts it again (at the supervisor's backoff)
+//! only if it exited, waits for it at most the connect timeout, and stops
+//! it (SIGTERM, then SIGKILL) when the agent stops; on Linux it also dies
+//! with the agent's process.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -101,7 +102,16 @@ impl Launched {
         // A file left by an earlier browser names a dead port.
         let file = active_port_file(&dedicated.profile);
         let _ = std::fs::remove_file(&file);
-        let child = Command::new(&dedicated.browser)
+        let mut command = Command::new(&dedicated.browser);
+        // On Linux the browser dies with the agent, however the agent ends
+        // (an orphan would hold the profile and turn every relaunch away).
+        #[cfg(target_os = "linux")]
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).map_err(std::io::Error::from)
+            });
+        }
+        let child = command
             .arg("--remote-debugging-port=0")
             .arg(format!("--user-data-dir={}", dedicated.profile.display()))
             .args(["--no-first-run", "--no-default-browser-check"])

@@ -187,6 +187,10 @@ pub struct Core<H> {
     /// bounded, oldest out).
     #[serde(skip)]
     attested: BTreeMap<WorkerId, std::collections::VecDeque<String>>,
+    /// Request ids the daemon asked for (`callerLookup`), newest last: the
+    /// only ids a page may report again (bounded, oldest out).
+    #[serde(skip)]
+    asked: std::collections::VecDeque<String>,
 }
 
 /// How many attested request ids the core remembers per worker, to send
@@ -201,6 +205,8 @@ pub struct CallSeen {
     pub request_id: String,
     /// The tool named by the request's path.
     pub tool: String,
+    /// The app the request went through (the path's first segment).
+    pub app: String,
 }
 
 impl<H> Default for Core<H> {
@@ -213,6 +219,7 @@ impl<H> Default for Core<H> {
             steers: false,
             progress_sent: BTreeMap::new(),
             attested: BTreeMap::new(),
+            asked: std::collections::VecDeque::new(),
         }
     }
 }
@@ -599,14 +606,24 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
         let seen = self.attested.entry(worker.clone()).or_default();
         let mut frames = Vec::new();
         for call in calls.iter().take(protocol::executor::CALLS_PER_REPORT_MAX) {
+            let app_ok = !call.app.is_empty()
+                && call.app.len() <= protocol::executor::FACT_MAX
+                && !call.app.chars().any(char::is_control);
             if !protocol::executor::valid_request_id(&call.request_id)
                 || !protocol::executor::valid_tool_name(&call.tool)
+                || !app_ok
             {
                 continue;
             }
             let known = seen.contains(&call.request_id);
-            if known && !again {
+            // Again only what the daemon asked for, once: a page cannot make
+            // the executor repeat its whole history (the frame rate is shared).
+            let asked = self.asked.iter().position(|a| *a == call.request_id);
+            if known && !(again && asked.is_some()) {
                 continue;
+            }
+            if let Some(i) = asked {
+                self.asked.remove(i);
             }
             if !known {
                 if seen.len() >= ATTESTED_KEPT {
@@ -619,15 +636,27 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
                 conversation_id: bound.clone(),
                 request_id: call.request_id.clone(),
                 tool: call.tool.clone(),
+                app: call.app.clone(),
             });
         }
         frames
     }
 
-    /// The tab to look in for a daemon's `callerLookup`: the worker's, if
-    /// it shows the conversation named.
-    pub fn lookup_tab(&self, worker: &WorkerId, conversation: &ConversationId) -> Option<&H> {
-        self.workers.get(worker).filter(|m| m.conversation.as_ref() == Some(conversation))?.tab.as_ref()
+    /// The tab to look in for a daemon's `callerLookup` of `request_id`:
+    /// the worker's, if it shows the conversation named. The id may then be
+    /// reported again, once.
+    pub fn lookup_tab(&mut self, worker: &WorkerId, conversation: &ConversationId, request_id: &str) -> Option<H>
+    where
+        H: Clone,
+    {
+        let tab = self.workers.get(worker).filter(|m| m.conversation.as_ref() == Some(conversation))?.tab.clone()?;
+        if !self.asked.iter().any(|a| a == request_id) {
+            if self.asked.len() >= ATTESTED_KEPT {
+                self.asked.pop_front();
+            }
+            self.asked.push_back(request_id.to_owned());
+        }
+        Some(tab)
     }
 
     /// An inspection's report: like [`Core::page_report`], but the state is

@@ -105,6 +105,10 @@ pub struct FakeConfig {
     pub callers: Callers,
 }
 
+/// The app name the fake's pages show calls going through: the rigs'
+/// `--app-label` (`e2e::APP_LABEL`), or none set.
+pub const FAKE_APP: &str = "Orchestrator";
+
 /// What the fake's simulated pages show of the tool calls the daemon looks
 /// up (`callerLookup`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -404,7 +408,7 @@ impl FakeExecutor {
         let mut core = self.shared.core.lock().unwrap();
         let Some(m) = core.managed(worker) else { return false };
         let (Some(tab), Some(conversation)) = (m.tab, m.conversation.clone()) else { return false };
-        let call = executor_core::CallSeen { request_id: request_id.into(), tool: tool.into() };
+        let call = executor_core::CallSeen { request_id: request_id.into(), tool: tool.into(), app: FAKE_APP.into() };
         let frames = core.callers_seen(&tab, &conversation.to_string(), &[call], false);
         drop(core);
         let outbox = self.shared.outbox.lock().unwrap();
@@ -529,8 +533,9 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
                     Ok(DaemonFrame::CallerLookup { worker_id, conversation_id, request_id, tool, .. }) => {
                         if shared.config.callers == Callers::Shown {
                             let mut core = shared.core.lock().unwrap();
-                            let call = executor_core::CallSeen { request_id, tool };
-                            let frames = match core.lookup_tab(&worker_id, &conversation_id).copied() {
+                            let tab = core.lookup_tab(&worker_id, &conversation_id, &request_id);
+                            let call = executor_core::CallSeen { request_id, tool, app: FAKE_APP.into() };
+                            let frames = match tab {
                                 Some(tab) => core.callers_seen(&tab, &conversation_id.to_string(), &[call], true),
                                 None => vec![],
                             };

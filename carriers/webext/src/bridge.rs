@@ -123,7 +123,13 @@ pub struct Bridge {
     sightings: std::sync::Mutex<attribution::Sightings>,
     /// Bumped at every new sighting, for the calls waiting on one.
     sighted: tokio::sync::watch::Sender<u64>,
+    /// How many calls wait on attribution, per worker (bounded).
+    waiting: std::sync::Mutex<HashMap<protocol::WorkerId, usize>>,
 }
+
+/// The most calls of one worker that wait on attribution at once: a model
+/// makes its calls one after another, and each wait sends lookups.
+pub const WAITS_PER_WORKER: usize = 8;
 
 /// How many sightings the bridge keeps, and for how long: a call is judged
 /// within its wait of the sighting; older ones only cost memory.
@@ -165,6 +171,7 @@ impl Bridge {
             live: tokio::sync::watch::Sender::new(Vec::new()),
             sightings: std::sync::Mutex::new(attribution::Sightings::new(SIGHTINGS_KEPT, SIGHTING_MAX_AGE_MS)),
             sighted: tokio::sync::watch::Sender::new(0),
+            waiting: std::sync::Mutex::new(HashMap::new()),
         });
         tokio::spawn(dispatch_loop(bridge.clone()));
         let stop = bridge.shutdown.clone().cancelled_owned();
@@ -212,28 +219,33 @@ impl Bridge {
             }) {
                 return Err(CloseReason::IdInUse);
             }
+            // Recorded before the session is dispatchable: placement reads the
+            // executor's declared capacity from it (a create dispatched first
+            // would take no capacity into account).
+            if let ExecutorFrame::Hello { executor_kind, capabilities, host, .. } = hello {
+                let command = Request::ExecutorConnected {
+                    executor_id: executor_id.to_owned(),
+                    executor_instance_id: instance_id.to_owned(),
+                    executor_kind,
+                    capabilities,
+                    host,
+                };
+                self.record(command).await;
+            }
             let live = Live { serial, instance: instance_id.to_owned(), version, outbox, heard: heard.clone() };
             if let Some(old) = sessions.insert(executor_id.to_owned(), live) {
                 let _ = old.outbox.send(Outgoing::Close(CloseReason::Superseded));
             }
+            // The scheduler also wakes on this, so it finds the executor live
+            // even though its connection was committed first.
             self.publish_live(&sessions);
         }
         self.registered.notify_one();
-        if let ExecutorFrame::Hello { executor_kind, capabilities, host, .. } = hello {
-            let command = Request::ExecutorConnected {
-                executor_id: executor_id.to_owned(),
-                executor_instance_id: instance_id.to_owned(),
-                executor_kind,
-                capabilities,
-                host,
-            };
-            self.record(command).await;
-        }
         Ok(Registered { serial, heard })
     }
 
-    /// Tells the scheduler which executors are live (before the connect or
-    /// disconnect is recorded, so the commit that wakes it finds them).
+    /// Tells the scheduler which executors are live (it wakes on the change
+    /// as on a commit).
     fn publish_live(&self, sessions: &HashMap<String, Live>) {
         let mut ids: Vec<String> = sessions.keys().cloned().collect();
         ids.sort();
@@ -262,16 +274,15 @@ impl Bridge {
         self.record(command).await;
     }
 
-    /// Hands an executor's report to the control plane. A refused report
-    /// (a command or worker held elsewhere, an unknown id) is logged, not fatal.
     /// An executor saw a tool-call request message in one of its pages.
     pub(crate) fn caller_seen(&self, executor_id: &str, frame: ExecutorFrame) {
-        let ExecutorFrame::CallerSeen { worker_id, conversation_id, request_id, tool } = frame else { return };
+        let ExecutorFrame::CallerSeen { worker_id, conversation_id, request_id, tool, app } = frame else { return };
         let seen = attribution::Sighting {
             executor_id: executor_id.to_owned(),
             worker_id,
             conversation_id,
             tool,
+            app,
             at_ms: self.now_ms(),
         };
         if self.sightings.lock().expect("sightings lock").record(&request_id, seen) {
@@ -291,6 +302,7 @@ impl Bridge {
         lookup: &Lookup,
         within: std::time::Duration,
     ) -> Result<Option<attribution::Sighting>, attribution::Unidentified> {
+        let _slot = WaitSlot::take(self, &lookup.worker_id).ok_or(attribution::Unidentified::TooManyWaiting)?;
         let mut sighted = self.sighted.subscribe();
         let deadline = tokio::time::Instant::now() + within;
         let until_ms = self.plane.now_ms() + within.as_millis() as u64;
@@ -328,6 +340,8 @@ impl Bridge {
         }
     }
 
+    /// Hands an executor's report to the control plane. A refused report
+    /// (a command or worker held elsewhere, an unknown id) is logged, not fatal.
     pub(crate) async fn report(&self, executor_id: &str, frame: ExecutorFrame) {
         if let Err(e) = in_place(|| self.plane.report(executor_id, frame)) {
             tracing::warn!(executor = executor_id, code = %e.code(), "report refused: {e}");
@@ -346,6 +360,36 @@ impl Bridge {
         let id = origin.strip_prefix("moz-extension://").or_else(|| origin.strip_prefix("chrome-extension://"));
         let Some(id) = id.filter(|id| well_formed_extension_id(id)) else { return false };
         self.config.extension_ids.is_empty() || self.config.extension_ids.iter().any(|allowed| allowed == id)
+    }
+}
+
+/// One of a worker's [`WAITS_PER_WORKER`] attribution waits, given back on drop.
+struct WaitSlot<'a> {
+    bridge: &'a Bridge,
+    worker: protocol::WorkerId,
+}
+
+impl<'a> WaitSlot<'a> {
+    fn take(bridge: &'a Bridge, worker: &protocol::WorkerId) -> Option<WaitSlot<'a>> {
+        let mut waiting = bridge.waiting.lock().expect("waiting lock");
+        let n = waiting.entry(worker.clone()).or_default();
+        if *n >= WAITS_PER_WORKER {
+            return None;
+        }
+        *n += 1;
+        Some(WaitSlot { bridge, worker: worker.clone() })
+    }
+}
+
+impl Drop for WaitSlot<'_> {
+    fn drop(&mut self) {
+        let mut waiting = self.bridge.waiting.lock().expect("waiting lock");
+        if let Some(n) = waiting.get_mut(&self.worker) {
+            *n -= 1;
+            if *n == 0 {
+                waiting.remove(&self.worker);
+            }
+        }
     }
 }
 

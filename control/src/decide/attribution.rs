@@ -12,6 +12,10 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             if let Some(reason) = reason {
                 check_text("reason", reason, TEXT_MAX)?;
             }
+            // A person's stop is theirs to lift (from the popup), not a model's.
+            if !blocked && worker.blocked == Some(protocol::BlockedBy::Person) {
+                return Err(Refusal::BlockedByPerson);
+            }
             Ok(if worker.blocked.is_some() == *blocked {
                 vec![]
             } else {

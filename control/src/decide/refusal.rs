@@ -125,6 +125,9 @@ pub enum Refusal {
     /// A request id that already attributed a call.
     #[error("request id {0} already attributed a call: a replayed call is refused")]
     RequestReplayed(String),
+    /// Root tried to lift a block a person set.
+    #[error("a person blocked this chat from the browser; only they can unblock it there")]
+    BlockedByPerson,
     /// A request id or tool name outside its form.
     #[error("a request id is 1-100 of [A-Za-z0-9_-] and a tool name 1-64 of [a-z0-9_]")]
     BadAttribution,
@@ -222,6 +225,7 @@ impl Refusal {
             | BadAttribution => ErrorCode::InvalidArgument,
             RequestReplayed(_) => ErrorCode::UnidentifiedCaller,
             TooLarge { .. } => ErrorCode::TooLarge,
+            BlockedByPerson => ErrorCode::Forbidden,
             RootOnly | NotYourself | RootDoesNotAttach | PoolWorkerAttach | MessageRecipient | ReplyToOthers
             | BoundElsewhere(_) | CommandNotHeld(_) | WorkerNotHeld(_) | CreatedForAnother => ErrorCode::Forbidden,
             WorkerIs(_)

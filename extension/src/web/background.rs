@@ -115,12 +115,33 @@ pub async fn bg_start() {
     bg.connect();
 }
 
+/// This extension's own origin (`chrome-extension://<id>/`,
+/// `moz-extension://<uuid>/`); `None` if the runtime does not say.
+fn extension_origin() -> Option<String> {
+    let runtime = super::path(super::api(), "runtime").ok()?;
+    let get_url: Function = Reflect::get(&runtime, &"getURL".into()).ok()?.dyn_into().ok()?;
+    get_url.call1(&runtime, &"".into()).ok()?.as_string().filter(|origin| origin.contains("-extension://"))
+}
+
 /// A browser event, forwarded by the loader's top-level listeners.
 #[wasm_bindgen]
 pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
     let Some(bg) = background() else { return };
     match kind.as_str() {
         "message" => {
+            // The popup (an extension page, whether it opened as the action's
+            // popup or in a tab): a person blocks or unblocks a managed chat.
+            let sender_url = Reflect::get(&second, &"url".into()).ok().and_then(|u| u.as_string());
+            let from_extension_page =
+                sender_url.zip(extension_origin()).is_some_and(|(url, origin)| url.starts_with(&origin));
+            if from_extension_page {
+                if let Ok(crate::messages::FromPopup::Block { tab, blocked }) = from_js(&first)
+                    && let Some(worker_id) = bg.core.borrow().worker_of(&(tab as i32)).cloned()
+                {
+                    bg.emit(vec![ExecutorFrame::ConversationBlock { worker_id, blocked }]);
+                }
+                return;
+            }
             // Unsolicited page reports; only managed tabs count (see Core::page_report).
             let tab = Reflect::get(&second, &"tab".into()).ok().and_then(|t| Reflect::get(&t, &"id".into()).ok());
             match (tab.and_then(|t| t.as_f64()), from_js(&first)) {
@@ -134,14 +155,6 @@ pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
                     let frames =
                         bg.core.borrow_mut().callers_seen(&(tab as i32), &seen.conversation, &seen.calls, seen.again);
                     bg.emit(frames);
-                }
-                // The popup (no sender tab): a person blocks or unblocks a managed chat.
-                (None, _) => {
-                    if let Ok(crate::messages::FromPopup::Block { tab, blocked }) = from_js(&first)
-                        && let Some(worker_id) = bg.core.borrow().worker_of(&tab).cloned()
-                    {
-                        bg.emit(vec![ExecutorFrame::ConversationBlock { worker_id, blocked }]);
-                    }
                 }
                 _ => {}
             }
@@ -394,7 +407,8 @@ impl Background {
             }
             // A call waits on attribution: have the worker's page look now.
             Ok(DaemonFrame::CallerLookup { worker_id, conversation_id, request_id, .. }) => {
-                if let Some(tab) = self.core.borrow().lookup_tab(&worker_id, &conversation_id).copied() {
+                let tab = self.core.borrow_mut().lookup_tab(&worker_id, &conversation_id, &request_id);
+                if let Some(tab) = tab {
                     wasm_bindgen_futures::spawn_local(async move {
                         let _ = ask(tab, &ToPage::Callers { request_id }).await;
                     });

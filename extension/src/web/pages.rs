@@ -149,14 +149,14 @@ async fn block_chat(blocked: bool) {
         set_text("block-status", "no chatgpt.com tab is active");
         return;
     };
-    let request = to_js(&crate::messages::FromPopup::Block { tab: tab as i32, blocked });
+    let request = to_js(&crate::messages::FromPopup::Block { tab, blocked });
     let sent = call("runtime.sendMessage", &[request]).await.is_ok();
     let said = match (sent, blocked) {
         (false, _) => "the extension's background did not answer",
-        (true, true) => "blocked: its tool calls are refused until unblocked",
-        (true, false) => "unblocked",
+        (true, true) => "asked to block: if it is a managed chat, its tool calls are refused until unblocked",
+        (true, false) => "asked to unblock",
     };
-    set_text("block-status", said);
+    set_text("block-status", &format!("tab {tab}: {said}"));
 }
 
 /// The popup.

@@ -86,13 +86,19 @@ impl Tools {
             .map_err(unidentified)?
             .ok_or(Unidentified::NotSeen { waited_ms: started.elapsed().as_millis() as u64 })
             .map_err(unidentified)?;
+        let app = self.plane.chatgpt_setup().app_label.clone();
         let expected = Expected {
             worker_id: &me.id,
             executor_id: &lookup.executor_id,
             conversation_id: &lookup.conversation_id,
             tool,
+            app: app.as_deref(),
         };
         attribution::judge(&expected, &seen).map_err(unidentified)?;
+        // Blocked while the call waited: refused all the same.
+        if self.plane.worker(&me.id).is_some_and(|w| w.blocked.is_some()) {
+            return Err(ToolError::new(ErrorCode::ChatBlocked, BLOCKED));
+        }
         let (plane, worker_id, tool) = (self.plane.clone(), me.id.clone(), tool.to_owned());
         let recorded = on_blocking_pool(move || -> Result<_, Error> {
             plane.execute(Request::Attributed { worker_id, request_id, tool })?;

@@ -123,7 +123,7 @@ class SimConversation:
     forgotten: bool = False  # closed on the daemon's command: never reported again
     # What its page shows of tool calls: request id -> tool (the request
     # message's `metadata.request_id` and the tool at the front of its path).
-    calls: dict[str, str] = field(default_factory=dict)
+    calls: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (tool, app)
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     _reply: asyncio.Task | None = None
 
@@ -375,21 +375,22 @@ class DocExecutor:
 
     # ------------------------------------------------- caller attribution (v2)
 
-    def page_shows_call(self, conversation_id: str, request_id: str, tool: str) -> None:
+    def page_shows_call(self, conversation_id: str, request_id: str, tool: str, app: str = "Orchestrator") -> None:
         """The model in `conversation_id` made a tool call: its page now shows
         the request. Reported at once (`callerSeen`), once; again if asked."""
         conv = self.conversations.get(conversation_id)
         if conv is None or conv.forgotten or request_id in conv.calls:
             return
-        conv.calls[request_id] = tool
+        conv.calls[request_id] = (tool, app)
         asyncio.create_task(self._caller_seen(conv, request_id))
 
     async def _caller_seen(self, conv: SimConversation, request_id: str) -> None:
         # Only for the tab's own, bound conversation, and never any text.
         if self.by_worker.get(conv.worker_id) != conv.conversation_id:
             return
+        tool, app = conv.calls[request_id]
         await self._send({"type": "callerSeen", "workerId": conv.worker_id, "conversationId": conv.conversation_id,
-                          "requestId": request_id, "tool": conv.calls[request_id]})
+                          "requestId": request_id, "tool": tool, "app": app})
 
     def _on_caller_lookup(self, frame: dict) -> None:
         """A call waits on attribution: answer from the worker's page, if it
