@@ -30,7 +30,8 @@ fn main() {
     let idle = rss_kib(pid);
 
     let mcp = support::Mcp::connect(&daemon.addr);
-    let run = mcp.ok("run_create", serde_json::json!({"title": "rss"}));
+    // The bench plays its worker by hand (no executor): capability-only identity.
+    let run = mcp.ok("run_create", serde_json::json!({"title": "rss", "attribution": "capability_only"}));
     let root = run["root_capability"].as_str().unwrap().to_owned();
     let spawn = mcp.ok(
         "worker_spawn",

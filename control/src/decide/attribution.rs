@@ -16,16 +16,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             if !blocked && worker.blocked == Some(protocol::BlockedBy::Person) {
                 return Err(Refusal::BlockedByPerson);
             }
-            Ok(if worker.blocked.is_some() == *blocked {
-                vec![]
-            } else {
-                vec![EventBody::WorkerBlockChanged {
-                    worker_id: worker_id.clone(),
-                    blocked: *blocked,
-                    by: protocol::BlockedBy::Root,
-                    reason: reason.clone(),
-                }]
-            })
+            Ok(block_changed(worker, *blocked, protocol::BlockedBy::Root, reason.clone()))
         }
         Request::Attributed { worker_id, request_id, tool } => {
             state.worker(worker_id).ok_or_else(|| Refusal::NoWorker(worker_id.clone()))?;
@@ -43,4 +34,17 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
         }
         _ => unreachable!("decide routes only this family's commands here"),
     }
+}
+
+/// The event blocking or unblocking `worker`'s chat, unless it already is so.
+pub(super) fn block_changed(
+    worker: &Worker,
+    blocked: bool,
+    by: protocol::BlockedBy,
+    reason: Option<String>,
+) -> Vec<EventBody> {
+    if worker.blocked.is_some() == blocked {
+        return vec![];
+    }
+    vec![EventBody::WorkerBlockChanged { worker_id: worker.id.clone(), blocked, by, reason }]
 }

@@ -280,16 +280,7 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
         // A person at the browser blocked or unblocked the chat.
         ExecutorFrame::ConversationBlock { worker_id, blocked } => {
             let worker = held_worker(state, executor_id, worker_id)?;
-            Ok(if worker.blocked.is_some() == *blocked {
-                vec![]
-            } else {
-                vec![EventBody::WorkerBlockChanged {
-                    worker_id: worker_id.clone(),
-                    blocked: *blocked,
-                    by: protocol::BlockedBy::Person,
-                    reason: None,
-                }]
-            })
+            Ok(super::attribution::block_changed(worker, *blocked, protocol::BlockedBy::Person, None))
         }
         // Sightings are the bridge's to match with calls, not the log's.
         ExecutorFrame::CallerSeen { .. } => Err(Refusal::SessionFrame),
