@@ -553,10 +553,21 @@ async fn caller_attribution_proves_each_call_and_refuses_every_other_caller_body
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let (conv_a, conv_b) = (conversations[0].clone(), conversations[1].clone());
-    let capability = |conversation: &str| {
-        world.fake.hub.read(conversation, |c| c.agent.as_ref().map(|m| m.capability.clone())).flatten().unwrap()
+    // The model keeps its capability once its turn's steps are done.
+    let capability = |conversation: String| {
+        let hub = world.fake.hub.clone();
+        async move {
+            for _ in 0..300 {
+                let kept = hub.read(&conversation, |c| c.agent.as_ref().map(|m| m.capability.clone())).flatten();
+                if let Some(cap) = kept {
+                    return cap;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            panic!("the model of {conversation} never kept its capability");
+        }
     };
-    let (cap_a, cap_b) = (capability(&conv_a), capability(&conv_b));
+    let (cap_a, cap_b) = (capability(conv_a.clone()).await, capability(conv_b.clone()).await);
     let progress = |cap: &str, summary: &str| json!({"capability": cap, "summary": summary});
 
     // A's own call, seen in A's page: attributed, recorded once.
