@@ -126,12 +126,17 @@ pub struct ToolCall {
     pub shown: bool,
 }
 
-/// The collapsed row a turn's connector calls render as: the words "Called
-/// tool" and nothing else (CHATGPT-DOM.md, "Tool calls in the
-/// conversation"; the row class from totec448-spec/chat-on-steroids
-/// extension/fiber.js, `span[class*="tool-message"]`). No capture shows
-/// this row in another locale: every locale gets the English words, and
-/// nothing in the product reads them.
+/// The collapsed row a turn's connector calls render as. What a human
+/// reads on it: the words "Called tool" and nothing else, one row for
+/// several calls (`../shared/CHATGPT-DOM.md`, "Tool calls in the
+/// conversation"). The markup is NOT from a rendered page: no public
+/// capture of this row was found (searched: "Called tool" across the
+/// stored repositories). Its class only follows the selector public code
+/// uses for it (totec448-spec/chat-on-steroids `extension/fiber.js` at
+/// 0cce1eecfc290627d3ec829b8ae7a6dac4dbee91: `span[class*="tool-message"]`),
+/// and no locale's wording is known, so every locale gets the English words.
+/// The product never reads this row (attribution reads page data only; the
+/// progress mark counts the turn's text), so nothing depends on the guess.
 fn tool_row(turn: &Turn) -> &'static str {
     if turn.calls.is_empty() {
         ""
@@ -146,9 +151,17 @@ fn tool_row(turn: &Turn) -> &'static str {
 /// `api_tool`, whose code content begins `{"path":"/<app>/link_…/<tool>"`
 /// and is stored truncated, with `metadata.request_id`; the result: a tool
 /// message with `metadata.invoked_resource` and `metadata.parent_id`).
-/// Evidence: CHATGPT-DOM.md and totec448-spec/chat-on-steroids
-/// (extension/fiber.js reads `turn.messages` up a turn element's
-/// `__reactFiber$…` chain). Only calls already `shown` are in it.
+/// Evidence (public code that reads the live page, not a rendered page:
+/// page data is not in any saved HTML): `../shared/CHATGPT-DOM.md`, and
+/// totec448-spec/chat-on-steroids `extension/fiber.js` at
+/// 0cce1eecfc290627d3ec829b8ae7a6dac4dbee91 (`requestOf`, `PATH_HEAD`, and
+/// `turnMessagesOf` reading `turn.messages`/`allMessages` up a turn
+/// element's `__reactFiber$…` chain) and `src/main/mcp/call-context.ts` at
+/// 0f255b727914807d4f2c42664b6dc4a584d5d203 (the header's id before `/`
+/// is the page's `metadata.request_id`, "measured live on 2026-08-18").
+/// A human reads none of it. Where the real page differs, the page script
+/// finds no call and the call is refused (`UNIDENTIFIED_CALLER`): it fails
+/// closed. Only calls already `shown` are in it.
 pub fn turn_messages(turn: &Turn, n: usize) -> serde_json::Value {
     let mut messages = Vec::new();
     for (i, call) in turn.calls.iter().enumerate().filter(|(_, c)| c.shown) {

@@ -147,7 +147,12 @@
   // React keeps each turn's messages on the turn element's fiber
   // (`__reactFiber$<random>`, its `return` chain reaching props with the
   // turn's `messages`): the page's data, which the visible thread does not
-  // show. fakechat hangs the server's page data there the same way.
+  // show. fakechat hangs the server's page data there the same way. Source:
+  // public code reading the live page (totec448-spec/chat-on-steroids
+  // extension/fiber.js at 0cce1eecfc290627d3ec829b8ae7a6dac4dbee91), not a
+  // rendered page; see render::turn_messages. The real fiber carries far
+  // more (alternates, tags, a committed root); only what the product reads
+  // is reproduced.
   const fiberKey = "__reactFiber$" + Math.random().toString(36).slice(2, 12);
   function hangPageData(data) {
     if (!data) return;
