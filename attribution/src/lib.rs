@@ -55,6 +55,12 @@ pub enum Unidentified {
     /// The id belongs to a call through another app (connector).
     #[error("the page shows this request id for a call through another app, not the orchestrator's")]
     OtherApp,
+    /// The executor holding the conversation speaks executor protocol v1,
+    /// which has no way to report calls: waiting would only time out.
+    #[error(
+        "the browser carrier holding this conversation speaks executor protocol v1 and cannot report tool calls: update it, or use a run created with attribution capability_only"
+    )]
+    HolderCannotReport,
     /// Too many calls of this worker wait on attribution at once.
     #[error("too many calls made as this worker wait to be attributed at once; call again shortly")]
     TooManyWaiting,

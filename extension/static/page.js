@@ -38,6 +38,10 @@
   const MAX_CLIMB = 80;
   const MAX_TURNS = 12;
   const MAX_CALLS = 64;
+  // Request ids already reported: the oldest are forgotten past this (a
+  // forgotten one still in reach is reported once more; the daemon keeps
+  // the first report).
+  const MAX_SENT = 4096;
 
   // Captured before the page can replace them.
   const postOnPort = MessagePort.prototype.postMessage;
@@ -129,6 +133,7 @@
         const call = callOf(message);
         if (!call || (sent.has(call.requestId) && call.requestId !== wanted)) continue;
         sent.add(call.requestId);
+        if (sent.size > MAX_SENT) sent.delete(sent.values().next().value);
         calls.push(call);
         if (calls.length >= MAX_CALLS) break;
       }

@@ -116,6 +116,49 @@ async fn two_sessionless_peers_are_never_both_admitted_to_a_slot() {
     }
 }
 
+/// A conversation held by an executor from before caller attribution
+/// (protocol v1, no caller frames) can never be proven: its calls are
+/// refused at once, saying why, rather than after the whole wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_as_a_conversation_an_old_executor_holds_is_refused_at_once() {
+    let state = tempfile::tempdir().unwrap();
+    // The default wait (30 s) is longer than this test's own bound.
+    let daemon = Daemon::start_with(state.path(), &["--pool-pacing-ms", "20"], &[]);
+    let mut config = FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1");
+    config.callers = fake_executor::Callers::V1;
+    let fake = FakeExecutor::start(config);
+    fake.wait_for(|s| s.connections == 1, WAIT).await;
+    let root = Mcp::connect(&daemon.addr);
+    let cap = root.ok("run_create", json!({"title": "old"}))["root_capability"].as_str().unwrap().to_owned();
+    root.ok("runtime_ensure", json!({"capability": cap, "desired_workers": 1}));
+    let stats = fake.wait_for(|s| !s.submissions.is_empty(), WAIT).await;
+    let attach = stats.submissions[0].1.split('"').find(|p| p.starts_with("att_")).unwrap().to_owned();
+    let started = Instant::now();
+    let refused = loop {
+        match stateless_call_as(
+            &daemon.addr,
+            "wfr_old0000000000000001",
+            "runtime_bootstrap",
+            json!({"attach_identity": attach}),
+        ) {
+            // The create's result may still be in flight.
+            Err((code, _)) if code == "PEER_IDENTITY_UNRESOLVED" && started.elapsed() < WAIT => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => break other.unwrap_err(),
+        }
+    };
+    assert_eq!(refused.0, "UNIDENTIFIED_CALLER", "{refused:?}");
+    assert!(refused.1.contains("protocol v1"), "{refused:?}");
+    assert!(started.elapsed() < WAIT, "refused only after the wait");
+    let events = root.ok("events_list", json!({"capability": cap, "after_cursor": 0, "limit": 500}));
+    let admitted = events["events"].as_array().unwrap().iter().filter(|e| {
+        matches!(e["type"].as_str(), Some("runtime.slot_admitted" | "worker.attached" | "caller.attributed"))
+    });
+    assert_eq!(admitted.count(), 0, "nothing was admitted: {events}");
+    fake.stop().await;
+}
+
 /// Hole 5: strings an MCP caller or an executor can put into the log are
 /// bounded, and URLs allow-listed; over the bound nothing is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -120,6 +120,9 @@ pub enum Callers {
     /// The pages show no tool call (an executor that cannot see them);
     /// only [`FakeExecutor::page_shows`] puts one there.
     Hidden,
+    /// An executor from before caller attribution: it speaks executor
+    /// protocol v1, which has no caller frames.
+    V1,
 }
 
 impl FakeConfig {
@@ -459,7 +462,7 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
         return Next::SameInstance;
     };
     let (mut sink, mut stream) = socket.split();
-    let hello = executor_core::hello(&Identity {
+    let mut hello = executor_core::hello(&Identity {
         token: shared.config.token.clone(),
         executor_id: shared.config.executor_id.clone(),
         instance_id: instance.to_owned(),
@@ -471,6 +474,9 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
             .collect(),
         host: MachineFacts { os: std::env::consts::OS.into(), ..MachineFacts::default() },
     });
+    if let (Callers::V1, ExecutorFrame::Hello { protocol_version, .. }) = (shared.config.callers, &mut hello) {
+        *protocol_version = 1;
+    }
     if sink.send(frame(&hello)).await.is_err() {
         return Next::SameInstance;
     }

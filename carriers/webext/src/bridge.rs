@@ -294,7 +294,7 @@ impl Bridge {
     /// the one holding `lookup`'s conversation to look for it now, and again
     /// every [`LOOKUP_EVERY`] (a report lost to a reconnect is asked for
     /// anew; a lookup is idempotent). `None`: nobody saw it in time; `Err`:
-    /// two pages claimed it.
+    /// two pages claimed it, or the holder speaks v1 and never reports.
     pub async fn await_caller(
         &self,
         request_id: &str,
@@ -303,6 +303,11 @@ impl Bridge {
         within: std::time::Duration,
     ) -> Result<Option<attribution::Sighting>, attribution::Unidentified> {
         let _slot = WaitSlot::take(self, &lookup.worker_id).ok_or(attribution::Unidentified::TooManyWaiting)?;
+        // A holder that is away may come back within the wait; one that
+        // speaks v1 never reports.
+        if self.sessions.lock().await.get(&lookup.executor_id).is_some_and(|live| live.version < 2) {
+            return Err(attribution::Unidentified::HolderCannotReport);
+        }
         let mut sighted = self.sighted.subscribe();
         let deadline = tokio::time::Instant::now() + within;
         let until_ms = self.plane.now_ms() + within.as_millis() as u64;
