@@ -1,19 +1,27 @@
 //! Caller attribution, sans IO. A capability says who a caller *claims*
 //! to be; attribution proves which conversation made the call. ChatGPT
 //! sends each connector call with an `x-request-id` header (`wfr_…/suffix`)
-//! and keeps the same id (the part before `/`) as the request message's
-//! `metadata.request_id` in the calling conversation's page data. An
-//! executor hosting the conversation sees it there and says so
-//! (`callerSeen`); the daemon accepts the call only when that sighting
-//! names the conversation bound to the worker the capability belongs to.
+//! and stamps the same id (the part before `/`) as `metadata.request_id` on
+//! messages of the calling turn in the conversation's page data: one id
+//! per turn, shared by every connector call the turn makes (public
+//! evidence: `../shared/CHATGPT-DOM.md`; totec448-spec/chat-on-steroids
+//! `src/main/session/correlation.ts`, "Live ChatGPT gives every connector
+//! request in one turn the same request_id"). An executor hosting the
+//! conversation sees the id there and says so (`callerSeen`, with whether
+//! it is the page's newest); the daemon accepts the call only when that
+//! sighting names the conversation bound to the worker the capability
+//! belongs to, and the id is still that conversation's newest (an earlier
+//! turn's id is a replay).
 //!
 //! - [`request_id`]: the call's id from its header values, refusing to guess.
 //! - [`Sightings`]: what executors saw, bounded in size and age.
 //! - [`judge`]: whether a sighting proves the call came from the worker's
-//!   own conversation, or why not ([`Unidentified`], each with what to do).
+//!   own conversation's current turn, or why not ([`Unidentified`], each
+//!   with what to do).
 //!
-//! The async wait and the durable "used once" record live with the caller
-//! (the daemon's edge and control plane); nothing here reads a clock.
+//! The async wait and the durable record of each worker's turns live with
+//! the caller (the daemon's edge and control plane); nothing here reads a
+//! clock.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -49,12 +57,10 @@ pub enum Unidentified {
         "this call came from another conversation than the one this capability belongs to: stop using it here and answer the user"
     )]
     OtherConversation,
-    /// The id was seen for another tool.
-    #[error("the page shows this request id for another tool; nothing is guessed")]
-    OtherTool,
-    /// The id belongs to a call through another app (connector).
-    #[error("the page shows this request id for a call through another app, not the orchestrator's")]
-    OtherApp,
+    /// The id belongs to an earlier turn of the conversation: the page
+    /// shows a newer one, or a newer one attributed a call already.
+    #[error("this call's request id belongs to a turn of this conversation that has ended: a replayed call is refused")]
+    EarlierTurn,
     /// The executor holding the conversation speaks executor protocol v1,
     /// which has no way to report calls: waiting would only time out.
     #[error(
@@ -64,9 +70,6 @@ pub enum Unidentified {
     /// Too many calls of this worker wait on attribution at once.
     #[error("too many calls made as this worker wait to be attributed at once; call again shortly")]
     TooManyWaiting,
-    /// The id attributed a call before.
-    #[error("this request id already attributed a call: a replayed call is refused")]
-    Replayed,
 }
 
 /// The call's request id from its `x-request-id` header values: exactly one,
@@ -90,10 +93,6 @@ pub struct Sighting {
     pub worker_id: WorkerId,
     /// The conversation the page shows.
     pub conversation_id: ConversationId,
-    /// The tool the request message names.
-    pub tool: String,
-    /// The app the request went through (its path's first segment).
-    pub app: String,
     /// When the daemon heard of it (ms).
     pub at_ms: u64,
 }
@@ -108,41 +107,36 @@ pub struct Expected<'a> {
     pub executor_id: &'a str,
     /// Its bound conversation.
     pub conversation_id: &'a ConversationId,
-    /// The tool being called.
-    pub tool: &'a str,
-    /// The orchestrator's app name in ChatGPT (`--app-label`), when known:
-    /// a call through any other app is someone else's.
-    pub app: Option<&'a str>,
 }
 
-/// Whether `seen` proves the call came from `expected`'s own conversation.
-pub fn judge(expected: &Expected<'_>, seen: &Sighting) -> Result<(), Unidentified> {
+/// Whether `seen` (`newest`: its id is the newest its page shows) proves
+/// the call came from `expected`'s own conversation, in its current turn.
+pub fn judge(expected: &Expected<'_>, seen: &Sighting, newest: bool) -> Result<(), Unidentified> {
     if seen.conversation_id != *expected.conversation_id
         || seen.worker_id != *expected.worker_id
         || seen.executor_id != expected.executor_id
     {
         return Err(Unidentified::OtherConversation);
     }
-    if expected.app.is_some_and(|app| seen.app != app) {
-        return Err(Unidentified::OtherApp);
-    }
-    if seen.tool != expected.tool {
-        return Err(Unidentified::OtherTool);
+    if !newest {
+        return Err(Unidentified::EarlierTurn);
     }
     Ok(())
 }
 
 /// What executors saw, by request id: at most `capacity` entries, none
-/// older than `max_age_ms` (a call is judged within seconds of its
-/// sighting; older ones only cost memory). The first sighting of an id
-/// stands: a second one (another page claiming the same id) never
-/// replaces it, so a later forgery cannot move a call to another
-/// conversation, and a conflict is kept for the judge to refuse.
+/// older than `max_age_ms` (an id asked for again is reported again),
+/// and each conversation's newest id. The first sighting of an id stands:
+/// a second one (another page claiming the same id) never replaces it, so
+/// a later forgery cannot move a call to another conversation, and a
+/// conflict is kept for the judge to refuse.
 #[derive(Debug)]
 pub struct Sightings {
     by_id: HashMap<String, Sighting>,
     /// Conflicting sightings: the id was seen in two conversations.
     conflicted: HashMap<String, u64>,
+    /// Each conversation's newest request id, as its page last said.
+    newest: HashMap<ConversationId, String>,
     order: VecDeque<(u64, String)>,
     capacity: usize,
     max_age_ms: u64,
@@ -154,40 +148,45 @@ impl Sightings {
         Sightings {
             by_id: HashMap::new(),
             conflicted: HashMap::new(),
+            newest: HashMap::new(),
             order: VecDeque::new(),
             capacity: capacity.max(1),
             max_age_ms,
         }
     }
 
-    /// Records a sighting; true when it was news (a waiter may look).
-    pub fn record(&mut self, request_id: &str, seen: Sighting) -> bool {
+    /// Records a sighting (`newest`: the page shows no newer id); true when
+    /// it was news (a waiter may look).
+    pub fn record(&mut self, request_id: &str, seen: Sighting, newest: bool) -> bool {
         self.expire(seen.at_ms);
         if let Some(first) = self.by_id.get(request_id) {
             let same = first.conversation_id == seen.conversation_id && first.worker_id == seen.worker_id;
-            if !same && !self.conflicted.contains_key(request_id) {
-                self.conflicted.insert(request_id.to_owned(), seen.at_ms);
-                return true;
+            if !same {
+                return self.conflicted.insert(request_id.to_owned(), seen.at_ms).is_none();
             }
-            return false;
+            return newest && self.mark_newest(&seen.conversation_id, request_id);
         }
         while self.by_id.len() >= self.capacity {
             let Some((_, oldest)) = self.order.pop_front() else { break };
-            self.by_id.remove(&oldest);
-            self.conflicted.remove(&oldest);
+            self.forget(&oldest);
         }
         self.order.push_back((seen.at_ms, request_id.to_owned()));
+        if newest {
+            self.mark_newest(&seen.conversation_id, request_id);
+        }
         self.by_id.insert(request_id.to_owned(), seen);
         true
     }
 
-    /// The sighting of `request_id`, as of `now_ms`: `Err` if two pages
-    /// claimed it (nothing is guessed), `Ok(None)` if none has yet.
-    pub fn get(&self, request_id: &str, now_ms: u64) -> Result<Option<&Sighting>, Unidentified> {
+    /// The sighting of `request_id` as of `now_ms`, and whether it is its
+    /// conversation's newest: `Err` if two pages claimed it (nothing is
+    /// guessed), `Ok(None)` if none has yet.
+    pub fn get(&self, request_id: &str, now_ms: u64) -> Result<Option<(&Sighting, bool)>, Unidentified> {
         if self.conflicted.contains_key(request_id) {
             return Err(Unidentified::OtherConversation);
         }
-        Ok(self.by_id.get(request_id).filter(|s| now_ms.saturating_sub(s.at_ms) <= self.max_age_ms))
+        let seen = self.by_id.get(request_id).filter(|s| now_ms.saturating_sub(s.at_ms) <= self.max_age_ms);
+        Ok(seen.map(|s| (s, self.newest.get(&s.conversation_id).is_some_and(|n| n == request_id))))
     }
 
     /// How many sightings are kept.
@@ -200,14 +199,31 @@ impl Sightings {
         self.by_id.is_empty()
     }
 
+    /// Whether `request_id` became `conversation`'s newest.
+    fn mark_newest(&mut self, conversation: &ConversationId, request_id: &str) -> bool {
+        if self.newest.get(conversation).is_some_and(|n| n == request_id) {
+            return false;
+        }
+        self.newest.insert(conversation.clone(), request_id.to_owned());
+        true
+    }
+
+    fn forget(&mut self, request_id: &str) {
+        if let Some(seen) = self.by_id.remove(request_id)
+            && self.newest.get(&seen.conversation_id).is_some_and(|n| n == request_id)
+        {
+            self.newest.remove(&seen.conversation_id);
+        }
+        self.conflicted.remove(request_id);
+    }
+
     fn expire(&mut self, now_ms: u64) {
         while let Some((at, _)) = self.order.front() {
             if now_ms.saturating_sub(*at) <= self.max_age_ms {
                 break;
             }
             let (_, id) = self.order.pop_front().expect("a front exists");
-            self.by_id.remove(&id);
-            self.conflicted.remove(&id);
+            self.forget(&id);
         }
     }
 }
@@ -224,15 +240,8 @@ mod tests {
         format!("0196b2c4-8e1f-7a3b-9c2d-4e5f607182{n:02}").parse().unwrap()
     }
 
-    fn seen(w: u8, c: u8, tool: &str, at_ms: u64) -> Sighting {
-        Sighting {
-            executor_id: "ext-1".into(),
-            worker_id: worker(w),
-            conversation_id: conversation(c),
-            tool: tool.into(),
-            app: "Orchestrator".into(),
-            at_ms,
-        }
+    fn seen(w: u8, c: u8, at_ms: u64) -> Sighting {
+        Sighting { executor_id: "ext-1".into(), worker_id: worker(w), conversation_id: conversation(c), at_ms }
     }
 
     #[test]
@@ -249,42 +258,52 @@ mod tests {
     }
 
     #[test]
-    fn only_the_workers_own_conversation_on_its_executor_for_the_same_tool_attributes() {
+    fn only_the_workers_own_conversation_on_its_executor_in_its_current_turn_attributes() {
         let (w, c) = (worker(1), conversation(1));
-        let expected = Expected {
-            worker_id: &w,
-            executor_id: "ext-1",
-            conversation_id: &c,
-            tool: "worker_progress",
-            app: Some("Orchestrator"),
-        };
-        assert_eq!(judge(&expected, &seen(1, 1, "worker_progress", 0)), Ok(()));
-        let mut other_app = seen(1, 1, "worker_progress", 0);
-        other_app.app = "Some Other Connector".into();
-        assert_eq!(judge(&expected, &other_app), Err(Unidentified::OtherApp), "another connector's call");
-        assert_eq!(judge(&expected, &seen(2, 2, "worker_progress", 0)), Err(Unidentified::OtherConversation));
-        assert_eq!(judge(&expected, &seen(1, 1, "worker_complete", 0)), Err(Unidentified::OtherTool));
-        let mut elsewhere = seen(1, 1, "worker_progress", 0);
+        let expected = Expected { worker_id: &w, executor_id: "ext-1", conversation_id: &c };
+        assert_eq!(judge(&expected, &seen(1, 1, 0), true), Ok(()));
+        assert_eq!(judge(&expected, &seen(1, 1, 0), false), Err(Unidentified::EarlierTurn), "an ended turn's id");
+        assert_eq!(judge(&expected, &seen(2, 2, 0), true), Err(Unidentified::OtherConversation));
+        let mut elsewhere = seen(1, 1, 0);
         elsewhere.executor_id = "cdp-2".into();
-        assert_eq!(judge(&expected, &elsewhere), Err(Unidentified::OtherConversation));
+        assert_eq!(judge(&expected, &elsewhere, true), Err(Unidentified::OtherConversation));
     }
 
     #[test]
     fn the_first_sighting_stands_a_conflict_refuses_and_old_ones_go() {
         let mut s = Sightings::new(2, 1_000);
-        assert!(s.record("wfr_a", seen(1, 1, "worker_progress", 0)));
-        assert!(!s.record("wfr_a", seen(1, 1, "worker_progress", 10)), "the same again is no news");
-        assert_eq!(s.get("wfr_a", 10).unwrap().unwrap().conversation_id, conversation(1));
+        assert!(s.record("wfr_a", seen(1, 1, 0), true));
+        assert!(!s.record("wfr_a", seen(1, 1, 10), true), "the same again is no news");
+        let (first, newest) = s.get("wfr_a", 10).unwrap().unwrap();
+        assert_eq!((first.conversation_id.clone(), newest), (conversation(1), true));
         // Another page claiming the same id: nothing is guessed.
-        assert!(s.record("wfr_a", seen(2, 2, "worker_progress", 20)));
+        assert!(s.record("wfr_a", seen(2, 2, 20), true));
         assert_eq!(s.get("wfr_a", 20), Err(Unidentified::OtherConversation));
         // Bounded in number (oldest out) and in age.
-        s.record("wfr_b", seen(1, 1, "worker_progress", 30));
-        s.record("wfr_c", seen(1, 1, "worker_progress", 40));
+        s.record("wfr_b", seen(1, 1, 30), true);
+        s.record("wfr_c", seen(1, 1, 40), true);
         assert_eq!(s.len(), 2);
         assert_eq!(s.get("wfr_a", 40), Ok(None));
         assert_eq!(s.get("wfr_c", 2_000), Ok(None), "too old to attribute");
-        s.record("wfr_d", seen(1, 1, "worker_progress", 5_000));
+        s.record("wfr_d", seen(1, 1, 5_000), true);
         assert_eq!(s.len(), 1, "expired entries are dropped");
+    }
+
+    #[test]
+    fn a_conversations_newest_id_moves_only_to_what_its_page_calls_newest() {
+        let mut s = Sightings::new(16, 60_000);
+        let newest = |s: &Sightings, id: &str| s.get(id, 0).unwrap().map(|(_, n)| n);
+        s.record("wfr_x", seen(1, 1, 0), true);
+        assert_eq!(newest(&s, "wfr_x"), Some(true));
+        // The next turn: its id is the page's newest now.
+        assert!(s.record("wfr_y", seen(1, 1, 0), true));
+        assert_eq!((newest(&s, "wfr_x"), newest(&s, "wfr_y")), (Some(false), Some(true)));
+        // An earlier turn's id asked for again (a replay): still not the newest.
+        assert!(!s.record("wfr_x", seen(1, 1, 0), false));
+        assert!(s.record("wfr_w", seen(1, 1, 0), false), "an older id first seen on asking");
+        assert_eq!((newest(&s, "wfr_w"), newest(&s, "wfr_y")), (Some(false), Some(true)));
+        // Another conversation's turns are its own.
+        s.record("wfr_z", seen(2, 2, 0), true);
+        assert_eq!((newest(&s, "wfr_z"), newest(&s, "wfr_y")), (Some(true), Some(true)));
     }
 }

@@ -192,8 +192,11 @@ pub struct State {
     /// What each executor's latest session said of its machine (name,
     /// browser, and the capacity placement honours).
     pub executor_hosts: HashMap<String, protocol::executor::MachineFacts>,
-    /// Every request id that attributed a call: each attributes one only.
-    pub attributed_requests: HashSet<String>,
+    /// Every request id that attributed calls, and whose: an id attributes
+    /// one worker's calls only, and only while it is that worker's newest.
+    pub attributed_requests: HashMap<String, WorkerId>,
+    /// Each worker's newest attributed request id (its current turn's).
+    pub current_requests: HashMap<WorkerId, String>,
 }
 
 impl State {
@@ -564,9 +567,10 @@ impl State {
             }
             EventBody::CallerAttributed { worker_id, request_id, .. } => {
                 touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
-                if !self.attributed_requests.insert(request_id.clone()) {
+                if self.attributed_requests.insert(request_id.clone(), worker_id.clone()).is_some() {
                     return Err(fail("a request id attributed twice"));
                 }
+                self.current_requests.insert(worker_id.clone(), request_id.clone());
             }
         }
         self.runtime.apply(event).map_err(|e| fail(&e.to_string()))?;

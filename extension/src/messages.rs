@@ -87,23 +87,28 @@ pub enum PageReply {
     },
     /// How the adapter reads the page (an answer to [`ToPage::Inspect`]).
     Inspection(PageCheck),
-    /// Unsolicited: tool-call request messages the page's data shows
-    /// (caller attribution), as the page script read them.
-    Callers(PageCalls),
+    /// Unsolicited: request ids the page's data shows (caller
+    /// attribution), as the page script read them.
+    Callers(PageRequests),
 }
 
 /// What the page script (`page.js`, in the page's own world) read: the
-/// conversation on screen and its tool calls' request ids and tools. The
-/// content script checks the conversation against the page's URL, and the
-/// executor core against the tab's bound conversation.
+/// conversation on screen and the request ids its turns' messages carry
+/// (`metadata.request_id`, one per turn). The content script checks the
+/// conversation against the page's URL, and the executor core against the
+/// tab's bound conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PageCalls {
+pub struct PageRequests {
     /// The conversation the page shows (`/c/<uuid>`).
     pub conversation: String,
-    /// The calls (at most `protocol::executor::CALLS_PER_REPORT_MAX` are used).
-    pub calls: Vec<executor_core::CallSeen>,
-    /// Holds a call the executor asked for, which may have been sent before
+    /// Ids not reported before, or the one the executor asked for (at most
+    /// `protocol::executor::CALLS_PER_REPORT_MAX` are used).
+    pub request_ids: Vec<String>,
+    /// The newest id the page shows, in its own order.
+    #[serde(default)]
+    pub newest: Option<String>,
+    /// Holds an id the executor asked for, which may have been sent before
     /// (repeat it; only that one, never the whole page again).
     #[serde(default)]
     pub again: bool,

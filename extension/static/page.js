@@ -1,19 +1,25 @@
 // The orchestrator's one script in chatgpt.com's own JavaScript world
 // (MAIN), for caller attribution. It reads, in the page's data, the
-// tool-call request messages of the conversation on screen, and hands the
-// content script (the isolated world) exactly three things per call: the
-// conversation id, the request's `metadata.request_id` and the tool named
-// at the front of its path. Never a transcript, never a tool argument.
+// request ids of the conversation on screen, and hands the content script
+// (the isolated world) exactly that: the conversation id, the ids not
+// reported before, and which id is the newest. Never a transcript, never a
+// tool argument: no message content is read at all.
 //
 // Where the data is (public evidence, CHATGPT-DOM.md "Tool calls in the
-// conversation"; totec448-spec/chat-on-steroids extension/fiber.js): each
-// turn anchor (`section[data-testid^="conversation-turn"]`, or
-// `[data-turn-key]` in the 2026 layout) carries React's `__reactFiber$…`
-// property; climbing its `return` chain reaches props holding the turn's
-// message list (`turn.messages`, or `allMessages`). A request message is
-// authored by the assistant, has a `recipient` starting `api_tool`, and its
-// `content.text` begins `{"path":"/<app>/link_…/<tool>"` (truncated JSON:
-// only that anchored head is read, never parsed as a whole).
+// conversation"; totec448-spec/chat-on-steroids extension/fiber.js at
+// 0cce1eecfc290627d3ec829b8ae7a6dac4dbee91, `requestIdsOf` and
+// `turnMessagesOf`): each turn anchor
+// (`section[data-testid^="conversation-turn"]`, or `[data-turn-key]` in
+// the 2026 layout) carries React's `__reactFiber$…` property; climbing its
+// `return` chain reaches props holding the turn's message list
+// (`turn.messages`, or `allMessages`). ChatGPT stamps the turn's request
+// id as `metadata.request_id` on a plain message the moment the turn
+// starts a connector request, and on the `api_tool` request message only
+// once that clears a safety check (live, forty seconds later): so the id
+// is read from any message of the turn, whatever its recipient. One id
+// covers every connector call of a turn (src/main/session/correlation.ts:
+// "Live ChatGPT gives every connector request in one turn the same
+// request_id").
 //
 // Trust: this runs where the page can reach it, so it captures what it
 // uses at load, touches nothing of the page's, and fails closed (an
@@ -31,13 +37,12 @@
   Object.defineProperty(window, "__chatgptOrchestratorCallers", { value: true });
   const TAG = "chatgpt-orchestrator/callers/1";
   const TURNS = 'section[data-testid^="conversation-turn"], [data-turn-key]';
-  const PATH_HEAD = /^\s*\{\s*"path"\s*:\s*"([^"\\]{1,200})"/;
   const REQUEST_ID = /^[A-Za-z0-9_-]{1,100}$/;
-  const TOOL = /^[a-z0-9_]{1,64}$/;
   const CONVERSATION = /\/c\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:[/?#]|$)/;
   const MAX_CLIMB = 80;
   const MAX_TURNS = 12;
-  const MAX_CALLS = 64;
+  const MAX_IDS = 64;
+  const MAX_MESSAGES = 2000;
   // Request ids already reported: the oldest are forgotten past this (a
   // forgotten one still in reach is reported once more; the daemon keeps
   // the first report).
@@ -92,22 +97,12 @@
     return null;
   }
 
-  function callOf(message) {
+  // The request id a message carries, if well formed.
+  function requestIdOf(message) {
     if (!message || typeof message !== "object") return null;
-    if (!message.author || message.author.role !== "assistant") return null;
-    const recipient = str(message.recipient, 200);
-    if (!recipient || !recipient.startsWith("api_tool")) return null;
     const meta = message.metadata && typeof message.metadata === "object" ? message.metadata : null;
-    const requestId = meta ? str(meta.request_id, 100) : null;
-    const text = message.content && typeof message.content === "object" ? message.content.text : null;
-    const head = typeof text === "string" ? exec.call(PATH_HEAD, text) : null;
-    if (!requestId || !head || !exec.call(REQUEST_ID, requestId)) return null;
-    // `/<app>/link_…/<tool>`: the app (connector) the call went through
-    // and the tool; the daemon keeps only its own app's calls.
-    const path = head[1];
-    const app = path.startsWith("/") ? path.slice(1, Math.max(1, path.indexOf("/", 1))) : "";
-    const tool = path.slice(path.lastIndexOf("/") + 1);
-    return app && exec.call(TOOL, tool) ? { requestId, tool, app } : null;
+    const id = meta ? str(meta.request_id, 100) : null;
+    return id && exec.call(REQUEST_ID, id) ? id : null;
   }
 
   // `wanted`: a request id the content script asked for (a call waits on
@@ -124,23 +119,36 @@
     if (!m) return;
     const conversation = m[1];
     const anchors = query.call(document, TURNS);
-    const calls = [];
-    for (let i = Math.max(0, anchors.length - MAX_TURNS); i < anchors.length && calls.length < MAX_CALLS; i++) {
+    // Every id the last turns show, in the page's order (deduplicated).
+    const shown = [];
+    for (let i = Math.max(0, anchors.length - MAX_TURNS); i < anchors.length; i++) {
       const fiber = fiberOf(anchors[i]);
       const turn = fiber && turnOf(fiber);
       if (!turn || (turn.named && turn.named !== conversation)) continue;
-      for (const message of turn.messages) {
-        const call = callOf(message);
-        if (!call || (sent.has(call.requestId) && call.requestId !== wanted)) continue;
-        sent.add(call.requestId);
-        if (sent.size > MAX_SENT) sent.delete(sent.values().next().value);
-        calls.push(call);
-        if (calls.length >= MAX_CALLS) break;
+      const messages = turn.messages;
+      for (let k = 0; k < messages.length && k < MAX_MESSAGES; k++) {
+        const id = requestIdOf(messages[k]);
+        if (!id) continue;
+        const at = shown.indexOf(id);
+        if (at >= 0) shown.splice(at, 1);
+        shown.push(id);
       }
     }
-    // The first reading only takes note: a call already in the page when the
+    if (shown.length === 0) return;
+    const newest = shown[shown.length - 1];
+    const ids = [];
+    for (let k = shown.length - 1; k >= 0 && ids.length < MAX_IDS; k--) {
+      const id = shown[k];
+      if (sent.has(id) && id !== wanted) continue;
+      sent.add(id);
+      if (sent.size > MAX_SENT) sent.delete(sent.values().next().value);
+      ids.push(id);
+    }
+    // The first reading only takes note: an id already in the page when the
     // script started is reported when the daemon asks for it, not in a burst.
-    if (calls.length > 0 && !prime) postOnPort.call(port, { conversation, calls, again: wanted !== null });
+    if (ids.length > 0 && !prime) {
+      postOnPort.call(port, { conversation, requestIds: ids, newest, again: wanted !== null });
+    }
   }
 
   // The content script's port: taken at once, before any page listener.

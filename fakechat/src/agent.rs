@@ -180,9 +180,9 @@ async fn stream(hub: &Hub, conversation: &str, text: &str) {
 
 /// The conversation's connection to the orchestrator's app, as ChatGPT's
 /// connector makes it: every call carries an `x-request-id`
-/// (`wfr_<id>/<suffix>`), and the same id lands in the conversation's page
-/// data as the request message's `metadata.request_id` (CHATGPT-DOM.md,
-/// "Tool calls in the conversation").
+/// (`wfr_<id>/<suffix>`) whose id is the turn's (one for all the turn's
+/// calls), and the same id lands in the conversation's page data as
+/// `metadata.request_id` (CHATGPT-DOM.md, "Tool calls in the conversation").
 pub struct Connector {
     /// The MCP client (stateless, or a kept session).
     pub mcp: Client,
@@ -198,9 +198,8 @@ impl Connector {
         tool: &str,
         args: serde_json::Value,
     ) -> Result<Result<serde_json::Value, mcp_client::ToolError>, mcp_client::Error> {
-        let id = format!("wfr_{}", uuid::Uuid::new_v4().simple());
+        let id = self.hub.tool_call(&self.conversation, None, tool, &self.app);
         let suffix = &uuid::Uuid::new_v4().simple().to_string()[..4];
-        self.hub.tool_call(&self.conversation, &id, tool, &self.app);
         self.mcp.call_with(tool, args, &[("x-request-id", &format!("{id}/{suffix}"))]).await
     }
 }

@@ -219,9 +219,14 @@ pub struct Hub {
     pub hold_submissions: watch::Sender<bool>,
     /// How many submissions are being held now.
     pub held: std::sync::atomic::AtomicUsize,
-    /// How long after a tool call starts its request message (and request
-    /// id) lands in the page's data: the real page may take seconds.
+    /// How long after a turn's first tool call starts its request id lands
+    /// in the page's data (on a plain message): the real page may take
+    /// seconds.
     pub call_delay: watch::Sender<std::time::Duration>,
+    /// How long after a tool call starts its own `api_tool` request message
+    /// lands in the page's data: live, forty seconds (nothing in the
+    /// product waits for it).
+    pub request_message_delay: watch::Sender<std::time::Duration>,
 }
 
 /// Milliseconds since the epoch.
@@ -244,6 +249,7 @@ impl Hub {
             hold_submissions: watch::Sender::new(false),
             held: std::sync::atomic::AtomicUsize::new(0),
             call_delay: watch::Sender::new(std::time::Duration::from_millis(300)),
+            request_message_delay: watch::Sender::new(std::time::Duration::from_secs(40)),
         }
     }
 
@@ -492,26 +498,48 @@ impl Hub {
     }
 
     /// A tool call starts in the open assistant turn: its collapsed row
-    /// shows at once, its request message reaches the page's data after
-    /// [`Hub::call_delay`].
-    pub fn tool_call(self: &std::sync::Arc<Self>, id: &str, request_id: &str, tool: &str, app: &str) {
-        let call =
-            crate::render::ToolCall { request_id: request_id.into(), tool: tool.into(), app: app.into(), shown: false };
+    /// shows at once; its request id is the turn's (`request_id`, or the
+    /// id of the turn's calls so far, or a new one), and lands in the
+    /// page's data after [`Hub::call_delay`], its request message after
+    /// [`Hub::request_message_delay`]. Returns the request id.
+    pub fn tool_call(self: &std::sync::Arc<Self>, id: &str, request_id: Option<&str>, tool: &str, app: &str) -> String {
+        let mut chosen = request_id.map(str::to_owned);
+        let mut index = None;
         self.update(id, |c| {
+            let at = c.turns.len().saturating_sub(1);
             if let Some(turn) = c.turns.last_mut().filter(|t| t.role == Role::Assistant) {
-                turn.calls.push(call);
+                let request_id = chosen
+                    .clone()
+                    .or_else(|| turn.calls.last().map(|k| k.request_id.clone()))
+                    .unwrap_or_else(|| format!("wfr_{}", uuid::Uuid::new_v4().simple()));
+                index = Some((at, turn.calls.len()));
+                turn.calls.push(crate::render::ToolCall {
+                    request_id: request_id.clone(),
+                    tool: tool.into(),
+                    app: app.into(),
+                    stamped: false,
+                    shown: false,
+                });
+                chosen = Some(request_id);
             }
         });
-        let (hub, id, request_id) = (self.clone(), id.to_owned(), request_id.to_owned());
-        let delay = *self.call_delay.borrow();
-        tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            hub.update(&id, |c| {
-                for call in c.turns.iter_mut().flat_map(|t| t.calls.iter_mut()).filter(|k| k.request_id == request_id) {
-                    call.shown = true;
-                }
+        let request_id = chosen.unwrap_or_else(|| format!("wfr_{}", uuid::Uuid::new_v4().simple()));
+        let Some(index) = index else { return request_id };
+        let land = |delay: std::time::Duration, mark: fn(&mut crate::render::ToolCall)| {
+            let (hub, id, request_id) = (self.clone(), id.to_owned(), request_id.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                hub.update(&id, |c| {
+                    let call = c.turns.get_mut(index.0).and_then(|t| t.calls.get_mut(index.1));
+                    if let Some(call) = call.filter(|k| k.request_id == request_id) {
+                        mark(call);
+                    }
+                });
             });
-        });
+        };
+        land(*self.call_delay.borrow(), |k| k.stamped = true);
+        land(*self.request_message_delay.borrow(), |k| k.shown = true);
+        request_id
     }
 
     /// Ends the open assistant turn: finished, or with an error inside it.

@@ -110,19 +110,25 @@ pub struct Turn {
 }
 
 /// One connector call in an assistant turn. ChatGPT shows it only as a
-/// collapsed "Called tool" row (one row can stand for several calls); the
-/// request message, with `metadata.request_id` (the call's `x-request-id`
-/// before its `/`), lives in the page's data, and may land there some time
-/// after the call starts (`shown`).
+/// collapsed "Called tool" row (one row can stand for several calls). Its
+/// request id (the call's `x-request-id` before its `/`) is the turn's:
+/// every connector call of one turn carries the same one. The id lands in
+/// the page's data first on a plain message, the moment the turn starts a
+/// connector request (`stamped`), and on the call's own `api_tool` request
+/// message only once that clears a safety check (`shown`; live, forty
+/// seconds later).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolCall {
-    /// `metadata.request_id`.
+    /// `metadata.request_id`: the turn's request id.
     pub request_id: String,
     /// The tool called.
     pub tool: String,
     /// The app's name as ChatGPT knows it (the request path's first segment).
     pub app: String,
-    /// In the page's data yet.
+    /// The plain message with the request id is in the page's data.
+    #[serde(default)]
+    pub stamped: bool,
+    /// The `api_tool` request message (and its result) is in the page's data.
     pub shown: bool,
 }
 
@@ -146,25 +152,49 @@ fn tool_row(turn: &Turn) -> &'static str {
 }
 
 /// The page data of a turn, as React keeps it on the turn's element: the
-/// turn's message list, in the shapes ChatGPT's conversation model uses
-/// (the request message: an assistant message whose `recipient` starts
-/// `api_tool`, whose code content begins `{"path":"/<app>/link_…/<tool>"`
-/// and is stored truncated, with `metadata.request_id`; the result: a tool
-/// message with `metadata.invoked_resource` and `metadata.parent_id`).
+/// turn's message list, in the shapes ChatGPT's conversation model uses.
+/// A request id first lands on a plain assistant message (`recipient`
+/// `all`) with `metadata.request_id`; the request message, later, is an
+/// assistant message whose `recipient` starts `api_tool`, whose code
+/// content begins `{"path":"/<app>/link_…/<tool>"` and is stored
+/// truncated, with the same `metadata.request_id`; the result is a tool
+/// message with `metadata.invoked_resource` and `metadata.parent_id`.
 /// Evidence (public code that reads the live page, not a rendered page:
 /// page data is not in any saved HTML): `../shared/CHATGPT-DOM.md`, and
 /// totec448-spec/chat-on-steroids `extension/fiber.js` at
-/// 0cce1eecfc290627d3ec829b8ae7a6dac4dbee91 (`requestOf`, `PATH_HEAD`, and
-/// `turnMessagesOf` reading `turn.messages`/`allMessages` up a turn
-/// element's `__reactFiber$…` chain) and `src/main/mcp/call-context.ts` at
-/// 0f255b727914807d4f2c42664b6dc4a584d5d203 (the header's id before `/`
-/// is the page's `metadata.request_id`, "measured live on 2026-08-18").
-/// A human reads none of it. Where the real page differs, the page script
-/// finds no call and the call is refused (`UNIDENTIFIED_CALLER`): it fails
-/// closed. Only calls already `shown` are in it.
+/// 0cce1eecfc290627d3ec829b8ae7a6dac4dbee91 (`requestIdsOf`: "ChatGPT
+/// stamps `metadata.request_id` on the plain `recipient: "all"` message the
+/// moment a turn starts a connector request, and only materializes the
+/// `api_tool` message once its safety check clears — live 2026-08-21,
+/// forty seconds later"; `requestOf`, `PATH_HEAD`, and `turnMessagesOf`
+/// reading `turn.messages`/`allMessages` up a turn element's
+/// `__reactFiber$…` chain), `src/main/session/correlation.ts` at
+/// e6b5d8ab (one request id for every connector request of a turn) and
+/// `src/main/mcp/call-context.ts` at 0f255b727914807d4f2c42664b6dc4a584d5d203
+/// (the header's id before `/` is the page's `metadata.request_id`,
+/// "measured live on 2026-08-18"). NOT from evidence: the plain message's
+/// content and channel (no capture shows them; the product reads only its
+/// `metadata.request_id`). A human reads none of it. Where the real page
+/// differs, the page script finds no id and the call is refused
+/// (`UNIDENTIFIED_CALLER`): it fails closed.
 pub fn turn_messages(turn: &Turn, n: usize) -> serde_json::Value {
     let mut messages = Vec::new();
-    for (i, call) in turn.calls.iter().enumerate().filter(|(_, c)| c.shown) {
+    let mut stamped: Vec<&str> = Vec::new();
+    for (i, call) in turn.calls.iter().enumerate() {
+        if call.stamped && !stamped.contains(&call.request_id.as_str()) {
+            stamped.push(&call.request_id);
+            messages.push(serde_json::json!({
+                "id": format!("msg-{n}-request-{}", stamped.len()),
+                "author": {"role": "assistant"},
+                "recipient": "all",
+                "channel": "commentary",
+                "content": {"content_type": "text", "parts": [""]},
+                "metadata": {"request_id": call.request_id}
+            }));
+        }
+        if !call.shown {
+            continue;
+        }
         let request = format!("msg-{n}-call-{i}");
         let link = &call.request_id[call.request_id.len().saturating_sub(8)..];
         messages.push(serde_json::json!({
@@ -182,6 +212,7 @@ pub fn turn_messages(turn: &Turn, n: usize) -> serde_json::Value {
             "content": {"content_type": "text", "parts": [""]},
             "metadata": {
                 "parent_id": request,
+                "request_id": call.request_id,
                 "invoked_resource": {"app_name": call.app, "resource_uri": format!("/asdk_app_fake/link_{link}/{}", call.tool)}
             }
         }));

@@ -417,16 +417,19 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
-    /// A call was proven to come from the worker's own conversation: an
-    /// executor saw its request id there. A request id attributes one call
-    /// only; a replay of it is refused.
+    /// A new request id was proven to come from the worker's own
+    /// conversation: an executor saw it there as the page's newest. ChatGPT
+    /// gives every connector call of one turn the same id, so this is
+    /// recorded once per turn (by its first call); the id then attributes
+    /// that worker's calls until a newer one is attributed, and never
+    /// again after (a replay of an earlier turn's id is refused).
     #[serde(rename = "caller.attributed")]
     CallerAttributed {
         /// The worker.
         worker_id: WorkerId,
-        /// The call's request id.
+        /// The turn's request id.
         request_id: String,
-        /// The tool called.
+        /// The tool its first attributed call called.
         tool: String,
     },
     /// A hold on a worker's automatic turns was set, or (`hold` absent) released.

@@ -193,24 +193,24 @@ pub enum ExecutorFrame {
         /// The worker.
         worker_id: WorkerId,
     },
-    /// (v2) The worker's managed page shows a tool-call request message of
-    /// our app: its request id and tool, never its arguments or any text.
-    /// Sent once per request id the executor sees (unprompted, and again
-    /// when a `callerLookup` asks); the daemon attributes the MCP call that
-    /// carried the same `x-request-id` to this conversation.
+    /// (v2) The worker's managed page shows a request id in its page data
+    /// (`metadata.request_id` on any message of its turns: ChatGPT stamps
+    /// one id per turn on every connector call the turn makes). Never text,
+    /// arguments or results. Sent once per request id the executor sees
+    /// (unprompted, and again when a `callerLookup` asks); the daemon
+    /// attributes the MCP calls that carry the same `x-request-id` to this
+    /// conversation while the id is its newest.
     CallerSeen {
         /// The worker whose page it is.
         worker_id: WorkerId,
         /// The conversation the page shows (the worker's bound one).
         conversation_id: ConversationId,
-        /// `metadata.request_id` of the request message.
+        /// The request id.
         request_id: String,
-        /// The tool it called.
-        tool: String,
-        /// The app it went through: the request path's first segment (the
-        /// app's name in ChatGPT), so a call through another connector is
-        /// never taken for one through ours.
-        app: String,
+        /// Whether it is the newest request id the page shows (in the
+        /// page's own order) when this is sent: a call with an older id
+        /// belongs to a turn that has ended.
+        newest: bool,
     },
     /// (v2) A person blocked (or unblocked) this managed chat from the
     /// executor's own interface (the extension's popup).
@@ -296,8 +296,6 @@ pub enum DaemonFrame {
         conversation_id: ConversationId,
         /// The call's request id.
         request_id: String,
-        /// The tool called (what the page should name; report what it does name).
-        tool: String,
         /// When the daemon stops waiting (ms since the Unix epoch).
         until_ms: u64,
     },
@@ -457,14 +455,11 @@ impl ExecutorFrame {
             | ExecutorFrame::Result { outcome: CommandOutcome::Error { detail, .. }, .. } => {
                 bounded("detail", detail, DETAIL_MAX)
             }
-            ExecutorFrame::CallerSeen { request_id, tool, app, .. } => {
-                bounded("app", app, FACT_MAX)?;
-                if !valid_request_id(request_id) || !valid_tool_name(tool) || app.chars().any(char::is_control) {
+            ExecutorFrame::CallerSeen { request_id, .. } => {
+                if !valid_request_id(request_id) {
                     return Err(FrameRefusal {
                         code: ErrorCode::InvalidArgument,
-                        detail: format!(
-                            "requestId must be 1-{REQUEST_ID_MAX} of [A-Za-z0-9_-], tool 1-{TOOL_NAME_MAX} of [a-z0-9_]"
-                        ),
+                        detail: format!("requestId must be 1-{REQUEST_ID_MAX} of [A-Za-z0-9_-]"),
                     });
                 }
                 Ok(())

@@ -1,7 +1,8 @@
 //! Caller attribution's cost (run: `cargo bench -p server --bench
 //! attribution`): the latency of a worker's `worker_progress` call whose
-//! request id is already in its page (fakechat puts the request message in
-//! the page's data when the call starts, with no delay), proven through the
+//! request id is already in its page (fakechat puts the turn's request id
+//! in the page's data when the call starts, with no delay; each sample is
+//! a new turn's first call, the one that waits), proven through the
 //! real path (the page script in Chromium → the extension's content script
 //! and background → `callerSeen` → the daemon's wait), against the same
 //! call in a capability-only run (no attribution) in the same run of the
@@ -58,7 +59,7 @@ async fn sample(world: &World, mcp_url: &str, conversation: &str, cap: &str, sho
     for i in 0..samples {
         let id = format!("wfr_bench{}{i:06}", if shown { "a" } else { "c" });
         if shown {
-            world.fake.hub.tool_call(conversation, &id, "worker_progress", "Orchestrator");
+            world.fake.hub.tool_call(conversation, Some(&id), "worker_progress", "Orchestrator");
         }
         let header = format!("{id}/b1");
         let started = Instant::now();

@@ -500,22 +500,28 @@ async fn call_as(
     args: Value,
 ) -> Result<Value, mcp_client::ToolError> {
     if let (Some(conversation), Some(id)) = (shown, request_id) {
-        world.fake.hub.tool_call(conversation, id, tool, "Orchestrator");
+        world.fake.hub.tool_call(conversation, Some(id), tool, "Orchestrator");
     }
     let mut client = Client::stateless(mcp_url).unwrap();
-    let header = request_id.map(|id| format!("{id}/t1"));
+    // The suffix differs per call (ChatGPT's per-hop part; never matched).
+    static HOP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let hop = HOP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let header = request_id.map(|id| format!("{id}/h{hop}"));
     let headers: Vec<(&str, &str)> = header.iter().map(|h| ("x-request-id", h.as_str())).collect();
     client.call_with(tool, args, &headers).await.unwrap()
 }
 
 /// Caller attribution (SPEC §5a) through the extension in Chromium: a
 /// worker's own calls are proven by the request id its tab's page data
-/// shows; the same capability from an unmanaged chatgpt.com tab, from the
-/// other managed worker's tab, from a plain client no page shows, with no
-/// request id, or replaying an id is refused with UNIDENTIFIED_CALLER and
-/// changes nothing. A blocked chat is refused with CHAT_BLOCKED, the other
-/// worker is unaffected, and unblocking restores it; the same from the
-/// popup's Block this chat / Unblock, as a person would.
+/// shows (one id for all the calls of a turn, read from the plain message
+/// ChatGPT stamps it on: the calls' own request messages land only after
+/// forty seconds, as live); the same capability from an unmanaged
+/// chatgpt.com tab, from the other managed worker's tab, from a plain
+/// client no page shows, with no request id, or replaying an earlier
+/// turn's id is refused with UNIDENTIFIED_CALLER and changes nothing. A
+/// blocked chat is refused with CHAT_BLOCKED, the other worker is
+/// unaffected, and unblocking restores it; the same from the popup's Block
+/// this chat / Unblock, as a person would.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caller_attribution_proves_each_call_and_refuses_every_other_caller() {
     e2e(caller_attribution_proves_each_call_and_refuses_every_other_caller_body).await;
@@ -570,13 +576,19 @@ async fn caller_attribution_proves_each_call_and_refuses_every_other_caller_body
     let (cap_a, cap_b) = (capability(conv_a.clone()).await, capability(conv_b.clone()).await);
     let progress = |cap: &str, summary: &str| json!({"capability": cap, "summary": summary});
 
-    // A's own call, seen in A's page: attributed, recorded once.
+    // A's own call, seen in A's page: attributed, recorded once for its turn.
     let own = "wfr_e2e0000000000000000000000000a1";
     let ok = call_as(&world, &url, Some(&conv_a), Some(own), "worker_progress", progress(&cap_a, "mine")).await;
     assert!(ok.is_ok(), "{ok:?}");
     let attributed =
         root.wait(&url, "attribution", |e| e["type"] == "caller.attributed" && e["data"]["request_id"] == own).await;
     assert_eq!(attributed["data"]["worker_id"], workers[0].as_str());
+    // A second call of the same turn carries the same id: attributed too.
+    let ok = call_as(&world, &url, Some(&conv_a), Some(own), "worker_progress", progress(&cap_a, "more")).await;
+    assert!(ok.is_ok(), "{ok:?}");
+    let events = root.call("events_list", json!({"limit": 500})).await["events"].clone();
+    let recorded = events.as_array().unwrap().iter().filter(|e| e["data"]["request_id"] == own).count();
+    assert_eq!(recorded, 1, "one caller.attributed per turn");
 
     // A person's own chat, opened by hand: the extension does not manage it.
     let mine = world.chromium.open("https://chatgpt.com/").await.unwrap();
@@ -587,20 +599,11 @@ async fn caller_attribution_proves_each_call_and_refuses_every_other_caller_body
         ("the other managed worker's tab", Some(conv_b.as_str()), Some("wfr_e2e0000000000000000000000000b1")),
         ("a plain client no page shows", None, Some("wfr_e2e0000000000000000000000000x1")),
         ("a call with no request id", None, None),
-        ("a replayed request id", None, Some(own)),
     ];
     for (who, shown, id) in refusals {
         let refused = call_as(&world, &url, shown, id, "worker_progress", progress(&cap_a, who)).await.unwrap_err();
         assert_eq!(refused.code, "UNIDENTIFIED_CALLER", "{who}: {refused}");
     }
-    // Another connector's call in A's own chat (a prompt-injected third-party
-    // app replaying its request id with A's capability): not the orchestrator's.
-    let other_app = "wfr_e2e0000000000000000000000000o1";
-    world.fake.hub.tool_call(&conv_a, other_app, "worker_progress", "Calendar Helper");
-    let refused =
-        call_as(&world, &url, None, Some(other_app), "worker_progress", progress(&cap_a, "hijack")).await.unwrap_err();
-    assert_eq!(refused.code, "UNIDENTIFIED_CALLER", "{refused}");
-    assert!(refused.message.contains("another app"), "{refused}");
     assert_eq!(root.call("run_get", json!({})).await["run"]["cursor"], before, "no refused call changed anything");
 
     // Blocked: A's next call from its own tab is refused with the blocking
@@ -618,6 +621,16 @@ async fn caller_attribution_proves_each_call_and_refuses_every_other_caller_body
     let a3 = "wfr_e2e0000000000000000000000000a3";
     let again = call_as(&world, &url, Some(&conv_a), Some(a3), "worker_progress", progress(&cap_a, "back")).await;
     assert!(again.is_ok(), "{again:?}");
+    // A's first turn has ended (a newer one attributed a call): its id
+    // replayed, from no page or from A's own, is refused.
+    let before = root.call("run_get", json!({})).await["run"]["cursor"].clone();
+    for shown in [None, Some(conv_a.as_str())] {
+        let replay = call_as(&world, &url, shown, Some(own), "worker_progress", progress(&cap_a, "replay")).await;
+        let replay = replay.unwrap_err();
+        assert_eq!(replay.code, "UNIDENTIFIED_CALLER", "{replay}");
+        assert!(replay.message.contains("has ended"), "{replay}");
+    }
+    assert_eq!(root.call("run_get", json!({})).await["run"]["cursor"], before, "a replay changed nothing");
 
     // A person blocks A's chat from the popup (A's tab in front, the popup
     // in a window of its own, the person's own chat closed), then unblocks it.

@@ -58,8 +58,9 @@ async fn an_executor_credential_cannot_take_over_another_executor() {
 /// Hole 4: two different stateless clients holding a pool slot's attach
 /// identity. With caller attribution (the default), only the one whose
 /// request id the slot's own page shows is admitted; the other is refused
-/// as unidentified and changes nothing, and a replay of the admitted call's
-/// request id is refused too. A run that opted out of attribution keeps the
+/// as unidentified and changes nothing, and once the slot's conversation
+/// has moved on to a newer turn, a replay of the admitted call's request
+/// id is refused too. A run that opted out of attribution keeps the
 /// older rule: the first sessionless peer is admitted, and a second, which
 /// cannot be told apart from it, is refused rather than admitted too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,7 +85,7 @@ async fn two_sessionless_peers_are_never_both_admitted_to_a_slot() {
         // The slot's own conversation makes the call: its page shows the id.
         let own = "wfr_own0000000000000001";
         let deadline = Instant::now() + WAIT;
-        while !fake.page_shows(&worker, own, "runtime_bootstrap") {
+        while !fake.page_shows(&worker, own) {
             assert!(Instant::now() < deadline, "the slot's page never showed its conversation");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -99,6 +100,14 @@ async fn two_sessionless_peers_are_never_both_admitted_to_a_slot() {
             }
         };
         assert!(first["capability"].as_str().unwrap().starts_with("cap_"));
+        if attribution == "required" {
+            // The slot's conversation's next turn (a newer request id, its own):
+            // admitted as the same peer; the first turn's id is spent.
+            let next = "wfr_own0000000000000002";
+            assert!(fake.page_shows(&worker, next));
+            let again = stateless_call_as(&daemon.addr, next, "runtime_bootstrap", json!({"attach_identity": attach}));
+            assert_eq!(again.unwrap()["capability"], first["capability"]);
+        }
         let cursor = root.ok("run_get", json!({"capability": cap}))["run"]["cursor"].clone();
         let second = stateless_call(&daemon.addr, "runtime_bootstrap", json!({"attach_identity": attach})).unwrap_err();
         if attribution == "required" {

@@ -436,7 +436,8 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
                         let frames = shared.core.lock().unwrap().callers_seen(
                             &target,
                             &seen.conversation,
-                            &seen.calls,
+                            &seen.request_ids,
+                            seen.newest.as_deref(),
                             seen.again,
                         );
                         shared.emit(frames);

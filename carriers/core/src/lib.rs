@@ -197,18 +197,6 @@ pub struct Core<H> {
 /// each once unprompted (a page shows at most a few turns' calls).
 pub const ATTESTED_KEPT: usize = 256;
 
-/// One tool-call request message a page shows: its request id and tool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CallSeen {
-    /// `metadata.request_id`.
-    pub request_id: String,
-    /// The tool named by the request's path.
-    pub tool: String,
-    /// The app the request went through (the path's first segment).
-    pub app: String,
-}
-
 impl<H> Default for Core<H> {
     fn default() -> Self {
         Self {
@@ -591,13 +579,20 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
         vec![ExecutorFrame::ConversationProgress { worker_id: worker }]
     }
 
-    /// The tool-call request messages a managed page shows (`conversation`:
-    /// the conversation that page says it is): one `callerSeen` each, for
-    /// the page's own bound conversation only (a tab never attests for
-    /// another), malformed entries dropped, each id once unless `again`
-    /// (the daemon asked for one that may have been missed: the page sends
-    /// only that one again).
-    pub fn callers_seen(&mut self, tab: &H, conversation: &str, calls: &[CallSeen], again: bool) -> Vec<ExecutorFrame> {
+    /// The request ids a managed page shows (`conversation`: the
+    /// conversation that page says it is; `newest`: the newest id it shows,
+    /// in the page's own order): one `callerSeen` each, for the page's own
+    /// bound conversation only (a tab never attests for another), malformed
+    /// ids dropped, each id once unless `again` (the daemon asked for one
+    /// that may have been missed: the page sends only that one again).
+    pub fn callers_seen(
+        &mut self,
+        tab: &H,
+        conversation: &str,
+        request_ids: &[String],
+        newest: Option<&str>,
+        again: bool,
+    ) -> Vec<ExecutorFrame> {
         let Some(worker) = self.worker_of(tab).cloned() else { return vec![] };
         let Some(bound) = self.workers.get(&worker).and_then(|m| m.conversation.clone()) else { return vec![] };
         if bound.to_string() != conversation {
@@ -605,20 +600,14 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
         }
         let seen = self.attested.entry(worker.clone()).or_default();
         let mut frames = Vec::new();
-        for call in calls.iter().take(protocol::executor::CALLS_PER_REPORT_MAX) {
-            let app_ok = !call.app.is_empty()
-                && call.app.len() <= protocol::executor::FACT_MAX
-                && !call.app.chars().any(char::is_control);
-            if !protocol::executor::valid_request_id(&call.request_id)
-                || !protocol::executor::valid_tool_name(&call.tool)
-                || !app_ok
-            {
+        for request_id in request_ids.iter().take(protocol::executor::CALLS_PER_REPORT_MAX) {
+            if !protocol::executor::valid_request_id(request_id) {
                 continue;
             }
-            let known = seen.contains(&call.request_id);
+            let known = seen.contains(request_id);
             // Again only what the daemon asked for, once: a page cannot make
             // the executor repeat its whole history (the frame rate is shared).
-            let asked = self.asked.iter().position(|a| *a == call.request_id);
+            let asked = self.asked.iter().position(|a| a == request_id);
             if known && !(again && asked.is_some()) {
                 continue;
             }
@@ -629,14 +618,13 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
                 if seen.len() >= ATTESTED_KEPT {
                     seen.pop_front();
                 }
-                seen.push_back(call.request_id.clone());
+                seen.push_back(request_id.clone());
             }
             frames.push(ExecutorFrame::CallerSeen {
                 worker_id: worker.clone(),
                 conversation_id: bound.clone(),
-                request_id: call.request_id.clone(),
-                tool: call.tool.clone(),
-                app: call.app.clone(),
+                request_id: request_id.clone(),
+                newest: newest == Some(request_id.as_str()),
             });
         }
         frames

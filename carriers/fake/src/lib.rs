@@ -105,19 +105,16 @@ pub struct FakeConfig {
     pub callers: Callers,
 }
 
-/// The app name the fake's pages show calls going through: the rigs'
-/// `--app-label` (`e2e::APP_LABEL`), or none set.
-pub const FAKE_APP: &str = "Orchestrator";
-
 /// What the fake's simulated pages show of the tool calls the daemon looks
 /// up (`callerLookup`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Callers {
-    /// Every call looked up came from the worker's own conversation: the
-    /// page shows it (a model that uses only its own capability).
+    /// Every call looked up came from the worker's own conversation's
+    /// current turn: the page shows its id as the newest (a model that
+    /// uses only its own capability).
     #[default]
     Shown,
-    /// The pages show no tool call (an executor that cannot see them);
+    /// The pages show no request id (an executor that cannot see them);
     /// only [`FakeExecutor::page_shows`] puts one there.
     Hidden,
     /// An executor from before caller attribution: it speaks executor
@@ -404,15 +401,15 @@ impl FakeExecutor {
         !frames.is_empty() && outbox.as_ref().is_some_and(|o| frames.iter().all(|f| o.send(frame(f)).is_ok()))
     }
 
-    /// Makes `worker`'s page show a tool call (`request_id` for `tool`), as
-    /// a model's call in that conversation would: the executor attests it.
-    /// Returns whether a frame went out.
-    pub fn page_shows(&self, worker: &WorkerId, request_id: &str, tool: &str) -> bool {
+    /// Makes `worker`'s page show a new turn's request id, as the model's
+    /// first call in that turn would: the executor attests it as the page's
+    /// newest. Returns whether a frame went out.
+    pub fn page_shows(&self, worker: &WorkerId, request_id: &str) -> bool {
         let mut core = self.shared.core.lock().unwrap();
         let Some(m) = core.managed(worker) else { return false };
         let (Some(tab), Some(conversation)) = (m.tab, m.conversation.clone()) else { return false };
-        let call = executor_core::CallSeen { request_id: request_id.into(), tool: tool.into(), app: FAKE_APP.into() };
-        let frames = core.callers_seen(&tab, &conversation.to_string(), &[call], false);
+        let ids = [request_id.to_owned()];
+        let frames = core.callers_seen(&tab, &conversation.to_string(), &ids, Some(request_id), false);
         drop(core);
         let outbox = self.shared.outbox.lock().unwrap();
         !frames.is_empty() && outbox.as_ref().is_some_and(|o| frames.iter().all(|f| o.send(frame(f)).is_ok()))
@@ -536,13 +533,15 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
             msg = stream.next() => match msg {
                 Some(Ok(Message::Text(text))) => match serde_json::from_str::<DaemonFrame>(&text) {
                     Ok(DaemonFrame::Command(command)) => handle(shared, &outbox, &drop_tx, command),
-                    Ok(DaemonFrame::CallerLookup { worker_id, conversation_id, request_id, tool, .. }) => {
+                    Ok(DaemonFrame::CallerLookup { worker_id, conversation_id, request_id, .. }) => {
                         if shared.config.callers == Callers::Shown {
                             let mut core = shared.core.lock().unwrap();
                             let tab = core.lookup_tab(&worker_id, &conversation_id, &request_id);
-                            let call = executor_core::CallSeen { request_id, tool, app: FAKE_APP.into() };
+                            let ids = [request_id.clone()];
                             let frames = match tab {
-                                Some(tab) => core.callers_seen(&tab, &conversation_id.to_string(), &[call], true),
+                                Some(tab) => {
+                                    core.callers_seen(&tab, &conversation_id.to_string(), &ids, Some(&request_id), true)
+                                }
                                 None => vec![],
                             };
                             drop(core);

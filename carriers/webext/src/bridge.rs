@@ -276,16 +276,14 @@ impl Bridge {
 
     /// An executor saw a tool-call request message in one of its pages.
     pub(crate) fn caller_seen(&self, executor_id: &str, frame: ExecutorFrame) {
-        let ExecutorFrame::CallerSeen { worker_id, conversation_id, request_id, tool, app } = frame else { return };
+        let ExecutorFrame::CallerSeen { worker_id, conversation_id, request_id, newest } = frame else { return };
         let seen = attribution::Sighting {
             executor_id: executor_id.to_owned(),
             worker_id,
             conversation_id,
-            tool,
-            app,
             at_ms: self.now_ms(),
         };
-        if self.sightings.lock().expect("sightings lock").record(&request_id, seen) {
+        if self.sightings.lock().expect("sightings lock").record(&request_id, seen, newest) {
             self.sighted.send_modify(|n| *n += 1);
         }
     }
@@ -293,15 +291,15 @@ impl Bridge {
     /// Waits (at most `within`) for an executor to see `request_id`, asking
     /// the one holding `lookup`'s conversation to look for it now, and again
     /// every [`LOOKUP_EVERY`] (a report lost to a reconnect is asked for
-    /// anew; a lookup is idempotent). `None`: nobody saw it in time; `Err`:
-    /// two pages claimed it, or the holder speaks v1 and never reports.
+    /// anew; a lookup is idempotent). The sighting, and whether its id is
+    /// its page's newest; `None`: nobody saw it in time; `Err`: two pages
+    /// claimed it, or the holder speaks v1 and never reports.
     pub async fn await_caller(
         &self,
         request_id: &str,
-        tool: &str,
         lookup: &Lookup,
         within: std::time::Duration,
-    ) -> Result<Option<attribution::Sighting>, attribution::Unidentified> {
+    ) -> Result<Option<(attribution::Sighting, bool)>, attribution::Unidentified> {
         let _slot = WaitSlot::take(self, &lookup.worker_id).ok_or(attribution::Unidentified::TooManyWaiting)?;
         // A holder that is away may come back within the wait; one that
         // speaks v1 never reports.
@@ -315,11 +313,11 @@ impl Bridge {
         loop {
             sighted.borrow_and_update();
             let now = self.now_ms();
-            if let Some(seen) = self.sightings.lock().expect("sightings lock").get(request_id, now)? {
-                return Ok(Some(seen.clone()));
+            if let Some((seen, newest)) = self.sightings.lock().expect("sightings lock").get(request_id, now)? {
+                return Ok(Some((seen.clone(), newest)));
             }
             if tokio::time::Instant::now() >= next_lookup {
-                self.ask_caller(request_id, tool, lookup, until_ms).await;
+                self.ask_caller(request_id, lookup, until_ms).await;
                 next_lookup = tokio::time::Instant::now() + LOOKUP_EVERY;
             }
             match tokio::time::timeout_at(deadline.min(next_lookup), sighted.changed()).await {
@@ -333,13 +331,12 @@ impl Bridge {
 
     /// Sends `callerLookup` to the executor holding `lookup`'s conversation,
     /// if it has a live v2 session.
-    async fn ask_caller(&self, request_id: &str, tool: &str, lookup: &Lookup, until_ms: u64) {
+    async fn ask_caller(&self, request_id: &str, lookup: &Lookup, until_ms: u64) {
         if let Some(live) = self.sessions.lock().await.get(&lookup.executor_id).filter(|l| l.version >= 2) {
             let _ = live.outbox.send(Outgoing::Frame(DaemonFrame::CallerLookup {
                 worker_id: lookup.worker_id.clone(),
                 conversation_id: lookup.conversation_id.clone(),
                 request_id: request_id.to_owned(),
-                tool: tool.to_owned(),
                 until_ms,
             }));
         }

@@ -1,5 +1,7 @@
-//! Caller attribution and blocked chats: a request id attributes one call
-//! only (a replay is refused, durably), and root blocks or unblocks a chat.
+//! Caller attribution and blocked chats: a request id (one per ChatGPT
+//! turn) attributes one worker's calls until that worker's next turn's id
+//! is attributed, and never again after (a replay is refused, durably);
+//! root blocks or unblocks a chat.
 
 use super::*;
 
@@ -23,8 +25,13 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             if !protocol::executor::valid_request_id(request_id) || !protocol::executor::valid_tool_name(tool) {
                 return Err(Refusal::BadAttribution);
             }
-            if state.attributed_requests.contains(request_id) {
-                return Err(Refusal::RequestReplayed(request_id.clone()));
+            match state.attributed_requests.get(request_id) {
+                // Another call of the same turn: nothing new to record.
+                Some(owner) if owner == worker_id && state.current_requests.get(worker_id) == Some(request_id) => {
+                    return Ok(vec![]);
+                }
+                Some(_) => return Err(Refusal::RequestReplayed(request_id.clone())),
+                None => {}
             }
             Ok(vec![EventBody::CallerAttributed {
                 worker_id: worker_id.clone(),
@@ -47,4 +54,45 @@ pub(super) fn block_changed(
         return vec![];
     }
     vec![EventBody::WorkerBlockChanged { worker_id: worker.id.clone(), blocked, by, reason }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::{Given, check};
+    use super::*;
+
+    fn attributed(worker: &WorkerId, request_id: &str) -> Request {
+        Request::Attributed { worker_id: worker.clone(), request_id: request_id.into(), tool: "worker_progress".into() }
+    }
+
+    #[test]
+    fn a_request_id_attributes_its_turn_and_never_an_earlier_one() {
+        let mut rows = Vec::new();
+
+        let mut g = Given::run();
+        let a = g.created("a", "ext");
+        rows.push(("a turn's first call records its id", g, attributed(&a, "wfr_x"), Ok(&["caller.attributed"][..])));
+
+        let mut g = Given::run();
+        let a = g.created("a", "ext");
+        g.apply(attributed(&a, "wfr_x"));
+        rows.push(("another call of the same turn records nothing", g, attributed(&a, "wfr_x"), Ok(&[][..])));
+
+        let mut g = Given::run();
+        let a = g.created("a", "ext");
+        g.apply(attributed(&a, "wfr_x"));
+        g.apply(attributed(&a, "wfr_y"));
+        rows.push(("an earlier turn's id is a replay", g, attributed(&a, "wfr_x"), Err(ErrorCode::UnidentifiedCaller)));
+
+        let mut g = Given::run();
+        let (a, b) = (g.created("a", "ext"), g.created("b", "ext"));
+        g.apply(attributed(&a, "wfr_x"));
+        rows.push(("another worker's id is never its", g, attributed(&b, "wfr_x"), Err(ErrorCode::UnidentifiedCaller)));
+
+        let mut g = Given::run();
+        let a = g.created("a", "ext");
+        rows.push(("a malformed id is refused", g, attributed(&a, "wfr x"), Err(ErrorCode::InvalidArgument)));
+
+        check(rows);
+    }
 }

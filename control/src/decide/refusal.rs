@@ -122,8 +122,8 @@ pub enum Refusal {
     /// A command for a worker whose conversation is not bound (yet).
     #[error("worker {0} has no bound conversation")]
     Unbound(WorkerId),
-    /// A request id that already attributed a call.
-    #[error("request id {0} already attributed a call: a replayed call is refused")]
+    /// A request id of an earlier turn (or of another worker).
+    #[error("request id {0} belongs to a turn that has ended: a replayed call is refused")]
     RequestReplayed(String),
     /// Root tried to lift a block a person set.
     #[error("a person blocked this chat from the browser; only they can unblock it there")]

@@ -152,8 +152,13 @@ pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
                 }
                 // What the page script read; the core keeps a tab to its own conversation.
                 (Some(tab), Ok(PageReply::Callers(seen))) => {
-                    let frames =
-                        bg.core.borrow_mut().callers_seen(&(tab as i32), &seen.conversation, &seen.calls, seen.again);
+                    let frames = bg.core.borrow_mut().callers_seen(
+                        &(tab as i32),
+                        &seen.conversation,
+                        &seen.request_ids,
+                        seen.newest.as_deref(),
+                        seen.again,
+                    );
                     bg.emit(frames);
                 }
                 _ => {}

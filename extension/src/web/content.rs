@@ -309,7 +309,7 @@ mod callers {
     use web_sys::{MessageChannel, MessageEvent, MessagePort};
 
     use super::{call, from_js, to_js};
-    use crate::messages::{PageCalls, PageReply};
+    use crate::messages::{PageReply, PageRequests};
 
     /// The window message's tag (the page script's `TAG`).
     const TAG: &str = "chatgpt-orchestrator/callers/1";
@@ -358,14 +358,14 @@ mod callers {
         }
         // Page-world data: its shape, and that it names the conversation
         // this page shows; the executor core then checks the tab's binding.
-        let Ok(calls) = from_js::<PageCalls>(&data) else { return };
+        let Ok(seen) = from_js::<PageRequests>(&data) else { return };
         let url = web_sys::window().and_then(|w| w.location().href().ok()).unwrap_or_default();
         let shown = chatgpt_dom::parse_url(&url).and_then(|r| r.conversation).map(|c| c.to_string());
-        if shown.as_deref() != Some(calls.conversation.as_str()) {
+        if shown.as_deref() != Some(seen.conversation.as_str()) {
             return;
         }
         wasm_bindgen_futures::spawn_local(async move {
-            let _ = call("runtime.sendMessage", &[to_js(&PageReply::Callers(calls))]).await;
+            let _ = call("runtime.sendMessage", &[to_js(&PageReply::Callers(seen))]).await;
         });
     }
 }

@@ -3,10 +3,12 @@
 //! every changing call made as a managed conversation (a worker, or a
 //! managed root) must also be proven to come from that very conversation:
 //! the call's `x-request-id` must be seen by the executor holding it, in
-//! its page, for this tool (see the `attribution` crate). Otherwise the
-//! call is refused with `UNIDENTIFIED_CALLER` and changes nothing. A
-//! request id attributes one call only (`caller.attributed`, durable), so
-//! a replay is refused too. Reading tools identify by capability alone.
+//! its page, as the page's newest (see the `attribution` crate). Otherwise
+//! the call is refused with `UNIDENTIFIED_CALLER` and changes nothing.
+//! ChatGPT gives all calls of a turn one request id: the first attributed
+//! call of each turn records it (`caller.attributed`, durable), and an
+//! earlier turn's id is refused from then on (a replay). Reading tools
+//! identify by capability alone.
 //!
 //! A blocked chat (`worker_block`, or a person in the extension's popup)
 //! gets `CHAT_BLOCKED` on every call made as it, telling the model to stop.
@@ -73,28 +75,28 @@ impl Tools {
         let headers = ctx.extensions.get::<axum::http::request::Parts>().map(|p| &p.headers);
         let values = headers.into_iter().flat_map(|h| h.get_all("x-request-id").iter().map(|v| v.as_bytes()));
         let request_id = attribution::request_id(values).map_err(unidentified)?;
-        if self.plane.with_state(|s| s.attributed_requests.contains(&request_id)) {
-            return Err(unidentified(Unidentified::Replayed));
+        // An id that attributed calls before, and is not this worker's current turn's.
+        let ended = self.plane.with_state(|s| {
+            s.attributed_requests.get(&request_id).is_some_and(|owner| {
+                *owner != me.id || s.current_requests.get(&me.id).is_none_or(|current| *current != request_id)
+            })
+        });
+        if ended {
+            return Err(unidentified(Unidentified::EarlierTurn));
         }
         let Some(bridge) = &self.executors else { return Err(unidentified(Unidentified::NotBound)) };
         let started = tokio::time::Instant::now();
         let deadline = started + self.attribution_wait;
         let lookup = self.bound(me, deadline).await?;
-        let seen = bridge
-            .await_caller(&request_id, tool, &lookup, deadline.saturating_duration_since(tokio::time::Instant::now()))
+        let (seen, newest) = bridge
+            .await_caller(&request_id, &lookup, deadline.saturating_duration_since(tokio::time::Instant::now()))
             .await
             .map_err(unidentified)?
             .ok_or(Unidentified::NotSeen { waited_ms: started.elapsed().as_millis() as u64 })
             .map_err(unidentified)?;
-        let app = self.plane.chatgpt_setup().app_label.clone();
-        let expected = Expected {
-            worker_id: &me.id,
-            executor_id: &lookup.executor_id,
-            conversation_id: &lookup.conversation_id,
-            tool,
-            app: app.as_deref(),
-        };
-        attribution::judge(&expected, &seen).map_err(unidentified)?;
+        let expected =
+            Expected { worker_id: &me.id, executor_id: &lookup.executor_id, conversation_id: &lookup.conversation_id };
+        attribution::judge(&expected, &seen, newest).map_err(unidentified)?;
         // Blocked while the call waited: refused all the same.
         if self.plane.worker(&me.id).is_some_and(|w| w.blocked.is_some()) {
             return Err(ToolError::new(ErrorCode::ChatBlocked, BLOCKED));

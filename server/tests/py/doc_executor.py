@@ -121,9 +121,9 @@ class SimConversation:
     prompts: list[str] = field(default_factory=list)
     app: str | None = None
     forgotten: bool = False  # closed on the daemon's command: never reported again
-    # What its page shows of tool calls: request id -> tool (the request
-    # message's `metadata.request_id` and the tool at the front of its path).
-    calls: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (tool, app)
+    # The request ids its page shows (`metadata.request_id`, one per turn),
+    # in the page's order: the last is the newest.
+    requests: list[str] = field(default_factory=list)
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     _reply: asyncio.Task | None = None
 
@@ -375,22 +375,22 @@ class DocExecutor:
 
     # ------------------------------------------------- caller attribution (v2)
 
-    def page_shows_call(self, conversation_id: str, request_id: str, tool: str, app: str = "Orchestrator") -> None:
+    def page_shows_request(self, conversation_id: str, request_id: str) -> None:
         """The model in `conversation_id` made a tool call: its page now shows
-        the request. Reported at once (`callerSeen`), once; again if asked."""
+        the turn's request id (ChatGPT gives every call of a turn the same
+        one). Reported at once (`callerSeen`), once; again if asked."""
         conv = self.conversations.get(conversation_id)
-        if conv is None or conv.forgotten or request_id in conv.calls:
+        if conv is None or conv.forgotten or request_id in conv.requests:
             return
-        conv.calls[request_id] = (tool, app)
+        conv.requests.append(request_id)
         asyncio.create_task(self._caller_seen(conv, request_id))
 
     async def _caller_seen(self, conv: SimConversation, request_id: str) -> None:
         # Only for the tab's own, bound conversation, and never any text.
         if self.by_worker.get(conv.worker_id) != conv.conversation_id:
             return
-        tool, app = conv.calls[request_id]
         await self._send({"type": "callerSeen", "workerId": conv.worker_id, "conversationId": conv.conversation_id,
-                          "requestId": request_id, "tool": tool, "app": app})
+                          "requestId": request_id, "newest": conv.requests[-1] == request_id})
 
     def _on_caller_lookup(self, frame: dict) -> None:
         """A call waits on attribution: answer from the worker's page, if it
@@ -398,7 +398,7 @@ class DocExecutor:
         conv = self.conversations.get(self.by_worker.get(frame.get("workerId"), ""))
         if conv is None or conv.conversation_id != frame.get("conversationId"):
             return
-        if frame.get("requestId") in conv.calls:
+        if frame.get("requestId") in conv.requests:
             asyncio.create_task(self._caller_seen(conv, frame["requestId"]))
 
     def _on_daemon_frame(self, frame: dict) -> None:

@@ -165,7 +165,7 @@ class Peer:
 
         async def stamp(request):
             if (request_id := REQUEST_ID.get()) is not None:
-                request.headers["x-request-id"] = f"{request_id}/py01"
+                request.headers["x-request-id"] = f"{request_id}/{uuid.uuid4().hex[:4]}"  # per-hop suffix
 
         async def own():
             try:
@@ -196,15 +196,16 @@ class Peer:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(owner, 5)  # cancels a stuck owner
 
-    async def call(self, tool, args, budget_s=20, page=None):
+    async def call(self, tool, args, budget_s=20, page=None, turn=None):
         """Tool errors are raised at once; transport failures (a daemon being
-        restarted) reopen the session and retry, within the budget. Each
-        attempt is a new call with its own x-request-id; `page(request_id,
-        tool)`, when given, is the calling conversation's page showing it."""
+        restarted) reopen the session and retry, within the budget. Every
+        call of one turn carries the turn's request id in x-request-id (as
+        ChatGPT's do), or a fresh one without a turn; `page(request_id)`,
+        when given, is the calling conversation's page showing it."""
         async def attempt():
-            request_id = "wfr_" + uuid.uuid4().hex
+            request_id = turn or "wfr_" + uuid.uuid4().hex
             if page is not None:
-                page(request_id, tool)
+                page(request_id)
             token = REQUEST_ID.set(request_id)
             try:
                 return await call(self.c, tool, args)
@@ -249,7 +250,7 @@ class Model:
     def __init__(self, conversation_id, url, executor):
         self.conversation_id = conversation_id
         self.peer = Peer(url)
-        self.page = lambda request_id, tool: executor.page_shows_call(conversation_id, request_id, tool)
+        self.page = lambda request_id: executor.page_shows_request(conversation_id, request_id)
         self.inbox = asyncio.Queue()
         self.worker_id = None
         self.reports = []  # (what, followup, summary)
@@ -276,12 +277,13 @@ class Model:
         assert tool and tool.group(1) in ("worker_attach", "runtime_bootstrap"), prompt
         await self.peer.ensure_open()  # the model reads its tool list: the catalog stamp
         args = {"attach_identity": found[0], "catalog": self.peer.stamp}
+        turn = "wfr_" + uuid.uuid4().hex  # this prompt's turn: one request id for all its calls
         # SPEC §6a: an attach that arrives before the executor's result is
         # refused with PEER_IDENTITY_UNRESOLVED, "retry it after a few seconds".
         deadline = time.monotonic() + 15
         while True:
             try:
-                attached = await self.peer.call(tool.group(1), args, page=self.page)
+                attached = await self.peer.call(tool.group(1), args, page=self.page, turn=turn)
                 break
             except ToolError as e:
                 if e.code != "PEER_IDENTITY_UNRESOLVED" or time.monotonic() > deadline:
@@ -310,7 +312,7 @@ class Model:
                 return
             summary = f"done: {objective}"
             report = {"capability": capability, "summary": summary}
-        await self.peer.call("worker_complete", report, page=self.page)
+        await self.peer.call("worker_complete", report, page=self.page, turn=turn)
         self.reports.append(("worker_complete", report.get("followup"), summary))
 
 

@@ -52,14 +52,17 @@ async def main(url):
             lambda e: e["type"] == "worker.completed" and e["data"]["worker_id"] == a_id), 60)
         # Caller attribution (the run's default): every call a worker made
         # was proven to come from its own conversation, by the extension
-        # reading the request id in that tab's page data.
+        # reading the request id in that tab's page data. ChatGPT gives all
+        # calls of a turn one id, recorded once, by the turn's first call:
+        # A had two turns (its assignment, then the follow-up), B one.
         assert "attribution" not in created["run"], created["run"]
         events = (await call(root_c, "events_list", {"capability": root, "limit": 500}))["events"]
-        attributed = [(e["data"]["worker_id"], e["data"]["tool"]) for e in events if e["type"] == "caller.attributed"]
-        for worker in (a_id, b_id):
-            tools = {tool for w, tool in attributed if w == worker}
-            assert {"worker_attach", "worker_complete"} <= tools, (worker, attributed)
-        assert (a_id, "message_send") in attributed, attributed
+        attributed = [(e["data"]["worker_id"], e["data"]["tool"], e["data"]["request_id"])
+                      for e in events if e["type"] == "caller.attributed"]
+        for worker, turns in ((a_id, 2), (b_id, 1)):
+            mine = [(tool, rid) for w, tool, rid in attributed if w == worker]
+            assert [tool for tool, _ in mine] == ["worker_attach"] * turns, (worker, attributed)
+            assert len({rid for _, rid in mine}) == turns, (worker, attributed)
         print(json.dumps({"a": a_id, "b": b_id, "bound": bound, "root": root, "attributed": len(attributed)}))
 
 
