@@ -8,10 +8,10 @@
 //! `src/main/session/correlation.ts`, "Live ChatGPT gives every connector
 //! request in one turn the same request_id"). An executor hosting the
 //! conversation sees the id there and says so (`callerSeen`, with whether
-//! it is the page's newest); the daemon accepts the call only when that
-//! sighting names the conversation bound to the worker the capability
-//! belongs to, and the id is still that conversation's newest (an earlier
-//! turn's id is a replay).
+//! it is the page's newest); the daemon accepts the call only when a
+//! report made after the call started names the conversation bound to the
+//! worker the capability belongs to, and calls the id the page's newest
+//! (an earlier turn's id is a replay).
 //!
 //! - [`request_id`]: the call's id from its header values, refusing to guess.
 //! - [`Sightings`]: what executors saw, bounded in size and age.
@@ -125,21 +125,30 @@ pub fn judge(expected: &Expected<'_>, seen: &Sighting, newest: bool) -> Result<(
 }
 
 /// What executors saw, by request id: at most `capacity` entries, none
-/// older than `max_age_ms` (an id asked for again is reported again),
-/// and each conversation's newest id. The first sighting of an id stands:
-/// a second one (another page claiming the same id) never replaces it, so
-/// a later forgery cannot move a call to another conversation, and a
-/// conflict is kept for the judge to refuse.
+/// first seen longer than `max_age_ms` ago (an id asked for again is
+/// reported again), each with its latest report: when it came and whether
+/// the page then called the id its newest. A call is judged on a report
+/// made after it started, so a report lost or outdated never speaks for
+/// the page of now. The first sighting of an id stands: a second one
+/// (another page claiming the same id) never replaces it, so a later
+/// forgery cannot move a call to another conversation, and a conflict is
+/// kept for the judge to refuse.
 #[derive(Debug)]
 pub struct Sightings {
-    by_id: HashMap<String, Sighting>,
+    by_id: HashMap<String, Reported>,
     /// Conflicting sightings: the id was seen in two conversations.
     conflicted: HashMap<String, u64>,
-    /// Each conversation's newest request id, as its page last said.
-    newest: HashMap<ConversationId, String>,
     order: VecDeque<(u64, String)>,
     capacity: usize,
     max_age_ms: u64,
+}
+
+/// A sighting and its latest report.
+#[derive(Debug)]
+struct Reported {
+    first: Sighting,
+    last_ms: u64,
+    newest: bool,
 }
 
 impl Sightings {
@@ -148,45 +157,41 @@ impl Sightings {
         Sightings {
             by_id: HashMap::new(),
             conflicted: HashMap::new(),
-            newest: HashMap::new(),
             order: VecDeque::new(),
             capacity: capacity.max(1),
             max_age_ms,
         }
     }
 
-    /// Records a sighting (`newest`: the page shows no newer id); true when
-    /// it was news (a waiter may look).
+    /// Records a report (`newest`: the page showed no newer id); true when
+    /// a waiter may look again.
     pub fn record(&mut self, request_id: &str, seen: Sighting, newest: bool) -> bool {
         self.expire(seen.at_ms);
-        if let Some(first) = self.by_id.get(request_id) {
-            let same = first.conversation_id == seen.conversation_id && first.worker_id == seen.worker_id;
+        if let Some(known) = self.by_id.get_mut(request_id) {
+            let same = known.first.conversation_id == seen.conversation_id && known.first.worker_id == seen.worker_id;
             if !same {
                 return self.conflicted.insert(request_id.to_owned(), seen.at_ms).is_none();
             }
-            return newest && self.mark_newest(&seen.conversation_id, request_id);
+            (known.last_ms, known.newest) = (seen.at_ms, newest);
+            return true;
         }
         while self.by_id.len() >= self.capacity {
             let Some((_, oldest)) = self.order.pop_front() else { break };
             self.forget(&oldest);
         }
         self.order.push_back((seen.at_ms, request_id.to_owned()));
-        if newest {
-            self.mark_newest(&seen.conversation_id, request_id);
-        }
-        self.by_id.insert(request_id.to_owned(), seen);
+        self.by_id.insert(request_id.to_owned(), Reported { last_ms: seen.at_ms, first: seen, newest });
         true
     }
 
-    /// The sighting of `request_id` as of `now_ms`, and whether it is its
-    /// conversation's newest: `Err` if two pages claimed it (nothing is
-    /// guessed), `Ok(None)` if none has yet.
-    pub fn get(&self, request_id: &str, now_ms: u64) -> Result<Option<(&Sighting, bool)>, Unidentified> {
+    /// The sighting of `request_id` as reported at or after `since_ms`, and
+    /// whether that report called it its page's newest: `Err` if two pages
+    /// claimed it (nothing is guessed), `Ok(None)` if no report that recent.
+    pub fn get(&self, request_id: &str, since_ms: u64) -> Result<Option<(&Sighting, bool)>, Unidentified> {
         if self.conflicted.contains_key(request_id) {
             return Err(Unidentified::OtherConversation);
         }
-        let seen = self.by_id.get(request_id).filter(|s| now_ms.saturating_sub(s.at_ms) <= self.max_age_ms);
-        Ok(seen.map(|s| (s, self.newest.get(&s.conversation_id).is_some_and(|n| n == request_id))))
+        Ok(self.by_id.get(request_id).filter(|r| r.last_ms >= since_ms).map(|r| (&r.first, r.newest)))
     }
 
     /// How many sightings are kept.
@@ -199,21 +204,8 @@ impl Sightings {
         self.by_id.is_empty()
     }
 
-    /// Whether `request_id` became `conversation`'s newest.
-    fn mark_newest(&mut self, conversation: &ConversationId, request_id: &str) -> bool {
-        if self.newest.get(conversation).is_some_and(|n| n == request_id) {
-            return false;
-        }
-        self.newest.insert(conversation.clone(), request_id.to_owned());
-        true
-    }
-
     fn forget(&mut self, request_id: &str) {
-        if let Some(seen) = self.by_id.remove(request_id)
-            && self.newest.get(&seen.conversation_id).is_some_and(|n| n == request_id)
-        {
-            self.newest.remove(&seen.conversation_id);
-        }
+        self.by_id.remove(request_id);
         self.conflicted.remove(request_id);
     }
 
@@ -273,8 +265,7 @@ mod tests {
     fn the_first_sighting_stands_a_conflict_refuses_and_old_ones_go() {
         let mut s = Sightings::new(2, 1_000);
         assert!(s.record("wfr_a", seen(1, 1, 0), true));
-        assert!(!s.record("wfr_a", seen(1, 1, 10), true), "the same again is no news");
-        let (first, newest) = s.get("wfr_a", 10).unwrap().unwrap();
+        let (first, newest) = s.get("wfr_a", 0).unwrap().unwrap();
         assert_eq!((first.conversation_id.clone(), newest), (conversation(1), true));
         // Another page claiming the same id: nothing is guessed.
         assert!(s.record("wfr_a", seen(2, 2, 20), true));
@@ -283,27 +274,22 @@ mod tests {
         s.record("wfr_b", seen(1, 1, 30), true);
         s.record("wfr_c", seen(1, 1, 40), true);
         assert_eq!(s.len(), 2);
-        assert_eq!(s.get("wfr_a", 40), Ok(None));
-        assert_eq!(s.get("wfr_c", 2_000), Ok(None), "too old to attribute");
+        assert_eq!(s.get("wfr_a", 0), Ok(None));
         s.record("wfr_d", seen(1, 1, 5_000), true);
         assert_eq!(s.len(), 1, "expired entries are dropped");
     }
 
     #[test]
-    fn a_conversations_newest_id_moves_only_to_what_its_page_calls_newest() {
+    fn a_call_is_judged_on_a_report_made_after_it_started() {
         let mut s = Sightings::new(16, 60_000);
-        let newest = |s: &Sightings, id: &str| s.get(id, 0).unwrap().map(|(_, n)| n);
-        s.record("wfr_x", seen(1, 1, 0), true);
-        assert_eq!(newest(&s, "wfr_x"), Some(true));
-        // The next turn: its id is the page's newest now.
-        assert!(s.record("wfr_y", seen(1, 1, 0), true));
-        assert_eq!((newest(&s, "wfr_x"), newest(&s, "wfr_y")), (Some(false), Some(true)));
-        // An earlier turn's id asked for again (a replay): still not the newest.
-        assert!(!s.record("wfr_x", seen(1, 1, 0), false));
-        assert!(s.record("wfr_w", seen(1, 1, 0), false), "an older id first seen on asking");
-        assert_eq!((newest(&s, "wfr_w"), newest(&s, "wfr_y")), (Some(false), Some(true)));
-        // Another conversation's turns are its own.
-        s.record("wfr_z", seen(2, 2, 0), true);
-        assert_eq!((newest(&s, "wfr_z"), newest(&s, "wfr_y")), (Some(true), Some(true)));
+        assert!(s.record("wfr_x", seen(1, 1, 100), true));
+        // A call starting later waits for the page's word of now.
+        assert_eq!(s.get("wfr_x", 200), Ok(None), "an older report does not speak for now");
+        // The next turn began: asked again, the page calls the id old.
+        assert!(s.record("wfr_x", seen(1, 1, 300), false));
+        assert_eq!(s.get("wfr_x", 200).unwrap().map(|(_, newest)| newest), Some(false));
+        // A forgery from another page cannot move it, and refuses it.
+        assert!(s.record("wfr_x", seen(2, 2, 400), true));
+        assert_eq!(s.get("wfr_x", 200), Err(Unidentified::OtherConversation));
     }
 }

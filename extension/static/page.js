@@ -119,8 +119,9 @@
     if (!m) return;
     const conversation = m[1];
     const anchors = query.call(document, TURNS);
-    // Every id the last turns show, in the page's order (deduplicated).
-    const shown = [];
+    // Every id the last turns show, by where it last appears in the page.
+    const lastAt = new Map();
+    let position = 0;
     for (let i = Math.max(0, anchors.length - MAX_TURNS); i < anchors.length; i++) {
       const fiber = fiberOf(anchors[i]);
       const turn = fiber && turnOf(fiber);
@@ -128,16 +129,15 @@
       const messages = turn.messages;
       for (let k = 0; k < messages.length && k < MAX_MESSAGES; k++) {
         const id = requestIdOf(messages[k]);
-        if (!id) continue;
-        const at = shown.indexOf(id);
-        if (at >= 0) shown.splice(at, 1);
-        shown.push(id);
+        if (id) lastAt.set(id, position++);
       }
     }
-    if (shown.length === 0) return;
-    const newest = shown[shown.length - 1];
+    if (lastAt.size === 0) return;
+    // Newest first (page order, backwards).
+    const shown = [...lastAt.keys()].sort((a, b) => lastAt.get(b) - lastAt.get(a));
+    const newest = shown[0];
     const ids = [];
-    for (let k = shown.length - 1; k >= 0 && ids.length < MAX_IDS; k--) {
+    for (let k = 0; k < shown.length && ids.length < MAX_IDS; k++) {
       const id = shown[k];
       if (sent.has(id) && id !== wanted) continue;
       sent.add(id);

@@ -46,9 +46,9 @@ pub const PROGRESS_EVERY_MS: u64 = 30_000;
 
 /// Largest request id (`x-request-id` before its `/`), in bytes.
 pub const REQUEST_ID_MAX: usize = 100;
-/// Largest tool name an executor may attest, in bytes.
+/// Largest tool name, in bytes.
 pub const TOOL_NAME_MAX: usize = 64;
-/// Most tool calls one page reading reports (a page shows a few turns).
+/// Most request ids one page reading reports (a page shows a few turns).
 pub const CALLS_PER_REPORT_MAX: usize = 64;
 
 /// Whether `id` is a well-formed request id: 1-100 of `[A-Za-z0-9_-]`

@@ -101,11 +101,18 @@ async fn two_sessionless_peers_are_never_both_admitted_to_a_slot() {
         };
         assert!(first["capability"].as_str().unwrap().starts_with("cap_"));
         if attribution == "required" {
-            // The slot's conversation's next turn (a newer request id, its own):
-            // admitted as the same peer; the first turn's id is spent.
-            let next = "wfr_own0000000000000002";
-            assert!(fake.page_shows(&worker, next));
-            let again = stateless_call_as(&daemon.addr, next, "runtime_bootstrap", json!({"attach_identity": attach}));
+            // Two more turns of the slot's conversation: one that called no
+            // orchestrator tool, then the newest. The older one's id, never
+            // used, is refused all the same (the page shows a newer one); the
+            // newest is admitted as the same peer, and the first turn's id is
+            // spent for good.
+            let (skipped, next) = ("wfr_own0000000000000002", "wfr_own0000000000000003");
+            assert!(fake.page_shows(&worker, skipped) && fake.page_shows(&worker, next));
+            let bootstrap = json!({"attach_identity": attach});
+            let old = stateless_call_as(&daemon.addr, skipped, "runtime_bootstrap", bootstrap.clone()).unwrap_err();
+            assert_eq!(old.0, "UNIDENTIFIED_CALLER", "{old:?}");
+            assert!(old.1.contains("has ended"), "{old:?}");
+            let again = stateless_call_as(&daemon.addr, next, "runtime_bootstrap", bootstrap);
             assert_eq!(again.unwrap()["capability"], first["capability"]);
         }
         let cursor = root.ok("run_get", json!({"capability": cap}))["run"]["cursor"].clone();

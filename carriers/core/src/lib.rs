@@ -194,7 +194,7 @@ pub struct Core<H> {
 }
 
 /// How many attested request ids the core remembers per worker, to send
-/// each once unprompted (a page shows at most a few turns' calls).
+/// each once unprompted (a page shows at most a few turns' ids).
 pub const ATTESTED_KEPT: usize = 256;
 
 impl<H> Default for Core<H> {

@@ -231,6 +231,9 @@ struct Shared {
     connected: Mutex<bool>,
     /// The live session's outbox, for effects the test injects (a lost tab).
     outbox: Mutex<Option<Outbox>>,
+    /// The request ids each worker's page shows ([`FakeExecutor::page_shows`]),
+    /// oldest first.
+    shown: Mutex<HashMap<WorkerId, Vec<String>>>,
 }
 
 impl Fault {
@@ -318,6 +321,7 @@ impl FakeExecutor {
             stop: Notify::new(),
             connected: Mutex::new(false),
             outbox: Mutex::new(None),
+            shown: Mutex::new(HashMap::new()),
         });
         let task = tokio::spawn(run(shared.clone()));
         Self { shared, task }
@@ -408,6 +412,7 @@ impl FakeExecutor {
         let mut core = self.shared.core.lock().unwrap();
         let Some(m) = core.managed(worker) else { return false };
         let (Some(tab), Some(conversation)) = (m.tab, m.conversation.clone()) else { return false };
+        self.shared.shown.lock().unwrap().entry(worker.clone()).or_default().push(request_id.to_owned());
         let ids = [request_id.to_owned()];
         let frames = core.callers_seen(&tab, &conversation.to_string(), &ids, Some(request_id), false);
         drop(core);
@@ -534,13 +539,23 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
                 Some(Ok(Message::Text(text))) => match serde_json::from_str::<DaemonFrame>(&text) {
                     Ok(DaemonFrame::Command(command)) => handle(shared, &outbox, &drop_tx, command),
                     Ok(DaemonFrame::CallerLookup { worker_id, conversation_id, request_id, .. }) => {
-                        if shared.config.callers == Callers::Shown {
+                        // Shown: the page shows every id asked for, as its newest;
+                        // else only what `page_shows` put there, the last the newest.
+                        let newest = match shared.config.callers {
+                            Callers::Shown => Some(request_id.clone()),
+                            Callers::Hidden | Callers::V1 => {
+                                let shown = shared.shown.lock().unwrap();
+                                let page = shown.get(&worker_id).filter(|p| p.contains(&request_id));
+                                page.and_then(|p| p.last().cloned())
+                            }
+                        };
+                        if let Some(newest) = newest {
                             let mut core = shared.core.lock().unwrap();
                             let tab = core.lookup_tab(&worker_id, &conversation_id, &request_id);
                             let ids = [request_id.clone()];
                             let frames = match tab {
                                 Some(tab) => {
-                                    core.callers_seen(&tab, &conversation_id.to_string(), &ids, Some(&request_id), true)
+                                    core.callers_seen(&tab, &conversation_id.to_string(), &ids, Some(&newest), true)
                                 }
                                 None => vec![],
                             };

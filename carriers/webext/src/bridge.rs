@@ -274,7 +274,7 @@ impl Bridge {
         self.record(command).await;
     }
 
-    /// An executor saw a tool-call request message in one of its pages.
+    /// An executor saw a request id in one of its pages.
     pub(crate) fn caller_seen(&self, executor_id: &str, frame: ExecutorFrame) {
         let ExecutorFrame::CallerSeen { worker_id, conversation_id, request_id, newest } = frame else { return };
         let seen = attribution::Sighting {
@@ -288,11 +288,14 @@ impl Bridge {
         }
     }
 
-    /// Waits (at most `within`) for an executor to see `request_id`, asking
-    /// the one holding `lookup`'s conversation to look for it now, and again
-    /// every [`LOOKUP_EVERY`] (a report lost to a reconnect is asked for
-    /// anew; a lookup is idempotent). The sighting, and whether its id is
-    /// its page's newest; `None`: nobody saw it in time; `Err`: two pages
+    /// Waits (at most `within`) for the executor holding `lookup`'s
+    /// conversation to report `request_id` after this call started (a
+    /// report from before, lost or outdated, never speaks for the page of
+    /// now), asking it to look now, and again every [`LOOKUP_EVERY`] (a
+    /// report lost to a reconnect is asked for anew; a lookup is
+    /// idempotent); while the page calls the id not its newest, it keeps
+    /// asking until the bound. The sighting, and whether its id was the
+    /// page's newest; `None`: nobody reported it in time; `Err`: two pages
     /// claimed it, or the holder speaks v1 and never reports.
     pub async fn await_caller(
         &self,
@@ -307,14 +310,19 @@ impl Bridge {
             return Err(attribution::Unidentified::HolderCannotReport);
         }
         let mut sighted = self.sighted.subscribe();
+        let since = self.now_ms();
         let deadline = tokio::time::Instant::now() + within;
         let until_ms = self.plane.now_ms() + within.as_millis() as u64;
         let mut next_lookup = tokio::time::Instant::now();
+        let mut latest = None;
         loop {
             sighted.borrow_and_update();
-            let now = self.now_ms();
-            if let Some((seen, newest)) = self.sightings.lock().expect("sightings lock").get(request_id, now)? {
-                return Ok(Some((seen.clone(), newest)));
+            if let Some((seen, newest)) = self.sightings.lock().expect("sightings lock").get(request_id, since)? {
+                let elsewhere = seen.conversation_id != lookup.conversation_id || seen.worker_id != lookup.worker_id;
+                if newest || elsewhere {
+                    return Ok(Some((seen.clone(), newest)));
+                }
+                latest = Some((seen.clone(), newest));
             }
             if tokio::time::Instant::now() >= next_lookup {
                 self.ask_caller(request_id, lookup, until_ms).await;
@@ -322,8 +330,8 @@ impl Bridge {
             }
             match tokio::time::timeout_at(deadline.min(next_lookup), sighted.changed()).await {
                 Ok(Ok(())) => {}
-                Ok(Err(_)) => return Ok(None),
-                Err(_) if tokio::time::Instant::now() >= deadline => return Ok(None),
+                Ok(Err(_)) => return Ok(latest),
+                Err(_) if tokio::time::Instant::now() >= deadline => return Ok(latest),
                 Err(_) => {}
             }
         }

@@ -319,8 +319,8 @@ pub enum Request {
         reason: Option<String>,
     },
     /// A call was proven to come from the worker's own conversation: its
-    /// request id (its turn's) becomes the worker's newest, and every
-    /// earlier one is used up.
+    /// request id (its turn's) becomes the worker's current one, and every
+    /// id it attributed before is used up.
     Attributed {
         /// The worker.
         worker_id: WorkerId,
