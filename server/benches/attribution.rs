@@ -51,17 +51,33 @@ async fn worker(world: &World, root: &mut Client, attribution: &str) -> (String,
     (conversation, capability)
 }
 
+/// How the sampled calls' request ids come.
+#[derive(Clone, Copy, PartialEq)]
+enum Ids {
+    /// Each call a new turn's first (its id new in the page).
+    NewTurns,
+    /// All calls of one turn (one id, attributed by the first).
+    OneTurn,
+    /// No page shows them (a capability-only run).
+    Unshown,
+}
+
 /// `samples` progress calls as the worker of `conversation`; each one's
-/// latency in µs, from the moment its request is in the page's data.
-async fn sample(world: &World, mcp_url: &str, conversation: &str, cap: &str, shown: bool, samples: usize) -> Vec<u64> {
+/// latency in µs, from the moment its request id is in the page's data.
+async fn sample(world: &World, mcp_url: &str, conversation: &str, cap: &str, ids: Ids, samples: usize) -> Vec<u64> {
     let mut out = Vec::new();
     let mut client = Client::stateless(mcp_url).unwrap();
+    let shown = ids != Ids::Unshown;
     for i in 0..samples {
-        let id = format!("wfr_bench{}{i:06}", if shown { "a" } else { "c" });
+        let id = match ids {
+            Ids::NewTurns => format!("wfr_bencha{i:06}"),
+            Ids::OneTurn => "wfr_benchturn".to_owned(),
+            Ids::Unshown => format!("wfr_benchc{i:06}"),
+        };
         if shown {
             world.fake.hub.tool_call(conversation, Some(&id), "worker_progress", "Orchestrator");
         }
-        let header = format!("{id}/b1");
+        let header = format!("{id}/b{i}");
         let started = Instant::now();
         let args = json!({"capability": cap, "summary": format!("sample {i}")});
         let answer = client.call_with("worker_progress", args, &[("x-request-id", &header)]).await.unwrap();
@@ -90,16 +106,20 @@ async fn main() {
     let mut root = Client::connect(&url).await.unwrap();
     let (attributed_conv, attributed_cap) = worker(&world, &mut root, "required").await;
     let (plain_conv, plain_cap) = worker(&world, &mut root, "capability_only").await;
-    let attributed = sample(&world, &url, &attributed_conv, &attributed_cap, true, samples).await;
-    let plain = sample(&world, &url, &plain_conv, &plain_cap, false, samples).await;
-    let (a50, a95) = summary(attributed);
+    let attributed = sample(&world, &url, &attributed_conv, &attributed_cap, Ids::NewTurns, samples).await;
+    let one_turn = sample(&world, &url, &attributed_conv, &attributed_cap, Ids::OneTurn, samples).await;
+    let plain = sample(&world, &url, &plain_conv, &plain_cap, Ids::Unshown, samples).await;
     let (p50, p95) = summary(plain);
     println!("caller attribution: worker_progress latency, {samples} calls each (the id already in the page)");
-    println!("  attributed     : p50 {:.1} ms, p95 {:.1} ms", a50 as f64 / 1e3, a95 as f64 / 1e3);
-    println!("  capability-only: p50 {:.1} ms, p95 {:.1} ms (baseline)", p50 as f64 / 1e3, p95 as f64 / 1e3);
-    println!(
-        "  ratio attributed/baseline: p50 {:.1}x, p95 {:.1}x",
-        a50 as f64 / p50.max(1) as f64,
-        a95 as f64 / p95.max(1) as f64
-    );
+    for (what, v) in [("each a new turn  ", attributed), ("calls of one turn", one_turn)] {
+        let (a50, a95) = summary(v);
+        println!(
+            "  attributed, {what}: p50 {:.1} ms, p95 {:.1} ms; ratio to baseline p50 {:.1}x, p95 {:.1}x",
+            a50 as f64 / 1e3,
+            a95 as f64 / 1e3,
+            a50 as f64 / p50.max(1) as f64,
+            a95 as f64 / p95.max(1) as f64
+        );
+    }
+    println!("  capability-only (baseline)   : p50 {:.1} ms, p95 {:.1} ms", p50 as f64 / 1e3, p95 as f64 / 1e3);
 }
