@@ -49,6 +49,12 @@ pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &
             "no executor is connected: start the browser with the paired extension (`orchestrator pair` pairs one)"
                 .into(),
         ),
+        Some(c) if c.phase == CommandPhase::Queued && every_executor_full(state, live) => waiting(
+            WaitingFor::LaunchSlot,
+            "every connected executor holds as many conversations as its hello declared (load/capacity in \
+             `orchestrator status`): connect another, raise `carrier-agent --capacity`, or let a worker finish"
+                .into(),
+        ),
         Some(c) if c.phase == CommandPhase::Queued => waiting(
             WaitingFor::LaunchSlot,
             "queued behind other launches (--max-launches, --max-active-workers)".into(),
@@ -58,4 +64,19 @@ pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &
             "its conversation is being created or was given its bootstrap; it has not called worker_attach yet".into(),
         ),
     }
+}
+
+/// Whether each live executor declared a capacity and holds that many
+/// unfinished workers already (the queue then places no create).
+fn every_executor_full(state: &State, live: &[String]) -> bool {
+    !live.is_empty()
+        && live.iter().all(|executor| {
+            let declared = state.executor_hosts.get(executor).and_then(|h| h.capacity);
+            let load = state
+                .workers
+                .values()
+                .filter(|w| w.executor_id.as_ref() == Some(executor) && !w.state.is_terminal())
+                .count();
+            declared.is_some_and(|capacity| load >= capacity as usize)
+        })
 }

@@ -214,6 +214,37 @@ fn creates_go_to_the_executor_with_the_most_room_and_none_past_its_capacity() {
     assert_eq!(workers.len(), 5);
 }
 
+/// A create held back because every executor is at its declared capacity
+/// says so, and what to do, rather than blaming the launch limits.
+#[test]
+fn a_create_held_by_full_executors_says_so() {
+    let clock = ManualClock::at(1_000);
+    let setup = control::ChatgptSetup { app_label: Some("Orch".into()), project_url: None };
+    let plane = ControlPlane::open(Arc::new(MemoryStore::new()), Arc::new(clock.clone()), Keyring::new([5; 32]))
+        .unwrap()
+        .with_chatgpt_setup(setup);
+    let (_, root) = plane.create_run("q", None).unwrap();
+    let w = World { plane: Arc::new(plane), root, clock };
+    w.plane
+        .execute(Request::ExecutorConnected {
+            executor_id: "host-a".into(),
+            executor_instance_id: "i1".into(),
+            executor_kind: protocol::executor::ExecutorKind::Cdp,
+            capabilities: vec![],
+            host: protocol::executor::MachineFacts { os: "linux".into(), capacity: Some(1), ..Default::default() },
+        })
+        .unwrap();
+    let (first, second) = (w.spawn("first"), w.spawn("second"));
+    let live = World::connected(&["host-a"]);
+    let step = |worker: &WorkerId| w.plane.waiting_for(&w.plane.worker(worker).unwrap(), &live).unwrap().next_step;
+    assert!(step(&second).contains("--max-launches"), "room left: the launch limits hold it");
+    for d in w.plane.next_dispatches(&live, Limits { max_launches: 8, max_active: 8 }) {
+        w.plane.dispatch(&d, 60_000).unwrap();
+    }
+    assert_eq!(w.plane.worker(&first).unwrap().executor_id.as_deref(), Some("host-a"));
+    assert!(step(&second).contains("raise `carrier-agent --capacity`"), "{}", step(&second));
+}
+
 #[test]
 fn creates_spread_over_executors_and_sends_go_only_to_the_holder() {
     let w = world();
