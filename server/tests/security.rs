@@ -132,6 +132,51 @@ async fn two_sessionless_peers_are_never_both_admitted_to_a_slot() {
     }
 }
 
+/// A stale catalog stamp is a setup state recorded against the worker,
+/// but only once the call is proven to be that worker's own: the same
+/// stamp from a caller no page shows is refused as unidentified and
+/// records nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_proven_caller_can_record_a_stale_catalog() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with(state.path(), &["--pool-pacing-ms", "20", "--attribution-wait-ms", "1500"], &[]);
+    let mut config = FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1");
+    config.callers = fake_executor::Callers::Hidden;
+    let fake = FakeExecutor::start(config);
+    fake.wait_for(|s| s.connections == 1, WAIT).await;
+    let root = Mcp::connect(&daemon.addr);
+    let cap = root.ok("run_create", json!({"title": "stale"}))["root_capability"].as_str().unwrap().to_owned();
+    root.ok("runtime_ensure", json!({"capability": cap, "desired_workers": 1}));
+    let stats = fake.wait_for(|s| !s.submissions.is_empty() && !s.conversations.is_empty(), WAIT).await;
+    let attach = stats.submissions[0].1.split('"').find(|p| p.starts_with("att_")).unwrap().to_owned();
+    let worker = stats.conversations[0].0.clone();
+    let stale = json!({"attach_identity": attach, "catalog": "0123456789abcdef"});
+    let stale_recorded = || {
+        let events = root.ok("events_list", json!({"capability": cap, "after_cursor": 0, "limit": 500}));
+        events["events"].as_array().unwrap().iter().any(|e| e.to_string().contains("HOST_APP_STALE"))
+    };
+    let stranger = stateless_call_as(&daemon.addr, "wfr_stranger00000000001", "runtime_bootstrap", stale.clone());
+    assert_eq!(stranger.unwrap_err().0, "UNIDENTIFIED_CALLER");
+    assert!(!stale_recorded(), "an unproven caller recorded a host state");
+    let own = "wfr_own0000000000000001";
+    let deadline = Instant::now() + WAIT;
+    while !fake.page_shows(&worker, own) {
+        assert!(Instant::now() < deadline, "the slot's page never showed its conversation");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let proven = loop {
+        match stateless_call_as(&daemon.addr, own, "runtime_bootstrap", stale.clone()) {
+            Err((code, _)) if code == "PEER_IDENTITY_UNRESOLVED" && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => break other.unwrap_err(),
+        }
+    };
+    assert_eq!(proven.0, "HOST_APP_STALE", "{proven:?}");
+    assert!(stale_recorded(), "the worker's own call records its host's stale catalog");
+    fake.stop().await;
+}
+
 /// A conversation held by an executor from before caller attribution
 /// (protocol v1, no caller frames) can never be proven: its calls are
 /// refused at once, saying why, rather than after the whole wait.

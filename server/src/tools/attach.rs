@@ -79,19 +79,27 @@ pub fn catalog() -> &'static Catalog {
     })
 }
 
-/// Refuses a caller whose host lists an older catalog than this daemon's,
-/// and records that against the worker it would attach (a setup state the
-/// pool shows in `runtime_status`, not the worker's failure).
-fn check_catalog(plane: &ControlPlane, worker_id: &WorkerId, stamp: Option<&str>) -> Result<(), Error> {
-    let current = &catalog().stamp;
-    let Some(stamp) = stamp.filter(|s| s != current) else { return Ok(()) };
-    // A stamp is 16 hex digits; anything else is refused before it can reach the log.
+/// The stamp a caller sent, if it is not this daemon's: refused if malformed
+/// (a stamp is 16 hex digits; anything else never reaches the log).
+fn other_catalog(stamp: Option<&str>) -> Result<Option<&str>, Error> {
+    let Some(stamp) = stamp.filter(|s| *s != catalog().stamp) else { return Ok(None) };
     if stamp.len() > CATALOG_STAMP_MAX {
         return Err(Error::TooLarge { field: "catalog", len: stamp.len(), max: CATALOG_STAMP_MAX });
     }
     if !stamp.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Error::InvalidArgument("catalog is the 16-digit stamp shown in this tool's description".into()));
     }
+    Ok(Some(stamp))
+}
+
+/// Refuses a caller whose host lists an older catalog than this daemon's,
+/// and records that against the worker it would attach (a setup state the
+/// pool shows in `runtime_status`, not the worker's failure). Only for a
+/// caller already proven to be that worker's conversation: an unproven
+/// one changes nothing.
+fn check_catalog(plane: &ControlPlane, worker_id: &WorkerId, stamp: Option<&str>) -> Result<(), Error> {
+    let current = &catalog().stamp;
+    let Some(stamp) = other_catalog(stamp)? else { return Ok(()) };
     let detail = format!(
         "ChatGPT lists this daemon's tools from catalog {stamp}, the daemon serves {current}: \
          refresh the app in ChatGPT (Settings → Apps → the orchestrator's app → Refresh), then retry"
@@ -138,8 +146,9 @@ impl Tools {
     ) -> Result<Json<WorkerAttachOut>, ToolError> {
         let id = self.plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
         let worker = self.plane.worker(&id).ok_or(Error::Unauthorized)?;
-        // Bad input is refused at once, before any wait on attribution.
-        check_catalog(&self.plane, &id, args.catalog.as_deref())?;
+        // Bad input is refused at once, before any wait on attribution; a
+        // stale catalog is recorded only once the caller is proven.
+        other_catalog(args.catalog.as_deref())?;
         let tool = if pool_only { "runtime_bootstrap" } else { "worker_attach" };
         // Proven from its own conversation, a pool worker is that
         // conversation to admission; otherwise its transport session is.
