@@ -97,6 +97,19 @@
     return null;
   }
 
+  // React double-buffers fibers: the node's own fiber holds the previous
+  // render's props every other commit, its `alternate` the other (fiber.js:
+  // "The DOM's original Fiber pointer may be the previous render"). A
+  // turn's message list only grows, so the longer of the two is the newer.
+  function currentTurnOf(fiber) {
+    if (!fiber) return null;
+    const own = turnOf(fiber);
+    const other = fiber.alternate && typeof fiber.alternate === "object" ? turnOf(fiber.alternate) : null;
+    if (!own || !other) return own || other;
+    if (own.named && other.named && own.named !== other.named) return null; // two conversations: fail closed
+    return other.messages.length > own.messages.length ? other : own;
+  }
+
   // The request id a message carries, if well formed.
   function requestIdOf(message) {
     if (!message || typeof message !== "object") return null;
@@ -123,8 +136,7 @@
     const lastAt = new Map();
     let position = 0;
     for (let i = Math.max(0, anchors.length - MAX_TURNS); i < anchors.length; i++) {
-      const fiber = fiberOf(anchors[i]);
-      const turn = fiber && turnOf(fiber);
+      const turn = currentTurnOf(fiberOf(anchors[i]));
       if (!turn || (turn.named && turn.named !== conversation)) continue;
       const messages = turn.messages;
       for (let k = 0; k < messages.length && k < MAX_MESSAGES; k++) {

@@ -150,18 +150,39 @@
   // show. fakechat hangs the server's page data there the same way. Source:
   // public code reading the live page (totec448-spec/chat-on-steroids
   // extension/fiber.js at 0cce1eecfc290627d3ec829b8ae7a6dac4dbee91), not a
-  // rendered page; see render::turn_messages. The real fiber carries far
-  // more (alternates, tags, a committed root); only what the product reads
-  // is reproduced.
+  // rendered page; see render::turn_messages. React double-buffers fibers:
+  // a DOM node keeps the fiber it was created with, and each commit makes
+  // that fiber or its `alternate` the current one, so the node's own
+  // pointer holds the previous render's props every other commit (fiber.js:
+  // "The DOM's original Fiber pointer may be the previous render"). fakechat
+  // does the same: one pair per turn, the newest data on the other one of
+  // the pair at each update. The real fiber carries far more (tags, a
+  // committed root); only what the product reads is reproduced.
   const fiberKey = "__reactFiber$" + Math.random().toString(36).slice(2, 12);
+  const pairs = new Map();
+  function fiberWith(messages) {
+    const turn = { tag: 0, memoizedProps: { turn: { messages }, conversationId: conversation }, return: null };
+    return { tag: 5, memoizedProps: {}, return: { tag: 0, memoizedProps: {}, return: turn } };
+  }
   function hangPageData(data) {
     if (!data) return;
     for (const el of document.querySelectorAll('section[data-testid^="conversation-turn"], [data-turn-key]')) {
       const key = el.dataset.testid || el.dataset.turnKey;
       const messages = data[key];
       if (!Array.isArray(messages)) continue;
-      const turn = { tag: 0, memoizedProps: { turn: { messages }, conversationId: conversation }, return: null };
-      el[fiberKey] = { tag: 5, memoizedProps: { className: el.className }, return: { tag: 0, memoizedProps: {}, return: turn } };
+      let pair = pairs.get(key);
+      if (!pair) {
+        pair = { node: fiberWith(messages), other: fiberWith(messages), current: 0 };
+        pair.node.alternate = pair.other;
+        pair.other.alternate = pair.node;
+        pairs.set(key, pair);
+      } else {
+        pair.current = 1 - pair.current;
+        const current = pair.current === 0 ? pair.node : pair.other;
+        current.return.return.memoizedProps = { turn: { messages }, conversationId: conversation };
+      }
+      pair.node.memoizedProps = { className: el.className };
+      el[fiberKey] = pair.node;
     }
   }
   try {
