@@ -31,6 +31,17 @@ fn world() -> World {
     World { plane: Arc::new(plane), root, clock }
 }
 
+/// A world whose daemon names its ChatGPT app (so creates can bind).
+fn labelled_world() -> World {
+    let clock = ManualClock::at(1_000);
+    let setup = control::ChatgptSetup { app_label: Some("Orch".into()), project_url: None };
+    let plane = ControlPlane::open(Arc::new(MemoryStore::new()), Arc::new(clock.clone()), Keyring::new([5; 32]))
+        .unwrap()
+        .with_chatgpt_setup(setup);
+    let (_, root) = plane.create_run("q", None).unwrap();
+    World { plane: Arc::new(plane), root, clock }
+}
+
 impl World {
     fn spawn(&self, name: &str) -> WorkerId {
         let root = self.plane.worker(&self.root).unwrap();
@@ -218,13 +229,7 @@ fn creates_go_to_the_executor_with_the_most_room_and_none_past_its_capacity() {
 /// says so, and what to do, rather than blaming the launch limits.
 #[test]
 fn a_create_held_by_full_executors_says_so() {
-    let clock = ManualClock::at(1_000);
-    let setup = control::ChatgptSetup { app_label: Some("Orch".into()), project_url: None };
-    let plane = ControlPlane::open(Arc::new(MemoryStore::new()), Arc::new(clock.clone()), Keyring::new([5; 32]))
-        .unwrap()
-        .with_chatgpt_setup(setup);
-    let (_, root) = plane.create_run("q", None).unwrap();
-    let w = World { plane: Arc::new(plane), root, clock };
+    let w = labelled_world();
     w.plane
         .execute(Request::ExecutorConnected {
             executor_id: "host-a".into(),
@@ -647,13 +652,7 @@ fn a_worker_that_is_not_working_says_what_it_waits_for_and_what_to_do() {
     assert_eq!(waiting, WaitingFor::AppSetup);
     assert!(step.contains("--app-label"), "{step}");
 
-    let clock = ManualClock::at(1_000);
-    let setup = control::ChatgptSetup { app_label: Some("Orch".into()), project_url: None };
-    let plane = ControlPlane::open(Arc::new(MemoryStore::new()), Arc::new(clock.clone()), Keyring::new([5; 32]))
-        .unwrap()
-        .with_chatgpt_setup(setup);
-    let (_, root) = plane.create_run("q", None).unwrap();
-    let w = World { plane: Arc::new(plane), root, clock };
+    let w = labelled_world();
     let b = w.spawn("b");
     assert_eq!(on(&w, &b, &[]).map(|x| x.0), Some(WaitingFor::Executor), "nobody connected");
     assert_eq!(on(&w, &b, &["ext"]).map(|x| x.0), Some(WaitingFor::LaunchSlot), "queued, not yet sent");

@@ -84,21 +84,8 @@ async fn two_sessionless_peers_are_never_both_admitted_to_a_slot() {
         let worker = stats.conversations[0].0.clone();
         // The slot's own conversation makes the call: its page shows the id.
         let own = "wfr_own0000000000000001";
-        let deadline = Instant::now() + WAIT;
-        while !fake.page_shows(&worker, own) {
-            assert!(Instant::now() < deadline, "the slot's page never showed its conversation");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let first = loop {
-            match stateless_call_as(&daemon.addr, own, "runtime_bootstrap", json!({"attach_identity": attach})) {
-                Ok(me) => break me,
-                // The create's result may still be in flight.
-                Err((code, _)) if code == "PEER_IDENTITY_UNRESOLVED" && Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                Err(e) => panic!("{attribution}: {e:?}"),
-            }
-        };
+        let bootstrap = json!({"attach_identity": attach});
+        let first = from_own_page(&fake, &daemon.addr, &worker, own, bootstrap).unwrap_or_else(|e| panic!("{e:?}"));
         assert!(first["capability"].as_str().unwrap().starts_with("cap_"));
         if attribution == "required" {
             // Two more turns of the slot's conversation: one that called no
@@ -158,20 +145,7 @@ async fn only_a_proven_caller_can_record_a_stale_catalog() {
     let stranger = stateless_call_as(&daemon.addr, "wfr_stranger00000000001", "runtime_bootstrap", stale.clone());
     assert_eq!(stranger.unwrap_err().0, "UNIDENTIFIED_CALLER");
     assert!(!stale_recorded(), "an unproven caller recorded a host state");
-    let own = "wfr_own0000000000000001";
-    let deadline = Instant::now() + WAIT;
-    while !fake.page_shows(&worker, own) {
-        assert!(Instant::now() < deadline, "the slot's page never showed its conversation");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let proven = loop {
-        match stateless_call_as(&daemon.addr, own, "runtime_bootstrap", stale.clone()) {
-            Err((code, _)) if code == "PEER_IDENTITY_UNRESOLVED" && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            other => break other.unwrap_err(),
-        }
-    };
+    let proven = from_own_page(&fake, &daemon.addr, &worker, "wfr_own0000000000000001", stale).unwrap_err();
     assert_eq!(proven.0, "HOST_APP_STALE", "{proven:?}");
     assert!(stale_recorded(), "the worker's own call records its host's stale catalog");
     fake.stop().await;
@@ -218,6 +192,31 @@ async fn a_call_as_a_conversation_an_old_executor_holds_is_refused_at_once() {
     });
     assert_eq!(admitted.count(), 0, "nothing was admitted: {events}");
     fake.stop().await;
+}
+
+/// `runtime_bootstrap` as the slot's own conversation: its page shows
+/// `request_id` (a new turn's), then the call carries it, retried while the
+/// create's result may still be in flight.
+fn from_own_page(
+    fake: &FakeExecutor,
+    addr: &str,
+    worker: &protocol::WorkerId,
+    request_id: &str,
+    args: Value,
+) -> Result<Value, (String, String)> {
+    let deadline = Instant::now() + WAIT;
+    while !fake.page_shows(worker, request_id) {
+        assert!(Instant::now() < deadline, "the slot's page never showed its conversation");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    loop {
+        match stateless_call_as(addr, request_id, "runtime_bootstrap", args.clone()) {
+            Err((code, _)) if code == "PEER_IDENTITY_UNRESOLVED" && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Hole 5: strings an MCP caller or an executor can put into the log are
