@@ -168,7 +168,9 @@ impl Sightings {
     pub fn record(&mut self, request_id: &str, seen: Sighting, newest: bool) -> bool {
         self.expire(seen.at_ms);
         if let Some(known) = self.by_id.get_mut(request_id) {
-            let same = known.first.conversation_id == seen.conversation_id && known.first.worker_id == seen.worker_id;
+            let same = known.first.conversation_id == seen.conversation_id
+                && known.first.worker_id == seen.worker_id
+                && known.first.executor_id == seen.executor_id;
             if !same {
                 return self.conflicted.insert(request_id.to_owned(), seen.at_ms).is_none();
             }

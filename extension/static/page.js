@@ -99,14 +99,22 @@
 
   // React double-buffers fibers: the node's own fiber holds the previous
   // render's props every other commit, its `alternate` the other (fiber.js:
-  // "The DOM's original Fiber pointer may be the previous render"). A
-  // turn's message list only grows, so the longer of the two is the newer.
+  // "The DOM's original Fiber pointer may be the previous render"). Within
+  // a turn, ids are only ever added (a message lands, or is stamped in
+  // place): the side with more ids, then more messages, is the newer.
   function currentTurnOf(fiber) {
     if (!fiber) return null;
     const own = turnOf(fiber);
     const other = fiber.alternate && typeof fiber.alternate === "object" ? turnOf(fiber.alternate) : null;
     if (!own || !other) return own || other;
     if (own.named && other.named && own.named !== other.named) return null; // two conversations: fail closed
+    const ids = (turn) => {
+      let n = 0;
+      for (let k = 0; k < turn.messages.length && k < MAX_MESSAGES; k++) if (requestIdOf(turn.messages[k])) n++;
+      return n;
+    };
+    const [mine, theirs] = [ids(own), ids(other)];
+    if (mine !== theirs) return theirs > mine ? other : own;
     return other.messages.length > own.messages.length ? other : own;
   }
 

@@ -170,13 +170,17 @@
       const key = el.dataset.testid || el.dataset.turnKey;
       const messages = data[key];
       if (!Array.isArray(messages)) continue;
+      const text = JSON.stringify(messages);
       let pair = pairs.get(key);
       if (!pair) {
-        pair = { node: fiberWith(messages), other: fiberWith(messages), current: 0 };
+        pair = { node: fiberWith(messages), other: fiberWith(messages), current: 0, text };
         pair.node.alternate = pair.other;
         pair.other.alternate = pair.node;
         pairs.set(key, pair);
-      } else {
+      } else if (pair.text !== text) {
+        // A commit of this turn only: an unchanged turn keeps its fibers, so
+        // a stale node pointer stays stale until the turn renders again.
+        pair.text = text;
         pair.current = 1 - pair.current;
         const current = pair.current === 0 ? pair.node : pair.other;
         current.return.return.memoizedProps = { turn: { messages }, conversationId: conversation };

@@ -95,8 +95,13 @@ async fn two_sessionless_peers_are_never_both_admitted_to_a_slot() {
             // spent for good.
             let (skipped, next) = ("wfr_own0000000000000002", "wfr_own0000000000000003");
             assert!(fake.page_shows(&worker, skipped) && fake.page_shows(&worker, next));
+            // Another paired executor, not the holder, vouches for the old id
+            // as the page's newest all through the call: it is not listened to.
+            let conversation = stats.conversations[0].1.to_string();
+            let forger = forge_caller_seen(&daemon, credential(state.path(), "raw"), &worker, &conversation, skipped);
             let bootstrap = json!({"attach_identity": attach});
             let old = stateless_call_as(&daemon.addr, skipped, "runtime_bootstrap", bootstrap.clone()).unwrap_err();
+            forger.abort();
             assert_eq!(old.0, "UNIDENTIFIED_CALLER", "{old:?}");
             assert!(old.1.contains("has ended"), "{old:?}");
             let again = stateless_call_as(&daemon.addr, next, "runtime_bootstrap", bootstrap);
@@ -192,6 +197,32 @@ async fn a_call_as_a_conversation_an_old_executor_holds_is_refused_at_once() {
     });
     assert_eq!(admitted.count(), 0, "nothing was admitted: {events}");
     fake.stop().await;
+}
+
+/// A paired executor that does not hold `worker` sending, every 200 ms,
+/// that `worker`'s page shows `request_id` as its newest.
+fn forge_caller_seen(
+    daemon: &Daemon,
+    token: String,
+    worker: &protocol::WorkerId,
+    conversation: &str,
+    request_id: &str,
+) -> tokio::task::JoinHandle<()> {
+    use futures_util::SinkExt;
+    let url = ws_url(daemon);
+    let seen = json!({"type": "callerSeen", "workerId": worker.to_string(), "conversationId": conversation,
+        "requestId": request_id, "newest": true})
+    .to_string();
+    tokio::spawn(async move {
+        let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        socket.send(Message::Text(hello(&token, PROTOCOL_VERSION).into())).await.unwrap();
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if socket.send(Message::Text(seen.clone().into())).await.is_err() {
+                return;
+            }
+        }
+    })
 }
 
 /// `runtime_bootstrap` as the slot's own conversation: its page shows

@@ -638,12 +638,13 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
         H: Clone,
     {
         let tab = self.workers.get(worker).filter(|m| m.conversation.as_ref() == Some(conversation))?.tab.clone()?;
-        if !self.asked.iter().any(|a| a == request_id) {
-            if self.asked.len() >= ATTESTED_KEPT {
-                self.asked.pop_front();
-            }
-            self.asked.push_back(request_id.to_owned());
+        // Asked again: the newest ask, the last to be pushed out.
+        if let Some(i) = self.asked.iter().position(|a| a == request_id) {
+            self.asked.remove(i);
+        } else if self.asked.len() >= ATTESTED_KEPT {
+            self.asked.pop_front();
         }
+        self.asked.push_back(request_id.to_owned());
         Some(tab)
     }
 

@@ -277,6 +277,10 @@ impl Bridge {
     /// An executor saw a request id in one of its pages.
     pub(crate) fn caller_seen(&self, executor_id: &str, frame: ExecutorFrame) {
         let ExecutorFrame::CallerSeen { worker_id, conversation_id, request_id, newest } = frame else { return };
+        // Only the executor holding the worker speaks for its page.
+        if self.plane.worker(&worker_id).and_then(|w| w.executor_id).as_deref() != Some(executor_id) {
+            return;
+        }
         let seen = attribution::Sighting {
             executor_id: executor_id.to_owned(),
             worker_id,
@@ -293,8 +297,8 @@ impl Bridge {
     /// report from before, lost or outdated, never speaks for the page of
     /// now), asking it to look now, and again every [`LOOKUP_EVERY`] (a
     /// report lost to a reconnect is asked for anew; a lookup is
-    /// idempotent); while the page calls the id not its newest, it keeps
-    /// asking until the bound. The sighting, and whether its id was the
+    /// idempotent); while the page calls the id not its newest, it asks
+    /// once more. The sighting, and whether its id was the
     /// page's newest; `None`: nobody reported it in time; `Err`: two pages
     /// claimed it, or the holder speaks v1 and never reports.
     pub async fn await_caller(
@@ -314,7 +318,7 @@ impl Bridge {
         let deadline = tokio::time::Instant::now() + within;
         let until_ms = self.plane.now_ms() + within.as_millis() as u64;
         let mut next_lookup = tokio::time::Instant::now();
-        let mut latest = None;
+        let (mut latest, mut asked) = (None, 0);
         loop {
             sighted.borrow_and_update();
             if let Some((seen, newest)) = self.sightings.lock().expect("sightings lock").get(request_id, since)? {
@@ -325,7 +329,13 @@ impl Bridge {
                 latest = Some((seen.clone(), newest));
             }
             if tokio::time::Instant::now() >= next_lookup {
+                // Asked twice and told "not the newest": a turn that ended
+                // (a replay holds no wait slot for the whole bound).
+                if asked >= 2 && latest.is_some() {
+                    return Ok(latest);
+                }
                 self.ask_caller(request_id, lookup, until_ms).await;
+                asked += 1;
                 next_lookup = tokio::time::Instant::now() + LOOKUP_EVERY;
             }
             match tokio::time::timeout_at(deadline.min(next_lookup), sighted.changed()).await {
