@@ -224,8 +224,10 @@ pub struct Hub {
     /// seconds.
     pub call_delay: watch::Sender<std::time::Duration>,
     /// How long after a tool call starts its own `api_tool` request message
-    /// lands in the page's data: live, forty seconds (nothing in the
-    /// product waits for it).
+    /// lands in the page's data: forty seconds, as measured live on
+    /// 2026-08-21 (totec448-spec/chat-on-steroids `extension/fiber.js` at
+    /// 0cce1eecfc290627d3ec829b8ae7a6dac4dbee91, `requestIdsOf`); nothing in
+    /// the product waits for it.
     pub request_message_delay: watch::Sender<std::time::Duration>,
 }
 
@@ -503,6 +505,7 @@ impl Hub {
     /// page's data after [`Hub::call_delay`], its request message after
     /// [`Hub::request_message_delay`]. Returns the request id.
     pub fn tool_call(self: &std::sync::Arc<Self>, id: &str, request_id: Option<&str>, tool: &str, app: &str) -> String {
+        let mint = || format!("wfr_{}", uuid::Uuid::new_v4().simple());
         let mut chosen = request_id.map(str::to_owned);
         let mut index = None;
         self.update(id, |c| {
@@ -511,7 +514,7 @@ impl Hub {
                 let request_id = chosen
                     .clone()
                     .or_else(|| turn.calls.last().map(|k| k.request_id.clone()))
-                    .unwrap_or_else(|| format!("wfr_{}", uuid::Uuid::new_v4().simple()));
+                    .unwrap_or_else(mint);
                 index = Some((at, turn.calls.len()));
                 turn.calls.push(crate::render::ToolCall {
                     request_id: request_id.clone(),
@@ -523,7 +526,7 @@ impl Hub {
                 chosen = Some(request_id);
             }
         });
-        let request_id = chosen.unwrap_or_else(|| format!("wfr_{}", uuid::Uuid::new_v4().simple()));
+        let request_id = chosen.unwrap_or_else(mint);
         let Some(index) = index else { return request_id };
         let land = |delay: std::time::Duration, mark: fn(&mut crate::render::ToolCall)| {
             let (hub, id, request_id) = (self.clone(), id.to_owned(), request_id.clone());

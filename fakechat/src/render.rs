@@ -168,8 +168,11 @@ fn tool_row(turn: &Turn) -> &'static str {
 /// `api_tool` message once its safety check clears — live 2026-08-21,
 /// forty seconds later"; `requestOf`, `PATH_HEAD`, and `turnMessagesOf`
 /// reading `turn.messages`/`allMessages` up a turn element's
-/// `__reactFiber$…` chain), `src/main/session/correlation.ts` at
-/// e6b5d8ab (one request id for every connector request of a turn) and
+/// `__reactFiber$…` chain; `completedCallOf` and `conflictingRequestScope`
+/// reading the result message's own `metadata.request_id`, the turn's),
+/// `src/main/session/correlation.ts` at
+/// e6b5d8ab5a177244ef373f06e6f80adc86d27e98 ("Live ChatGPT gives every
+/// connector request in one turn the same request_id") and
 /// `src/main/mcp/call-context.ts` at 0f255b727914807d4f2c42664b6dc4a584d5d203
 /// (the header's id before `/` is the page's `metadata.request_id`,
 /// "measured live on 2026-08-18"). NOT from evidence: the plain message's

@@ -156,8 +156,11 @@
   // pointer holds the previous render's props every other commit (fiber.js:
   // "The DOM's original Fiber pointer may be the previous render"). fakechat
   // does the same: one pair per turn, the newest data on the other one of
-  // the pair at each update. The real fiber carries far more (tags, a
-  // committed root); only what the product reads is reproduced.
+  // the pair at each change of that turn. NOT from a rendered page (fibers
+  // are never in saved HTML): from that code's reading of the live page. A
+  // human reads none of it. The real fiber carries far more (tags, a
+  // committed root); only what the product reads is reproduced, and where
+  // the real page differs the page script finds no id: the call is refused.
   const fiberKey = "__reactFiber$" + Math.random().toString(36).slice(2, 12);
   const pairs = new Map();
   function fiberWith(messages) {
