@@ -200,6 +200,16 @@ pub struct State {
 }
 
 impl State {
+    /// Whether `request_id` may attribute `worker`'s calls: no call was
+    /// attributed by it yet, or it is `worker`'s current turn's. Any other
+    /// id that attributed calls belongs to a turn that has ended.
+    pub fn request_usable(&self, request_id: &str, worker: &WorkerId) -> bool {
+        match self.attributed_requests.get(request_id) {
+            None => true,
+            Some(owner) => owner == worker && self.current_requests.get(worker).is_some_and(|c| c == request_id),
+        }
+    }
+
     /// The worker, or `NOT_FOUND`.
     pub fn worker(&self, id: &WorkerId) -> Option<&Worker> {
         self.workers.get(id)

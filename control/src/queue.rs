@@ -54,7 +54,8 @@ pub struct Dispatch {
     pub executor_id: String,
 }
 
-fn managed(worker: &Worker) -> bool {
+/// Whether `worker` holds a place on its executor (placed and unfinished).
+pub(crate) fn managed(worker: &Worker) -> bool {
     worker.executor_id.is_some() && !worker.state.is_terminal()
 }
 

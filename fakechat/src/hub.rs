@@ -511,10 +511,8 @@ impl Hub {
         self.update(id, |c| {
             let at = c.turns.len().saturating_sub(1);
             if let Some(turn) = c.turns.last_mut().filter(|t| t.role == Role::Assistant) {
-                let request_id = chosen
-                    .clone()
-                    .or_else(|| turn.calls.last().map(|k| k.request_id.clone()))
-                    .unwrap_or_else(mint);
+                let request_id =
+                    chosen.clone().or_else(|| turn.calls.last().map(|k| k.request_id.clone())).unwrap_or_else(mint);
                 index = Some((at, turn.calls.len()));
                 turn.calls.push(crate::render::ToolCall {
                     request_id: request_id.clone(),

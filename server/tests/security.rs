@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use fake_executor::{FakeConfig, FakeExecutor};
+use fake_executor::{Callers, FakeConfig, FakeExecutor};
 use protocol::executor::PROTOCOL_VERSION;
 use serde_json::{Value, json};
 use support::{
@@ -72,7 +72,7 @@ async fn two_sessionless_peers_are_never_both_admitted_to_a_slot() {
             Daemon::start_with(state.path(), &["--pool-pacing-ms", "20", "--attribution-wait-ms", "1500"], &[]);
         // Its pages show only the calls the test puts there.
         let mut config = FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1");
-        config.callers = fake_executor::Callers::Hidden;
+        config.callers = Callers::Hidden;
         let fake = FakeExecutor::start(config);
         fake.wait_for(|s| s.connections == 1, WAIT).await;
         let root = Mcp::connect(&daemon.addr);
@@ -132,16 +132,7 @@ async fn two_sessionless_peers_are_never_both_admitted_to_a_slot() {
 async fn only_a_proven_caller_can_record_a_stale_catalog() {
     let state = tempfile::tempdir().unwrap();
     let daemon = Daemon::start_with(state.path(), &["--pool-pacing-ms", "20", "--attribution-wait-ms", "1500"], &[]);
-    let mut config = FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1");
-    config.callers = fake_executor::Callers::Hidden;
-    let fake = FakeExecutor::start(config);
-    fake.wait_for(|s| s.connections == 1, WAIT).await;
-    let root = Mcp::connect(&daemon.addr);
-    let cap = root.ok("run_create", json!({"title": "stale"}))["root_capability"].as_str().unwrap().to_owned();
-    root.ok("runtime_ensure", json!({"capability": cap, "desired_workers": 1}));
-    let stats = fake.wait_for(|s| !s.submissions.is_empty() && !s.conversations.is_empty(), WAIT).await;
-    let attach = stats.submissions[0].1.split('"').find(|p| p.starts_with("att_")).unwrap().to_owned();
-    let worker = stats.conversations[0].0.clone();
+    let Slot { fake, root, cap, attach, worker } = Slot::provisioned(&daemon, state.path(), Callers::Hidden).await;
     let stale = json!({"attach_identity": attach, "catalog": "0123456789abcdef"});
     let stale_recorded = || {
         let events = root.ok("events_list", json!({"capability": cap, "after_cursor": 0, "limit": 500}));
@@ -164,15 +155,7 @@ async fn a_call_as_a_conversation_an_old_executor_holds_is_refused_at_once() {
     let state = tempfile::tempdir().unwrap();
     // The default wait (30 s) is longer than this test's own bound.
     let daemon = Daemon::start_with(state.path(), &["--pool-pacing-ms", "20"], &[]);
-    let mut config = FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1");
-    config.callers = fake_executor::Callers::V1;
-    let fake = FakeExecutor::start(config);
-    fake.wait_for(|s| s.connections == 1, WAIT).await;
-    let root = Mcp::connect(&daemon.addr);
-    let cap = root.ok("run_create", json!({"title": "old"}))["root_capability"].as_str().unwrap().to_owned();
-    root.ok("runtime_ensure", json!({"capability": cap, "desired_workers": 1}));
-    let stats = fake.wait_for(|s| !s.submissions.is_empty(), WAIT).await;
-    let attach = stats.submissions[0].1.split('"').find(|p| p.starts_with("att_")).unwrap().to_owned();
+    let Slot { fake, root, cap, attach, .. } = Slot::provisioned(&daemon, state.path(), Callers::V1).await;
     let started = Instant::now();
     let refused = loop {
         match stateless_call_as(
@@ -197,6 +180,32 @@ async fn a_call_as_a_conversation_an_old_executor_holds_is_refused_at_once() {
     });
     assert_eq!(admitted.count(), 0, "nothing was admitted: {events}");
     fake.stop().await;
+}
+
+/// A run with one pool slot provisioned through a fake executor whose
+/// pages show `callers`: what a test then calls with.
+struct Slot {
+    fake: FakeExecutor,
+    root: Mcp,
+    cap: String,
+    attach: String,
+    worker: protocol::WorkerId,
+}
+
+impl Slot {
+    async fn provisioned(daemon: &Daemon, state: &std::path::Path, callers: Callers) -> Slot {
+        let mut config = FakeConfig::new(ws_url(daemon), credential(state, "ext-1"), "ext-1");
+        config.callers = callers;
+        let fake = FakeExecutor::start(config);
+        fake.wait_for(|s| s.connections == 1, WAIT).await;
+        let root = Mcp::connect(&daemon.addr);
+        let cap = root.ok("run_create", json!({"title": "slot"}))["root_capability"].as_str().unwrap().to_owned();
+        root.ok("runtime_ensure", json!({"capability": cap, "desired_workers": 1}));
+        let stats = fake.wait_for(|s| !s.submissions.is_empty() && !s.conversations.is_empty(), WAIT).await;
+        let attach = stats.submissions[0].1.split('"').find(|p| p.starts_with("att_")).unwrap().to_owned();
+        let worker = stats.conversations[0].0.clone();
+        Slot { fake, root, cap, attach, worker }
+    }
 }
 
 /// A paired executor that does not hold `worker` sending, every 200 ms,

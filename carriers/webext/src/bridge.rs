@@ -278,7 +278,8 @@ impl Bridge {
     pub(crate) fn caller_seen(&self, executor_id: &str, frame: ExecutorFrame) {
         let ExecutorFrame::CallerSeen { worker_id, conversation_id, request_id, newest } = frame else { return };
         // Only the executor holding the worker speaks for its page.
-        if self.plane.worker(&worker_id).and_then(|w| w.executor_id).as_deref() != Some(executor_id) {
+        let holder = |s: &control::model::State| s.worker(&worker_id).and_then(|w| w.executor_id.clone());
+        if self.plane.with_state(holder).as_deref() != Some(executor_id) {
             return;
         }
         let seen = attribution::Sighting {

@@ -25,13 +25,12 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             if !protocol::executor::valid_request_id(request_id) || !protocol::executor::valid_tool_name(tool) {
                 return Err(Refusal::BadAttribution);
             }
-            match state.attributed_requests.get(request_id) {
-                // Another call of the same turn: nothing new to record.
-                Some(owner) if owner == worker_id && state.current_requests.get(worker_id) == Some(request_id) => {
-                    return Ok(vec![]);
-                }
-                Some(_) => return Err(Refusal::RequestReplayed(request_id.clone())),
-                None => {}
+            if !state.request_usable(request_id, worker_id) {
+                return Err(Refusal::RequestReplayed(request_id.clone()));
+            }
+            // Another call of the same turn: nothing new to record.
+            if state.attributed_requests.contains_key(request_id) {
+                return Ok(vec![]);
             }
             Ok(vec![EventBody::CallerAttributed {
                 worker_id: worker_id.clone(),

@@ -75,13 +75,7 @@ impl Tools {
         let headers = ctx.extensions.get::<axum::http::request::Parts>().map(|p| &p.headers);
         let values = headers.into_iter().flat_map(|h| h.get_all("x-request-id").iter().map(|v| v.as_bytes()));
         let request_id = attribution::request_id(values).map_err(unidentified)?;
-        // An id that attributed calls before, and is not this worker's current turn's.
-        let ended = self.plane.with_state(|s| {
-            s.attributed_requests.get(&request_id).is_some_and(|owner| {
-                *owner != me.id || s.current_requests.get(&me.id).is_none_or(|current| *current != request_id)
-            })
-        });
-        if ended {
+        if !self.plane.with_state(|s| s.request_usable(&request_id, &me.id)) {
             return Err(unidentified(Unidentified::EarlierTurn));
         }
         let Some(bridge) = &self.executors else { return Err(unidentified(Unidentified::NotBound)) };
