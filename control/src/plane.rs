@@ -668,6 +668,27 @@ impl ControlPlane {
         .map(|(n, _)| n)
     }
 
+    /// Queues again the create of every spawned worker that waits for its
+    /// browser and whose pause is over (see [`crate::schedule`]); returns
+    /// how many. One commit. The [`crate::scheduler`] task calls it.
+    pub fn relaunch(&self, connected: &[String]) -> Result<usize, Error> {
+        if schedule::relaunches_due(&self.read(), connected, self.clock.now_ms()).is_empty() {
+            return Ok(0);
+        }
+        self.commit(None, &(), |state| {
+            let due = schedule::relaunches_due(state, connected, self.clock.now_ms());
+            let relaunches: Vec<_> = due.into_iter().map(|w| (w, CommandId::from_uuid_bytes(new_uuid()))).collect();
+            let n = relaunches.len();
+            (Request::Relaunch { relaunches }, n)
+        })
+        .map(|(n, _)| n)
+    }
+
+    /// When a create waiting for its browser is next queued again, if any.
+    pub fn next_relaunch_at(&self, connected: &[String]) -> Option<u64> {
+        schedule::next_relaunch_at(&self.read(), connected)
+    }
+
     /// Commits what Execution Continuity's rules find due now
     /// ([`crate::continuity::due`]): attempts to schedule, each with its
     /// command, and the stall guard's findings. Returns how many.
@@ -970,7 +991,7 @@ fn stamp(state: &State, command: &Request, bodies: Vec<EventBody>, at_ms: u64) -
                 | EventBody::ContinuationStalled { worker_id, .. }
                 | EventBody::ContinuationTurnStalled { worker_id, .. }
                 | EventBody::WorkerHoldChanged { worker_id, .. }
-                    if matches!(command, Request::ContinuityDue { .. }) =>
+                    if matches!(command, Request::ContinuityDue { .. } | Request::Relaunch { .. }) =>
                 {
                     state.workers[worker_id].run_id.clone()
                 }
@@ -992,7 +1013,7 @@ fn run_of(state: &State, command: &Request) -> RunId {
         Request::CreateRun { run_id, .. } => return run_id.clone(),
         Request::ExecutorConnected { .. } | Request::ExecutorDisconnected { .. } => return RunId::system(),
         Request::Dispatch { command_id, .. } => &state.commands[command_id].worker_id,
-        Request::Recheck { .. } | Request::Round { .. } | Request::ContinuityDue { .. } => {
+        Request::Recheck { .. } | Request::Relaunch { .. } | Request::Round { .. } | Request::ContinuityDue { .. } => {
             unreachable!("each dispatch, inspect or continuity event names its worker")
         }
         Request::Answering { report, .. } => return run_of(state, report),

@@ -25,11 +25,31 @@
 //! At most one inspect per conversation is open at a time, and each one that
 //! finishes (either outcome) restarts the bound, so a failing inspect is
 //! retried at the bound's pace, never in a loop.
+//!
+//! A second rule keeps a spawned worker waiting for its browser rather than
+//! failing: its create was refused because the executor could not reach
+//! the browser session ([`waits_for_browser`]: nothing was opened, so
+//! nothing can be duplicated), so the daemon queues the create again after
+//! [`RELAUNCH_FIRST_MS`], doubling with each refusal up to
+//! [`RELAUNCH_MAX_MS`], while an executor is connected. Meanwhile the
+//! worker shows `waiting_for: browser` with the executor's reason.
 
 use protocol::executor::ConversationState;
 use protocol::{CommandIntent, WorkerId};
 
 use crate::model::{CommandPhase, State, Worker};
+
+/// The first pause before a create refused for want of a browser is queued again.
+pub const RELAUNCH_FIRST_MS: u64 = 30_000;
+/// The longest pause between two such creates.
+pub const RELAUNCH_MAX_MS: u64 = 300_000;
+
+/// Whether a create refused with `code` waits for a person to start or
+/// authorize the browser: the executor reached no page, so it opened
+/// nothing and submitted nothing.
+pub fn waits_for_browser(code: protocol::ErrorCode) -> bool {
+    matches!(code, protocol::ErrorCode::BrowserControlUnavailable | protocol::ErrorCode::BrowserAuthorizationRequired)
+}
 
 /// How the scheduler's rules are tuned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,4 +115,46 @@ fn recheck_at(state: &State, worker: &Worker, connected: &[String], policy: Poli
     let resumes =
         worker.continuity.policy.mode == protocol::continuity::ContinuationMode::Auto && !worker.state.is_terminal();
     (waiting || resumes).then(|| worker.state_checked_at_ms.saturating_add(policy.recheck_after_ms))
+}
+
+/// The spawned workers whose create should be queued again now (the second
+/// rule in the module doc).
+pub fn relaunches_due(state: &State, connected: &[String], now_ms: u64) -> Vec<WorkerId> {
+    let mut due: Vec<WorkerId> = state
+        .workers
+        .values()
+        .filter(|w| relaunch_at(state, w, connected).is_some_and(|at| at <= now_ms))
+        .map(|w| w.id.clone())
+        .collect();
+    due.sort();
+    due
+}
+
+/// When the next such create falls due, if any.
+pub fn next_relaunch_at(state: &State, connected: &[String]) -> Option<u64> {
+    state.workers.values().filter_map(|w| relaunch_at(state, w, connected)).min()
+}
+
+/// How many creates `worker` has had, each refused or not.
+pub fn creates_of(state: &State, worker: &WorkerId) -> usize {
+    state.commands.values().filter(|c| &c.worker_id == worker && c.intent == CommandIntent::Create).count()
+}
+
+fn relaunch_at(state: &State, worker: &Worker, connected: &[String]) -> Option<u64> {
+    let waiting = worker.state == protocol::WorkerState::LaunchRequested
+        && worker.conversation.is_none()
+        && worker.last_error.is_some_and(waits_for_browser)
+        && state.runtime.by_worker(&worker.id).is_none()
+        && !connected.is_empty();
+    let open = state
+        .open_commands
+        .iter()
+        .filter_map(|id| state.commands.get(id))
+        .any(|c| c.worker_id == worker.id && c.intent == CommandIntent::Create);
+    if !waiting || open {
+        return None;
+    }
+    let refusals = creates_of(state, &worker.id).clamp(1, 8) as u32;
+    let pause = RELAUNCH_FIRST_MS.saturating_mul(1 << (refusals - 1)).min(RELAUNCH_MAX_MS);
+    Some(worker.updated_at_ms.saturating_add(pause))
 }

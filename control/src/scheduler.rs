@@ -30,7 +30,10 @@ pub async fn run(
     loop {
         let executors = connected.borrow_and_update().clone();
         let turn_began = plane.now_ms();
-        let failed = in_place(|| plane.recheck(&executors, policy).and(plane.continue_due(policy.pacing))).err();
+        let failed = in_place(|| {
+            plane.recheck(&executors, policy).and(plane.relaunch(&executors)).and(plane.continue_due(policy.pacing))
+        })
+        .err();
         if let Some(e) = &failed {
             tracing::error!(code = %e.code(), "scheduled work not committed, retrying in {RETRY:?}: {e}");
         }
@@ -40,12 +43,16 @@ pub async fn run(
         let now = plane.now_ms();
         let timer = match failed {
             Some(_) => Some(tokio::time::Instant::now() + RETRY),
-            None => [plane.next_recheck_at(&executors, policy), plane.next_continue_at(policy.pacing)]
-                .into_iter()
-                .flatten()
-                .filter(|at| *at > turn_began)
-                .min()
-                .map(|at| tokio::time::Instant::now() + Duration::from_millis(at.saturating_sub(now))),
+            None => [
+                plane.next_recheck_at(&executors, policy),
+                plane.next_relaunch_at(&executors),
+                plane.next_continue_at(policy.pacing),
+            ]
+            .into_iter()
+            .flatten()
+            .filter(|at| *at > turn_began)
+            .min()
+            .map(|at| tokio::time::Instant::now() + Duration::from_millis(at.saturating_sub(now))),
         };
         tokio::select! {
             _ = async { tokio::time::sleep_until(timer.expect("guarded")).await }, if timer.is_some() => {}

@@ -32,6 +32,16 @@ pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &
                 format!("{code}: fix the app in ChatGPT (docs/setup.md); `orchestrator doctor` says what is off"),
             );
         }
+        Some(code) if crate::schedule::waits_for_browser(code) => {
+            return waiting(
+                WaitingFor::Browser,
+                format!(
+                    "{code}: its executor cannot reach the browser: start the browser, or allow remote debugging for \
+                     the CDP agent (docs/cdp-carrier.md; `orchestrator status` shows what the agent found); the \
+                     create is tried again by itself"
+                ),
+            );
+        }
         Some(code) if code.is_host_state() => {
             return waiting(WaitingFor::Browser, format!("{code}: the browser needs you (docs/setup.md)"));
         }

@@ -481,6 +481,55 @@ fn an_uncertain_create_is_never_retried_and_a_failed_one_fails_the_launch() {
     assert!(w.pump(&["ext"]).is_empty(), "no second create");
 }
 
+/// Issue 29 item 12: a spawned worker whose create was refused because the
+/// executor could not reach its browser waits for it (`waiting_for:
+/// browser`, the executor's reason) and its create is queued again after a
+/// pause that doubles, under a key of its own; once the browser answers,
+/// the worker launches. Before, its launch failed for good.
+#[test]
+fn a_create_refused_for_want_of_a_browser_waits_and_is_queued_again_with_a_growing_pause() {
+    use control::schedule::{RELAUNCH_FIRST_MS, RELAUNCH_MAX_MS};
+    let w = labelled_world();
+    let a = w.spawn("a");
+    let ext = World::connected(&["ext"]);
+    let mut keys = Vec::new();
+    let mut pause = RELAUNCH_FIRST_MS;
+    for refusal in 1..=6 {
+        assert_eq!(w.pump(&["ext"]).len(), 1, "refusal {refusal}: one create out");
+        let cmd = w.open_command(&a);
+        keys.push(w.plane.command(&cmd).unwrap().idempotency_key);
+        let no_browser = CommandOutcome::Error {
+            code: ErrorCode::BrowserControlUnavailable,
+            detail: "no DevToolsActivePort in /home/u/.config/google-chrome".into(),
+        };
+        w.plane.report("ext", ExecutorFrame::Result { command_id: cmd, outcome: no_browser }).unwrap();
+        let worker = w.plane.worker(&a).unwrap();
+        assert_eq!(worker.state, WorkerState::LaunchRequested, "refusal {refusal}: still launching");
+        let waiting = w.plane.waiting_for(&worker, &ext).unwrap();
+        assert_eq!(waiting.on, protocol::WaitingFor::Browser);
+        assert!(waiting.next_step.contains("BROWSER_CONTROL_UNAVAILABLE"), "{}", waiting.next_step);
+        // Nothing before the pause is over; the create once it is.
+        w.clock.advance(pause - 1);
+        assert_eq!(w.plane.relaunch(&ext).unwrap(), 0, "refusal {refusal}: not before {pause} ms");
+        assert!(w.pump(&["ext"]).is_empty());
+        assert_eq!(w.plane.relaunch(&[]).unwrap(), 0, "no create for nobody to perform");
+        w.clock.advance(1);
+        assert_eq!(w.plane.next_relaunch_at(&ext), Some(w.plane.now_ms()));
+        assert_eq!(w.plane.relaunch(&ext).unwrap(), 1, "refusal {refusal}: queued again after {pause} ms");
+        assert_eq!(w.plane.relaunch(&ext).unwrap(), 0, "once");
+        pause = (pause * 2).min(RELAUNCH_MAX_MS);
+    }
+    assert_eq!(pause, RELAUNCH_MAX_MS, "the pause grows to its bound and stays there");
+    assert_eq!(keys.iter().collect::<std::collections::HashSet<_>>().len(), keys.len(), "a key each: {keys:?}");
+    // The browser answers: the worker launches, and nothing more is queued.
+    assert_eq!(w.pump(&["ext"]).len(), 1);
+    w.complete_create("ext", &a, CONV_A);
+    assert!(w.plane.worker(&a).unwrap().conversation.is_some());
+    w.clock.advance(RELAUNCH_MAX_MS * 2);
+    assert_eq!(w.plane.relaunch(&ext).unwrap(), 0);
+    assert_eq!(w.plane.next_relaunch_at(&ext), None);
+}
+
 #[test]
 fn a_different_conversation_for_a_bound_worker_fences_it() {
     let w = world();

@@ -46,6 +46,15 @@ impl Daemon {
         paired["credential"].as_str().map(str::to_owned).context("`orchestrator pair` printed no credential")
     }
 
+    /// A new executor credential written to `file` owner-only, as
+    /// `carrier-agent --credential-file` requires it.
+    pub fn credential_file(&self, file: &Path) -> anyhow::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(file)?;
+        std::io::Write::write_all(&mut f, self.credential()?.as_bytes())?;
+        Ok(())
+    }
+
     /// Kills the daemon and starts it again on the same address and state.
     pub fn restart(&mut self, extra: &[&str]) -> anyhow::Result<()> {
         self.kill();

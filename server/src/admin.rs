@@ -227,19 +227,17 @@ pub fn render(status: &Status) -> String {
                 .iter()
                 .map(|e| {
                     let room = e.capacity.map_or(format!("{}", e.load), |c| format!("{}/{c}", e.load));
+                    let browser = if e.browser.is_none() { ", no browser reached" } else { "" };
                     match &e.host {
-                        Some(host) => format!("{} on {host} ({room})", e.executor_id),
-                        None => format!("{} ({room})", e.executor_id),
+                        Some(host) => format!("{} on {host} ({room}{browser})", e.executor_id),
+                        None => format!("{} ({room}{browser})", e.executor_id),
                     }
                 })
                 .collect();
             format!("executors  {} ({} paired)\n", each.join(", "), status.executors_paired)
         }
     };
-    out += &match (status.exposed_hosts.first(), status.mcp_secret) {
-        (Some(host), true) => format!("exposure   {}\n", crate::exposure::shown_url(host)),
-        _ => "exposure   not exposed (orchestrator expose --host <tunnel host>)\n".into(),
-    };
+    out += &format!("exposure   {}\n", exposure(&status.exposed_hosts, status.mcp_secret).1);
     for run in &status.runs {
         out += &format!("\n{}  {}  {:?}\n", run.run_id, wire(&run.state), run.title);
         for w in &run.workers {
@@ -248,6 +246,37 @@ pub fn render(status: &Status) -> String {
         }
     }
     out
+}
+
+/// Whether ChatGPT can reach the daemon, and what is true for every client,
+/// in the words `serve`'s banner, `status` and `doctor` all use. A secret
+/// with no exposed host still guards `/mcp`: a local client must then use
+/// the secret too, and is told how.
+pub fn exposure(exposed_hosts: &[String], has_secret: bool) -> (bool, String) {
+    match (exposed_hosts.first(), has_secret) {
+        (Some(host), true) => (
+            true,
+            format!(
+                "{} (`orchestrator expose --host {host}` prints the URL to paste)",
+                crate::exposure::shown_url(host)
+            ),
+        ),
+        (None, true) => (
+            false,
+            "loopback only, but an MCP secret is set (by `orchestrator expose`), so every client needs it, local \
+             ones too: http://127.0.0.1:PORT/s/<secret>/mcp, or /mcp with `Authorization: Bearer <secret>` (the \
+             secret is the state directory's mcp-secret; `mcp-stdio` uses it by itself). A tunnel that forwards \
+             to loopback (OpenAI's tunnel-client) reaches the first; a public tunnel also needs serve's \
+             --allowed-host <its hostname>, as `expose` printed"
+                .into(),
+        ),
+        (_, false) => (
+            false,
+            "not exposed: ChatGPT cannot reach a loopback daemon; run `orchestrator expose --host <your tunnel's \
+             hostname>`; local clients use /mcp as it is"
+                .into(),
+        ),
+    }
 }
 
 /// A state's wire name (`launch_requested`), as the tools show it.

@@ -203,19 +203,8 @@ fn setup_checks(status: &Status, expected: &Expected<'_>, checks: &mut Vec<Check
             says: format!("connected: {} ({paired} paired)", status.executors_connected.join(", ")),
         },
     });
-    checks.push(match (status.exposed_hosts.first(), status.mcp_secret) {
-        (Some(host), true) => Check {
-            ok: true,
-            what: "exposure",
-            says: format!("{} (`orchestrator expose --host {host}` prints the URL)", crate::exposure::shown_url(host)),
-        },
-        _ => Check {
-            ok: false,
-            what: "exposure",
-            says: "not exposed: ChatGPT cannot reach a loopback daemon; run `orchestrator expose --host <tunnel host>`"
-                .into(),
-        },
-    });
+    let (exposed, says) = crate::admin::exposure(&status.exposed_hosts, status.mcp_secret);
+    checks.push(Check { ok: exposed, what: "exposure", says });
 }
 
 /// The daemon's own status, over the admin read on loopback.

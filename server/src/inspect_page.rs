@@ -35,6 +35,16 @@ pub enum Error {
         /// Its size.
         size: u64,
     },
+    /// The file is not an HTML page (binary, or no markup at all).
+    #[error(
+        "{path} is not a saved HTML page ({why}); save the chat with Ctrl-S as \"Webpage, complete\" or \"HTML only\" (NOT_HTML)"
+    )]
+    NotHtml {
+        /// The path given.
+        path: String,
+        /// What gave it away.
+        why: &'static str,
+    },
 }
 
 /// Reads and parses `path`.
@@ -57,7 +67,17 @@ pub fn load(path: &std::path::Path) -> Result<HtmlPage, Error> {
     if bytes.len() as u64 > MAX_PAGE_BYTES {
         return Err(Error::TooLarge { path: shown, size: bytes.len() as u64 });
     }
-    Ok(HtmlPage::parse(&String::from_utf8_lossy(&bytes)))
+    // A saved page is UTF-8 text with markup; anything else would read as
+    // an empty, "loading" page and mislead a bug report.
+    let text =
+        std::str::from_utf8(&bytes).map_err(|_| Error::NotHtml { path: shown.clone(), why: "not UTF-8 text" })?;
+    if text.contains('\0') {
+        return Err(Error::NotHtml { path: shown, why: "it holds NUL bytes" });
+    }
+    if !text.contains('<') {
+        return Err(Error::NotHtml { path: shown, why: "it holds no markup" });
+    }
+    Ok(HtmlPage::parse(text))
 }
 
 fn state(report: &Report<NodeId>) -> String {

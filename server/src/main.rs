@@ -34,7 +34,8 @@ enum Cmd {
         /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
         #[arg(long)]
         state_dir: Option<PathBuf>,
-        /// Address to listen on. A non-loopback address requires ORCHESTRATOR_MCP_SECRET.
+        /// Address to listen on. A non-loopback address requires an MCP secret: the one
+        /// `orchestrator expose` stored in the state directory, or ORCHESTRATOR_MCP_SECRET.
         #[arg(long, default_value = "127.0.0.1:7777")]
         listen: SocketAddr,
         /// Also accept this Host header (for example a tunnel's hostname). Repeatable.
@@ -93,30 +94,7 @@ enum Cmd {
     /// Pair an executor: issue a credential bound to one executor id and
     /// print it with the set-up steps. Each executor (each browser, each
     /// CDP agent) gets its own; `--list`, `--revoke`, `--rotate` manage them.
-    Pair {
-        /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
-        #[arg(long)]
-        state_dir: Option<PathBuf>,
-        /// The executor id to issue for (default: a fresh `exec-<hex>`);
-        /// issuing again for an id revokes its earlier credential.
-        #[arg(long)]
-        executor_id: Option<String>,
-        /// List the paired executors (ids and dates; never a secret).
-        #[arg(long, conflicts_with_all = ["revoke", "rotate", "executor_id"])]
-        list: bool,
-        /// Revoke one executor's credential; its live session closes within a second.
-        #[arg(long, conflicts_with_all = ["rotate", "executor_id"])]
-        revoke: Option<String>,
-        /// Revoke every credential: every executor must be paired again.
-        #[arg(long, conflicts_with = "executor_id")]
-        rotate: bool,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-        /// The daemon's address, for the printed endpoint.
-        #[arg(long, default_value = "127.0.0.1:7777")]
-        listen: SocketAddr,
-    },
+    Pair(PairArgs),
     /// Expose the tools to ChatGPT through a tunnel: create the MCP secret
     /// in the state directory (owner-only; `--rotate` for a new one) and
     /// print the URL to paste into ChatGPT and the `serve` command to run.
@@ -173,7 +151,8 @@ enum Cmd {
         /// The daemon's executor endpoint.
         #[arg(long, default_value = "ws://127.0.0.1:7777/executor")]
         daemon: String,
-        /// A file holding the credential `orchestrator pair --executor-id ID` printed.
+        /// The credential file `orchestrator pair --executor-id ID --credential-file FILE`
+        /// wrote (owner-only; `pair`'s printed or `--json` output works too).
         #[arg(long)]
         credential_file: PathBuf,
         /// The browser's user-data directory, where it writes DevToolsActivePort.
@@ -206,6 +185,10 @@ enum Cmd {
         /// The page adapter: dist/chromium/pkg of `cargo xtask dist`.
         #[arg(long, default_value = "dist/chromium/pkg")]
         bundle: PathBuf,
+        /// State directory, for the journal's default place (default:
+        /// $XDG_STATE_HOME/chatgpt-orchestrator, the daemon's on this host).
+        #[arg(long, conflicts_with = "state_file")]
+        state_dir: Option<PathBuf>,
         /// Where the agent keeps its journal (default: <state dir>/cdp-agent.json).
         #[arg(long)]
         state_file: Option<PathBuf>,
@@ -225,6 +208,38 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `orchestrator pair`'s arguments.
+#[derive(clap::Args)]
+struct PairArgs {
+    /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// The executor id to issue for (default: a fresh `exec-<hex>`);
+    /// issuing again for an id revokes its earlier credential.
+    #[arg(long)]
+    executor_id: Option<String>,
+    /// List the paired executors (ids and dates; never a secret).
+    #[arg(long, conflicts_with_all = ["revoke", "rotate", "executor_id"])]
+    list: bool,
+    /// Revoke one executor's credential; its live session closes within a second.
+    #[arg(long, conflicts_with_all = ["rotate", "executor_id"])]
+    revoke: Option<String>,
+    /// Revoke every credential: every executor must be paired again.
+    #[arg(long, conflicts_with = "executor_id")]
+    rotate: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Also write the credential alone to this file, owner-only (0600), as
+    /// `carrier-agent --credential-file` reads it; the printed text then
+    /// leaves the credential out.
+    #[arg(long, conflicts_with_all = ["list", "revoke"])]
+    credential_file: Option<PathBuf>,
+    /// The daemon's address, for the printed endpoint.
+    #[arg(long, default_value = "127.0.0.1:7777")]
+    listen: SocketAddr,
 }
 
 #[derive(Subcommand)]
@@ -461,15 +476,15 @@ impl ExecutorArgs {
 }
 
 /// `orchestrator pair` and its management flags.
-fn pair(
-    credentials: &Credentials,
-    executor_id: Option<String>,
-    list: bool,
-    revoke: Option<String>,
-    rotate: bool,
-    json: bool,
-    listen: SocketAddr,
-) -> anyhow::Result<()> {
+fn pair(args: PairArgs) -> anyhow::Result<()> {
+    let PairArgs { state_dir, executor_id, list, revoke, rotate, json, credential_file, listen } = args;
+    let path = state_path(state_dir)?;
+    std::fs::create_dir_all(&path)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let credentials = Credentials::open_or_create(&path.join("executors"))?;
     if list {
         let issued = credentials.list()?;
         if json {
@@ -516,13 +531,20 @@ fn pair(
         format!("exec-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
     });
     let credential = credentials.issue(&id)?;
+    if let Some(file) = &credential_file {
+        server::exposure::write_private(file, &format!("{credential}\n"))
+            .with_context(|| format!("writing {}", file.display()))?;
+    }
     if json {
         let out = serde_json::json!({"endpoint": format!("ws://{listen}/executor"), "executorId": id, "credential": credential});
         println!("{out}");
     } else {
         println!("endpoint:   ws://{listen}/executor");
         println!("executor:   {id}");
-        println!("credential: {credential}");
+        match &credential_file {
+            Some(file) => println!("credential: written to {} (owner-only)", file.display()),
+            None => println!("credential: {credential}"),
+        }
         println!("\n{PAIRING_STEPS}");
     }
     Ok(())
@@ -555,16 +577,19 @@ fn service(action: ServiceAction) -> anyhow::Result<()> {
                     }
                     absolutize(&mut args, &["--state-dir"])?;
                 }
-                Cmd::CarrierAgent { state_file, .. } => {
+                Cmd::CarrierAgent { state_file, state_dir, .. } => {
                     if !args.iter().any(|a| a == "--bundle" || a.starts_with("--bundle=")) {
                         args.push("--bundle".into());
                         args.push("dist/chromium/pkg".into());
                     }
-                    if state_file.is_none() {
+                    if state_file.is_none() && state_dir.is_none() {
                         args.push("--state-file".into());
                         args.push(state_path(None)?.join("cdp-agent.json").display().to_string());
                     }
-                    absolutize(&mut args, &["--credential-file", "--bundle", "--user-data-dir", "--state-file"])?;
+                    absolutize(
+                        &mut args,
+                        &["--credential-file", "--bundle", "--user-data-dir", "--state-file", "--state-dir"],
+                    )?;
                 }
                 _ => unreachable!("parsed as {}", service.subcommand()),
             }
@@ -616,15 +641,7 @@ fn setup_facts(setup: &control::ChatgptSetup, allowed_hosts: &[String], has_secr
                  not attach; pass --app-label \"<the app's name in ChatGPT>\" (docs/setup.md)"
             .to_owned(),
     };
-    let exposure = match (allowed_hosts.first(), has_secret) {
-        (Some(host), true) => format!(
-            "setup: exposed for ChatGPT at {} (`orchestrator expose --host {host}` prints the URL to paste)",
-            server::exposure::shown_url(host)
-        ),
-        _ => "setup: not exposed: ChatGPT cannot reach a loopback daemon; run `orchestrator expose --host \
-              <your tunnel's hostname>`"
-            .to_owned(),
-    };
+    let exposure = format!("setup: {}", server::admin::exposure(allowed_hosts, has_secret).1);
     format!("{app}\n{exposure}")
 }
 
@@ -677,7 +694,7 @@ fn state_path(state_dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 const PAIRING_STEPS: &str = "\
 To pair the browser extension:
   1. Open the extension's options page (about:addons in Firefox, chrome://extensions in Chromium).
-  2. Set the endpoint to the URL above and paste the credential into the token field.
+  2. Set the endpoint to the URL above and paste the credential into the Credential field.
   3. Save: the status shows \"connected\" once the daemon accepts the hello.
 The credential speaks for this one executor only. It is a secret: never paste it
 into a chat, a prompt or a URL. `orchestrator pair --revoke <id>` withdraws it.";
@@ -842,16 +859,7 @@ async fn main() -> anyhow::Result<()> {
             dir.forget_endpoint();
             tracing::info!("stopped");
         }
-        Cmd::Pair { state_dir, executor_id, list, revoke, rotate, json, listen } => {
-            let path = state_path(state_dir)?;
-            std::fs::create_dir_all(&path)?;
-            {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
-            }
-            let credentials = Credentials::open_or_create(&path.join("executors"))?;
-            pair(&credentials, executor_id, list, revoke, rotate, json, listen)?;
-        }
+        Cmd::Pair(args) => pair(args)?,
         Cmd::Expose { state_dir, host, rotate, json } => {
             let hostname = |h: &str| {
                 !h.is_empty()
@@ -864,8 +872,15 @@ async fn main() -> anyhow::Result<()> {
                 bail!("--host is a bare hostname, such as my-tunnel.example.com");
             }
             let secret = server::exposure::create_secret(&state_path(state_dir)?, rotate)?;
-            let url = server::exposure::paste_url(&host, &secret);
-            let serve = format!("orchestrator serve --allowed-host {host}");
+            // A loopback "host" is a tunnel that forwards to loopback (OpenAI's
+            // tunnel-client): serve needs no extra Host, and the URL is local.
+            let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+            let (url, serve) = match loopback {
+                true => (format!("http://127.0.0.1:7777/s/{secret}/mcp"), "orchestrator serve".to_owned()),
+                false => {
+                    (server::exposure::paste_url(&host, &secret), format!("orchestrator serve --allowed-host {host}"))
+                }
+            };
             if json {
                 let oauth = serde_json::json!({
                     "serve": format!("{serve} --oauth"),
@@ -892,7 +907,25 @@ async fn main() -> anyhow::Result<()> {
                 let url = mcp_url_of(&state);
                 url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned()
             });
-            let status = server::admin::fetch(&addr, &state).await?;
+            let status = match server::admin::fetch(&addr, &state).await {
+                Ok(status) => status,
+                Err(e) => {
+                    // Scripts get a document too; a person gets the next step.
+                    let hint = format!(
+                        "no daemon answered at {addr} (state directory {}): start it with `orchestrator serve`, or \
+                         point at it with --addr HOST:PORT / --state-dir DIR",
+                        state.display()
+                    );
+                    match json {
+                        true => println!(
+                            "{}",
+                            serde_json::json!({"running": false, "addr": addr, "error": e.to_string(), "next": hint})
+                        ),
+                        false => eprintln!("{e}\n{hint}"),
+                    }
+                    std::process::exit(2);
+                }
+            };
             if json {
                 println!("{}", serde_json::to_string(&status)?);
             } else {
@@ -912,15 +945,13 @@ async fn main() -> anyhow::Result<()> {
             launch_arg,
             capacity,
             bundle,
+            state_dir,
             state_file,
             connect_timeout_ms,
         } => {
-            let token = std::fs::read_to_string(&credential_file)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", credential_file.display()))?
-                .trim()
-                .to_owned();
-            let executor_id = carrier_cdp::agent::executor_id_of(&token)
-                .ok_or_else(|| anyhow::anyhow!("{} holds no executor credential", credential_file.display()))?;
+            carrier_cdp::pairing::check_daemon_url(&daemon)?;
+            let carrier_cdp::pairing::Credential { token, executor_id } =
+                carrier_cdp::pairing::read_credential(&credential_file)?;
             let dedicated = match (launch_browser, launch_profile) {
                 (Some(browser), Some(profile)) => {
                     let dedicated = carrier_cdp::Dedicated { browser, profile, args: launch_arg };
@@ -937,10 +968,13 @@ async fn main() -> anyhow::Result<()> {
             };
             let state_file = match state_file {
                 Some(file) => file,
-                None => state_path(None)?.join("cdp-agent.json"),
+                None => state_path(state_dir)?.join("cdp-agent.json"),
             };
-            if let Some(parent) = state_file.parent() {
-                std::fs::create_dir_all(parent)?;
+            if let Some(parent) = state_file.parent().filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+                // Owner-only, as every state directory (SPEC §9): the journal
+                // names the worker conversations this host holds.
+                use std::os::unix::fs::DirBuilderExt;
+                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(parent)?;
             }
             let config = carrier_cdp::Config {
                 daemon,

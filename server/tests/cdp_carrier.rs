@@ -560,7 +560,7 @@ async fn a_dedicated_profile_is_launched_only_when_configured_and_the_host_capac
     let dir = tempfile::tempdir().unwrap();
     let (daemon, fake) = e2e::daemon_and_site(orchestrator(), dir.path(), &["--pool-pacing-ms", "40"]).await.unwrap();
     let credential = dir.path().join("agent.credential");
-    std::fs::write(&credential, daemon.credential().unwrap()).unwrap();
+    daemon.credential_file(&credential).unwrap();
     let profile = dir.path().join("dedicated-profile");
     let mut agent = std::process::Command::new(orchestrator());
     agent
@@ -612,4 +612,107 @@ async fn a_dedicated_profile_is_launched_only_when_configured_and_the_host_capac
     let exited = agent.wait().unwrap();
     assert!(exited.success(), "{exited}");
     e2e::cdp::wait_until(Duration::from_secs(10), || !browser_running()).await.unwrap();
+}
+
+/// The "Run it" block of docs/cdp-carrier.md, run as written (issue 29
+/// items 10 and 12): `pair` writes the credential file the agent reads, and
+/// `carrier-agent --channel chrome` finds the browser in the channel's
+/// place. Only the daemon's port differs (the test's daemon listens on port
+/// 0), and `$XDG_STATE_HOME`/`$XDG_CONFIG_HOME` point into the test's
+/// directory. First no browser runs: the agent says where it looked, and a
+/// spawned worker waits for the browser instead of failing its launch;
+/// then the browser starts and the same worker launches by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_cdp_recipe_works_as_written_and_a_worker_waits_for_the_browser() {
+    let _one = ONE_BROWSER.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (xdg_state, xdg_config) = (dir.path().join("xdg-state"), dir.path().join("xdg-config"));
+    let daemon =
+        e2e::Daemon::start(orchestrator(), &xdg_state.join("chatgpt-orchestrator"), "127.0.0.1:0", &[]).unwrap();
+    let fake = fakechat::start(
+        "127.0.0.1:0".parse().unwrap(),
+        Some(daemon.mcp_url()),
+        fakechat::server::Csp::RealLike,
+        None,
+    )
+    .await
+    .unwrap();
+    e2e::install_apps(&fake.hub, e2e::APP_LABEL, fakechat::render::AppState::Enabled);
+
+    let doc = std::fs::read_to_string(e2e::workspace().join("docs/cdp-carrier.md")).unwrap();
+    let block = doc.split("## Run it").nth(1).unwrap().split("```sh\n").nth(1).unwrap().split("```").next().unwrap();
+    let lines: Vec<String> = block.replace("\\\n", " ").lines().map(|l| l.replace("127.0.0.1:7777", &daemon.addr)).collect();
+    assert_eq!(lines.len(), 2, "pair, then the agent: {block}");
+    // The doc's relative paths (`cdp.credential`, `dist/chromium/pkg`) from
+    // a directory of the test's own, holding the workspace's `dist`.
+    let cwd = dir.path().join("cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::os::unix::fs::symlink(e2e::workspace().join("dist"), cwd.join("dist")).unwrap();
+    let shell = |line: &str| {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(line.replacen("orchestrator ", &format!("{} ", orchestrator().display()), 1))
+            .current_dir(&cwd)
+            .env("XDG_STATE_HOME", &xdg_state)
+            .env("XDG_CONFIG_HOME", &xdg_config)
+            .env("HOME", dir.path())
+            .env_remove("ORCHESTRATOR_MCP_SECRET");
+        cmd
+    };
+    let paired = shell(&lines[0]).output().unwrap();
+    assert!(paired.status.success(), "{paired:?}");
+    let log = dir.path().join("agent.log");
+    let mut agent = shell(&lines[1])
+        .env("RUST_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+
+    let profile = xdg_config.join("google-chrome");
+    let looked = profile.join("DevToolsActivePort").display().to_string();
+    e2e::cdp::wait_until(WAIT, || std::fs::read_to_string(&log).is_ok_and(|l| l.contains(&looked))).await.unwrap_or_else(
+        |_| panic!("the agent never said where it looked: {}", std::fs::read_to_string(&log).unwrap_or_default()),
+    );
+    let root = Root::new(&daemon.addr);
+    root.call("worker_spawn", json!({"name": "a", "assignment": {"objective": "wait for the browser"}}));
+    let waiting = |root: &Root| root.call("worker_list", json!({}))["workers"][0].clone();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let w = waiting(&root);
+        assert_ne!(w["state"], "launch_failed", "a missing browser is waited for: {w:#}");
+        if w["waiting_for"]["on"] == "browser" {
+            assert!(w["waiting_for"]["next_step"].as_str().unwrap().contains("BROWSER_CONTROL_UNAVAILABLE"), "{w:#}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never waiting for the browser: {w:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The person starts the browser with remote debugging: the worker's
+    // create is tried again by itself and the conversation comes up.
+    let chromium = std::process::Command::new(e2e::browser::chromium().unwrap());
+    let mut browser = e2e::cdp::spawn_with(chromium, &fake.addr.to_string(), dir.path(), &profile).unwrap();
+    let relaunch = Duration::from_millis(control::schedule::RELAUNCH_FIRST_MS) + WAIT;
+    let deadline = tokio::time::Instant::now() + relaunch;
+    loop {
+        let w = waiting(&root);
+        if !conversations(&fake.hub.oracle()).is_empty() {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never launched once the browser ran: {w:#}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(conversations(&fake.hub.oracle()).len(), 1, "one conversation, however many tries");
+    let status = std::process::Command::new(orchestrator())
+        .args(["status", "--json", "--addr", &daemon.addr, "--state-dir"])
+        .arg(xdg_state.join("chatgpt-orchestrator"))
+        .output()
+        .unwrap();
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["executors"][0]["executor_id"], "cdp-laptop", "{status:#}");
+    let _ = agent.kill();
+    let _ = agent.wait();
+    let _ = browser.kill();
+    let _ = browser.wait();
 }

@@ -143,7 +143,7 @@ async fn two_hosts_share_the_pool_and_one_losing_its_browser_affects_only_its_wo
 
     // Host B's agent, as `orchestrator carrier-agent` runs on another machine.
     let credential = b.join("agent.credential");
-    std::fs::write(&credential, world.daemon.credential().unwrap()).unwrap();
+    world.daemon.credential_file(&credential).unwrap();
     let _agent_b = Killed(
         host.command(orchestrator())
             .args(["carrier-agent", "--cdp", "--daemon", "ws://127.0.0.1:7777/executor"])

@@ -335,3 +335,59 @@ async fn a_stdio_client_beside_a_running_daemon_launches_workers_through_its_exe
     let created: Vec<String> = fake.stats().conversations.iter().map(|(w, _)| w.to_string()).collect();
     assert_eq!(created, workers, "each stdio-spawned worker got exactly one conversation from the daemon's executor");
 }
+
+/// Issue 29 item 11, the `expose` trap: after `expose`, a daemon started
+/// without `--allowed-host` still guards `/mcp` with the secret. The
+/// banner, `status` and `doctor` now all say so and how a local client
+/// connects (before, they said "not exposed: run expose", and a loopback
+/// client met a bare 401); the way they name works.
+#[test]
+fn a_secret_without_an_exposed_host_is_said_as_it_is_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let printed = expose(dir.path());
+    let secret = printed["url"].as_str().unwrap().rsplit("/s/").next().unwrap().trim_end_matches("/mcp").to_owned();
+    let said = "an MCP secret is set";
+    let text = banner(dir.path(), &[]).join("\n");
+    assert!(text.contains(said) && text.contains("/s/<secret>/mcp") && text.contains("--allowed-host"), "{text}");
+    assert!(!text.contains(&secret), "never the secret: {text}");
+
+    let daemon = Daemon::start_with(dir.path(), &[], &[]);
+    let status =
+        orchestrator().args(["status", "--addr", &daemon.addr, "--state-dir"]).arg(dir.path()).output().unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains(said) && status.contains("Bearer"), "{status}");
+    let doctor = orchestrator()
+        .args(["doctor", "--json", "--mcp-url", &daemon.mcp_url(), "--state-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    assert!(doctor.contains(said), "{doctor}");
+
+    // The two ways a local client connects, as said; and the bare one refused.
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    let mut headers = vec![("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")];
+    assert_eq!(http(&daemon.addr, "POST", &format!("/s/{secret}/mcp"), &headers, init).0, 200);
+    assert_eq!(http(&daemon.addr, "POST", "/mcp", &headers, init).0, 401);
+    let bearer = format!("Bearer {secret}");
+    headers.push(("Authorization", &bearer));
+    assert_eq!(http(&daemon.addr, "POST", "/mcp", &headers, init).0, 200);
+}
+
+/// Issue 29 item 14: `status` with no daemon says what to do (exit 2), and
+/// `status --json` prints a document saying so instead of nothing.
+#[test]
+fn status_without_a_daemon_says_so_in_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let text = orchestrator().args(["status", "--addr", &addr, "--state-dir"]).arg(dir.path()).output().unwrap();
+    assert_eq!(text.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&text.stderr).contains("orchestrator serve"), "{text:?}");
+    let json =
+        orchestrator().args(["status", "--json", "--addr", &addr, "--state-dir"]).arg(dir.path()).output().unwrap();
+    assert_eq!(json.status.code(), Some(2));
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(doc["running"], false);
+    assert!(doc["next"].as_str().unwrap().contains("orchestrator serve"), "{doc}");
+}

@@ -78,3 +78,29 @@ fn a_missing_or_oversized_file_is_refused_with_a_clear_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("TOO_LARGE"), "{out:?}");
 }
+
+/// Issue 29 item 14: a binary file or one with no markup is refused as not
+/// a page (exit non-zero, `NOT_HTML`), not read as a "loading" page.
+#[test]
+fn a_file_that_is_not_a_page_is_refused_as_not_html() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in [
+        ("shot.png", &b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10"[..]),
+        ("nul.html", &b"<html>\0</html>"[..]),
+        ("notes.txt", &b"just some notes about the chat"[..]),
+    ] {
+        let file = dir.path().join(name);
+        std::fs::write(&file, bytes).unwrap();
+        for json in [false, true] {
+            let mut cmd = orchestrator();
+            cmd.arg("inspect-page").arg(&file);
+            if json {
+                cmd.arg("--json");
+            }
+            let out = cmd.output().unwrap();
+            assert!(!out.status.success(), "{name}: {out:?}");
+            assert!(String::from_utf8_lossy(&out.stderr).contains("NOT_HTML"), "{name}: {out:?}");
+            assert!(out.stdout.is_empty(), "{name}: nothing read as a page");
+        }
+    }
+}

@@ -530,8 +530,18 @@ async fn run(shared: Arc<Shared>) {
 async fn session(shared: &Arc<Shared>, instance: &str) {
     if shared.version.lock().unwrap().is_none() {
         // `hello` names the browser: reach it first (bounded; one that
-        // cannot be reached is named at a later session).
-        let _ = tokio::time::timeout(shared.config.connect_timeout, shared.browser()).await;
+        // cannot be reached is named at a later session). Say what was
+        // found: an agent that cannot reach its browser must not be silent.
+        let within = shared.config.connect_timeout;
+        match tokio::time::timeout(within, shared.browser()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(CommandOutcome::Error { code, detail })) => tracing::warn!(
+                "no browser session yet ({code}): {detail}; creates are refused with {code} until it answers, \
+                 and the daemon shows its workers waiting for the browser (docs/cdp-carrier.md)"
+            ),
+            Ok(Err(outcome)) => tracing::warn!("no browser session yet: {outcome:?}"),
+            Err(_) => tracing::warn!("the browser did not answer within {within:?}; trying again at the next command"),
+        }
     }
     let Ok((socket, _)) = tokio_tungstenite::connect_async(shared.config.daemon.as_str()).await else { return };
     let (mut sink, mut stream) = socket.split();
@@ -918,12 +928,6 @@ fn request_kind(request: &ToPage) -> &'static str {
     }
 }
 
-/// The executor id a credential (`exc1.<executor id>.<secret>`) was issued for.
-pub fn executor_id_of(token: &str) -> Option<String> {
-    let (id, secret) = token.strip_prefix("exc1.")?.rsplit_once('.')?;
-    (!id.is_empty() && !secret.is_empty()).then(|| id.to_owned())
-}
-
 fn text(frame: &ExecutorFrame) -> Message {
     Message::Text(serde_json::to_string(frame).expect("frames serialize").into())
 }
@@ -965,13 +969,5 @@ mod tests {
         std::fs::write(&file, b"{ not json").unwrap();
         let refused = load(&file).unwrap_err().to_string();
         assert!(refused.contains("cannot be read"), "{refused}");
-    }
-
-    #[test]
-    fn a_credential_names_its_executor() {
-        assert_eq!(executor_id_of("exc1.laptop.0123abcd").as_deref(), Some("laptop"));
-        assert_eq!(executor_id_of("exc1.a.b.c").as_deref(), Some("a.b"));
-        assert_eq!(executor_id_of("exc1..x"), None);
-        assert_eq!(executor_id_of("tok.laptop.x"), None);
     }
 }

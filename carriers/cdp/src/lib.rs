@@ -14,6 +14,7 @@
 //! - [`agent`]: the executor: daemon session, journal, commands.
 //! - [`host`]: the machine's facts (its name; whether the browser runs).
 //! - [`launch`]: the bounded fallback of a dedicated profile it launches.
+//! - [`pairing`]: the credential file and daemon URL, checked before use.
 //!
 //! Architecture invariant: no target the agent did not create is attached
 //! to, navigated, evaluated in or closed; target ids are handles, never
@@ -27,6 +28,7 @@ pub mod discovery;
 pub mod host;
 pub mod launch;
 pub mod page;
+pub mod pairing;
 
 pub use agent::{Agent, Config, JournalError};
 pub use connect::{Endpoint, SetupError};

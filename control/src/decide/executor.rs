@@ -24,6 +24,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
         }
         Request::Dispatch { command_id, executor_id } => Ok(vec![dispatched(state, command_id, executor_id)?]),
         Request::Recheck { inspections } => inspects(state, inspections),
+        Request::Relaunch { relaunches } => relaunched(state, relaunches),
         Request::Round { dispatches } => dispatched_all(state, dispatches),
         Request::ExecutorReport { executor_id, frame } => report(state, executor_id, frame),
         Request::HostState { worker_id, code, detail } => {
@@ -39,6 +40,28 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
         }
         _ => unreachable!("decide routes only this family's commands here"),
     }
+}
+
+/// A create queued again for each spawned worker that waits for its
+/// browser, under a key of its own (the refused one opened nothing).
+fn relaunched(state: &State, relaunches: &[(WorkerId, CommandId)]) -> Result<Vec<EventBody>, Refusal> {
+    relaunches
+        .iter()
+        .map(|(worker_id, command_id)| {
+            let worker = state.worker(worker_id).ok_or_else(|| Refusal::NoWorker(worker_id.clone()))?;
+            if worker.state != WorkerState::LaunchRequested || worker.conversation.is_some() {
+                return Err(Refusal::WorkerIs(worker.state));
+            }
+            let attempt = crate::schedule::creates_of(state, worker_id) + 1;
+            Ok(EventBody::CommandQueued {
+                command_id: command_id.clone(),
+                worker_id: worker_id.clone(),
+                intent: CommandIntent::Create,
+                idempotency_key: format!("create:{worker_id}:attempt{attempt}"),
+                not_before_ms: None,
+            })
+        })
+        .collect()
 }
 
 /// The inspects of a recheck: one command per worker with a conversation.
@@ -146,10 +169,13 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                 // A host or setup state (the app not bound, signed out…) is not a
                 // worker's failure: it is recorded where runtime_status reads its
                 // readiness reasons; runtime_recover retries a pool create. A
-                // spawned worker's create has no retry: its launch fails, with the code.
+                // spawned worker's create is queued again only when it waits for
+                // the browser (`crate::schedule`); otherwise its launch fails, with the code.
                 (CommandOutcome::Error { code, detail }, intent)
                     if code.is_host_state()
-                        && (*intent != CommandIntent::Create || state.runtime.by_worker(&worker.id).is_some()) =>
+                        && (*intent != CommandIntent::Create
+                            || state.runtime.by_worker(&worker.id).is_some()
+                            || crate::schedule::waits_for_browser(*code)) =>
                 {
                     events.push(EventBody::ConversationError {
                         worker_id: worker.id.clone(),

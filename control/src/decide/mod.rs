@@ -278,6 +278,12 @@ pub enum Request {
         /// The attempts to schedule and the stall guard's findings.
         actions: Vec<crate::continuity::Action>,
     },
+    /// Queue each spawned worker's create again: the last one was refused
+    /// for want of a browser (see `crate::schedule`).
+    Relaunch {
+        /// (worker, the id for its new create command) pairs.
+        relaunches: Vec<(WorkerId, CommandId)>,
+    },
     /// Queue an inspect of each worker's conversation (see `crate::schedule`).
     Recheck {
         /// (worker, the id for its inspect command) pairs.
@@ -372,6 +378,7 @@ pub fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusa
         | Request::ExecutorDisconnected { .. }
         | Request::Dispatch { .. }
         | Request::Recheck { .. }
+        | Request::Relaunch { .. }
         | Request::Round { .. }
         | Request::ExecutorReport { .. }
         | Request::HostState { .. } => executor::decide(state, command),

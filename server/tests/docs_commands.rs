@@ -1,0 +1,205 @@
+//! Every command the README and `docs/` show a person is one the binary
+//! takes (issue 29 item 15): each `orchestrator …` line in a fenced `sh`
+//! block names a subcommand that exists, and every `--flag` on it is in
+//! that subcommand's `--help` (the part after `service install --` in the
+//! help of the command it installs); each `cargo xtask` task is one xtask
+//! knows; and every tool the daemon serves is named in the README.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn orchestrator() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
+    cmd.env_remove("ORCHESTRATOR_MCP_SECRET");
+    cmd
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+/// The pages a person reads commands from.
+fn pages() -> Vec<PathBuf> {
+    let mut pages = vec![workspace().join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(workspace().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    pages.extend(docs);
+    pages
+}
+
+/// The commands in a page's fenced `sh` blocks: continuation lines joined,
+/// comments dropped.
+pub fn commands(markdown: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_sh = false;
+    let mut pending = String::new();
+    for line in markdown.lines() {
+        let fence = line.trim_start();
+        if fence.starts_with("```") {
+            in_sh = !in_sh && fence.trim_start_matches('`').trim() == "sh";
+            pending.clear();
+            continue;
+        }
+        if !in_sh {
+            continue;
+        }
+        let code = strip_comment(line);
+        match code.trim_end().strip_suffix('\\') {
+            Some(head) => {
+                pending.push_str(head);
+                pending.push(' ');
+            }
+            None => {
+                pending.push_str(code.trim_end());
+                let command = std::mem::take(&mut pending).split_whitespace().collect::<Vec<_>>().join(" ");
+                if !command.is_empty() {
+                    out.push(command);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `line` up to a `#` that starts a shell comment (outside quotes).
+fn strip_comment(line: &str) -> &str {
+    let (mut single, mut double) = (false, false);
+    for (i, c) in line.char_indices() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '#' if !single && !double && (i == 0 || line[..i].ends_with(char::is_whitespace)) => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+/// The flags a help text lists.
+fn flags_in(help: &str) -> Vec<String> {
+    help.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(str::to_owned)
+        .collect()
+}
+
+fn help(path: &[&str]) -> String {
+    let out = orchestrator().args(path).arg("--help").output().unwrap();
+    assert!(out.status.success(), "`orchestrator {} --help` failed: {out:?}", path.join(" "));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The words of `command` after `orchestrator`, split at a lone `--`.
+fn orchestrator_words(command: &str) -> Option<(Vec<&str>, Vec<&str>)> {
+    let rest = command.split_once("orchestrator ")?.1;
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    match words.iter().position(|w| *w == "--") {
+        Some(i) => Some((words[..i].to_vec(), words[i + 1..].to_vec())),
+        None => Some((words, Vec::new())),
+    }
+}
+
+/// The subcommand path at the head of `words` (`service install`, `pair`).
+fn subcommand<'a>(words: &[&'a str]) -> Vec<&'a str> {
+    let top = help(&[]);
+    let first = words.first().copied().unwrap_or_default();
+    assert!(
+        top.lines().any(|l| l.split_whitespace().next() == Some(first)),
+        "`orchestrator {first}` is no subcommand:\n{top}"
+    );
+    let mut path = vec![first];
+    if let Some(second) = words.get(1).filter(|w| !w.starts_with('-') && !w.starts_with('[')) {
+        let nested = help(&[first]);
+        if nested.contains("Commands:") && nested.lines().any(|l| l.split_whitespace().next() == Some(*second)) {
+            path.push(second);
+        }
+    }
+    path
+}
+
+/// Checks every flag of `words` against the help of `path`; returns how many.
+fn check_flags(page: &Path, command: &str, path: &[&str], words: &[&str]) -> usize {
+    let known = flags_in(&help(path));
+    let mut n = 0;
+    for flag in flags_in(&words.join(" ")) {
+        let flag = flag.split('=').next().unwrap().to_owned();
+        assert!(
+            known.contains(&flag),
+            "{}: `{command}`: `orchestrator {}` has no {flag}",
+            page.display(),
+            path.join(" ")
+        );
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn every_documented_command_names_flags_the_binary_takes() {
+    let (mut commands_checked, mut flags_checked) = (0, 0);
+    let xtask = std::fs::read_to_string(workspace().join("xtask/src/main.rs")).unwrap();
+    for page in pages() {
+        for command in commands(&std::fs::read_to_string(&page).unwrap()) {
+            if let Some(task) = command.strip_prefix("cargo xtask ") {
+                let task = task.split_whitespace().next().unwrap();
+                assert!(xtask.contains(&format!("Some(\"{task}\")")), "{}: no xtask {task}", page.display());
+                commands_checked += 1;
+                continue;
+            }
+            let Some((words, after)) = orchestrator_words(&command) else { continue };
+            if command.trim_start().starts_with("cargo ") {
+                continue; // `cargo run … -- serve` is the README's build line, checked by CI itself.
+            }
+            let path = subcommand(&words);
+            flags_checked += check_flags(&page, &command, &path, &words[path.len()..]);
+            if !after.is_empty() && path == ["service", "install"] {
+                let installs = if words.contains(&"--carrier-agent") { "carrier-agent" } else { "serve" };
+                let real: Vec<&str> = after.iter().copied().filter(|w| !w.ends_with("...")).collect();
+                flags_checked += check_flags(&page, &command, &[installs], &real);
+            }
+            commands_checked += 1;
+        }
+    }
+    println!("checked {commands_checked} documented commands and {flags_checked} flags against the binary");
+    assert!(commands_checked >= 15, "the pages hold more commands than {commands_checked}");
+}
+
+/// Pins the block reader on a made-up page.
+#[test]
+fn the_block_reader_joins_continuations_and_drops_comments() {
+    let page = "text\n```sh\norchestrator a --x \\\n    --y   # why\n# only a comment\norchestrator b \"#not\" # c\n```\n```text\norchestrator c\n```\n";
+    assert_eq!(commands(page), vec!["orchestrator a --x --y", "orchestrator b \"#not\""]);
+}
+
+/// Every tool the daemon serves is named in the README's tool lists.
+#[test]
+fn every_served_tool_is_named_in_the_readme() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::Daemon::start(dir.path());
+    let tools = support::Mcp::connect(&daemon.addr).list_tools();
+    let readme = std::fs::read_to_string(workspace().join("README.md")).unwrap();
+    let names: Vec<String> =
+        tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect();
+    assert!(names.len() > 30, "{names:?}");
+    let missing: Vec<&String> = names.iter().filter(|n| !readme.contains(&format!("`{n}"))).collect();
+    assert!(missing.is_empty(), "tools the README does not name: {missing:?}");
+}
+
+/// Issue 29 item 15: `expose` for a loopback tunnel prints the serve line
+/// docs/setup.md gives (no `--allowed-host`) and a local secret URL.
+#[test]
+fn expose_for_a_loopback_tunnel_agrees_with_the_setup_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = orchestrator().args(["expose", "--host", "localhost", "--json", "--state-dir"]).arg(dir.path()).output();
+    let printed: serde_json::Value = serde_json::from_slice(&out.unwrap().stdout).unwrap();
+    assert_eq!(printed["serve"], "orchestrator serve");
+    assert!(printed["url"].as_str().unwrap().starts_with("http://127.0.0.1:7777/s/"), "{printed}");
+    let setup = std::fs::read_to_string(workspace().join("docs/setup.md")).unwrap();
+    assert!(setup.contains("run `serve` without\n`--allowed-host`"), "the page still says so");
+}
