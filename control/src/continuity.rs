@@ -310,7 +310,15 @@ pub struct Continuity {
     /// When the running turn's content was last seen moving on (the page,
     /// not the worker: `conversation.progressed`).
     pub page_progress_at_ms: Option<u64>,
+    /// Recoveries in a row that could not be delivered into the page (it
+    /// still showed its incident): asked again up to
+    /// [`RECOVERY_ATTEMPTS_MAX`], then the worker is held for a person.
+    pub recoveries_undelivered: u32,
 }
+
+/// How many recoveries in a row may go undelivered before the worker is
+/// paused for a person instead of being tried again.
+pub const RECOVERY_ATTEMPTS_MAX: u32 = 3;
 
 /// What the page showed while a prompt of the worker was being submitted:
 /// its turn can start and end before the submission's result arrives.
@@ -493,6 +501,7 @@ impl Continuity {
             self.turn_stall_reported = false;
         }
         self.idle_since_ms = None;
+        self.recoveries_undelivered = 0;
         if let Some(intent) = &mut self.intent {
             intent.wakes.remove(&Wake::Idle);
             intent.wakes.remove(&Wake::Recovery);
@@ -517,10 +526,12 @@ impl Continuity {
     /// until the conversation is idle again. Otherwise the attempt ended
     /// there, without progress. Undelivered, what it carried is asked for
     /// again: a fresh attempt under the same rules (the stall guard bounds
-    /// how often), never a silent stop; but not a recovery, which waits for
-    /// a new look at the page (an unchanged error page is never spun
-    /// against). Uncertain, nothing is asked again: the prompt may be in,
-    /// and a resend could duplicate it (the worker is paused for a look).
+    /// how often), never a silent stop; a recovery too, but only
+    /// [`RECOVERY_ATTEMPTS_MAX`] times in a row (an error page that takes
+    /// no message is not spun against: the worker is then paused, saying
+    /// why, see [`Continuity::recovery_exhausted`]). Uncertain, nothing is
+    /// asked again: the prompt may be in, and a resend could duplicate it
+    /// (the worker is paused for a look).
     ///
     /// `ended_early`: the submitted prompt's turn was already seen to run
     /// and end (see [`Continuity::send_finished`]); the end it left stands.
@@ -528,6 +539,7 @@ impl Continuity {
         self.in_flight = None;
         let carried = std::mem::take(&mut self.carried);
         if finish == Finish::Submitted {
+            self.recoveries_undelivered = 0;
             self.last_submitted_at_ms = Some(now_ms);
             if ended_early {
                 if !self.attempt_progressed {
@@ -544,10 +556,20 @@ impl Continuity {
             self.progress.attempts_without = self.progress.attempts_without.saturating_add(1);
         }
         if finish == Finish::Undelivered {
-            for wake in carried.into_iter().filter(|w| *w != Wake::Recovery) {
+            if carried.contains(&Wake::Recovery) {
+                self.recoveries_undelivered = self.recoveries_undelivered.saturating_add(1);
+            }
+            let again = self.recoveries_undelivered < RECOVERY_ATTEMPTS_MAX;
+            for wake in carried.into_iter().filter(|w| *w != Wake::Recovery || again) {
                 self.wake(wake);
             }
         }
+    }
+
+    /// Whether the in-flight command carries a recovery that, if it is not
+    /// delivered, is the last one allowed in a row.
+    pub fn recovery_exhausted(&self) -> bool {
+        self.carried.contains(&Wake::Recovery) && self.recoveries_undelivered + 1 >= RECOVERY_ATTEMPTS_MAX
     }
 
     /// The worker finished (completed, failed, cancelled): nothing is pending.

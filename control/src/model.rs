@@ -92,6 +92,10 @@ pub struct Worker {
     /// Who blocked its chat, while it is blocked: its calls are refused
     /// with `CHAT_BLOCKED` (not a cancel; nothing else changes).
     pub blocked: Option<protocol::BlockedBy>,
+    /// How many follow-ups it had when its conversation's current turn
+    /// began (its first attributed call), if a turn was ever attributed: a
+    /// report that names no follow-up answers that turn's work.
+    pub turn_followups: Option<u32>,
 }
 
 /// Where an executor command is in its life.
@@ -308,6 +312,7 @@ impl State {
                         fenced: false,
                         continuity: Continuity::new(run.continuation_default, at),
                         blocked: None,
+                        turn_followups: None,
                     },
                 );
             }
@@ -576,7 +581,8 @@ impl State {
                 w.blocked = blocked.then_some(*by);
             }
             EventBody::CallerAttributed { worker_id, request_id, .. } => {
-                touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.turn_followups = Some(w.followups.len() as u32);
                 if self.attributed_requests.insert(request_id.clone(), worker_id.clone()).is_some() {
                     return Err(fail("a request id attributed twice"));
                 }

@@ -5,8 +5,9 @@
 //! are rendered at dispatch from a [`protocol::PromptRef`], never stored.
 
 /// Version of the bootstrap text; bump when the wording changes meaning
-/// (2: the completion contract of Execution Continuity, seed §8.4).
-pub const BOOTSTRAP_VERSION: u32 = 2;
+/// (2: the completion contract of Execution Continuity, seed §8.4; 3: every
+/// report names the work it answers, `followup 0` for the assignment).
+pub const BOOTSTRAP_VERSION: u32 = 3;
 
 /// The bootstrap prompt for the worker whose attach identity is `attach`.
 pub fn bootstrap_prompt(attach: &str) -> String {
@@ -15,8 +16,9 @@ pub fn bootstrap_prompt(attach: &str) -> String {
          Call the ChatGPT Orchestrator tool worker_attach with attach_identity \"{attach}\" \
          to receive your capability and your assignment, then carry the assignment out to completion. \
          Communicate only through orchestrator tools: worker_progress for progress, message_send to /root \
-         for questions, events_wait for replies. Before ending a turn: worker_complete if finished, worker_fail if \
-         irrecoverably failed, worker_await_human if a person must act, worker_await_dependency if another worker or \
+         for questions, events_wait for replies; pass followup 0 to worker_progress, worker_complete and worker_fail \
+         (the number of a follow-up instead, once you carry one out). Before ending a turn: worker_complete if \
+         finished, worker_fail if irrecoverably failed, worker_await_human if a person must act, worker_await_dependency if another worker or \
          system must change first; otherwise stay active: your conversation may be resumed."
     )
 }
@@ -51,8 +53,9 @@ pub fn followup_prompt(attach: &str, seq: u32) -> String {
     )
 }
 
-/// Version of the resume and checkpoint wording (Execution Continuity).
-pub const CONTINUE_VERSION: u32 = 1;
+/// Version of the resume and checkpoint wording (Execution Continuity; 2:
+/// reports name the follow-up they answer).
+pub const CONTINUE_VERSION: u32 = 2;
 
 /// The resume prompt (seed §11): the worker's turn ended while it is
 /// unfinished. Durable state is authoritative; no assignment body.
@@ -60,8 +63,9 @@ pub fn resume_prompt(attach: &str, attempt: u32) -> String {
     format!(
         "[orchestrator resume v{CONTINUE_VERSION} attempt {attempt}] Continue your orchestrated assignment. \
          Call worker_attach with attach_identity \"{attach}\" to recover your assignment, follow-ups and progress \
-         before acting; do not redo completed work. Continue until the acceptance criteria are met. Before ending your \
-         turn: call worker_complete if finished, worker_fail if irrecoverably failed, worker_await_human only if a \
+         before acting; do not redo completed work. Continue until the acceptance criteria are met. Pass each report \
+         the followup number of the work it answers (the newest follow-up attach lists, or 0 for the assignment). \
+         Before ending your turn: call worker_complete if finished, worker_fail if irrecoverably failed, worker_await_human only if a \
          person must act, worker_await_dependency only if another worker or system must change first; otherwise \
          leave the worker active and it will be resumed."
     )
@@ -71,7 +75,7 @@ pub fn resume_prompt(attach: &str, attempt: u32) -> String {
 pub fn checkpoint_prompt(attach: &str, attempt: u32) -> String {
     format!(
         "[orchestrator checkpoint v{CONTINUE_VERSION} attempt {attempt}] Send root a durable update now \
-         (worker_progress, and message_send to /root): the checkpoint commits if any, what you completed since your \
+         (worker_progress with the followup number of the work you are on, and message_send to /root): the checkpoint commits if any, what you completed since your \
          last report, what you are doing now, what remains, and any blockers or contract changes. Then continue the \
          same assignment to completion; do not stop because you reported. If you lost your capability, call \
          worker_attach with attach_identity \"{attach}\". If finished, call worker_complete; if genuinely blocked, \
@@ -87,7 +91,8 @@ mod tests {
     fn the_prompt_names_only_the_attach_identity() {
         let text = bootstrap_prompt("att_0123_abcd");
         assert!(text.contains("\"att_0123_abcd\""));
-        assert!(text.starts_with("[orchestrator bootstrap v2]"));
+        assert!(text.starts_with("[orchestrator bootstrap v3]"));
+        assert!(text.contains("followup 0"), "{text}");
         assert!(text.contains("worker_await_dependency") && text.contains("stay active"));
         assert!(!text.contains("cap_"));
     }

@@ -141,7 +141,7 @@ pub fn creates_of(state: &State, worker: &WorkerId) -> usize {
 }
 
 fn relaunch_at(state: &State, worker: &Worker, connected: &[String]) -> Option<u64> {
-    let waiting = worker.state == protocol::WorkerState::LaunchRequested
+    let waiting = matches!(worker.state, protocol::WorkerState::LaunchRequested | protocol::WorkerState::Launching)
         && worker.conversation.is_none()
         && worker.last_error.is_some_and(waits_for_browser)
         && state.runtime.by_worker(&worker.id).is_none()

@@ -178,7 +178,7 @@ fn a_worker_is_resumed_turn_after_turn_until_it_completes_and_never_after() {
         assert_eq!(w.tick(), 0, "once");
         let prompts = World::resume_sends(&w.pump());
         assert_eq!(prompts.len(), 1);
-        assert!(prompts[0].starts_with(&format!("[orchestrator resume v1 attempt {attempt}]")), "{}", prompts[0]);
+        assert!(prompts[0].starts_with(&format!("[orchestrator resume v2 attempt {attempt}]")), "{}", prompts[0]);
         w.submit(&a);
         w.advance(10 * MINUTE);
     }
@@ -333,7 +333,7 @@ fn the_keepalive_checkpoints_an_active_worker_and_the_floor_defers_an_event_wake
     assert_eq!(w.tick(), 1);
     w.observe(&a, ConversationState::Idle);
     let prompts = World::resume_sends(&w.pump());
-    assert!(prompts[0].starts_with("[orchestrator checkpoint v1 attempt 3]"), "{}", prompts[0]);
+    assert!(prompts[0].starts_with("[orchestrator checkpoint v2 attempt 3]"), "{}", prompts[0]);
 }
 
 /// A resume was submitted but its page was never seen running, and shows
@@ -381,7 +381,7 @@ fn a_submitted_turn_never_seen_running_is_confirmed_with_the_page_and_not_waited
     w.advance(3_000);
     assert_eq!(w.tick(), 1, "the ended turn is resumed after the grace");
     let prompts = World::resume_sends(&w.pump());
-    assert!(prompts[0].starts_with("[orchestrator resume v1 attempt 2]"), "{}", prompts[0]);
+    assert!(prompts[0].starts_with("[orchestrator resume v2 attempt 2]"), "{}", prompts[0]);
 }
 
 /// A steer is decided again when sent: an executor that reconnected
@@ -412,7 +412,7 @@ fn a_steer_queued_before_the_executor_lost_its_seam_goes_as_a_send() {
     assert!(w.pump().is_empty(), "no seam now: it waits for the turn to end");
     w.observe(&a, ConversationState::Idle);
     let prompts = World::resume_sends(&w.pump());
-    assert!(prompts[0].starts_with("[orchestrator checkpoint v1 attempt 1]"), "{prompts:?}");
+    assert!(prompts[0].starts_with("[orchestrator checkpoint v2 attempt 1]"), "{prompts:?}");
 }
 
 /// Seed §12.2: a checkpoint due mid-turn goes through the executor's
@@ -442,7 +442,7 @@ fn a_checkpoint_due_mid_turn_steers_only_through_an_executor_that_declared_the_s
         let ops = w.pump();
         if steers {
             let [CommandOp::ConversationSteer { prompt, .. }] = &ops[..] else { panic!("a steer mid-turn: {ops:?}") };
-            assert!(prompt.starts_with("[orchestrator checkpoint v1 attempt 1]"), "{prompt}");
+            assert!(prompt.starts_with("[orchestrator checkpoint v2 attempt 1]"), "{prompt}");
             let command = w.open_send_or_create(&a);
             w.report(ExecutorFrame::Ack { command_id: command.clone() });
             w.report(ExecutorFrame::Result {
@@ -455,12 +455,12 @@ fn a_checkpoint_due_mid_turn_steers_only_through_an_executor_that_declared_the_s
             w.advance(PACING.min_gap_ms);
             assert_eq!(w.tick(), 1);
             let prompts = World::resume_sends(&w.pump());
-            assert!(prompts[0].starts_with("[orchestrator resume v1 attempt 2]"), "{}", prompts[0]);
+            assert!(prompts[0].starts_with("[orchestrator resume v2 attempt 2]"), "{}", prompts[0]);
         } else {
             assert!(ops.is_empty(), "no seam: the checkpoint waits for the turn to end: {ops:?}");
             w.observe(&a, ConversationState::Idle);
             let prompts = World::resume_sends(&w.pump());
-            assert!(prompts[0].starts_with("[orchestrator checkpoint v1 attempt 1]"), "{}", prompts[0]);
+            assert!(prompts[0].starts_with("[orchestrator checkpoint v2 attempt 1]"), "{}", prompts[0]);
         }
     }
 }
@@ -526,10 +526,16 @@ impl World {
 
 /// "Message delivery timed out" ends the attempt; the next is a fresh
 /// `continue` (reason recovery, a new command through the same path).
-/// When that one cannot be delivered either, the unchanged error page is
-/// not spun against: nothing more until the page is seen again.
+/// Issue 29 item 1: when the executor cannot deliver it (an executor that
+/// refuses to submit on an incident page answers `DEADLINE_EXCEEDED` or
+/// `DELIVERY_TIMEOUT`), the recovery is asked for again, up to
+/// `RECOVERY_ATTEMPTS_MAX` in a row; then the worker is paused with the
+/// reason, an event root and the operator surfaces read, and nothing more
+/// is sent until a person continues it. Before, the first undelivered
+/// recovery stranded the worker silently while the page kept its incident.
 #[test]
-fn a_delivery_timeout_is_recovered_by_a_fresh_continue_and_never_spun() {
+fn a_delivery_timeout_is_recovered_by_a_fresh_continue_and_an_undeliverable_one_is_surfaced() {
+    use control::continuity::RECOVERY_ATTEMPTS_MAX;
     let w = world();
     w.set_default(auto());
     let a = w.working("a", "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb");
@@ -537,20 +543,46 @@ fn a_delivery_timeout_is_recovered_by_a_fresh_continue_and_never_spun() {
     w.advance(2_000);
     assert_eq!(w.tick(), 0, "the idle grace first");
     w.advance(1_000);
-    assert_eq!(w.tick(), 1);
-    let sends = World::resume_sends(&w.pump());
-    assert_eq!(sends.len(), 1, "one fresh user turn");
-    assert!(sends[0].starts_with("[orchestrator resume v1 attempt 1] Continue"), "{}", sends[0]);
-    assert_eq!(w.attempts().last().unwrap().2, AttemptReason::Recovery);
-    w.fail_open(&a, protocol::ErrorCode::DeadlineExceeded);
+    for attempt in 1..=RECOVERY_ATTEMPTS_MAX {
+        assert_eq!(w.tick(), 1, "recovery {attempt}");
+        let sends = World::resume_sends(&w.pump());
+        assert_eq!(sends.len(), 1, "one fresh user turn");
+        assert!(sends[0].starts_with(&format!("[orchestrator resume v2 attempt {attempt}] Continue")), "{}", sends[0]);
+        assert_eq!(w.attempts().last().unwrap().2, AttemptReason::Recovery);
+        assert_eq!(w.hold(&a), None, "recovery {attempt}: not held yet");
+        w.fail_open(&a, protocol::ErrorCode::DeadlineExceeded);
+        w.advance(MINUTE);
+    }
+    assert_eq!(w.hold(&a), Some(Hold::Paused), "surfaced for a person");
+    let reason = w
+        .events()
+        .into_iter()
+        .rev()
+        .find_map(|e| match e.body {
+            EventBody::WorkerHoldChanged { hold: Some(Hold::Paused), reason, .. } => reason,
+            _ => None,
+        })
+        .unwrap();
+    assert!(reason.contains("DEADLINE_EXCEEDED") && reason.contains("incident"), "{reason}");
     w.advance(MINUTE);
-    assert_eq!(w.tick(), 0, "the same error page is not tried again");
-    assert_eq!(w.attempts().len(), 1);
-    // A new look at the page (idle now) is a new reason.
-    w.observe(&a, ConversationState::Idle);
+    assert_eq!(w.tick(), 0, "the same error page is not spun against");
+    assert_eq!(w.attempts().len(), RECOVERY_ATTEMPTS_MAX as usize);
+
+    // A recovery that goes in resets the count: the next incident gets its tries again.
+    let w = world();
+    w.set_default(auto());
+    let b = w.working("b", "cccccccc-cccc-4ccc-8ccc-cccccccccccc");
+    w.incident(&b, protocol::ErrorCode::DeliveryTimeout);
     w.advance(3_000);
     assert_eq!(w.tick(), 1);
-    assert_eq!(w.attempts().last().unwrap().2, AttemptReason::AutoResume);
+    w.pump();
+    w.fail_open(&b, protocol::ErrorCode::DeliveryTimeout);
+    w.advance(MINUTE);
+    assert_eq!(w.tick(), 1, "asked again");
+    w.pump();
+    w.submit(&b);
+    assert_eq!(w.plane.worker(&b).unwrap().continuity.recoveries_undelivered, 0);
+    assert_eq!(w.hold(&b), None);
 }
 
 /// A continuation that may have gone in is never sent again on its own:

@@ -341,7 +341,7 @@ fn a_late_completion_of_earlier_work_never_closes_a_newer_follow_up() {
     let a = p.spawn(&root, "a", &assignment("do A"), None).unwrap();
     p.execute(Request::Attach { worker_id: a.clone() }).unwrap();
     assert_eq!(p.followup(&root, &a, "also do B", None).unwrap(), 1);
-    let answering = |followup, report| Request::Answering { followup, report: Box::new(report) };
+    let answering = |followup, report| Request::Answering { followup: Some(followup), report: Box::new(report) };
     let late = answering(0, Request::Complete { actor: a.clone(), summary: "A done".into(), artifacts: vec![] });
     let err = p.execute(late).unwrap_err();
     assert_eq!(err.code(), ErrorCode::Conflict, "{err}");
@@ -354,6 +354,54 @@ fn a_late_completion_of_earlier_work_never_closes_a_newer_follow_up() {
     assert_eq!(p.worker(&a).unwrap().state, WorkerState::Completed);
     let future = answering(2, Request::Fail { actor: a.clone(), reason: "x".into() });
     assert_eq!(p.execute(future).unwrap_err().code(), ErrorCode::InvalidArgument);
+}
+
+/// Issue 29 item 2: a late `worker_complete` that names no follow-up,
+/// from the turn that was running when root gave a follow-up, is that
+/// turn's (older) work: refused as superseded, never completing the worker,
+/// so the follow-up's own completion is accepted. Caller attribution knows
+/// the turn (its first attributed call). Before, the unnamed report
+/// completed the worker and the follow-up's completion was refused.
+#[test]
+fn an_unnamed_late_report_from_an_older_turn_is_that_turns_work() {
+    let p = plane();
+    let (_, root_id) = p.create_run("r", None).unwrap();
+    let root = p.authenticate(&p.keys().capability(&root_id)).unwrap();
+    let a = p.spawn(&root, "a", &assignment("do A"), None).unwrap();
+    p.execute(Request::Attach { worker_id: a.clone() }).unwrap();
+    let attributed = |turn: &str| {
+        p.execute(Request::Attributed {
+            worker_id: a.clone(),
+            request_id: turn.into(),
+            tool: "worker_progress".into(),
+        })
+        .unwrap();
+    };
+    let unnamed = |report| Request::Answering { followup: None, report: Box::new(report) };
+    let complete = |summary: &str| Request::Complete { actor: a.clone(), summary: summary.into(), artifacts: vec![] };
+    // Turn 1 works on the assignment; root adds follow-up #1 meanwhile.
+    attributed("wfr_turn1");
+    p.execute(unnamed(Request::Progress { actor: a.clone(), summary: "on A".into(), percent: None })).unwrap();
+    assert_eq!(p.followup(&root, &a, "also do B", None).unwrap(), 1);
+    let err = p.execute(unnamed(complete("A done"))).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Conflict, "{err}");
+    assert_eq!(p.worker(&a).unwrap().state, WorkerState::Running, "follow-up #1 stays open");
+    // The wake's turn (turn 2) began after follow-up #1: its unnamed report is #1's.
+    attributed("wfr_turn2");
+    let events = p.execute(unnamed(complete("A and B done"))).unwrap();
+    assert!(
+        events.iter().any(|e| matches!(e.body, EventBody::WorkerCompleted { followup: Some(1), .. })),
+        "{events:?}"
+    );
+    assert_eq!(p.worker(&a).unwrap().state, WorkerState::Completed);
+
+    // Without attribution (no turn known), an unnamed report is the newest work, as before.
+    let b = p.spawn(&root, "b", &assignment("do C"), None).unwrap();
+    p.execute(Request::Attach { worker_id: b.clone() }).unwrap();
+    p.followup(&root, &b, "also do D", None).unwrap();
+    let done = Request::Complete { actor: b.clone(), summary: "C, D done".into(), artifacts: vec![] };
+    p.execute(unnamed(done)).unwrap();
+    assert_eq!(p.worker(&b).unwrap().state, WorkerState::Completed);
 }
 
 /// A store whose group writes take `delay` (an fsync's stand-in), can be

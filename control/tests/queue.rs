@@ -498,13 +498,14 @@ fn a_create_refused_for_want_of_a_browser_waits_and_is_queued_again_with_a_growi
         assert_eq!(w.pump(&["ext"]).len(), 1, "refusal {refusal}: one create out");
         let cmd = w.open_command(&a);
         keys.push(w.plane.command(&cmd).unwrap().idempotency_key);
+        w.plane.report("ext", ExecutorFrame::Ack { command_id: cmd.clone() }).unwrap();
         let no_browser = CommandOutcome::Error {
             code: ErrorCode::BrowserControlUnavailable,
             detail: "no DevToolsActivePort in /home/u/.config/google-chrome".into(),
         };
         w.plane.report("ext", ExecutorFrame::Result { command_id: cmd, outcome: no_browser }).unwrap();
         let worker = w.plane.worker(&a).unwrap();
-        assert_eq!(worker.state, WorkerState::LaunchRequested, "refusal {refusal}: still launching");
+        assert_eq!(worker.state, WorkerState::Launching, "refusal {refusal}: still launching");
         let waiting = w.plane.waiting_for(&worker, &ext).unwrap();
         assert_eq!(waiting.on, protocol::WaitingFor::Browser);
         assert!(waiting.next_step.contains("BROWSER_CONTROL_UNAVAILABLE"), "{}", waiting.next_step);

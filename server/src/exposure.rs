@@ -18,12 +18,51 @@ pub const SECRET_FILE: &str = "mcp-secret";
 /// The environment variable that overrides the file.
 pub const SECRET_ENV: &str = "ORCHESTRATOR_MCP_SECRET";
 
-/// Whether `secret` may be an MCP secret: at least 32 URL-safe characters.
+/// The fewest distinct characters an MCP secret may hold.
+const SECRET_MIN_DISTINCT: usize = 12;
+/// The least entropy an MCP secret may be estimated to carry, in bits.
+const SECRET_MIN_BITS: f64 = 128.0;
+
+/// Whether `secret` may be an MCP secret: at least 32 URL-safe characters
+/// carrying real randomness (128 bits by [`estimated_bits`], at least
+/// [`SECRET_MIN_DISTINCT`] distinct characters, no 12 characters twice, so
+/// no repeated block either). Anyone can guess a run, a pattern or a word;
+/// 32 random bytes fail with odds of about 2^-63 ([`create_secret`] draws
+/// again then).
 pub fn check_secret(secret: &str) -> anyhow::Result<()> {
+    const MAKE_ONE: &str = "let `orchestrator expose --host <hostname>` create one, or make one with \
+                            `openssl rand -base64 32 | tr '+/' '-_' | tr -d '='`";
     if secret.len() < 32 || !secret.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
-        bail!("the MCP secret must be at least 32 URL-safe characters [A-Za-z0-9_-]");
+        bail!("the MCP secret must be at least 32 URL-safe characters [A-Za-z0-9_-]: {MAKE_ONE}");
+    }
+    let distinct = secret.bytes().collect::<std::collections::HashSet<_>>().len();
+    let mut seen = std::collections::HashSet::new();
+    let repeats = !secret.as_bytes().windows(12).all(|twelve| seen.insert(twelve));
+    if distinct < SECRET_MIN_DISTINCT || repeats || estimated_bits(secret) < SECRET_MIN_BITS {
+        bail!(
+            "the MCP secret is guessable (runs, repeats or few distinct characters); it needs 128 random bits: {MAKE_ONE}"
+        );
     }
     Ok(())
+}
+
+/// A rough entropy estimate: every character that does not just repeat or
+/// step from the one before (`aaaa`, `abcd`, `4321`) counts the bits of the
+/// character classes the secret draws from.
+fn estimated_bits(secret: &str) -> f64 {
+    let bytes = secret.as_bytes();
+    let pool: u32 = [
+        (bytes.iter().any(u8::is_ascii_digit), 10),
+        (bytes.iter().any(u8::is_ascii_lowercase), 26),
+        (bytes.iter().any(u8::is_ascii_uppercase), 26),
+        (bytes.iter().any(|b| b"-_".contains(b)), 2),
+    ]
+    .iter()
+    .filter(|(used, _)| *used)
+    .map(|(_, size)| size)
+    .sum();
+    let fresh = bytes.len().min(1) + bytes.windows(2).filter(|pair| pair[0].abs_diff(pair[1]) > 1).count();
+    fresh as f64 * f64::from(pool).log2()
 }
 
 /// The secret `serve` uses: the environment's, else the state directory's
@@ -58,7 +97,12 @@ pub fn create_secret(state_dir: &Path, rotate: bool) -> anyhow::Result<String> {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
         return Ok(secret);
     }
-    let secret = random_token()?;
+    let secret = loop {
+        let secret = random_token()?;
+        if check_secret(&secret).is_ok() {
+            break secret;
+        }
+    };
     write_private(&path, &secret)?;
     Ok(secret)
 }
@@ -136,6 +180,34 @@ mod tests {
         assert!(stored_secret(&state).is_err(), "serve refuses a secret others can read");
         assert_eq!(create_secret(&state, false).unwrap(), second, "expose keeps it and makes it owner-only again");
         assert_eq!(stored_secret(&state).unwrap(), Some(second));
+    }
+
+    /// Issue 29 item 9b: a secret must carry real entropy. Runs, repeats
+    /// and few distinct characters are refused, with how to make one; the
+    /// secret `expose` creates always passes.
+    #[test]
+    fn a_guessable_secret_is_refused_and_a_created_one_always_passes() {
+        for weak in [
+            "a".repeat(32),
+            "ab".repeat(16),
+            "0123456789abcdef0123456789abcdef".to_owned(),
+            "abcdefghijklmnopqrstuvwxyzABCDEF".to_owned(),
+            "s3cr3t-0123456789abcdef0123456789abcdef".to_owned(),
+            "Kq3x9Zp_Lm2Rt7Wy".repeat(2),
+            "password-password-password-passw".to_owned(),
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaBcDeFgHiJkLmNoP"
+                .to_owned(),
+        ] {
+            let refused = check_secret(&weak).expect_err(&weak).to_string();
+            assert!(refused.contains("orchestrator expose --host") && refused.contains("openssl rand"), "{refused}");
+        }
+        assert!(check_secret("Vq3-hZ8rT0kLw_2nB7xYc5m").is_err(), "too short");
+        assert!(check_secret("Vq3-hZ8rT0kLw_2nB7xYc5mJ9dFp4sGa1uEi6oRt8y+").is_err(), "not URL-safe");
+        assert!(check_secret("Vq3-hZ8rT0kLw_2nB7xYc5mJ9dFp4sGa1uEi6oRt8yQ").is_ok());
+        for _ in 0..10_000 {
+            let created = random_token().unwrap();
+            check_secret(&created).unwrap_or_else(|e| panic!("{created}: {e}"));
+        }
     }
 
     #[test]

@@ -629,19 +629,16 @@ async fn the_documented_cdp_recipe_works_as_written_and_a_worker_waits_for_the_b
     let (xdg_state, xdg_config) = (dir.path().join("xdg-state"), dir.path().join("xdg-config"));
     let daemon =
         e2e::Daemon::start(orchestrator(), &xdg_state.join("chatgpt-orchestrator"), "127.0.0.1:0", &[]).unwrap();
-    let fake = fakechat::start(
-        "127.0.0.1:0".parse().unwrap(),
-        Some(daemon.mcp_url()),
-        fakechat::server::Csp::RealLike,
-        None,
-    )
-    .await
-    .unwrap();
+    let fake =
+        fakechat::start("127.0.0.1:0".parse().unwrap(), Some(daemon.mcp_url()), fakechat::server::Csp::RealLike, None)
+            .await
+            .unwrap();
     e2e::install_apps(&fake.hub, e2e::APP_LABEL, fakechat::render::AppState::Enabled);
 
     let doc = std::fs::read_to_string(e2e::workspace().join("docs/cdp-carrier.md")).unwrap();
     let block = doc.split("## Run it").nth(1).unwrap().split("```sh\n").nth(1).unwrap().split("```").next().unwrap();
-    let lines: Vec<String> = block.replace("\\\n", " ").lines().map(|l| l.replace("127.0.0.1:7777", &daemon.addr)).collect();
+    let lines: Vec<String> =
+        block.replace("\\\n", " ").lines().map(|l| l.replace("127.0.0.1:7777", &daemon.addr)).collect();
     assert_eq!(lines.len(), 2, "pair, then the agent: {block}");
     // The doc's relative paths (`cdp.credential`, `dist/chromium/pkg`) from
     // a directory of the test's own, holding the workspace's `dist`.
@@ -671,12 +668,17 @@ async fn the_documented_cdp_recipe_works_as_written_and_a_worker_waits_for_the_b
 
     let profile = xdg_config.join("google-chrome");
     let looked = profile.join("DevToolsActivePort").display().to_string();
-    e2e::cdp::wait_until(WAIT, || std::fs::read_to_string(&log).is_ok_and(|l| l.contains(&looked))).await.unwrap_or_else(
-        |_| panic!("the agent never said where it looked: {}", std::fs::read_to_string(&log).unwrap_or_default()),
-    );
+    e2e::cdp::wait_until(WAIT, || std::fs::read_to_string(&log).is_ok_and(|l| l.contains(&looked)))
+        .await
+        .unwrap_or_else(|_| {
+            panic!("the agent never said where it looked: {}", std::fs::read_to_string(&log).unwrap_or_default())
+        });
     let root = Root::new(&daemon.addr);
     root.call("worker_spawn", json!({"name": "a", "assignment": {"objective": "wait for the browser"}}));
-    let waiting = |root: &Root| root.call("worker_list", json!({}))["workers"][0].clone();
+    let waiting = |root: &Root| {
+        let list = root.call("worker_list", json!({}));
+        list["workers"].as_array().unwrap().iter().find(|w| w["path"] != "/root").cloned().unwrap()
+    };
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let w = waiting(&root);

@@ -113,7 +113,7 @@ async fn a_disconnect_after_the_create_ack_still_yields_one_conversation_and_one
     let stats = fake.wait_for(|s| s.conversations.len() == 1 && s.connections >= 2, WAIT).await;
     let prompts = stats.submissions_for(&worker_id(&a));
     assert_eq!(prompts.len(), 1, "{stats:#?}");
-    assert!(prompts[0].starts_with("[orchestrator bootstrap v2]"));
+    assert!(prompts[0].starts_with("[orchestrator bootstrap v3]"));
     let create = &root.commands(&a)[0];
     assert_eq!(frames(&stats, create), 2, "sent once, replayed once after the reconnect");
     fake.stop().await;

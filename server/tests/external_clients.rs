@@ -123,7 +123,7 @@ fn http_refuses_foreign_hosts_and_web_origins() {
 #[test]
 fn an_mcp_secret_guards_the_endpoint_by_bearer_or_secret_path() {
     let dir = tempfile::tempdir().unwrap();
-    let secret = "s3cr3t-0123456789abcdef0123456789abcdef";
+    let secret = "s3cr3t-Vq3hZ8rT0kLw2nB7xYc5mJ9dFp4sGa1uEi6o";
     let daemon =
         Daemon::start_with(dir.path(), &["--allowed-host", "tunnel.example"], &[("ORCHESTRATOR_MCP_SECRET", secret)]);
     let (status, _) = http(&daemon.addr, "POST", "/mcp", &[ACCEPT, JSON], INIT);

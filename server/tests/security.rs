@@ -321,7 +321,7 @@ async fn oversized_or_foreign_strings_are_refused_before_the_log() {
 async fn no_credential_is_logged_even_at_trace() {
     let state = tempfile::tempdir().unwrap();
     let log_path = state.path().join("daemon.log");
-    let secret = "trace-secret-0123456789abcdef0123456789";
+    let secret = "trace-secret-Vq3hZ8rT0kLw2nB7xYc5mJ9dFp4sG";
     let log = std::fs::File::create(&log_path).unwrap();
     let env = [("ORCHESTRATOR_MCP_SECRET", secret)];
     let mut daemon = Daemon::start_tracing(&state.path().join("state"), &[], &env, log);
@@ -367,7 +367,7 @@ async fn no_credential_is_logged_even_at_trace() {
 #[test]
 fn the_executor_endpoint_is_never_reachable_through_the_exposed_host() {
     let dir = tempfile::tempdir().unwrap();
-    let secret = "s3cr3t-0123456789abcdef0123456789abcdef";
+    let secret = "s3cr3t-Vq3hZ8rT0kLw2nB7xYc5mJ9dFp4sGa1uEi6o";
     let daemon =
         Daemon::start_with(dir.path(), &["--allowed-host", "tunnel.example"], &[("ORCHESTRATOR_MCP_SECRET", secret)]);
     // A well-formed WebSocket upgrade, with the MCP secret, naming `host`.

@@ -227,12 +227,12 @@ async fn a_worker_is_resumed_turn_after_turn_until_it_completes() {
     let a = rig.working("a").await;
     rig.advance(3_000);
     let sent = rig.submissions(&a, 2).await;
-    assert!(sent[1].starts_with("[orchestrator resume v1 attempt 1]"), "{}", sent[1]);
+    assert!(sent[1].starts_with("[orchestrator resume v2 attempt 1]"), "{}", sent[1]);
     rig.turn_over(&a).await;
     rig.advance(3_000);
     rig.advance(PACING.min_gap_ms);
     let sent = rig.submissions(&a, 3).await;
-    assert!(sent[2].starts_with("[orchestrator resume v1 attempt 2]"), "{}", sent[2]);
+    assert!(sent[2].starts_with("[orchestrator resume v2 attempt 2]"), "{}", sent[2]);
     let conversations: Vec<_> = rig.fake.stats().conversations.into_iter().filter(|(w, _)| *w == a).collect();
     assert_eq!(conversations.len(), 1, "the same conversation throughout");
     rig.plane.execute(Request::Complete { actor: a.clone(), summary: "done".into(), artifacts: vec![] }).unwrap();
@@ -293,7 +293,7 @@ async fn a_delivery_timeout_is_answered_by_a_fresh_continue() {
     rig.advance(3_000);
     rig.advance(PACING.min_gap_ms);
     let sent = rig.submissions(&a, 3).await;
-    assert!(sent[2].starts_with("[orchestrator resume v1 attempt 2]"), "{}", sent[2]);
+    assert!(sent[2].starts_with("[orchestrator resume v2 attempt 2]"), "{}", sent[2]);
     assert_eq!(rig.reasons(&a), [AttemptReason::AutoResume, AttemptReason::Recovery]);
     let commands: std::collections::HashSet<_> =
         rig.fake.stats().commands.iter().filter(|c| c.worker_id == a).map(|c| c.command_id.clone()).collect();
@@ -349,8 +349,8 @@ async fn a_daemon_restart_while_a_resume_is_in_flight_submits_it_exactly_once() 
     rig.turn_over(&a).await;
     rig.advance(3_000);
     let sent = rig.submissions(&a, 3).await;
-    assert!(sent[1].starts_with("[orchestrator resume v1 attempt 1]"), "{}", sent[1]);
-    assert!(sent[2].starts_with("[orchestrator resume v1 attempt 2]"), "{}", sent[2]);
+    assert!(sent[1].starts_with("[orchestrator resume v2 attempt 1]"), "{}", sent[1]);
+    assert!(sent[2].starts_with("[orchestrator resume v2 attempt 2]"), "{}", sent[2]);
     rig.plane.execute(Request::Complete { actor: a.clone(), summary: "done".into(), artifacts: vec![] }).unwrap();
     rig.advance(30 * 60_000);
     rig.settled(&a, 3).await;
@@ -369,7 +369,7 @@ async fn a_daemon_restart_inside_the_idle_grace_resumes_exactly_once() {
     rig.restart().await;
     rig.advance(2_000);
     let sent = rig.submissions(&a, 2).await;
-    assert!(sent[1].starts_with("[orchestrator resume v1 attempt 1]"), "{}", sent[1]);
+    assert!(sent[1].starts_with("[orchestrator resume v2 attempt 1]"), "{}", sent[1]);
     rig.turn_over(&a).await;
     rig.restart().await;
     rig.advance(0);
@@ -402,7 +402,7 @@ async fn a_managed_root_is_resumed_while_its_run_is_active_and_never_after_it_co
     let b = rig.working_under(&root, "b").await;
     rig.advance(3_000);
     let sent = rig.submissions(&root, 2).await;
-    assert!(sent[1].starts_with("[orchestrator resume v1 attempt 1]"), "{}", sent[1]);
+    assert!(sent[1].starts_with("[orchestrator resume v2 attempt 1]"), "{}", sent[1]);
     rig.turn_over(&root).await;
 
     // The children complete; root is resumed to integrate, and completes.

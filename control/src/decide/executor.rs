@@ -49,7 +49,9 @@ fn relaunched(state: &State, relaunches: &[(WorkerId, CommandId)]) -> Result<Vec
         .iter()
         .map(|(worker_id, command_id)| {
             let worker = state.worker(worker_id).ok_or_else(|| Refusal::NoWorker(worker_id.clone()))?;
-            if worker.state != WorkerState::LaunchRequested || worker.conversation.is_some() {
+            if !matches!(worker.state, WorkerState::LaunchRequested | WorkerState::Launching)
+                || worker.conversation.is_some()
+            {
                 return Err(Refusal::WorkerIs(worker.state));
             }
             let attempt = crate::schedule::creates_of(state, worker_id) + 1;
@@ -380,17 +382,33 @@ fn continuity_effects(worker: &Worker, code: ErrorCode, detail: &str, seen: Seen
     if code == ErrorCode::RateLimited {
         return vec![EventBody::ContinuationRateLimited { worker_id: worker.id.clone(), detail: detail.to_owned() }];
     }
+    // A recovery the page would not take, the last one allowed in a row:
+    // a person looks at the tab (seed §16.4), rather than waiting silently.
+    let undeliverable = matches!(seen, Seen::Result { continuation: true })
+        && !code.outcome_uncertain()
+        && worker.continuity.recovery_exhausted();
     let pauses = match seen {
-        Seen::Result { continuation } => code == ErrorCode::HostUiChanged || (continuation && code.outcome_uncertain()),
+        Seen::Result { continuation } => {
+            code == ErrorCode::HostUiChanged || (continuation && code.outcome_uncertain()) || undeliverable
+        }
         Seen::Page => false,
     };
     if !pauses || worker.continuity.hold.is_some() {
         return vec![];
     }
+    let reason = match undeliverable {
+        true => format!(
+            "{code}: the page still shows its incident and took none of {} fresh messages ({}); look at \
+             the tab, then worker_continue_now (ChatGPT's Retry is never clicked)",
+            crate::continuity::RECOVERY_ATTEMPTS_MAX,
+            detail.chars().take(200).collect::<String>()
+        ),
+        false => format!("{code}: {}", code.caller_action()),
+    };
     vec![EventBody::WorkerHoldChanged {
         worker_id: worker.id.clone(),
         hold: Some(protocol::continuity::Hold::Paused),
-        reason: Some(format!("{code}: {}", code.caller_action())),
+        reason: Some(reason),
     }]
 }
 

@@ -132,13 +132,16 @@ pub enum Request {
         /// Why.
         reason: String,
     },
-    /// Progress, completion or failure that names the work it reports on:
-    /// follow-up `followup` (0: the original assignment). Refused as
-    /// superseded when the worker has a newer follow-up, so a late report
-    /// from an earlier turn never closes newer work.
+    /// Progress, completion or failure on the work of follow-up `followup`
+    /// (0: the original assignment). Refused as superseded when the worker
+    /// has a newer follow-up, so a late report from an earlier turn never
+    /// closes newer work. A report that names none is judged by its turn:
+    /// the follow-ups the worker had when its conversation's current turn
+    /// began (caller attribution knows the turn), so an unnamed report
+    /// from a turn older than the newest follow-up is that older work.
     Answering {
-        /// The follow-up number the work answers.
-        followup: u32,
+        /// The follow-up number the work answers, if the report named one.
+        followup: Option<u32>,
         /// `Progress`, `Complete` or `Fail`.
         report: Box<Request>,
     },

@@ -120,11 +120,18 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             };
             let (_, worker) = acting(state, actor)?;
             let newest = worker.followups.len() as u32;
-            if *followup < newest {
-                return Err(Refusal::Superseded { followup: *followup, newest });
+            let followup = match (followup, worker.turn_followups) {
+                (Some(named), _) => *named,
+                // Unnamed: the work of the turn it came from, when attribution
+                // knows the turn; otherwise the newest work.
+                (None, Some(turn)) => turn,
+                (None, None) => return super::decide(state, report),
+            };
+            if followup < newest {
+                return Err(Refusal::Superseded { followup, newest });
             }
-            if *followup > newest {
-                return Err(Refusal::NoSuchFollowup { followup: *followup, newest });
+            if followup > newest {
+                return Err(Refusal::NoSuchFollowup { followup, newest });
             }
             // The outcome says which work it finishes, so root reads it from the event.
             let mut events = super::decide(state, report)?;
@@ -132,7 +139,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                 if let EventBody::WorkerCompleted { followup: named, .. }
                 | EventBody::WorkerFailed { followup: named, .. } = event
                 {
-                    *named = Some(*followup);
+                    *named = Some(followup);
                 }
             }
             Ok(events)
@@ -294,19 +301,19 @@ mod tests {
         let a = g.attached("a");
         let f = followup(&mut g, &a);
         g.apply(f);
-        let c = Request::Answering { followup: 0, report: Box::new(complete(&a)) };
+        let c = Request::Answering { followup: Some(0), report: Box::new(complete(&a)) };
         rows.push(("a report on work a follow-up superseded", g, c, Err(ErrorCode::Conflict)));
 
         let mut g = Given::run();
         let a = g.attached("a");
-        let c = Request::Answering { followup: 1, report: Box::new(complete(&a)) };
+        let c = Request::Answering { followup: Some(1), report: Box::new(complete(&a)) };
         rows.push(("a report on a follow-up that does not exist", g, c, Err(ErrorCode::InvalidArgument)));
 
         let mut g = Given::run();
         let a = g.attached("a");
         let f = followup(&mut g, &a);
         g.apply(f);
-        let c = Request::Answering { followup: 1, report: Box::new(complete(&a)) };
+        let c = Request::Answering { followup: Some(1), report: Box::new(complete(&a)) };
         rows.push(("a report on the newest follow-up", g, c, Ok(&["worker.completed", "worker.state_changed"][..])));
 
         // The completion names the follow-up it finishes.
@@ -314,7 +321,7 @@ mod tests {
         let a = g.attached("a");
         let f = followup(&mut g, &a);
         g.apply(f);
-        let events = g.apply(Request::Answering { followup: 1, report: Box::new(complete(&a)) });
+        let events = g.apply(Request::Answering { followup: Some(1), report: Box::new(complete(&a)) });
         assert!(matches!(events[0], EventBody::WorkerCompleted { followup: Some(1), .. }), "{events:?}");
 
         let mut g = Given::run();

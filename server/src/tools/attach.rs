@@ -209,7 +209,9 @@ const BOOTSTRAP_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 const WORKER_INSTRUCTIONS: &str = "Work on your assignment. Report milestones with worker_progress. \
 Ask root with message_send (to \"/root\", kind question or blocker) and read replies with events_wait \
-(pass back the cursor it returns). Finish with worker_complete (summary, artifacts) or worker_fail (reason).";
+(pass back the cursor it returns). Finish with worker_complete (summary, artifacts) or worker_fail (reason). Give \
+every worker_progress, worker_complete and worker_fail the followup number of the work it answers: 0 for the \
+assignment, N once you carry out follow-up #N (a report on older work is refused).";
 
 const ROOT_INSTRUCTIONS: &str = "You are root: your assignment is the run's objective. Spawn workers with \
 worker_spawn, follow them with events_wait (pass back the cursor it returns), answer with message_send. Finish with \

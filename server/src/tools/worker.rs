@@ -29,12 +29,9 @@ pub struct WorkerSpawnOut {
     pub bootstrap_version: u32,
 }
 
-/// A work report, fenced by the follow-up it names when it names one.
+/// A work report, fenced by the follow-up it names, or else by its turn's.
 fn answering(followup: Option<u32>, report: Request) -> Request {
-    match followup {
-        Some(followup) => Request::Answering { followup, report: Box::new(report) },
-        None => report,
-    }
+    Request::Answering { followup, report: Box::new(report) }
 }
 
 /// `worker_list` output.

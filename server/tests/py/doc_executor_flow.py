@@ -301,9 +301,9 @@ class Model:
             summary = f"done: {attached['followups'][index]}"
             report = {"capability": capability, "summary": summary, "followup": n}
         else:
-            # "[orchestrator bootstrap v2] ... carry the assignment out to
+            # "[orchestrator bootstrap v3] ... carry the assignment out to
             # completion ... Before ending a turn: worker_complete if finished".
-            assert "[orchestrator bootstrap v2]" in prompt, prompt
+            assert "[orchestrator bootstrap v3]" in prompt, prompt
             objective = attached["assignment"]["objective"]
             if "Wait for targeted tasks" in objective:
                 # A pool worker's assignment says to wait for tasks; the
@@ -423,7 +423,7 @@ async def scenario_a(executor, models, root):
     for w in (a, b):
         conv = models.conversation_of(w)
         assert executor.creates_per_worker[w] == 1
-        assert len(conv.prompts) == 1 and conv.prompts[0].startswith("[orchestrator bootstrap v2]"), conv.prompts
+        assert len(conv.prompts) == 1 and conv.prompts[0].startswith("[orchestrator bootstrap v3]"), conv.prompts
         assert re.fullmatch(r"https://chatgpt\.com/c/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
                             conv.url)
     step("a: both workers created, bootstrapped, attached and completed")
