@@ -234,6 +234,18 @@ impl State {
                 EventBody::ExecutorConnected { executor_id, capabilities, host, .. } => {
                     self.executor_connected_at.insert(executor_id.clone(), at);
                     self.executor_hosts.insert(executor_id.clone(), host.clone());
+                    // An executor that names its browser in `hello` reaches it:
+                    // its conversations' "cannot reach the browser" is over
+                    // (what it reports next says how each page is).
+                    if host.browser.is_some() {
+                        let held = self
+                            .workers
+                            .values_mut()
+                            .filter(|w| w.executor_id.as_ref() == Some(executor_id) && w.conversation.is_some());
+                        for w in held {
+                            w.last_error = w.last_error.filter(|e| !crate::schedule::waits_for_browser(*e));
+                        }
+                    }
                     if capabilities.iter().any(|c| c == protocol::executor::STEER) {
                         self.steering_executors.insert(executor_id.clone());
                     } else {
@@ -524,6 +536,9 @@ impl State {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.conversation_state = Some(ConversationState::Closed);
                 w.state_checked_at_ms = at;
+                // The tab is gone: "cannot reach the browser" no longer says
+                // anything about it (its slot's lost health does).
+                w.last_error = w.last_error.filter(|e| !crate::schedule::waits_for_browser(*e));
             }
             EventBody::RuntimeSlotProvisioning { worker_id, .. }
             | EventBody::RuntimeSlotAdmitted { worker_id, .. }

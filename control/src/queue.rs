@@ -54,9 +54,19 @@ pub struct Dispatch {
     pub executor_id: String,
 }
 
-/// Whether `worker` holds a place on its executor (placed and unfinished).
-pub(crate) fn managed(worker: &Worker) -> bool {
-    worker.executor_id.is_some() && !worker.state.is_terminal()
+/// Whether `worker` holds a place on its executor: placed and unfinished,
+/// or a pool worker whose slot is live. A parked pool conversation keeps its
+/// tab open between tasks (its worker completes each task), so it holds its
+/// place until its slot is retired; a spawned worker's does not count once
+/// it finished (a follow-up makes it count again).
+pub fn managed(state: &State, worker: &Worker) -> bool {
+    let parked_in_pool = || {
+        state
+            .runtime
+            .by_worker(&worker.id)
+            .is_some_and(|r| !matches!(r.health, protocol::SlotHealth::Retiring | protocol::SlotHealth::Retired))
+    };
+    worker.executor_id.is_some() && (!worker.state.is_terminal() || parked_in_pool())
 }
 
 /// The queued commands to dispatch now, given the connected executors.
@@ -72,9 +82,9 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
             launches += 1;
         }
     }
-    let mut active = state.workers.values().filter(|w| managed(w)).count();
+    let mut active = state.workers.values().filter(|w| managed(state, w)).count();
     let mut load: HashMap<&str, usize> = connected.iter().map(|e| (e.as_str(), 0)).collect();
-    for w in state.workers.values().filter(|w| managed(w)) {
+    for w in state.workers.values().filter(|w| managed(state, w)) {
         if let Some(n) = w.executor_id.as_deref().and_then(|e| load.get_mut(e)) {
             *n += 1;
         }

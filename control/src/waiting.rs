@@ -85,7 +85,7 @@ fn every_executor_full(state: &State, live: &[String]) -> bool {
             let load = state
                 .workers
                 .values()
-                .filter(|w| crate::queue::managed(w) && w.executor_id.as_ref() == Some(executor))
+                .filter(|w| crate::queue::managed(state, w) && w.executor_id.as_ref() == Some(executor))
                 .count();
             declared.is_some_and(|capacity| load >= capacity as usize)
         })

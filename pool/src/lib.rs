@@ -242,6 +242,11 @@ pub struct Pool {
     reconcile: Mutex<()>,
 }
 
+/// A slot whose tab is gone and whose exact conversation can be reopened.
+fn lost(record: &CarrierRecord) -> bool {
+    record.health == SlotHealth::Lost && record.conversation.is_some()
+}
+
 fn new_id() -> [u8; 16] {
     *uuid::Uuid::now_v7().as_bytes()
 }
@@ -342,6 +347,10 @@ impl Pool {
             Readiness::ReconcileRequired
         } else if slots.is_empty() || connected_executors.is_empty() {
             Readiness::ConfiguredNotReady
+        } else if reasons.iter().any(|r| r.is_host_state()) {
+            // A pool is not ready while its browser or setup needs a person,
+            // whatever its slots' records say.
+            Readiness::Degraded
         } else if slots.iter().all(|s| s.health == SlotHealth::Parked && s.can_act) {
             Readiness::Ready
         } else {
@@ -350,11 +359,29 @@ impl Pool {
         Status { state, reasons, live, max_workers: self.config.max_workers, slots }
     }
 
-    /// Reconciles toward `desired` parked workers by provisioning missing
-    /// slots only. Idempotent: once the records exist, it does nothing.
+    /// Reconciles toward `desired` parked workers: reopens every lost slot's
+    /// exact conversation (a browser restarted: the seed's G6, one ensure
+    /// and no separate recover) and provisions missing slots. Idempotent:
+    /// once the records exist and no slot is lost, it does nothing. An
+    /// uncertain slot holds everything (first-uncertain fail-fast).
     pub fn ensure(&self, root: &Worker, desired: u32) -> Result<Outcome, Error> {
         let _one = self.reconcile.lock().expect("reconcile lock");
-        self.provision(root, desired)
+        let records = self.records(&root.run_id);
+        plan::plan(&records, desired, self.config.max_workers, self.plane.now_ms())?;
+        let recovering = self.reopen(root, records.iter().filter(|r| lost(r)))?;
+        Ok(Outcome { recovering, ..self.provision(root, desired)? })
+    }
+
+    /// Reopens each of `records`' exact conversation (or creates again one
+    /// whose creates were refused for setup); returns their slots.
+    fn reopen<'a>(&self, root: &Worker, records: impl Iterator<Item = &'a CarrierRecord>) -> Result<Vec<u32>, Error> {
+        let mut slots = Vec::new();
+        for record in records {
+            let command_id = CommandId::from_uuid_bytes(new_id());
+            self.plane.execute(Request::RuntimeRecover { actor: root.id.clone(), slot: record.slot, command_id })?;
+            slots.push(record.slot);
+        }
+        Ok(slots)
     }
 
     fn provision(&self, root: &Worker, desired: u32) -> Result<Outcome, Error> {
@@ -442,17 +469,10 @@ impl Pool {
     /// [`control::decide::setup_refused`]). Nothing else is touched.
     pub fn recover(&self, root: &Worker) -> Result<Outcome, Error> {
         let _one = self.reconcile.lock().expect("reconcile lock");
-        let mut outcome = Outcome::default();
-        let retry = |r: &CarrierRecord| {
-            (r.health == SlotHealth::Lost && r.conversation.is_some())
-                || self.plane.with_state(|s| control::decide::setup_refused(s, r).is_some())
-        };
-        for record in self.records(&root.run_id).iter().filter(|r| retry(r)) {
-            let command_id = CommandId::from_uuid_bytes(new_id());
-            self.plane.execute(Request::RuntimeRecover { actor: root.id.clone(), slot: record.slot, command_id })?;
-            outcome.recovering.push(record.slot);
-        }
-        Ok(outcome)
+        let retry =
+            |r: &&CarrierRecord| lost(r) || self.plane.with_state(|s| control::decide::setup_refused(s, r).is_some());
+        let recovering = self.reopen(root, self.records(&root.run_id).iter().filter(retry))?;
+        Ok(Outcome { recovering, ..Outcome::default() })
     }
 
     /// Admits the calling conversation's MCP peer into its slot (see the

@@ -541,3 +541,105 @@ fn a_parked_worker_that_cannot_be_recognized_again_is_not_ready_and_gets_no_task
     );
     assert_eq!(code(w.pool.dispatch(&w.root, "more", None, None, &after_restart)), ErrorCode::LimitReached);
 }
+
+/// Issue 29 items 17 and 19, the seed's G6 as it is worded: the browser
+/// dies (every conversation reports BROWSER_CONTROL_UNAVAILABLE) and comes
+/// back as a new generation (every target lost). While the browser is gone
+/// the pool is not READY, whatever its slots' records say; once the tabs are
+/// known lost the reason clears with its cause; and one `runtime_ensure`
+/// reopens every exact conversation in a new target, with no new worker,
+/// no create and no prompt. Before, the pool read READY with the reason, the
+/// reason stood until a recover, and ensure reopened nothing.
+#[test]
+fn after_a_browser_restart_one_ensure_reopens_every_exact_conversation() {
+    let mut w = world();
+    w.parked(3);
+    let before: Vec<_> = w.slots().into_iter().map(|s| (s.slot, s.worker_id, s.conversation_id)).collect();
+    for slot in 0..3 {
+        let gone = ExecutorFrame::ConversationError {
+            worker_id: w.worker_of(slot),
+            code: ErrorCode::BrowserControlUnavailable,
+            detail: "the browser process exited".into(),
+        };
+        w.plane.report(EXEC, gone).unwrap();
+    }
+    let status = w.pool.status(&w.root.run_id, &[EXEC.into()], &every_session_alive);
+    assert_ne!(status.state, Readiness::Ready, "no pool is ready without its browser: {status:?}");
+    assert!(status.reasons.contains(&ErrorCode::BrowserControlUnavailable));
+
+    // The new generation: the agent finds every target gone.
+    for slot in 0..3 {
+        w.plane.report(EXEC, ExecutorFrame::ConversationClosed { worker_id: w.worker_of(slot) }).unwrap();
+    }
+    let status = w.pool.status(&w.root.run_id, &[EXEC.into()], &every_session_alive);
+    assert!(!status.reasons.contains(&ErrorCode::BrowserControlUnavailable), "the cause is over: {status:?}");
+    assert_eq!(status.state, Readiness::Degraded, "three lost slots");
+
+    let creates_before = w.convs;
+    let out = w.pool.ensure(&w.root, 3).unwrap();
+    assert_eq!(out.recovering, vec![0, 1, 2], "{out:?}");
+    assert!(out.provisioned.is_empty(), "no new logical worker: {out:?}");
+    let ops: Vec<_> = w
+        .plane
+        .next_dispatches(&[EXEC.to_string()], control::queue::Limits { max_launches: 16, max_active: 64 })
+        .iter()
+        .map(|d| w.plane.dispatch(d, 60_000).unwrap().op)
+        .collect();
+    assert_eq!(ops.len(), 3);
+    assert!(ops.iter().all(|op| matches!(op, protocol::executor::CommandOp::ConversationOpen { .. })), "{ops:?}");
+    for d in w.plane.with_state(|s| s.open_commands.clone()) {
+        let outcome = CommandOutcome::Ok { conversation_id: None };
+        w.plane.report(EXEC, ExecutorFrame::Result { command_id: d, outcome }).unwrap();
+    }
+    assert_eq!(w.convs, creates_before, "no conversation created");
+    let after: Vec<_> = w.slots().into_iter().map(|s| (s.slot, s.worker_id, s.conversation_id)).collect();
+    assert_eq!(after, before, "the same workers in their exact conversations");
+    assert_eq!(w.pool.status(&w.root.run_id, &[EXEC.into()], &every_session_alive).state, Readiness::Ready);
+    assert!(w.pool.ensure(&w.root, 3).unwrap().recovering.is_empty(), "a replay reopens nothing");
+}
+
+/// Issue 29 item 18: a pool worker that finished its task keeps its tab
+/// open (parked), so it still counts toward its executor's declared
+/// capacity and toward --max-active-workers: a host of capacity 2 with two
+/// parked conversations takes no third. Before, a finished task freed its
+/// place and the host was overfilled.
+#[test]
+fn a_parked_pool_conversation_holds_its_place_after_its_task() {
+    let mut w = world();
+    w.plane
+        .execute(control::decide::Request::ExecutorConnected {
+            executor_id: EXEC.into(),
+            executor_instance_id: "i1".into(),
+            executor_kind: protocol::executor::ExecutorKind::Fake,
+            capabilities: vec![],
+            host: protocol::executor::MachineFacts { capacity: Some(2), ..Default::default() },
+        })
+        .unwrap();
+    w.parked(2);
+    let task = w.pool.dispatch(&w.root, "do a thing", None, None, &every_session_alive).unwrap();
+    let done =
+        control::decide::Request::Complete { actor: task.worker_id.clone(), summary: "done".into(), artifacts: vec![] };
+    w.plane.execute(done).unwrap();
+    w.pool.ensure(&w.root, 3).unwrap();
+    let creates = |max_active| {
+        let limits = control::queue::Limits { max_launches: 16, max_active };
+        let dispatches = w.plane.next_dispatches(&[EXEC.to_string()], limits);
+        dispatches
+            .into_iter()
+            .filter(|d| w.plane.command(&d.command_id).unwrap().intent == CommandIntent::Create)
+            .count()
+    };
+    assert_eq!(creates(64), 0, "the host holds two conversations already");
+    // Without a declared capacity, --max-active-workers counts them the same way.
+    w.plane
+        .execute(control::decide::Request::ExecutorConnected {
+            executor_id: EXEC.into(),
+            executor_instance_id: "i2".into(),
+            executor_kind: protocol::executor::ExecutorKind::Fake,
+            capabilities: vec![],
+            host: Default::default(),
+        })
+        .unwrap();
+    assert_eq!(creates(2), 0, "nor past --max-active-workers");
+    assert_eq!(creates(3), 1, "room for one more");
+}

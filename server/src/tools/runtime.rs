@@ -101,7 +101,7 @@ impl Tools {
         .await
     }
 
-    /// Ensure the pool holds desired_workers parked workers, creating only missing ones (idempotent).
+    /// Ensure the pool holds desired_workers parked workers: reopens lost slots' exact conversations, creates only missing ones (idempotent).
     #[tool(annotations(
         title = "Ensure runtime",
         read_only_hint = false,
