@@ -28,8 +28,8 @@
 //!
 //! A second rule keeps a spawned worker waiting for its browser rather than
 //! failing: its create was refused because the executor could not reach
-//! the browser session ([`waits_for_browser`]: nothing was opened, so
-//! nothing can be duplicated), so the daemon queues the create again after
+//! the browser session ([`waits_for_browser`]: no prompt went in, so no
+//! conversation can be duplicated), so the daemon queues the create again after
 //! [`RELAUNCH_FIRST_MS`], doubling with each refusal up to
 //! [`RELAUNCH_MAX_MS`], while an executor is connected. Meanwhile the
 //! worker shows `waiting_for: browser` with the executor's reason.
@@ -45,8 +45,8 @@ pub const RELAUNCH_FIRST_MS: u64 = 30_000;
 pub const RELAUNCH_MAX_MS: u64 = 300_000;
 
 /// Whether a create refused with `code` waits for a person to start or
-/// authorize the browser: the executor reached no page, so it opened
-/// nothing and submitted nothing.
+/// authorize the browser: the executor could not drive a page, so nothing
+/// was submitted (these codes are not "maybe" outcomes).
 pub fn waits_for_browser(code: protocol::ErrorCode) -> bool {
     matches!(code, protocol::ErrorCode::BrowserControlUnavailable | protocol::ErrorCode::BrowserAuthorizationRequired)
 }
@@ -146,12 +146,15 @@ fn relaunch_at(state: &State, worker: &Worker, connected: &[String]) -> Option<u
         && worker.last_error.is_some_and(waits_for_browser)
         && state.runtime.by_worker(&worker.id).is_none()
         && !connected.is_empty();
+    if !waiting {
+        return None;
+    }
     let open = state
         .open_commands
         .iter()
         .filter_map(|id| state.commands.get(id))
         .any(|c| c.worker_id == worker.id && c.intent == CommandIntent::Create);
-    if !waiting || open {
+    if open {
         return None;
     }
     let refusals = creates_of(state, &worker.id).clamp(1, 8) as u32;

@@ -3,7 +3,8 @@
 //! configuration and health (never their own flags). Loopback `Host`s only,
 //! and only with the admin token the daemon writes into its state directory
 //! at every start (owner-only): whoever can read the state directory may
-//! read the status; nobody through a tunnel can.
+//! read the status; nobody through a tunnel can, and no web page can (a
+//! request with an `Origin` the daemon does not allow is refused, as on `/mcp`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -130,17 +131,20 @@ struct Admin {
     exposed_hosts: Vec<String>,
     mcp_secret: bool,
     token: String,
+    allowed_origins: Vec<String>,
 }
 
-/// The `/admin/status` route.
+/// The `/admin/status` route. `allowed_origins` are the daemon's
+/// (`--allowed-origin`): a request with any other `Origin` is refused.
 pub fn router(
     plane: Arc<ControlPlane>,
     bridge: Arc<Bridge>,
     exposed_hosts: Vec<String>,
     mcp_secret: bool,
     token: String,
+    allowed_origins: Vec<String>,
 ) -> Router {
-    let admin = Arc::new(Admin { plane, bridge, exposed_hosts, mcp_secret, token });
+    let admin = Arc::new(Admin { plane, bridge, exposed_hosts, mcp_secret, token, allowed_origins });
     Router::new()
         .route("/admin/status", get(status))
         .route_layer(middleware::from_fn_with_state(admin.clone(), require_admin))
@@ -151,6 +155,12 @@ async fn require_admin(State(admin): State<Arc<Admin>>, request: Request, next: 
     let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
     if !carrier_webext::bridge::loopback_host(host) {
         return (StatusCode::FORBIDDEN, "FORBIDDEN: the admin read answers loopback only").into_response();
+    }
+    // A browser names the page making the request: a page (one served from
+    // a rebound name, or any site's fetch) must not probe the daemon, as on
+    // `/mcp`. The CLI sends no Origin.
+    if !crate::http::origin_allowed(request.headers(), &admin.allowed_origins) {
+        return (StatusCode::FORBIDDEN, "FORBIDDEN: Origin is not allowed").into_response();
     }
     if !crate::http::bears(&request, &admin.token) {
         return (StatusCode::UNAUTHORIZED, "UNAUTHORIZED: the admin token (state dir) is required").into_response();

@@ -93,7 +93,8 @@ pub fn app(
     let mut router = health.merge(carrier_webext::router(bridge.clone()));
     if let Some(token) = &config.admin_token {
         let (hosts, secret) = (config.allowed_hosts.clone(), config.mcp_secret.is_some());
-        router = router.merge(crate::admin::router(admin_plane, bridge, hosts, secret, token.clone()));
+        let origins = config.allowed_origins.clone();
+        router = router.merge(crate::admin::router(admin_plane, bridge, hosts, secret, token.clone(), origins));
     }
     if let Some(oauth) = &config.oauth {
         let host_check = middleware::from_fn_with_state(Arc::new(hosts.clone()), require_host);
@@ -148,6 +149,71 @@ pub(crate) fn bears(request: &Request, secret: &str) -> bool {
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
     given.len() == secret.len() && given.bytes().zip(secret.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+/// Whether a request with `headers` may be served to a web page: it carries
+/// no `Origin`, or one of `allowed`. The rule is rmcp's on `/mcp` (RFC 6454
+/// scheme, host and port; an entry ending in `:*` or naming no port allows
+/// any port; `null` only when listed; an empty list refuses every Origin),
+/// so the routes outside rmcp refuse the very pages `/mcp` refuses.
+pub(crate) fn origin_allowed(headers: &axum::http::HeaderMap, allowed: &[String]) -> bool {
+    let Some(value) = headers.get(header::ORIGIN) else { return true };
+    let Some(origin) = value.to_str().ok().and_then(Origin::parse) else { return false };
+    allowed.iter().any(|entry| origin.matches(entry))
+}
+
+/// An origin as compared: `null` (a sandboxed or opaque page) or a site.
+#[derive(Debug, PartialEq, Eq)]
+enum Origin {
+    /// `Origin: null`.
+    Null,
+    /// A scheme, a host (lowercase, IPv6 without brackets) and the port as written.
+    Site { scheme: String, host: String, port: Option<u16> },
+}
+
+impl Origin {
+    fn parse(text: &str) -> Option<Origin> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("null") {
+            return Some(Origin::Null);
+        }
+        let uri = axum::http::Uri::try_from(text).ok()?;
+        let authority = uri.authority()?;
+        Some(Origin::Site {
+            scheme: uri.scheme_str()?.to_ascii_lowercase(),
+            host: authority.host().trim_matches(['[', ']']).to_ascii_lowercase(),
+            port: authority.port_u16(),
+        })
+    }
+
+    /// Whether the allowed-origin `entry` (`--allowed-origin`) admits this origin.
+    fn matches(&self, entry: &str) -> bool {
+        let entry = entry.trim();
+        let (base, any_port) = entry.strip_suffix(":*").map_or((entry, false), |base| (base, true));
+        match (Origin::parse(base), self) {
+            (Some(Origin::Null), Origin::Null) => !any_port,
+            (Some(Origin::Site { scheme, host, port }), Origin::Site { scheme: s, host: h, port: p }) => {
+                let port_ok = match (port, any_port) {
+                    // `https://a.example:443:*` names a port and any port: no entry.
+                    (Some(_), true) => false,
+                    (None, _) => true,
+                    // An origin omits its scheme's default port (RFC 6454 §6.2).
+                    (Some(port), false) => p.or_else(|| default_port(s)) == Some(port),
+                };
+                scheme == *s && host == *h && port_ok
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The port an origin of `scheme` has when it names none (RFC 6454 §4).
+fn default_port(scheme: &str) -> Option<u16> {
+    match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    }
 }
 
 /// Who may call `/mcp`: the secret as a bearer, or (with OAuth) an access
@@ -232,4 +298,39 @@ pub async fn serve(
         () = tokio::time::sleep(std::time::Duration::from_secs(10)) => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether a request with `origin` passes `allowed`, as rmcp decides on `/mcp`.
+    fn check(origin: Option<&str>, allowed: &[&str], expected: bool) {
+        let mut headers = axum::http::HeaderMap::new();
+        if let Some(origin) = origin {
+            headers.insert(header::ORIGIN, origin.parse().unwrap());
+        }
+        let allowed: Vec<String> = allowed.iter().map(|a| a.to_string()).collect();
+        assert_eq!(origin_allowed(&headers, &allowed), expected, "{origin:?} against {allowed:?}");
+    }
+
+    #[test]
+    fn origins_are_allowed_by_the_rule_mcp_applies() {
+        check(None, &[], true);
+        check(Some("https://evil.example"), &[], false);
+        check(Some("null"), &[], false);
+        check(Some("null"), &["null"], true);
+        check(Some("https://app.example"), &["https://app.example"], true);
+        check(Some("HTTPS://App.Example"), &["https://app.example"], true);
+        check(Some("https://app.example.evil"), &["https://app.example"], false);
+        check(Some("http://app.example"), &["https://app.example"], false);
+        check(Some("https://app.example"), &["https://app.example:443"], true);
+        check(Some("https://app.example:8443"), &["https://app.example:443"], false);
+        check(Some("https://app.example:8443"), &["https://app.example"], true);
+        check(Some("http://localhost:5173"), &["http://localhost:*"], true);
+        check(Some("https://app.example"), &["https://app.example:443:*"], false);
+        check(Some("http://[::1]:8080"), &["http://[::1]:*"], true);
+        check(Some("not an origin"), &["https://app.example"], false);
+        check(Some(""), &["https://app.example"], false);
+    }
 }

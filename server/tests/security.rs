@@ -462,3 +462,62 @@ fn the_state_database_and_credentials_are_private() {
     }
     assert_eq!(std::fs::metadata(&state).unwrap().permissions().mode() & 0o777, 0o700);
 }
+
+/// Issue 29: the admin read answers no web page. A request carrying an
+/// `Origin` the daemon does not allow is refused, as on `/mcp`, even with
+/// the admin token: a page (DNS-rebound, or a cross-site fetch) cannot
+/// probe the daemon's status. The CLI sends no Origin and is served, and so
+/// is an origin allowed with `--allowed-origin`.
+#[test]
+fn the_admin_read_refuses_a_web_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with(dir.path(), &["--allowed-origin", "https://app.example"], &[]);
+    let token = std::fs::read_to_string(dir.path().join("admin-token")).unwrap();
+    let bearer = format!("Bearer {}", token.trim());
+    let status = |origin: Option<&str>| {
+        let mut headers = vec![("Authorization", bearer.as_str())];
+        headers.extend(origin.map(|o| ("Origin", o)));
+        http(&daemon.addr, "GET", "/admin/status", &headers, "").0
+    };
+    assert_eq!(status(Some("https://evil.example")), 403, "a web page read the admin status");
+    assert_eq!(status(Some("null")), 403, "a sandboxed page read the admin status");
+    assert_eq!(status(Some(&format!("http://{}", daemon.addr))), 403, "a rebound page read the admin status");
+    assert_eq!(status(None), 200, "the CLI's read, with no Origin");
+    assert_eq!(status(Some("https://app.example")), 200, "an allowed origin");
+}
+
+/// Issue 29: a worker calling a root-only tool with its own capability, from
+/// its own conversation, is refused, and the refusal leaves no trace: no
+/// `caller.attributed` for its turn. The same turn's next legitimate call is
+/// attributed as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_root_only_call_records_no_attribution() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with(state.path(), &["--pool-pacing-ms", "20", "--attribution-wait-ms", "1500"], &[]);
+    let Slot { fake, root, cap, attach, worker } = Slot::provisioned(&daemon, state.path(), Callers::Hidden).await;
+    let bootstrap = json!({"attach_identity": attach});
+    let first = from_own_page(&fake, &daemon.addr, &worker, "wfr_own0000000000000001", bootstrap.clone());
+    let worker_cap = first.unwrap_or_else(|e| panic!("{e:?}"))["capability"].as_str().unwrap().to_owned();
+    // The worker's next turn, on its own page, calls root's tools.
+    let turn = "wfr_own0000000000000002";
+    assert!(fake.page_shows(&worker, turn));
+    let attributed = || -> Vec<Value> {
+        let events = root.ok("events_list", json!({"capability": cap, "after_cursor": 0, "limit": 500}));
+        let events = events["events"].as_array().unwrap().clone();
+        events.into_iter().filter(|e| e["type"] == "caller.attributed" && e.to_string().contains(turn)).collect()
+    };
+    for (tool, args) in [
+        ("runtime_ensure", json!({"capability": worker_cap, "desired_workers": 2})),
+        ("run_cancel", json!({"capability": worker_cap, "reason": "mine now"})),
+        ("worker_block", json!({"capability": worker_cap, "worker_id": worker.to_string()})),
+    ] {
+        let refused = stateless_call_as(&daemon.addr, turn, tool, args).unwrap_err();
+        assert_eq!(refused.0, "FORBIDDEN", "{tool}: {refused:?}");
+        assert_eq!(attributed(), Vec::<Value>::new(), "{tool}: a refused call was attributed");
+    }
+    stateless_call_as(&daemon.addr, turn, "runtime_bootstrap", bootstrap).unwrap_or_else(|e| panic!("{e:?}"));
+    let recorded = attributed();
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert!(recorded[0].to_string().contains("runtime_bootstrap"), "{recorded:?}");
+    fake.stop().await;
+}

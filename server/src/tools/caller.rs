@@ -7,8 +7,9 @@
 //! the call is refused with `UNIDENTIFIED_CALLER` and changes nothing.
 //! ChatGPT gives all calls of a turn one request id: the first attributed
 //! call of each turn records it (`caller.attributed`, durable), and an
-//! earlier turn's id is refused from then on (a replay). Reading tools
-//! identify by capability alone.
+//! earlier turn's id is refused from then on (a replay). A worker's call of
+//! a root-only tool is refused before any of this, so it records nothing.
+//! Reading tools identify by capability alone.
 //!
 //! A blocked chat (`worker_block`, or a person in the extension's popup)
 //! gets `CHAT_BLOCKED` on every call made as it, telling the model to stop.
@@ -22,6 +23,32 @@ use super::*;
 /// What a blocked chat is told, on every call.
 const BLOCKED: &str = "This chat is blocked by the orchestrator's operator: stop calling the orchestrator's tools \
 and answer the user in plain text.";
+
+/// The tools only root may call. A worker calling one is refused before its
+/// call is attributed: a refused call leaves no `caller.attributed` behind
+/// (each tool still checks for itself, with `root_only`).
+const ROOT_ONLY: [&str; 20] = [
+    "run_cancel",
+    "run_continuation_set_default",
+    "worker_spawn",
+    "worker_list",
+    "worker_stop",
+    "worker_followup",
+    "worker_block",
+    "worker_unblock",
+    "worker_pause",
+    "worker_continue_now",
+    "worker_continuation_get",
+    "worker_continuation_set",
+    "message_broadcast",
+    "runtime_status",
+    "runtime_ensure",
+    "runtime_scale",
+    "runtime_recover",
+    "runtime_stop",
+    "task_dispatch",
+    "task_collect",
+];
 
 /// The default bound on waiting for an executor to see a call's request id:
 /// the page may show it seconds after the call starts, and a host's tool
@@ -65,6 +92,9 @@ impl Tools {
     ) -> Result<Option<ConversationId>, ToolError> {
         if me.blocked.is_some() {
             return Err(ToolError::new(ErrorCode::ChatBlocked, BLOCKED));
+        }
+        if !me.is_root() && ROOT_ONLY.contains(&tool) {
+            return Err(Error::from(Refusal::RootOnly).into());
         }
         let policy = self.plane.run(&me.run_id).map_or(Attribution::Required, |r| r.attribution);
         // Root in the caller's own conversation, which no executor manages,
@@ -196,5 +226,29 @@ impl Tools {
             Ok(BlockOut { worker_id, blocked })
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The list names real tools, and every tool whose arguments ask for
+    /// root's capability is on it: a new root tool is not attributed for a
+    /// worker that calls it.
+    #[test]
+    fn the_root_only_list_covers_every_root_tool() {
+        let tools = Tools::router().list_all();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        for name in ROOT_ONLY {
+            assert!(names.contains(&name), "{name} is no tool");
+        }
+        for tool in &tools {
+            let capability = tool.input_schema.get("properties").and_then(|p| p.get("capability"));
+            let described = capability.and_then(|c| c.get("description")).and_then(|d| d.as_str());
+            if described == Some("Root's capability.") {
+                assert!(ROOT_ONLY.contains(&tool.name.as_ref()), "{} takes root's capability only", tool.name);
+            }
+        }
     }
 }
