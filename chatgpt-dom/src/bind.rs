@@ -209,6 +209,13 @@ pub async fn bind<D: Act, W: Wait>(dom: &D, label: &str, wait: &W) -> Result<Rou
         }
         Selected::None => {}
     }
+    // A question to the person stands: nothing is typed or clicked until it is answered.
+    if crate::classify::approval_waiting(dom) {
+        return Err(refuse(
+            crate::compose::incident_code(crate::Incident::ApprovalRequired),
+            "ChatGPT waits for the person to answer a tool-approval card".into(),
+        ));
+    }
     let editor = resolve(dom, Element::Editor).map_err(ui)?;
     if !dom.text(&editor).trim().is_empty() {
         return Err(refuse(ErrorCode::Conflict, "the composer holds a draft; not overwriting it".into()));

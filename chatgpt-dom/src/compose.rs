@@ -61,10 +61,15 @@ pub fn ready<D: Dom>(dom: &D) -> Result<bool, Refusal> {
         PageState::Ready | PageState::Idle => Ok(true),
         // Only the in-turn notice: the same words in a dialog stand over the page.
         PageState::Error(Incident::DeliveryTimeout) if !crate::classify::overlay_shown(dom) => Ok(true),
-        PageState::Loading | PageState::Generating { .. } => Ok(false),
+        PageState::Loading | PageState::Generating { .. } | PageState::Unsettled => Ok(false),
         PageState::Error(incident) => Err(Refusal::new(incident_code(incident), format!("{incident:?}"))),
     }
 }
+
+/// The code [`Incident::ApprovalRequired`] is reported with: a person's
+/// question in that chat, not a changed UI (nothing pauses the worker; it
+/// waits for the person, and the card is never clicked).
+pub const APPROVAL_REQUIRED_CODE: ErrorCode = ErrorCode::ToolApprovalRequired;
 
 /// The command-level code for a page incident.
 pub fn incident_code(incident: Incident) -> ErrorCode {
@@ -72,6 +77,7 @@ pub fn incident_code(incident: Incident) -> ErrorCode {
         Incident::DeliveryTimeout => ErrorCode::DeliveryTimeout,
         Incident::RateLimited => ErrorCode::RateLimited,
         Incident::SignedOut => ErrorCode::ChatgptSignedOut,
+        Incident::ApprovalRequired => APPROVAL_REQUIRED_CODE,
         Incident::Challenge | Incident::Unknown => ErrorCode::HostUiChanged,
     }
 }
@@ -98,7 +104,7 @@ pub fn type_prompt<D: Act>(dom: &D, prompt: &str) -> Result<Typed, Refusal> {
         return Err(Refusal::new(ErrorCode::InvalidArgument, "empty prompt"));
     }
     if !ready(dom)? {
-        return Err(Refusal::new(ErrorCode::Conflict, "the page is busy"));
+        return Err(busy(dom));
     }
     let turns_before = crate::classify::turns(dom).len();
     let editor = resolve(dom, Element::Editor).map_err(ui)?;
@@ -111,6 +117,11 @@ pub fn type_prompt<D: Act>(dom: &D, prompt: &str) -> Result<Typed, Refusal> {
     Ok(Typed { turns_before })
 }
 
+/// The refusal for a page that cannot take a prompt yet, naming its reading.
+fn busy<D: Dom>(dom: &D) -> Refusal {
+    Refusal::new(ErrorCode::Conflict, format!("the page is busy ({})", crate::classify::reading(dom)))
+}
+
 fn ui(e: crate::UiChanged) -> Refusal {
     Refusal::new(e.code(), format!("{:?}: {}", e.element, e.detail))
 }
@@ -118,8 +129,10 @@ fn ui(e: crate::UiChanged) -> Refusal {
 /// Step two: clicks the send button the page now shows for the typed text,
 /// once. `Ok(None)`: no usable send button yet — wait for the page's next
 /// change and call again (or [`abandon`] at the deadline). Checked right
-/// before the click: the app's pill (when `app` is set), and that no stop
-/// button shows; any refusal empties the editor first.
+/// before the click: the app's pill (when `app` is set), and that the page
+/// still takes a prompt ([`ready`]: no stop button, no busy notice, no
+/// approval card or other incident appeared); any refusal empties the
+/// editor first.
 pub fn press_send<D: Act>(dom: &D, typed: Typed, app: Option<&str>) -> Result<Option<Pressed>, Refusal> {
     let refuse = |refusal: Refusal| {
         clear_editor(dom);
@@ -130,8 +143,10 @@ pub fn press_send<D: Act>(dom: &D, typed: Typed, app: Option<&str>) -> Result<Op
     {
         return refuse(Refusal::new(ErrorCode::HostAppBindingNotReady, "the app's pill is gone; not sending unbound"));
     }
-    if !crate::locators::stop_buttons(dom).is_empty() {
-        return refuse(Refusal::new(ErrorCode::Conflict, "a stop button appeared; the page is busy"));
+    match ready(dom) {
+        Ok(true) => {}
+        Ok(false) => return refuse(busy(dom)),
+        Err(refusal) => return refuse(refusal),
     }
     let send = match crate::locators::find(dom, Element::SendButton) {
         Ok(Some(send)) => send,

@@ -1,15 +1,27 @@
 //! A read-only account of how this build reads a page: what each locator
 //! candidate finds (visible and hidden), the stop evidence, the turns, the
-//! classification, what a submit would click, and the app pills. For
+//! classification, what a submit would do, and the app pills. For
 //! operators checking a saved real page against the build, and for bug
 //! reports. It never clicks, types or sends anything.
+//!
+//! The submit plan is not a second reading of the page: it is the
+//! composer's own decision ([`crate::compose::type_prompt`] then
+//! [`crate::compose::press_send`], the steps `submit` takes) run on a
+//! [`DryRun`] of the page, which records what would be typed and clicked
+//! instead of doing it. A refusal carries the code `submit` would return.
+
+use std::cell::RefCell;
 
 use crate::Dom;
 use crate::classify::{PageState, classify, turns};
-use crate::locators::{Element, TABLE, find, stop_buttons};
+use crate::compose::{Act, Refusal, press_send, type_prompt};
+use crate::locators::{Element, TABLE, stop_buttons};
 
 /// The adapter's version, as reports name it.
 pub const ADAPTER_VERSION: &str = concat!("chatgpt-dom ", env!("CARGO_PKG_VERSION"));
+
+/// The prompt a dry run types: any non-empty text would do.
+const PROBE: &str = "inspect-page dry run";
 
 /// One candidate selector and what it matched.
 #[derive(Debug, Clone)]
@@ -33,14 +45,17 @@ pub struct LocatorReport<N> {
     pub resolved: Result<N, String>,
 }
 
-/// What a submit would do on this page, now.
+/// What a submit would do on this page, now: the composer's decision on a
+/// dry run.
 #[derive(Debug, Clone)]
 pub enum SubmitPlan<N> {
-    /// Click this send button (a draft is in the composer already).
+    /// Type the prompt, then click this send button, which the page shows
+    /// already.
     Click(N),
     /// Type the prompt first: the site renders the send button only then.
     AfterTyping,
-    /// Nothing: the page is not ready, with the reason.
+    /// Nothing: `submit` refuses, with `"<CODE>: <detail>"` (the code as on
+    /// the wire; the typed refusal is [`Report::submit_refusal`]).
     Nothing(String),
 }
 
@@ -59,10 +74,100 @@ pub struct Report<N> {
     pub turns: usize,
     /// The classification, or the typed refusal (`HOST_UI_CHANGED: …`).
     pub state: Result<PageState, String>,
-    /// What a submit would click.
+    /// What a submit would do.
     pub submit: SubmitPlan<N>,
+    /// Why `submit` would refuse, with its code (the same refusal as
+    /// [`SubmitPlan::Nothing`]'s text).
+    pub submit_refusal: Option<Refusal>,
     /// The app pills the composer shows.
     pub pills: Vec<String>,
+}
+
+/// A page that records instead of acting: typing is kept (the editor then
+/// reads as holding the text, as the real one would), clicks are listed,
+/// and the page itself is never touched.
+pub struct DryRun<'a, D: Dom> {
+    dom: &'a D,
+    typed: RefCell<Option<(D::Node, String)>>,
+    clicks: RefCell<Vec<D::Node>>,
+}
+
+impl<'a, D: Dom> DryRun<'a, D> {
+    /// A dry run over `dom`.
+    pub fn new(dom: &'a D) -> Self {
+        DryRun { dom, typed: RefCell::new(None), clicks: RefCell::new(Vec::new()) }
+    }
+
+    /// What would have been clicked, in order.
+    pub fn clicks(&self) -> Vec<D::Node> {
+        self.clicks.borrow().clone()
+    }
+
+    /// What would be in the editor now.
+    pub fn typed(&self) -> Option<String> {
+        self.typed.borrow().as_ref().map(|(_, text)| text.clone())
+    }
+}
+
+impl<D: Dom> Dom for DryRun<'_, D> {
+    type Node = D::Node;
+
+    fn query_all(&self, scope: Option<&Self::Node>, selector: &str) -> Vec<Self::Node> {
+        self.dom.query_all(scope, selector)
+    }
+
+    fn attr(&self, node: &Self::Node, name: &str) -> Option<String> {
+        self.dom.attr(node, name)
+    }
+
+    fn text(&self, node: &Self::Node) -> String {
+        match &*self.typed.borrow() {
+            Some((editor, text)) if editor == node => text.clone(),
+            _ => self.dom.text(node),
+        }
+    }
+
+    fn within(&self, node: &Self::Node, selector: &str) -> bool {
+        self.dom.within(node, selector)
+    }
+
+    fn visible(&self, node: &Self::Node) -> bool {
+        self.dom.visible(node)
+    }
+}
+
+impl<D: Dom> Act for DryRun<'_, D> {
+    fn insert_text(&self, editor: &Self::Node, text: &str) -> bool {
+        *self.typed.borrow_mut() = Some((editor.clone(), text.to_owned()));
+        true
+    }
+
+    fn click(&self, node: &Self::Node) {
+        self.clicks.borrow_mut().push(node.clone());
+    }
+
+    fn clear(&self, _editor: &Self::Node) {
+        *self.typed.borrow_mut() = None;
+    }
+}
+
+/// What `submit` (without an app) would do on `dom` now, decided by the
+/// composer itself on a [`DryRun`]: refuse (with its code), click the send
+/// button shown, or type first and click the one the page then shows.
+pub fn plan<D: Dom>(dom: &D) -> (SubmitPlan<D::Node>, Option<Refusal>) {
+    let dry = DryRun::new(dom);
+    let refused =
+        |refusal: Refusal| (SubmitPlan::Nothing(format!("{}: {}", refusal.code, refusal.detail)), Some(refusal));
+    let typed = match type_prompt(&dry, PROBE) {
+        Ok(typed) => typed,
+        Err(refusal) => return refused(refusal),
+    };
+    match press_send(&dry, typed, None) {
+        // `press_send` answers `Some` only after its one click.
+        Ok(Some(_)) => (dry.clicks().pop().map_or(SubmitPlan::AfterTyping, SubmitPlan::Click), None),
+        Ok(None) => (SubmitPlan::AfterTyping, None),
+        Err(refusal) => refused(refusal),
+    }
 }
 
 /// Reads `dom` the way the adapter does, touching nothing.
@@ -88,15 +193,7 @@ pub fn inspect<D: Dom>(dom: &D) -> Report<D::Node> {
         })
         .collect();
     let state = classify(dom).map(|s| s.state).map_err(|e| format!("{}: {:?}: {}", e.code(), e.element, e.detail));
-    let submit = match &state {
-        Ok(PageState::Ready | PageState::Idle) => match find(dom, Element::SendButton) {
-            Ok(Some(send)) => SubmitPlan::Click(send),
-            Ok(None) => SubmitPlan::AfterTyping,
-            Err(e) => SubmitPlan::Nothing(format!("send button {}", e.detail)),
-        },
-        Ok(other) => SubmitPlan::Nothing(format!("the page is {other:?}")),
-        Err(refusal) => SubmitPlan::Nothing(refusal.clone()),
-    };
+    let (submit, submit_refusal) = plan(dom);
     Report {
         adapter: ADAPTER_VERSION,
         lang: dom.query_all(None, "html").first().and_then(|h| dom.attr(h, "lang")),
@@ -105,6 +202,7 @@ pub fn inspect<D: Dom>(dom: &D) -> Report<D::Node> {
         turns: turns(dom).len(),
         state,
         submit,
+        submit_refusal,
         pills: crate::bind::pills(dom),
     }
 }

@@ -7,18 +7,22 @@
 //!   candidates across UI generations (semantic attributes, ids, roles,
 //!   structure; never generated classes, never English labels alone).
 //! - [`classify`]: the page's state (`loading | ready | generating | idle |
-//!   error{…} | closed`) from turn-finished evidence, incidents and screens.
+//!   unsettled | error{…}`) from turn-finished evidence, busy notices,
+//!   incidents, the tool-approval card and screens: busy until proven
+//!   finished.
 //! - [`compose`]: inserting a prompt and pressing send, exactly once.
 //! - [`bind`]: binding the conversation to the orchestrator's app, by its
 //!   exact label, before anything is submitted.
 //! - [`identity`]: conversation identity from `/c/<uuid>` and project URLs.
-//! - [`inspect`]: a read-only account of how this build reads a page.
+//! - [`inspect`]: a read-only account of how this build reads a page; its
+//!   submit plan is the composer's own decision on a dry run.
 //! - `html` (feature `html`): a parsed HTML document as a [`Dom`], for
 //!   saved pages and the corpus in `fixtures/`.
 //!
 //! Fail closed: a locator that matches nothing, or more than one element,
-//! is `HOST_UI_CHANGED`; nothing is ever clicked approximately, and the
-//! Retry button is located only to be reported, never to be clicked.
+//! is `HOST_UI_CHANGED`; nothing is ever clicked approximately, the Retry
+//! button is located only to be reported, never to be clicked, and nothing
+//! is ever clicked inside a tool-approval card.
 //!
 //! Architecture invariant: no IO, no browser API; builds for wasm32.
 
@@ -31,7 +35,7 @@ pub mod identity;
 pub mod inspect;
 pub mod locators;
 
-pub use classify::{Incident, PageState, Snapshot, classify, reading, turn_mark};
+pub use classify::{Incident, Notice, PageState, Snapshot, classify, reading, turn_mark};
 pub use compose::{Act, Pressed, Refusal, Typed, abandon, confirmed, press_send, ready, submit, type_prompt};
 pub use identity::{ConversationRef, is_project_page, parse_url};
 pub use locators::{Element, Locator, UiChanged, is_stop, resolve};
@@ -39,8 +43,8 @@ pub use locators::{Element, Locator, UiChanged, is_stop, resolve};
 /// The DOM as a carrier sees it. Implementations: web-sys in the extension,
 /// DevTools in the CDP agent, an HTML parser in tests.
 pub trait Dom {
-    /// An element handle.
-    type Node: Clone;
+    /// An element handle; equal handles are the same element.
+    type Node: Clone + PartialEq;
     /// Every element matching `selector` (CSS), within `scope` or the document.
     fn query_all(&self, scope: Option<&Self::Node>, selector: &str) -> Vec<Self::Node>;
     /// An attribute's value.

@@ -85,6 +85,11 @@ pub const TABLE: &[Locator] = &[
     },
 ];
 
+/// Where no send button can be: inside a tool-approval card or an app's
+/// confirmation dialog (`crate::classify`'s approval structures), whatever
+/// its buttons are called.
+const NOT_SEND: &str = r#"[data-codex-approval-surface], [role="dialog"][data-app-name]"#;
+
 /// Stop-button labels per locale, exactly as the site renders them. In
 /// generation B the label is the *only* stop marker, so a page in a locale
 /// missing here is refused ([`supported_locale`]) rather than guessed.
@@ -154,7 +159,9 @@ pub fn resolve<D: Dom>(dom: &D, element: Element) -> Result<D::Node, UiChanged> 
     for candidate in locator.candidates {
         let mut found = visible(dom, scope.as_ref(), candidate.selector);
         if element == Element::SendButton {
-            found.retain(|n| !is_stop(dom, n));
+            // Never a stop button, and never a button of a question to the
+            // person (an approval card, even inside the form).
+            found.retain(|n| !is_stop(dom, n) && !dom.within(n, NOT_SEND));
         }
         match found.len() {
             0 => continue,

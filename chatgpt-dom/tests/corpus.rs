@@ -120,13 +120,85 @@ enum Mutation {
     Translate(usize),
     StopFirst,
     DuplicateEditor,
+    /// One of [`NOTICES`], placed per [`place`].
+    Notice {
+        kind: usize,
+        place: usize,
+    },
+    /// A tool-approval card, waiting or answered (every button disabled).
+    ApprovalCard {
+        answered: bool,
+        place: usize,
+    },
+}
+
+/// Busy notices as the evidence shows them (`fixtures/README.md`, issue
+/// 30), each with whether its text alone says busy wherever it stands.
+/// The others (markers, an unknown status) say busy inside the last turn.
+const NOTICES: &[(&str, bool)] = &[
+    (
+        r#"<div role="status"><span class="text-chatgpt-recovery">Connection interrupted. Waiting for the complete answer</span></div>"#,
+        true,
+    ),
+    (
+        r#"<div role="status"><span class="text-chatgpt-recovery">Соединение прервано. Ожидание полного ответа</span></div>"#,
+        true,
+    ),
+    (
+        r#"<div role="status" aria-live="polite"><span>Our systems are checking a few extra things before responding.</span></div>"#,
+        true,
+    ),
+    (
+        r#"<div role="status" aria-live="polite"><span>Nos systèmes effectuent quelques vérifications supplémentaires avant de répondre.</span></div>"#,
+        true,
+    ),
+    (
+        r#"<div role="status" aria-live="polite"><span>Наши системы выполняют дополнительную обработку этого запроса, прежде чем предоставить ответ.</span></div>"#,
+        true,
+    ),
+    (
+        r#"<div data-streaming-response-status="streaming"><span class="loading-shimmer-tertiary">Our systems are thinking a bit more about this request before responding.</span></div>"#,
+        true,
+    ),
+    (r#"<div data-streaming-response-status=""><span aria-hidden="true">Working for 12s</span></div>"#, false),
+    (r#"<div role="status" aria-busy="true"><span>Generating</span></div>"#, false),
+    (r#"<div role="status"><span>A notice no table knows yet</span></div>"#, false),
+];
+
+/// A tool-approval card (`b-2026-10-approval-card-*`).
+fn card(answered: bool) -> String {
+    let disabled = if answered { r#" disabled="""# } else { "" };
+    format!(
+        r#"<div data-codex-approval-surface="true"><div role="alert"><p>Allow ChatGPT to use Orchestrator?</p></div><button type="button"{disabled}>Deny</button><button type="button"{disabled}>Allow once</button></div>"#
+    )
+}
+
+/// Where an added node goes: 0 appended to the last turn, 1 right after
+/// it, 2 at the end of the body, 3 into the last turn's deepest last
+/// element. Returns whether it landed inside the last turn.
+fn place(page: &Page, markup: &str, place: usize) -> bool {
+    let body = page.query_all(None, "body").first().copied();
+    let last = chatgpt_dom::classify::turns(page).last().copied();
+    let target = match (place % 4, last) {
+        (0, Some(turn)) => Some((turn, false, true)),
+        (1, Some(turn)) => Some((turn, true, false)),
+        (3, Some(turn)) => {
+            let deepest = page.query_all(Some(&turn), "div").last().copied().unwrap_or(turn);
+            Some((deepest, false, true))
+        }
+        _ => body.map(|b| (b, false, false)),
+    };
+    let Some((node, after, inside)) = target else { return false };
+    page.graft(node, markup, after).is_some() && inside
 }
 
 /// (lang, stop label): four locales the adapter carries, two it does not.
 const LOCALES: &[(&str, &str)] =
     &[("en", "Stop"), ("ja", "停止"), ("ko", "중지"), ("zh-CN", "停止生成"), ("de", "Stoppen"), ("fr", "Arrêter")];
 
-fn apply(page: &Page, mutation: &Mutation) {
+/// Applies `mutation`; true when it added something that must keep the
+/// page from taking a prompt (a busy notice, a waiting approval card).
+fn apply(page: &Page, mutation: &Mutation) -> bool {
     let stops: Vec<_> = page.truths("stop").into_iter().map(|(n, _)| n).collect();
     match mutation {
         Mutation::StopSharesSendId => {
@@ -162,7 +234,17 @@ fn apply(page: &Page, mutation: &Mutation) {
                 page.copy_after(*editor);
             }
         }
+        Mutation::Notice { kind, place: at } => {
+            let (markup, known) = NOTICES[kind % NOTICES.len()];
+            let inside = place(page, markup, *at);
+            return inside || known;
+        }
+        Mutation::ApprovalCard { answered, place: at } => {
+            place(page, &card(*answered), *at);
+            return !answered;
+        }
     }
+    false
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
@@ -175,6 +257,8 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         (0..LOCALES.len()).prop_map(Mutation::Translate),
         Just(Mutation::StopFirst),
         Just(Mutation::DuplicateEditor),
+        (0..NOTICES.len(), 0..4usize).prop_map(|(kind, place)| Mutation::Notice { kind, place }),
+        (any::<bool>(), 0..4usize).prop_map(|(answered, place)| Mutation::ApprovalCard { answered, place }),
     ]
 }
 
@@ -191,12 +275,16 @@ proptest! {
         let (name, text) = &corpus[index % corpus.len()];
         let h = header(text);
         let page = Page::parse(text);
+        let mut busy = false;
         for m in &mutations {
-            apply(&page, m);
+            busy |= apply(&page, m);
         }
         let _ = submit(&page, "a prompt from the orchestrator", None);
         let clicks = page.clicks.borrow().clone();
         prop_assert!(clicks.len() <= 1, "{name} {mutations:?}: {} clicks", clicks.len());
+        // Busy until proven finished: a notice in (or naming itself after)
+        // the last turn, or a waiting approval card, takes no prompt.
+        prop_assert!(!busy || clicks.is_empty(), "{name} {mutations:?}: clicked beside a busy notice or an approval card");
         if let Some(&clicked) = clicks.first() {
             let truth = page.truth(clicked);
             prop_assert_eq!(truth.as_deref(), Some("send"), "{} {:?}: clicked {}", name, mutations, page.describe(clicked));
@@ -236,4 +324,97 @@ fn a_running_turn_moves_on_only_when_its_content_grows() {
         );
     }
     assert!(seen >= 3, "generating pages in the corpus: {seen}");
+}
+
+/// The mutation the property test draws at random, tried exhaustively on
+/// every page that takes a prompt: each busy notice in every place, and a
+/// waiting approval card, leave it without a click.
+#[test]
+fn every_busy_notice_and_waiting_card_on_a_page_that_takes_a_prompt_leaves_it_unclicked() {
+    let mut tried = 0;
+    for (name, text) in corpus() {
+        let h = header(&text);
+        if !matches!(h.expect.as_str(), "ready" | "idle" | "delivery_timeout") {
+            continue;
+        }
+        for at in 0..4 {
+            let mut added: Vec<(String, bool)> =
+                NOTICES.iter().map(|(markup, known)| ((*markup).to_owned(), *known)).collect();
+            added.push((card(false), true));
+            for (markup, known) in added {
+                let page = Page::parse(&text);
+                let inside = place(&page, &markup, at);
+                let _ = submit(&page, "a prompt from the orchestrator", None);
+                if inside || known {
+                    tried += 1;
+                    assert!(
+                        page.clicks.borrow().is_empty(),
+                        "{name}: clicked with {markup} at place {at}: {}",
+                        chatgpt_dom::reading(&page)
+                    );
+                }
+            }
+        }
+    }
+    assert!(tried > 100, "{tried}");
+}
+
+/// `inspect`'s submit plan is the composer's own decision, run on a dry
+/// run: on every page (the corpus and fakechat's pages) it agrees with
+/// what `submit` then does, refusals and their codes included.
+#[test]
+fn inspect_plans_exactly_what_submit_does_on_every_page() {
+    use chatgpt_dom::inspect::SubmitPlan;
+    let mut pages = corpus();
+    let dir = support::package_dir().join("fixtures");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "html") {
+            pages.push((
+                path.file_stem().unwrap().to_string_lossy().into_owned(),
+                std::fs::read_to_string(&path).unwrap(),
+            ));
+        }
+    }
+    let mut wrong = Vec::new();
+    for (name, text) in &pages {
+        let page = Page::parse(text);
+        let plan = chatgpt_dom::inspect::inspect(&page).submit;
+        let result = submit(&page, "a prompt from the orchestrator", None);
+        let clicks = page.clicks.borrow().clone();
+        let agrees = match (&plan, &result) {
+            (SubmitPlan::Click(node), Ok(_)) => clicks == [*node],
+            (SubmitPlan::AfterTyping, Ok(_)) => clicks.len() == 1,
+            (SubmitPlan::Nothing(why), Err(refusal)) => clicks.is_empty() && why.starts_with(refusal.code.as_str()),
+            _ => false,
+        };
+        if !agrees {
+            wrong.push(format!("{name}: inspect plans {plan:?}, submit did {result:?} with {} clicks", clicks.len()));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The approval card is a question to the person: no composer operation
+/// clicks inside it, or anywhere while it waits, and a card that appears
+/// between typing and the click stops the click.
+#[test]
+fn no_composer_operation_clicks_while_an_approval_card_waits() {
+    for name in ["b-2026-10-approval-card-en", "b-2026-10-approval-card-de", "b-2026-09-app-confirmation-dialog"] {
+        let page = support::fixture(&format!("corpus/{name}"));
+        assert_eq!(chatgpt_dom::reading(&page), "approval_required", "{name}");
+        assert!(submit(&page, "continue", None).is_err(), "{name}");
+        assert!(support::bind(&page, "Orchestrator").is_err(), "{name}");
+        assert!(page.clicks.borrow().is_empty(), "{name}: clicked {}", page.describe(page.clicks.borrow()[0]));
+        assert!(page.typed.borrow().is_none(), "{name}: the editor is left empty");
+    }
+    let page = support::fixture("corpus/b-2026-09-thread-idle-finished");
+    let typed = chatgpt_dom::type_prompt(&page, "continue").unwrap();
+    page.settle();
+    let last = *chatgpt_dom::classify::turns(&page).last().unwrap();
+    page.graft(last, &card(false), false).unwrap();
+    let refused = chatgpt_dom::press_send(&page, typed, None).unwrap_err();
+    assert_ne!(refused.code, ErrorCode::Conflict, "a person's question, not a busy page");
+    assert!(page.clicks.borrow().is_empty(), "clicked {}", page.describe(page.clicks.borrow()[0]));
+    assert!(page.typed.borrow().is_none(), "the typed prompt is removed");
 }

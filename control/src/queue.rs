@@ -13,7 +13,8 @@
 //!   at most `max_launches` creates are in flight, and at most `max_active`
 //!   managed workers (holding or creating a conversation) exist at once;
 //! - a send goes only to the executor holding the worker's conversation, and
-//!   only while that conversation is not generating or loading; a steer
+//!   only while that conversation is not generating or loading, nor showing
+//!   a tool-approval card (a person answers it first); a steer
 //!   (a checkpoint due mid-turn) also while generating, if that executor
 //!   still declares the steering seam;
 //! - an inspect (read-only) overtakes queued commands of its worker: it is
@@ -126,6 +127,10 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
                 let (Some(executor), Some(_)) = (&worker.executor_id, &worker.conversation) else { continue };
                 let busy_page = match worker.conversation_state {
                     Some(ConversationState::Loading) => true,
+                    // A tool-approval card waits for a person: nothing is typed under it.
+                    Some(ConversationState::Error) => {
+                        worker.last_error == Some(protocol::ErrorCode::ToolApprovalRequired)
+                    }
                     // A steer goes mid-turn, to an executor that still steers.
                     Some(ConversationState::Generating) => !(*steer && state.steering_executors.contains(executor)),
                     _ => false,

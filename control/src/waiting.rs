@@ -10,6 +10,19 @@ use crate::plane::ChatgptSetup;
 /// itself; `None` for a working or finished worker.
 pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &[String]) -> Option<Waiting> {
     let waiting = |on, next_step: String| Some(Waiting { on, next_step });
+    // ChatGPT's tool-approval card in its chat: a person must answer it
+    // (the carriers never do); the worker goes on once they have.
+    let approval = worker.conversation_state == Some(protocol::executor::ConversationState::Error)
+        && worker.last_error == Some(ErrorCode::ToolApprovalRequired);
+    if approval && !worker.state.is_terminal() {
+        return waiting(
+            WaitingFor::Person,
+            "TOOL_APPROVAL_REQUIRED: ChatGPT asks whether to allow a tool call in this worker's chat: open its tab \
+             and answer the card (\"Allow once\"); to stop it recurring, allow the app's actions in ChatGPT's \
+             settings (docs/setup.md)"
+                .into(),
+        );
+    }
     match worker.state {
         WorkerState::Waiting => {
             return waiting(WaitingFor::Answer, "it raised a question or blocker: answer with message_send".into());

@@ -723,3 +723,35 @@ fn a_worker_that_is_not_working_says_what_it_waits_for_and_what_to_do() {
     let c = w.attached("c", CONV_A);
     assert_eq!(on(&w, &c, &["ext"]), None, "working");
 }
+
+/// Issue 30 (tool-approval waits): a page showing ChatGPT's "Allow ChatGPT
+/// to use <App>?" card (reported `error` with `TOOL_APPROVAL_REQUIRED`)
+/// shows the worker waiting for a person, holds its sends (nothing is typed
+/// under the card), asks for no recovery, and once the person answers (the
+/// turn runs again) the send goes out.
+#[test]
+fn a_tool_approval_card_waits_for_a_person_and_holds_every_send() {
+    let w = world();
+    let a = w.attached("a", CONV_A);
+    let ext = World::connected(&["ext"]);
+    w.observe(&a, ConversationState::Generating);
+    let card = ExecutorFrame::ConversationState {
+        worker_id: a.clone(),
+        state: ConversationState::Error,
+        error: Some(ErrorCode::ToolApprovalRequired),
+    };
+    w.plane.report("ext", card).unwrap();
+    let worker = w.plane.worker(&a).unwrap();
+    let waiting = w.plane.waiting_for(&worker, &ext).unwrap();
+    assert_eq!(waiting.on, protocol::WaitingFor::Person);
+    assert!(waiting.next_step.contains("Allow once"), "{}", waiting.next_step);
+    assert_eq!(worker.state, WorkerState::Running, "not failed, not paused: waiting");
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.followup(&root, &a, "more", None).unwrap();
+    assert!(w.pump(&["ext"]).is_empty(), "nothing is typed under the card");
+    // The person allows it: the turn runs on, ends, and the wake goes out.
+    w.observe(&a, ConversationState::Generating);
+    assert!(w.plane.waiting_for(&w.plane.worker(&a).unwrap(), &ext).is_none());
+    w.observe(&a, ConversationState::Idle);
+    assert_eq!(w.pump(&["ext"]).len(), 1, "the wake, once");
+}

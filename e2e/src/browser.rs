@@ -170,6 +170,46 @@ impl Chromium {
         Ok(text)
     }
 
+    /// What the page whose URL contains `url_part` logged to its console so
+    /// far, from every world (its content scripts' included), one line per
+    /// call: DevTools replays the stored messages to a client that enables
+    /// `Runtime`. The test's observer, on a session of its own (chromiumoxide
+    /// enabled `Runtime` on its sessions before any test could listen).
+    pub async fn console_of(&self, url_part: &str) -> anyhow::Result<Vec<String>> {
+        use chromiumoxide::cdp::browser_protocol::target::{AttachToTargetParams, DetachFromTargetParams};
+        use chromiumoxide::cdp::js_protocol::runtime::EnableParams;
+
+        let cdp = carrier_cdp::cdp::Cdp::connect(self.browser.websocket_address()).await.map_err(anyhow::Error::msg)?;
+        let targets = cdp.call(None, GetTargetsParams::default()).await?.target_infos;
+        let target = targets
+            .into_iter()
+            .find(|t| t.r#type == "page" && t.url.contains(url_part))
+            .with_context(|| format!("no page at a URL containing {url_part}"))?;
+        let attach = AttachToTargetParams::builder()
+            .target_id(target.target_id)
+            .flatten(true)
+            .build()
+            .map_err(anyhow::Error::msg)?;
+        let session = cdp.call(None, attach).await?.session_id;
+        let mut events = cdp.events();
+        cdp.call(Some(&session), EnableParams::default()).await?;
+        let mut lines = Vec::new();
+        let until = tokio::time::Instant::now() + Duration::from_secs(1);
+        while let Ok(Ok(event)) = tokio::time::timeout_at(until, events.recv()).await {
+            if event.method != "Runtime.consoleAPICalled" || event.session.as_deref() != Some(session.as_ref()) {
+                continue;
+            }
+            let args = event.params["args"].as_array().cloned().unwrap_or_default();
+            let words: Vec<String> = args
+                .iter()
+                .map(|a| a["value"].as_str().map_or_else(|| a["value"].to_string(), str::to_owned))
+                .collect();
+            lines.push(words.join(" "));
+        }
+        let _ = cdp.call(None, DetachFromTargetParams::builder().session_id(session).build()).await;
+        Ok(lines)
+    }
+
     /// The extension's service worker target, if one runs.
     async fn worker_target(&self) -> anyhow::Result<Option<String>> {
         let targets = self.browser.execute(GetTargetsParams::default()).await?;

@@ -3,7 +3,7 @@
 //! offers typed adapter operations only: no generic DOM access, no script.
 
 use protocol::ErrorCode;
-use protocol::executor::ConversationState;
+use protocol::executor::{CommandOutcome, ConversationState};
 use serde::{Deserialize, Serialize};
 
 /// Background → page requests.
@@ -90,6 +90,45 @@ pub enum PageReply {
     /// Unsolicited: request ids the page's data shows (caller
     /// attribution), as the page script read them.
     Callers(PageRequests),
+    /// The adapter did not start in this page: its loader answers every
+    /// request with why (nothing of the adapter runs to answer), so a
+    /// command fails at once with the reason instead of waiting out its
+    /// deadline for a page that will never answer.
+    NotStarted(NotStarted),
+}
+
+/// Why the adapter did not start in a page, as its loader saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotStarted {
+    /// The WebAssembly module did not compile (what a page CSP without
+    /// `'wasm-unsafe-eval'` does in Chromium), so the WebAssembly-free
+    /// build was tried, and did not start either.
+    pub wasm_blocked: bool,
+    /// The last error the loader caught (a browser's message, no page content).
+    pub error: String,
+}
+
+/// The most of a loader's error a detail carries.
+const ERROR_MAX: usize = 300;
+
+impl NotStarted {
+    /// What the command that needed the page answers: `ADAPTER_BLOCKED`,
+    /// naming the cause.
+    pub fn outcome(&self) -> CommandOutcome {
+        CommandOutcome::Error { code: ErrorCode::AdapterBlocked, detail: self.detail() }
+    }
+
+    /// The reason, within the protocol's bound on a detail.
+    pub fn detail(&self) -> String {
+        let error: String = self.error.chars().filter(|c| !c.is_control()).take(ERROR_MAX).collect();
+        let error = if error.is_empty() { "no message".to_owned() } else { error };
+        if self.wasm_blocked {
+            format!("the page's Content-Security-Policy blocks WebAssembly and the fallback did not start ({error})")
+        } else {
+            format!("the page adapter did not start ({error})")
+        }
+    }
 }
 
 /// What the page script (`page.js`, in the page's own world) read: the
@@ -223,4 +262,31 @@ pub enum FromPopup {
         /// Block (`true`) or unblock.
         blocked: bool,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 29 item 13: a page whose adapter cannot start answers with why
+    /// (the loader's reply, as `static/cs.js` and the CDP shim send it), and
+    /// the command fails at once with `ADAPTER_BLOCKED` naming the cause.
+    #[test]
+    fn a_page_that_did_not_start_names_its_cause() {
+        let reply = r#"{"kind":"not_started","wasmBlocked":true,"error":"TypeError: Failed to fetch dynamically imported module"}"#;
+        let Ok(PageReply::NotStarted(why)) = serde_json::from_str::<PageReply>(reply) else { panic!("{reply}") };
+        let CommandOutcome::Error { code, detail } = why.outcome() else { panic!("an error") };
+        assert_eq!(code, ErrorCode::AdapterBlocked);
+        assert_eq!(
+            detail,
+            "the page's Content-Security-Policy blocks WebAssembly and the fallback did not start \
+             (TypeError: Failed to fetch dynamically imported module)"
+        );
+        assert!(code.is_host_state(), "a condition of the browser, not the worker's failure");
+
+        let other = NotStarted { wasm_blocked: false, error: format!("RuntimeError\n{}", "x".repeat(5000)) };
+        let detail = other.detail();
+        assert!(detail.starts_with("the page adapter did not start (RuntimeError"), "{detail}");
+        assert!(detail.len() <= protocol::executor::DETAIL_MAX && !detail.contains('\n'), "{}", detail.len());
+    }
 }

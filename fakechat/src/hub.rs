@@ -11,7 +11,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use crate::agent::Memory;
-use crate::render::{App, AppState, Editor, Generation, Integrity, Locale, Menu, Role, Screen, Turn, TurnError, View};
+use crate::render::{
+    App, AppState, Approval, Editor, Generation, Integrity, Locale, Menu, Role, Screen, Turn, TurnError, View,
+};
 
 /// Per-conversation presentation, switchable through the control API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -132,6 +134,10 @@ pub struct Conversation {
     pub generating: bool,
     /// The deferral notice is shown.
     pub deferral: bool,
+    /// The stream-recovery notice is shown.
+    pub recovery: bool,
+    /// ChatGPT's tool-approval card, waiting or answered.
+    pub approval: Option<Approval>,
     /// The rate-limit dialog is shown.
     pub rate_limited: bool,
     /// Update counter.
@@ -412,6 +418,8 @@ impl Hub {
             turns: c.turns.clone(),
             generating: c.generating,
             deferral: c.deferral,
+            recovery: c.recovery,
+            approval: c.approval.clone(),
             rate_limited: c.rate_limited,
             conversation: Some(c.id.clone()),
             nonce,
@@ -543,11 +551,55 @@ impl Hub {
         request_id
     }
 
+    /// Shows ChatGPT's tool-approval card for `app` in the conversation's
+    /// last turn (`None`: takes it away), as ChatGPT does when it holds an
+    /// app's tool call for the person to allow or deny; the turn goes on
+    /// showing Stop meanwhile. False when there is no such conversation.
+    /// Nothing in fakechat answers it: a test does, with
+    /// [`Hub::answer_approval`].
+    pub fn approval(&self, id: &str, app: Option<&str>) -> bool {
+        self.update(id, |c| {
+            c.approval =
+                app.map(|app| Approval { app: app.to_owned(), answered: false, turn: c.turns.len().saturating_sub(1) });
+            if c.approval.is_some() {
+                c.incidents.push("approval_required".into());
+            }
+        })
+        .is_some()
+    }
+
+    /// The person answers the card (allow or deny alike): it stays, its
+    /// buttons disabled, as the live card does. False when no card waits.
+    pub fn answer_approval(&self, id: &str) -> bool {
+        self.update(id, |c| match c.approval.as_mut() {
+            Some(card) if !card.answered => {
+                card.answered = true;
+                true
+            }
+            _ => false,
+        })
+        .unwrap_or(false)
+    }
+
+    /// Shows (or hides) the stream-recovery notice ("Connection interrupted.
+    /// Waiting for the complete answer") in the last turn, whether or not
+    /// the answer looks finished. False when there is no such conversation.
+    pub fn recovery(&self, id: &str, on: bool) -> bool {
+        self.update(id, |c| {
+            c.recovery = on;
+            if on {
+                c.incidents.push("recovery".into());
+            }
+        })
+        .is_some()
+    }
+
     /// Ends the open assistant turn: finished, or with an error inside it.
     pub fn end_turn(&self, id: &str, error: Option<TurnError>) {
         self.update(id, |c| {
             c.generating = false;
             c.deferral = false;
+            c.recovery = false;
             if let Some(turn) = c.turns.last_mut().filter(|t| t.role == Role::Assistant) {
                 turn.finished = error.is_none();
                 turn.error = error;
@@ -607,6 +659,7 @@ impl Hub {
                         "retry_clicks": c.retry_clicks,
                         "stop_clicks": c.stop_clicks,
                         "incidents": c.incidents,
+                        "approval": c.approval,
                         "errors": c.errors,
                         "version": c.version,
                     }),

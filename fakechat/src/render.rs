@@ -274,6 +274,18 @@ pub enum Role {
     Assistant,
 }
 
+/// ChatGPT's tool-approval card ("Allow ChatGPT to use <App>?"): a question
+/// to the person, which the product never answers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Approval {
+    /// The app named on the card.
+    pub app: String,
+    /// Answered: the card stays, its buttons disabled.
+    pub answered: bool,
+    /// The turn it stands in (an index into [`View::turns`]).
+    pub turn: usize,
+}
+
 /// How an app (a developer-mode connector) can be used right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -330,8 +342,14 @@ pub struct View {
     pub turns: Vec<Turn>,
     /// An assistant turn is streaming.
     pub generating: bool,
-    /// "Our systems are thinking a bit more…", outside the turn.
+    /// The slow-answer notice ("Our systems are thinking a bit more…"),
+    /// inside the last turn.
     pub deferral: bool,
+    /// The stream-recovery notice ("Connection interrupted. Waiting for the
+    /// complete answer"), inside the last turn.
+    pub recovery: bool,
+    /// A tool-approval card, in the turn it stood in.
+    pub approval: Option<Approval>,
     /// The "Too many requests" dialog.
     pub rate_limited: bool,
     /// The conversation UUID, once it has one.
@@ -378,6 +396,11 @@ struct Labels {
     delivery_timeout: &'static str,
     went_wrong: &'static str,
     deferral: &'static str,
+    edit_message: &'static str,
+    /// The finished answer's other bar buttons: generation A's (test id,
+    /// label) and generation B's labels, where the locale has evidence.
+    a_bar: &'static [(&'static str, &'static str)],
+    b_bar: &'static [&'static str],
     too_many: &'static str,
     too_quickly: &'static str,
     got_it: &'static str,
@@ -404,13 +427,31 @@ fn labels(locale: Locale, generation: Generation) -> Labels {
             textbox: "Ask ChatGPT",
             copy: if a { "Copy response" } else { "Copy" },
             copy_message: "Copy message",
+            edit_message: "Edit message",
+            // adamlporter/obsidian-AI-exporter chat-simple.html @ fb418636 (2026-01-29).
+            a_bar: &[
+                ("good-response-turn-action-button", "Good response"),
+                ("bad-response-turn-action-button", "Bad response"),
+                ("", "Share"),
+                ("", "More actions"),
+            ],
+            // zain1237/codex-chatgpt-web chatgpt-power-complete.html @ e50725e6 (2026-09-25).
+            b_bar: &["Rate response", "Share", "Regenerate response", "More actions"],
             you_said: "You said:",
             chatgpt_said: "ChatGPT said:",
             retry: "Retry",
             delivery_timeout: "Message delivery timed out. Please try again.",
             went_wrong: "Something went wrong. Please try again.",
-            // A constant in public code; no rendered capture.
-            deferral: "Our systems are thinking a bit more about this request before responding.",
+            // A: the long-wait banner's text (GPT-AntiCurse @ 3e7da0a0; search-index id
+            // 61173130995). B: the safety-review text of universal-dev-architecture's
+            // test @ 2a913373 (the structure was seen live in Russian, Koba 2026-10-07).
+            deferral: if a {
+                "Our systems are thinking a bit more about this request before responding. You can retry with a \
+                 faster model for a quicker response, though it may be less capable of handling complex requests."
+            } else {
+                "Our systems are checking a few extra things before responding. You can retry with a faster model \
+                 to get an answer sooner."
+            },
             // ../shared/CHATGPT-DOM.md; no rendered capture.
             too_many: "Too many requests",
             too_quickly: "You're making requests too quickly. We've temporarily limited access to your conversations.",
@@ -426,14 +467,21 @@ fn labels(locale: Locale, generation: Generation) -> Labels {
             voice: "音声モードを開始",
             dictate: "音声入力",
             textbox: "ChatGPT に質問",
-            copy: "コピーする",
+            // Code naming the Japanese labels (search-index ids 70457634709,
+            // 70283863509: 回答をコピーする, 回答を再生成; 70652083019: メッセージを編集).
+            copy: "回答をコピーする",
             copy_message: "メッセージをコピーする",
+            edit_message: "メッセージを編集",
+            // No Japanese label of Good / Bad / Share / More is known: A keeps its test ids only.
+            a_bar: &[("good-response-turn-action-button", ""), ("bad-response-turn-action-button", "")],
+            b_bar: &["回答を再生成"],
             you_said: "あなたの発言:",
             chatgpt_said: "ChatGPT の発言:",
             retry: "再試行",
             delivery_timeout: "メッセージ配信がタイムアウトしました。もう一度お試しください。",
             // No capture of these in Japanese: the adapter reads them as unknown incidents.
             went_wrong: "問題が発生しました。もう一度お試しください。",
+            // No capture: the adapter reads it as a status it does not know (busy all the same).
             deferral: "システムがこのリクエストについてもう少し考えています。",
             too_many: "リクエストが多すぎます",
             too_quickly: "リクエストの送信が速すぎます。",
@@ -606,6 +654,78 @@ fn turn_error(view: &View, error: TurnError) -> String {
     }
 }
 
+/// The recovery notice's words: the client's default for
+/// `errors.network.reconnecting_fallback` (KobaProduction/chatgpt-booster
+/// `docs/CHATGPT_CLIENT_RESEARCH.md` @ 58739f28, Bloom++ @ e1c79ffb). No
+/// Japanese text is known: every locale gets the English words (the
+/// adapter reads the notice by its class).
+const RECOVERY: &str = "Connection interrupted. Waiting for the complete answer";
+
+/// The notices and the card that stand in the last turn (or, for the card,
+/// in the turn it was shown in), in the order they render: inside the
+/// running turn in every source (GPT-AntiCurse for A, Koba's live
+/// observation for B; no capture shows one after the last turn).
+fn in_turn(view: &View, index: usize) -> String {
+    let l = labels(view.locale, view.generation);
+    let last = index + 1 == view.turns.len();
+    let mut out = String::new();
+    let running = view.turns.get(index).is_some_and(|t| t.role == Role::Assistant && !t.finished && t.error.is_none());
+    match view.generation {
+        // `[data-streaming-response-status]` in the running turn; the long-wait
+        // banner is its `.loading-shimmer-tertiary` with a help link
+        // (`a-2026-09-working-status`, `a-2026-deferral-notice`).
+        Generation::A if last && (view.deferral || (view.generating && running)) => {
+            let banner = if view.deferral {
+                format!(
+                    "<span class=\"loading-shimmer-tertiary\">{} <a href=\"https://help.openai.com/articles/20001326\" \
+                     target=\"_blank\" rel=\"noreferrer\">Learn more</a></span>",
+                    l.deferral
+                )
+            } else {
+                String::new()
+            };
+            let _ = write!(out, "<div data-streaming-response-status=\"streaming\"><div>{banner}</div></div>");
+        }
+        // A polite status with a shimmer and a shield icon (`b-2026-10-safety-review`).
+        Generation::B if last && view.deferral => {
+            let _ = write!(
+                out,
+                "<div role=\"status\" aria-live=\"polite\" class=\"loading-shimmer\"><svg aria-hidden=\"true\" \
+                 width=\"16\" height=\"16\"></svg><span>{}</span></div>",
+                l.deferral
+            );
+        }
+        _ => {}
+    }
+    // `b-2026-10-recovery-finished-looking` (generation B, live); generation
+    // A's recovery line is not captured: the same markup is an assumption.
+    if last && view.recovery {
+        let _ = write!(out, "<div role=\"status\"><span class=\"text-chatgpt-recovery\">{RECOVERY}</span></div>");
+    }
+    if let Some(card) = view.approval.as_ref().filter(|c| c.turn == index) {
+        out.push_str(&approval_card(card));
+    }
+    out
+}
+
+/// The tool-approval card (`b-2026-10-approval-card-*`): the live card's
+/// structure (`div[data-codex-approval-surface="true"]` holding a
+/// `role=alert` question, totec448-spec/chat-on-steroids, 2026-10-06, in
+/// German) with the English words of Froraut/NEKODEX's test ("Allow ChatGPT
+/// to use <App>?", Allow once / Always allow / Deny). Every locale gets the
+/// English words (the Japanese ones are not known; the adapter reads the
+/// card by structure). Answered, it keeps its buttons, disabled. Generation
+/// A's card is not captured: both generations render this one.
+fn approval_card(card: &Approval) -> String {
+    let disabled = if card.answered { " disabled=\"\"" } else { "" };
+    format!(
+        "<div data-codex-approval-surface=\"true\"><div role=\"alert\"><p>Allow ChatGPT to use {}?</p></div>\
+         <button type=\"button\"{disabled}>Deny</button><button type=\"button\"{disabled}>Allow once</button>\
+         <button type=\"button\"{disabled}>Always allow</button></div>",
+        escape(&card.app)
+    )
+}
+
 /// The thread region (replaced on every update).
 pub fn thread(view: &View) -> String {
     let mut out = String::from("<div id=\"thread-region\"><div id=\"thread\" role=\"presentation\">\n");
@@ -613,19 +733,22 @@ pub fn thread(view: &View) -> String {
         Generation::A => thread_a(view, &mut out),
         Generation::B => thread_b(view, &mut out),
     }
-    out.push_str("</div>\n");
-    if view.deferral {
-        let l = labels(view.locale, view.generation);
-        let _ = write!(out, "<div class=\"text-token-text-tertiary\" role=\"status\">{}</div>", l.deferral);
+    // A card shown before any turn (none in the evidence) still shows;
+    // notices have no place without a turn.
+    if let Some(card) = view.approval.as_ref().filter(|c| c.turn >= view.turns.len()) {
+        out.push_str(&approval_card(card));
     }
-    out.push_str("</div>\n");
+    out.push_str("</div>\n</div>\n");
     out
 }
 
 /// Generation A, 2026: one `<section>` per message with the test id and
-/// `data-turn`, a screen-reader heading, the message, and Copy once an
-/// answer is finished (`a-2026-04-signed-out-sections`,
-/// `a-2026-07-idle-section-containers`).
+/// `data-turn`, a screen-reader heading, the message, the running turn's
+/// streaming status, and once an answer is finished its action bar: Copy,
+/// Good / Bad response, Share, More actions; a user turn's bar is Copy and
+/// Edit message (`a-2026-04-signed-out-sections`,
+/// `a-2026-07-idle-section-containers`; the bar from adamlporter's
+/// chat-simple.html @ fb418636).
 fn thread_a(view: &View, out: &mut String) {
     let l = labels(view.locale, view.generation);
     for (i, turn) in view.turns.iter().enumerate() {
@@ -648,49 +771,73 @@ fn thread_a(view: &View, out: &mut String) {
             out.push_str(&turn_error(view, error));
         }
         out.push_str("</div>");
+        out.push_str(&in_turn(view, i));
         if turn.error.is_none() && (turn.finished || turn.role == Role::User) {
             let _ = write!(
                 out,
                 "<div class=\"turn-actions\"><button data-testid=\"copy-turn-action-button\" aria-label=\"{copy}\" \
-                 data-state=\"closed\"></button></div>"
+                 data-state=\"closed\"></button>"
             );
+            match turn.role {
+                Role::User => {
+                    let _ = write!(out, "<button aria-label=\"{}\"></button>", l.edit_message);
+                }
+                Role::Assistant => {
+                    for (test_id, label) in l.a_bar {
+                        let test_id =
+                            if test_id.is_empty() { String::new() } else { format!(" data-testid=\"{test_id}\"") };
+                        let label = if label.is_empty() { String::new() } else { format!(" aria-label=\"{label}\"") };
+                        let _ = write!(out, "<button{test_id}{label} data-state=\"closed\"></button>");
+                    }
+                }
+            }
+            out.push_str("</div>");
         }
         out.push_str("</section>\n");
     }
 }
 
-/// Generation B: one `[data-turn-key]` per exchange, the user's unit with
-/// its own action row, the assistant's unit (`data-markdown-animated`
-/// while it streams) and, once finished, the assistant's action bar
-/// (`b-2026-09-streaming`, `b-2026-09-thread-idle-finished`).
+/// Generation B: one `[data-turn-key]` per exchange (with ChatGPT's own
+/// `data-talvt-turn-state`, `in_progress` or `complete`: Koba, live
+/// 2026-10-07), the user's unit with its own action row (Copy message,
+/// Edit message), the assistant's unit (`data-markdown-animated` while it
+/// streams), the running turn's notices, and, once finished, the
+/// assistant's action bar: Copy, Rate response (a menu), Share,
+/// Regenerate response, More actions (`b-2026-09-streaming`,
+/// `b-2026-09-thread-idle-finished`; the bar from zain1237's
+/// chatgpt-power-complete.html @ e50725e6).
 fn thread_b(view: &View, out: &mut String) {
     let l = labels(view.locale, view.generation);
-    let mut exchanges: Vec<(Option<&Turn>, Option<&Turn>)> = Vec::new();
-    for turn in &view.turns {
+    let mut exchanges: Vec<(Option<usize>, Option<usize>)> = Vec::new();
+    for (i, turn) in view.turns.iter().enumerate() {
         match (turn.role, exchanges.last_mut()) {
-            (Role::Assistant, Some((_, answer @ None))) => *answer = Some(turn),
-            (Role::User, _) => exchanges.push((Some(turn), None)),
-            (Role::Assistant, _) => exchanges.push((None, Some(turn))),
+            (Role::Assistant, Some((_, answer @ None))) => *answer = Some(i),
+            (Role::User, _) => exchanges.push((Some(i), None)),
+            (Role::Assistant, _) => exchanges.push((None, Some(i))),
         }
     }
     for (k, (question, answer)) in exchanges.iter().enumerate() {
+        let done = answer.and_then(|a| view.turns.get(a)).is_some_and(|a| a.finished || a.error.is_some());
+        let state = if done { "complete" } else { "in_progress" };
         let _ = write!(
             out,
-            "<div data-turn-key=\"turn-{k}\"><div data-content-search-turn-key=\"fallback-turn-{k}\"><div><div>"
+            "<div data-turn-key=\"turn-{k}\" data-talvt-turn-state=\"{state}\"><div data-content-search-turn-key=\"fallback-turn-{k}\"><div><div>"
         );
-        if let Some(q) = question {
+        if let Some(q) = question.and_then(|q| view.turns.get(q)) {
             let _ = write!(
                 out,
                 "<h4 class=\"sr-only\">{}</h4><div data-content-search-unit-key=\"fallback-turn-{k}:0:user\">\
                  <div data-user-message-bubble=\"true\"><div dir=\"auto\">{}</div></div>\
-                 <div class=\"turn-action-controls\"><button type=\"button\" aria-label=\"{}\"></button></div></div>",
+                 <div class=\"turn-action-controls\"><button type=\"button\" aria-label=\"{}\"></button>\
+                 <button type=\"button\" aria-label=\"{}\"></button></div></div>",
                 l.you_said,
                 escape(&q.text),
-                l.copy_message
+                l.copy_message,
+                l.edit_message
             );
         }
         out.push_str("</div><div><span hidden=\"\" data-chatgpt-agent-turn-start=\"\"></span>");
-        if let Some(a) = answer {
+        if let Some(a) = answer.and_then(|a| view.turns.get(a)) {
             if let Some(error) = a.error {
                 out.push_str(&turn_error(view, error));
             } else {
@@ -704,15 +851,22 @@ fn thread_b(view: &View, out: &mut String) {
                     tool_row(a),
                     escape(&a.text)
                 );
-                if a.finished {
-                    let _ = write!(
-                        out,
-                        "<div class=\"turn-action-controls\"><button type=\"button\" aria-label=\"{}\"></button>\
-                         <button type=\"button\" aria-label=\"Share\"></button></div>",
-                        l.copy
-                    );
-                }
             }
+        }
+        for i in [*question, *answer].into_iter().flatten() {
+            out.push_str(&in_turn(view, i));
+        }
+        if answer.and_then(|a| view.turns.get(a)).is_some_and(|a| a.finished && a.error.is_none()) {
+            let _ = write!(
+                out,
+                "<div class=\"turn-action-controls\"><span data-state=\"closed\"><button type=\"button\" aria-label=\"{}\"></button></span>",
+                l.copy
+            );
+            for label in l.b_bar {
+                let menu = if *label == "Share" { "" } else { " aria-haspopup=\"menu\"" };
+                let _ = write!(out, "<button type=\"button\" aria-label=\"{label}\"{menu}></button>");
+            }
+            out.push_str("</div>");
         }
         out.push_str("</div></div></div></div>\n");
     }

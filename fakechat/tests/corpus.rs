@@ -40,3 +40,46 @@ fn fakechat_draws_no_send_button_on_an_empty_composer() {
         }
     }
 }
+
+/// The structures `fakechat::fixtures::corpus_view` has no control for yet
+/// (the recovery notice, the approval card), rendered from a view built
+/// here: fakechat's page reads as the real structure does.
+#[test]
+fn fakechat_renders_the_busy_notices_and_the_approval_card_as_the_corpus_reads_them() {
+    use fakechat::render::{Approval, Generation, Role, Turn, View};
+    let turn = |role, text: &str, finished| Turn { role, text: text.into(), finished, error: None, calls: Vec::new() };
+    let chat = |generation, generating: bool| View {
+        generation,
+        conversation: Some("6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f".into()),
+        nonce: "fixture".into(),
+        turns: vec![
+            turn(Role::User, "Summarize the plan.", true),
+            turn(Role::Assistant, "Here is the pl", !generating),
+        ],
+        generating,
+        version: 1,
+        ..View::default()
+    };
+    let card = |answered| Some(Approval { app: "Orchestrator".into(), answered, turn: 1 });
+    let cases: Vec<(&str, View)> = vec![
+        ("b-2026-10-recovery-finished-looking", View { recovery: true, ..chat(Generation::B, false) }),
+        ("b-2026-10-approval-card-en", View { approval: card(false), ..chat(Generation::B, true) }),
+        ("b-2026-10-approval-card-answered", View { approval: card(true), ..chat(Generation::B, false) }),
+    ];
+    let dir = e2e::workspace().join("chatgpt-dom/fixtures/corpus");
+    for (name, view) in cases {
+        let text = std::fs::read_to_string(dir.join(format!("{name}.html"))).unwrap();
+        let expect = text.lines().find_map(|l| l.strip_prefix("expect: ")).unwrap();
+        assert_eq!(chatgpt_dom::reading(&HtmlPage::parse(&text)), expect, "{name}: the real structure");
+        assert_eq!(chatgpt_dom::reading(&HtmlPage::parse(&fakechat::render::page(&view))), expect, "{name}: fakechat");
+    }
+    // Generation A renders the same notices and card (A's are not captured:
+    // the same markup, read the same way).
+    let a = |view: View| chatgpt_dom::reading(&HtmlPage::parse(&fakechat::render::page(&view)));
+    assert_eq!(a(View { recovery: true, ..chat(Generation::A, false) }), "generating+recovery");
+    assert_eq!(a(View { approval: card(false), ..chat(Generation::A, true) }), "approval_required");
+    assert_eq!(a(View { approval: card(true), ..chat(Generation::A, false) }), "idle");
+    // A finished-looking answer with the deferral notice in it stays busy.
+    assert_eq!(a(View { deferral: true, ..chat(Generation::A, false) }), "generating+deferral");
+    assert_eq!(a(View { deferral: true, ..chat(Generation::B, false) }), "generating+deferral");
+}

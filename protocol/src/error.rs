@@ -119,6 +119,10 @@ error_codes! {
     UnidentifiedCaller = "UNIDENTIFIED_CALLER", "Call only from your own managed conversation; a capability copied elsewhere is refused. A client no browser sees needs a run created with attribution capability_only.";
     /// A person or root blocked this chat: its tool calls are refused.
     ChatBlocked = "CHAT_BLOCKED", "Stop calling tools and answer the user in plain text.";
+    /// The page adapter cannot start in a managed chatgpt.com page (the page's Content-Security-Policy blocks WebAssembly and the WebAssembly-free build did not start either); nothing was typed.
+    AdapterBlocked = "ADAPTER_BLOCKED", "Rebuild the extension (or the CDP agent's bundle) with `cargo xtask dist`, which ships the WebAssembly-free build such pages need, reload it, then run runtime_recover.";
+    /// ChatGPT asks a person in that conversation to allow or deny a tool call ("Allow ChatGPT to use <App>?"); nothing was clicked or typed.
+    ToolApprovalRequired = "TOOL_APPROVAL_REQUIRED", "A person must answer ChatGPT's tool-approval card in that chat; the worker goes on once they do. To stop it recurring, allow the app's actions in ChatGPT's settings (docs/setup.md).";
 }
 
 impl ErrorCode {
@@ -135,6 +139,7 @@ impl ErrorCode {
                 | ErrorCode::HostAppDisabled
                 | ErrorCode::HostAppStale
                 | ErrorCode::ConversationIdentityDrift
+                | ErrorCode::AdapterBlocked
         )
     }
 

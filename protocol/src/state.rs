@@ -167,6 +167,9 @@ pub enum WaitingFor {
     Attach,
     /// An answer to the question or blocker it raised.
     Answer,
+    /// A person, in its chat: ChatGPT asks whether to allow a tool call
+    /// (the carriers never answer that card).
+    Person,
 }
 
 /// A [`WaitingFor`] with the next step in words.

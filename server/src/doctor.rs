@@ -197,11 +197,25 @@ fn setup_checks(status: &Status, expected: &Expected<'_>, checks: &mut Vec<Check
             what: "executors",
             says: format!("{paired} paired, none connected: start the browser with the paired extension"),
         },
-        (_, paired) => Check {
-            ok: true,
-            what: "executors",
-            says: format!("connected: {} ({paired} paired)", status.executors_connected.join(", ")),
-        },
+        (_, paired) => {
+            // An executor whose hello named no browser cannot open a chat yet
+            // (the CDP agent found no authorized session): say which.
+            let blind: Vec<&str> =
+                status.executors.iter().filter(|e| e.browser.is_none()).map(|e| e.executor_id.as_str()).collect();
+            let connected = status.executors_connected.join(", ");
+            match blind.as_slice() {
+                [] => Check { ok: true, what: "executors", says: format!("connected: {connected} ({paired} paired)") },
+                _ => Check {
+                    ok: false,
+                    what: "executors",
+                    says: format!(
+                        "connected: {connected} ({paired} paired), but {} reached no browser: start it, or allow \
+                         remote debugging for the CDP agent (its log says where it looked; docs/cdp-carrier.md)",
+                        blind.join(", ")
+                    ),
+                },
+            }
+        }
     });
     let (exposed, says) = crate::admin::exposure(&status.exposed_hosts, status.mcp_secret);
     checks.push(Check { ok: exposed, what: "exposure", says });

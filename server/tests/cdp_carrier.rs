@@ -269,8 +269,9 @@ async fn chat_by_hand(observer: &Cdp, session: &SessionId, text: &str) -> String
 /// Hostile controls: a conversation the user opened by hand is never
 /// attached to, driven or reopened; a browser that restarts (a new
 /// generation: every target id is new) makes the agent report its lost
-/// targets by itself, and recovery reopens the exact conversations in new
-/// targets, the stale ids never reused, with no prompt anywhere.
+/// targets by itself, and one `runtime_ensure` reopens the exact
+/// conversations in new targets, the stale ids never reused, with no
+/// prompt anywhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_users_own_chat_is_never_touched_and_a_new_browser_generation_is_recovered_by_exact_reopen() {
     let _one = ONE_BROWSER.lock().await;
@@ -301,11 +302,22 @@ async fn the_users_own_chat_is_never_touched_and_a_new_browser_generation_is_rec
     let oracle = world.fake.hub.oracle();
     assert_eq!(conversations(&oracle)[&my_conversation]["user_turns"].as_array().unwrap().len(), 1, "only mine");
 
-    // A new browser generation: the agent finds its targets gone by itself.
+    // A new browser generation: the agent finds its targets gone by itself,
+    // and one ensure (the seed's G6, issue 29 item 17) reopens them.
     drop(observer);
     world.chromium.restart().unwrap();
-    root.status_when("DEGRADED", |s| s["state"] == "DEGRADED").await;
-    assert_eq!(root.call("runtime_recover", json!({}))["outcome"]["recovering"].as_array().unwrap().len(), 2);
+    let lost = |s: &Value| s["slots"].as_array().unwrap().iter().all(|x| x["health"] == "lost");
+    let status = root.status_when("both slots lost", lost).await;
+    assert_ne!(status["state"], "READY");
+    let status = root
+        .status_when("the browser reason cleared", |s| {
+            !s["reasons"].as_array().unwrap().iter().any(|r| r == "BROWSER_CONTROL_UNAVAILABLE")
+        })
+        .await;
+    assert!(lost(&status), "{status:#}");
+    let ensured = root.call("runtime_ensure", json!({"desired_workers": 2}));
+    assert_eq!(ensured["outcome"]["recovering"].as_array().unwrap().len(), 2, "{ensured:#}");
+    assert!(ensured["outcome"]["provisioned"].as_array().unwrap().is_empty(), "{ensured:#}");
     let after = root.ready(2).await;
     assert_eq!(column(&after, "worker_id"), column(&before, "worker_id"), "the same logical workers");
     assert_eq!(column(&after, "conversation_id"), column(&before, "conversation_id"), "the exact conversations");
@@ -717,4 +729,230 @@ async fn the_documented_cdp_recipe_works_as_written_and_a_worker_waits_for_the_b
     let _ = agent.wait();
     let _ = browser.kill();
     let _ = browser.wait();
+}
+
+/// The daemon, fakechat serving its strict page CSP (no
+/// `'wasm-unsafe-eval'`: the adapter's WebAssembly does not compile in a
+/// chatgpt.com page), an authorized Chromium, and the agent evaluating the
+/// page bundle in `bundle` (a `dist/chromium/pkg`).
+struct StrictWorld {
+    daemon: e2e::Daemon,
+    fake: fakechat::Running,
+    chromium: e2e::cdp::AuthorizedChromium,
+    agent: carrier_cdp::Agent,
+    _dir: tempfile::TempDir,
+}
+
+async fn strict_world(bundle: &std::path::Path) -> StrictWorld {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--pool-pacing-ms", "40"];
+    let daemon = e2e::Daemon::start(orchestrator(), &dir.path().join("state"), "127.0.0.1:0", &args).unwrap();
+    let csp = fakechat::server::Csp::Strict;
+    let fake = fakechat::start("127.0.0.1:0".parse().unwrap(), Some(daemon.mcp_url()), csp, None).await.unwrap();
+    e2e::install_apps(&fake.hub, e2e::APP_LABEL, fakechat::render::AppState::Enabled);
+    let chromium = e2e::cdp::AuthorizedChromium::launch(fake.addr.port(), &dir.path().join("chromium")).unwrap();
+    let mut config = e2e::cdp::agent_config(&daemon, &chromium.user_data_dir, &dir.path().join("agent.json")).unwrap();
+    config.bundle = carrier_cdp::page::Bundle::load(bundle).unwrap();
+    let agent = carrier_cdp::Agent::start(config).unwrap();
+    e2e::cdp::wait_until(WAIT, || agent.is_connected()).await.unwrap();
+    StrictWorld { daemon, fake, chromium, agent, _dir: dir }
+}
+
+/// Issue 29 item 20, the page side: under a page CSP without
+/// `'wasm-unsafe-eval'` the adapter's WebAssembly does not compile in the
+/// agent's world either; the agent's bundle starts the WebAssembly-free
+/// build instead, and a pool worker bootstraps through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_csp_that_blocks_webassembly_the_agent_starts_the_fallback_build() {
+    let _one = ONE_BROWSER.lock().await;
+    let world = strict_world(&e2e::chromium_dist().unwrap().join("pkg")).await;
+    let started = std::time::Instant::now();
+    let root = Root::new(&world.daemon.addr);
+    root.call("runtime_ensure", json!({"desired_workers": 1}));
+    let status = root.ready(1).await;
+    eprintln!("bootstrapped through the fallback in {:?}", started.elapsed());
+    assert_eq!(user_turns(&world.fake.hub), 1, "one bootstrap");
+    // The observer (the user's own DevTools) reads the target's console.
+    let conversation = column(&status, "conversation_id")[0].clone();
+    let observer = Cdp::connect(&world.chromium.ws_url().unwrap()).await.unwrap();
+    let console = console_of(&observer, &conversation).await;
+    assert!(console.iter().any(|l| l == carrier_cdp::page::FALLBACK_NOTICE), "{console:#?}");
+    assert_eq!(world.agent.targets().len(), 1);
+}
+
+/// What the page at a URL ending with `url_end` logged to its console so
+/// far, from every world, as DevTools replays it to a client enabling `Runtime`.
+async fn console_of(observer: &Cdp, url_end: &str) -> Vec<String> {
+    let targets = observer.call(None, GetTargetsParams::default()).await.unwrap().target_infos;
+    let target = targets.into_iter().find(|t| t.r#type == "page" && t.url.ends_with(url_end)).unwrap();
+    let attach = AttachToTargetParams::builder().target_id(target.target_id).flatten(true).build().unwrap();
+    let session = observer.call(None, attach).await.unwrap().session_id;
+    let mut events = observer.events();
+    observer.call(Some(&session), chromiumoxide::cdp::js_protocol::runtime::EnableParams::default()).await.unwrap();
+    let mut lines = Vec::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(1);
+    while let Ok(Ok(event)) = tokio::time::timeout_at(until, events.recv()).await {
+        if event.method == "Runtime.consoleAPICalled" && event.session.as_deref() == Some(session.as_ref()) {
+            let args = event.params["args"].as_array().cloned().unwrap_or_default();
+            let words: Vec<String> = args.iter().map(|a| a["value"].as_str().unwrap_or_default().to_owned()).collect();
+            lines.push(words.join(" "));
+        }
+    }
+    lines
+}
+
+/// Issue 29 item 20, when the adapter cannot start (the page's CSP blocks
+/// WebAssembly and this bundle has no WebAssembly-free build): the agent
+/// hears it from the page within a second and fails the create at once
+/// with `ADAPTER_BLOCKED` naming the cause, instead of "the page did not
+/// load" at the deadline; `runtime_status` gives it as the pool's reason
+/// (a host state: the slot is not failed), nothing is typed, and the
+/// create's target is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_that_cannot_start_fails_the_create_at_once_with_its_reason() {
+    let _one = ONE_BROWSER.lock().await;
+    let bundle = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(e2e::chromium_dist().unwrap().join("pkg")).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != carrier_cdp::page::FALLBACK {
+            std::fs::copy(entry.path(), bundle.path().join(entry.file_name())).unwrap();
+        }
+    }
+    let world = strict_world(bundle.path()).await;
+    let root = Root::new(&world.daemon.addr);
+    let started = std::time::Instant::now();
+    root.call("runtime_ensure", json!({"desired_workers": 1}));
+    let status = root
+        .status_when("ADAPTER_BLOCKED", |s| s["reasons"].as_array().unwrap().contains(&json!("ADAPTER_BLOCKED")))
+        .await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(15), "answered at once, not at the deadline: {took:?}");
+    assert_eq!(status["slots"][0]["admitted"], false, "{status:#}");
+    let events = root.call("events_list", json!({"limit": 500}))["events"].clone();
+    let done = events.as_array().unwrap().iter().find(|e| e["type"] == "executor.command_completed").unwrap().clone();
+    let outcome = &done["data"]["outcome"];
+    assert_eq!(outcome["code"], "ADAPTER_BLOCKED", "{done:#}");
+    let detail = outcome["detail"].as_str().unwrap();
+    assert!(detail.contains("Content-Security-Policy blocks WebAssembly and the fallback did not start"), "{detail}");
+    assert!(detail.contains("no WebAssembly-free build"), "{detail}");
+    let run = root.call("run_get", json!({}));
+    let worker = run["workers"].as_array().unwrap().iter().find(|w| w["path"] != "/root").unwrap().clone();
+    assert_ne!(worker["state"], "launch_failed", "a host state, not the worker's failure: {worker:#}");
+    assert_eq!(user_turns(&world.fake.hub), 0, "nothing was typed");
+    e2e::cdp::wait_until(WAIT, || world.agent.targets().is_empty()).await.unwrap();
+    // Closing a target is asynchronous: it leaves the list a moment later.
+    let observer = Cdp::connect(&world.chromium.ws_url().unwrap()).await.unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let urls = page_urls(&observer).await;
+        if !urls.values().any(|u| u.starts_with("https://chatgpt.com/")) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the create's target was never closed: {urls:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Issue 29 item 9: the agent restarts mid-create, its journal at
+/// `tab_opening` with no target recorded (as an agent that stopped before
+/// it opened one leaves it), and a tab a person opened shows a URL ending
+/// with that create's marker. The replayed create opens a target of its
+/// own: a target is adopted only by the id its journal recorded, never by
+/// its URL, and the person's tab is never attached to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_mid_create_a_tab_showing_its_marker_is_not_adopted() {
+    use protocol::executor::{Command, CommandOp, CommandOutcome};
+    use protocol::{CommandId, WorkerId};
+
+    let _one = ONE_BROWSER.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let fake =
+        fakechat::start("127.0.0.1:0".parse().unwrap(), None, fakechat::server::Csp::RealLike, None).await.unwrap();
+    let chromium = e2e::cdp::AuthorizedChromium::launch(fake.addr.port(), &dir.path().join("chromium")).unwrap();
+    let observer = Cdp::connect(&chromium.ws_url().unwrap()).await.unwrap();
+    // The create's key and its marker (`executor_core::tab_marker`: `:` becomes `-`).
+    let (key, marker) = ("create:item9", "#orchestrator-create-item9");
+    let mine =
+        observer.call(None, CreateTargetParams::new(format!("https://chatgpt.com/{marker}"))).await.unwrap().target_id;
+    let command = Command {
+        command_id: CommandId::from_uuid_bytes([9; 16]),
+        worker_id: WorkerId::from_uuid_bytes([7; 16]),
+        deadline_ms: now_ms() + 60_000,
+        idempotency_key: key.into(),
+        op: CommandOp::ConversationCreate { prompt: "a bootstrap".into(), project_url: None, app: None },
+    };
+    // The journal an agent leaves when it stops between journaling the
+    // opening and opening anything.
+    let journal = dir.path().join("agent.json");
+    let entry = json!({"commandId": command.command_id, "workerId": command.worker_id, "phase": "tab_opening",
+        "outcome": null, "seq": 1});
+    std::fs::write(&journal, json!({"journal": {key: entry}, "workers": {}, "nextSeq": 1}).to_string()).unwrap();
+
+    // A daemon stand-in replays the create to the restarted agent.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let daemon = format!("ws://{}/executor", listener.local_addr().unwrap());
+    let replay = tokio::spawn(command_the_agent(listener, command));
+    let bundle = carrier_cdp::page::Bundle::load(&e2e::chromium_dist().unwrap().join("pkg")).unwrap();
+    let agent = carrier_cdp::Agent::start(carrier_cdp::Config {
+        daemon,
+        token: format!("exc1.item9.{}", "0".repeat(64)),
+        executor_id: "item9".into(),
+        browser: carrier_cdp::Endpoint::UserDataDir(chromium.user_data_dir.clone()),
+        bundle,
+        state_file: journal,
+        connect_timeout: Duration::from_secs(5),
+        reconnect_delay: Duration::from_millis(100),
+        capacity: None,
+        dedicated: None,
+    })
+    .unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(60), replay).await.unwrap().unwrap();
+    assert!(matches!(outcome, CommandOutcome::Ok { conversation_id: Some(_) }), "{outcome:?}");
+    let targets = agent.targets();
+    let mine: String = mine.into();
+    assert_eq!(targets.len(), 1, "{targets:?}");
+    assert!(!targets.contains(&mine), "the person's tab was adopted");
+    let infos = observer.call(None, GetTargetsParams::default()).await.unwrap().target_infos;
+    let info = infos.iter().find(|t| String::from(t.target_id.clone()) == mine).expect("the person's tab is open");
+    assert!(info.url.ends_with(marker), "the person's tab did not move: {}", info.url);
+    assert!(!info.attached, "the agent never attached to the person's tab");
+    let oracle = fake.hub.oracle();
+    assert_eq!(conversations(&oracle).len(), 1, "one conversation, in the agent's own target: {oracle:#}");
+    agent.stop().await;
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// A daemon stand-in on loopback: welcomes the agent, sends `command` and
+/// returns its result.
+async fn command_the_agent(
+    listener: tokio::net::TcpListener,
+    command: protocol::executor::Command,
+) -> protocol::executor::CommandOutcome {
+    use futures_util::{SinkExt, StreamExt};
+    use protocol::executor::{DaemonFrame, ExecutorFrame, PROTOCOL_VERSION};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let (tcp, _) = listener.accept().await.unwrap();
+    let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+    let Some(Ok(Message::Text(hello))) = ws.next().await else { panic!("no hello") };
+    assert!(matches!(serde_json::from_str(&hello).unwrap(), ExecutorFrame::Hello { .. }));
+    let welcome = DaemonFrame::Welcome { protocol_version: PROTOCOL_VERSION, heartbeat_ms: 20_000, lease_ms: 60_000 };
+    ws.send(Message::text(serde_json::to_string(&welcome).unwrap())).await.unwrap();
+    ws.send(Message::text(serde_json::to_string(&DaemonFrame::Command(command.clone())).unwrap())).await.unwrap();
+    loop {
+        let Some(Ok(message)) = ws.next().await else { panic!("the agent went away before answering") };
+        let Message::Text(text) = message else { continue };
+        if let Ok(ExecutorFrame::Result { command_id, outcome }) = serde_json::from_str(&text)
+            && command_id == command.command_id
+        {
+            return outcome;
+        }
+    }
 }

@@ -659,3 +659,150 @@ async fn caller_attribution_proves_each_call_and_refuses_every_other_caller_body
     assert!(back.is_ok(), "{back:?}");
     assert_eq!(world.chromium.extension_errors().await.unwrap(), Vec::<String>::new());
 }
+
+/// The daemon, fakechat serving its strict page CSP (no
+/// `'wasm-unsafe-eval'`: Chromium then refuses to compile the content
+/// script's WebAssembly), and Chromium with the extension in `extension`,
+/// paired.
+async fn strict_csp_world(extension: &Path) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = e2e::Daemon::start(orchestrator(), &dir.path().join("state"), "127.0.0.1:0", &[]).unwrap();
+    let csp = fakechat::server::Csp::Strict;
+    let fake = fakechat::start("127.0.0.1:0".parse().unwrap(), Some(daemon.mcp_url()), csp, None).await.unwrap();
+    e2e::install_apps(&fake.hub, e2e::APP_LABEL, fakechat::render::AppState::Enabled);
+    let chromium = e2e::Chromium::launch(extension, fake.addr.port(), &dir.path().join("chromium")).await.unwrap();
+    chromium.collect_errors().await.unwrap();
+    chromium.pair(&daemon.executor_url(), &daemon.credential().unwrap()).await.unwrap();
+    World { daemon, fake, chromium, dir }
+}
+
+/// Issue 29 item 13: under a page CSP without `'wasm-unsafe-eval'` the
+/// content script's module does not compile in Chromium; the loader starts
+/// its WebAssembly-free build (wasm2js) instead, and a worker bootstraps,
+/// attaches, reports progress and completes through it (caller attribution
+/// included), with the loader's notice in the tab's console and no error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_csp_that_blocks_webassembly_a_worker_bootstraps_through_the_fallback() {
+    e2e(under_a_csp_that_blocks_webassembly_a_worker_bootstraps_through_the_fallback_body).await;
+}
+
+async fn under_a_csp_that_blocks_webassembly_a_worker_bootstraps_through_the_fallback_body() {
+    let world = strict_csp_world(&e2e::chromium_dist().unwrap()).await;
+    let url = world.daemon.mcp_url();
+    let started = std::time::Instant::now();
+    let mut root = Root::connect(&url).await;
+    let objective = "Build\nscenario: progress \"up\"; complete \"through the fallback\"";
+    let spawned = root.call("worker_spawn", json!({"name": "strict", "assignment": {"objective": objective}})).await;
+    let worker = spawned["worker"]["worker_id"].as_str().unwrap().to_owned();
+    root.wait(&url, "completion", completed(&worker)).await;
+    eprintln!("bootstrapped and completed through the fallback in {:?}", started.elapsed());
+    let oracle = world.fake.hub.oracle();
+    let conversations = conversations(&oracle);
+    assert_eq!(conversations.len(), 1, "{oracle:#}");
+    let (id, conversation) = conversations.iter().next().unwrap();
+    assert_eq!(turns(conversation).len(), 1, "one bootstrap: {oracle:#}");
+    let console = world.chromium.console_of(&format!("/c/{id}")).await.unwrap();
+    assert!(console.iter().any(|l| l == carrier_cdp::page::FALLBACK_NOTICE), "{console:#?}");
+    assert_eq!(world.chromium.extension_errors().await.unwrap(), Vec::<String>::new());
+}
+
+/// Issue 29 item 13, when neither build starts (here: an extension whose
+/// WebAssembly-free build is missing, under the strict CSP): the loader
+/// answers the background with why, and the create fails within seconds
+/// with `ADAPTER_BLOCKED` naming the page's CSP, instead of "the page did
+/// not load before the deadline" minutes later. Nothing is typed, and the
+/// refused create's tab is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_neither_build_starts_the_create_fails_at_once_naming_the_csp() {
+    e2e(when_neither_build_starts_the_create_fails_at_once_naming_the_csp_body).await;
+}
+
+async fn when_neither_build_starts_the_create_fails_at_once_naming_the_csp_body() {
+    let copy = tempfile::tempdir().unwrap();
+    copy_dir(&e2e::chromium_dist().unwrap(), copy.path());
+    std::fs::remove_file(copy.path().join("pkg").join(carrier_cdp::page::FALLBACK)).unwrap();
+    let world = strict_csp_world(copy.path()).await;
+    let url = world.daemon.mcp_url();
+    let mut root = Root::connect(&url).await;
+    let started = std::time::Instant::now();
+    let spawned =
+        root.call("worker_spawn", json!({"name": "blocked", "assignment": {"objective": "never starts"}})).await;
+    let worker = spawned["worker"]["worker_id"].as_str().unwrap().to_owned();
+    let done = root
+        .wait(&url, "the create's result", |e| {
+            e["type"] == "executor.command_completed" && e["data"]["worker_id"] == worker.as_str()
+        })
+        .await;
+    let took = started.elapsed();
+    let outcome = &done["data"]["outcome"];
+    assert_eq!(outcome["code"], "ADAPTER_BLOCKED", "{done:#}");
+    let detail = outcome["detail"].as_str().unwrap();
+    assert!(detail.contains("Content-Security-Policy blocks WebAssembly and the fallback did not start"), "{detail}");
+    assert!(took < Duration::from_secs(20), "answered at once, not at the deadline: {took:?}");
+    // A spawned worker's launch fails, and says why.
+    let failed = root
+        .wait(&url, "the launch's failure", |e| {
+            e["type"] == "worker.state_changed" && e["data"]["worker_id"] == worker.as_str()
+        })
+        .await;
+    assert_eq!(failed["data"]["to"], "launch_failed", "{failed:#}");
+    assert_eq!(failed["data"]["reason"], "ADAPTER_BLOCKED", "{failed:#}");
+    let oracle = world.fake.hub.oracle();
+    assert!(conversations(&oracle).is_empty(), "nothing was typed: {oracle:#}");
+    let pages =
+        world.chromium.browser.execute(chromiumoxide::cdp::browser_protocol::target::GetTargetsParams::default());
+    let open =
+        pages.await.unwrap().result.target_infos.iter().filter(|t| t.url.starts_with("https://chatgpt.com/")).count();
+    assert_eq!(open, 0, "the refused create's tab was closed");
+}
+
+/// Issue 29 item 13, when no content script answers at all (here: an
+/// extension whose loader does nothing): once the managed tab has shown a
+/// loaded chatgpt.com page with a silent content script for the
+/// background's bound, the create fails with `ADAPTER_BLOCKED` saying so,
+/// not with a timeout at the command's deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_whose_content_script_never_answers_fails_the_create_saying_so() {
+    e2e(a_page_whose_content_script_never_answers_fails_the_create_saying_so_body).await;
+}
+
+async fn a_page_whose_content_script_never_answers_fails_the_create_saying_so_body() {
+    let copy = tempfile::tempdir().unwrap();
+    copy_dir(&e2e::chromium_dist().unwrap(), copy.path());
+    std::fs::write(copy.path().join("cs.js"), "// a loader that starts nothing\n").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut daemon, fake) = e2e::daemon_and_site(orchestrator(), dir.path(), &[]).await.unwrap();
+    let chromium = e2e::Chromium::launch(copy.path(), fake.addr.port(), &dir.path().join("chromium")).await.unwrap();
+    chromium.pair(&daemon.executor_url(), &daemon.credential().unwrap()).await.unwrap();
+    let url = daemon.mcp_url();
+    let mut root = Root::connect(&url).await;
+    let started = std::time::Instant::now();
+    let spawned = root.call("worker_spawn", json!({"name": "silent", "assignment": {"objective": "never"}})).await;
+    let worker = spawned["worker"]["worker_id"].as_str().unwrap().to_owned();
+    let done = root
+        .wait(&url, "the create's result", |e| {
+            e["type"] == "executor.command_completed" && e["data"]["worker_id"] == worker.as_str()
+        })
+        .await;
+    let took = started.elapsed();
+    assert_eq!(done["data"]["outcome"]["code"], "ADAPTER_BLOCKED", "{done:#}");
+    let detail = done["data"]["outcome"]["detail"].as_str().unwrap();
+    assert!(detail.contains("content script never answered"), "{detail}");
+    assert!(took < Duration::from_secs(45), "within the background's bound, not the deadline: {took:?}");
+    assert!(conversations(&fake.hub.oracle()).is_empty(), "nothing was typed");
+    daemon.kill();
+}
+
+/// Copies the directory `from` into `to` (files and subdirectories).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        if path.is_dir() {
+            copy_dir(&path, &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(&path, to.join(entry.file_name())).unwrap();
+        }
+    }
+}

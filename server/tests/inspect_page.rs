@@ -11,15 +11,17 @@ fn orchestrator() -> Command {
     Command::new(env!("CARGO_BIN_EXE_orchestrator"))
 }
 
-fn corpus() -> Vec<(PathBuf, String)> {
+/// Each corpus page with its expected reading and its `notes:` line.
+fn corpus() -> Vec<(PathBuf, String, String)> {
     let dir = e2e::workspace().join("chatgpt-dom/fixtures/corpus");
-    let mut out: Vec<(PathBuf, String)> = std::fs::read_dir(dir)
+    let mut out: Vec<(PathBuf, String, String)> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .map(|p| {
             let text = std::fs::read_to_string(&p).unwrap();
-            let expect = text.lines().find_map(|l| l.strip_prefix("expect: ")).unwrap().to_owned();
-            (p, expect)
+            let header = |key: &str| text.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_default().to_owned();
+            let (expect, notes) = (header("expect: "), header("notes: "));
+            (p, expect, notes)
         })
         .collect();
     out.sort();
@@ -30,7 +32,7 @@ fn corpus() -> Vec<(PathBuf, String)> {
 fn every_corpus_page_prints_the_reading_a_human_gives_it() {
     let corpus = corpus();
     assert!(corpus.len() >= 20);
-    for (path, expect) in corpus {
+    for (path, expect, notes) in corpus {
         let out = orchestrator().arg("inspect-page").arg(&path).output().unwrap();
         assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
         let text = String::from_utf8(out.stdout).unwrap();
@@ -40,8 +42,11 @@ fn every_corpus_page_prints_the_reading_a_human_gives_it() {
         let out = orchestrator().arg("inspect-page").arg("--json").arg(&path).output().unwrap();
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(report["state"], expect.as_str(), "{}", path.display());
-        // Only a ready page offers a plan to click; the stop button is never it.
-        let ready = matches!(expect.as_str(), "ready" | "idle");
+        // Only a page that takes a prompt offers a plan (the composer's own
+        // decision: an in-turn delivery timeout takes one, a draft does
+        // not); the stop button is never it.
+        let takes = matches!(expect.as_str(), "ready" | "idle" | "delivery_timeout");
+        let ready = takes && !notes.contains("draft");
         assert_eq!(report["submit"].get("nothing").is_none(), ready, "{}: {}", path.display(), report["submit"]);
         if let Some(click) = report["submit"]["click"].as_str() {
             assert!(!click.contains("stop"), "{}: {click}", path.display());

@@ -3,11 +3,12 @@
 //! - `cargo xtask ci`: installs what the tests need (idempotently) and runs
 //!   every gate: fmt, clippy, the wasm build of `protocol`, all tests, and the
 //!   benchmarks in quick mode. The README's test command and `.ci/run`.
-//! - `cargo xtask dist`: builds the extension into `dist/firefox` and
-//!   `dist/chromium` (see [`dist`]).
+//! - `cargo xtask dist`: installs only the extension's build tools (the
+//!   wasm32 target, wasm-bindgen, binaryen from npm) and builds the
+//!   extension into `dist/firefox` and `dist/chromium` (see [`dist`]).
 //! - `cargo xtask demo`: installs only what the demo needs (the extension's
-//!   build tools, a Chromium), builds the extension and the daemon (the
-//!   README's release build), runs the e2e crate's `demo` (the two-worker
+//!   build tools, a Chromium), builds the extension, then the daemon and the
+//!   e2e crate's `demo` in one dev build, and runs the demo (the two-worker
 //!   scenario in headless Chromium against fakechat).
 //! - `cargo xtask errors-doc`: regenerates `docs/errors.md` from the codes.
 
@@ -71,32 +72,137 @@ fn print_versions() {
     );
 }
 
-/// Installs what the demo needs and nothing else (no Python, Firefox or
-/// TypeScript SDK): the extension's build tools and a Chromium, from apt only
-/// on Debian when none is found. Each step is skipped when already done.
-fn demo_install() -> anyhow::Result<()> {
-    extension_tools()?;
-    if let Err(missing) = find_chromium::find_chromium() {
-        anyhow::ensure!(Path::new("/usr/bin/apt-get").exists(), "{missing}");
-        apt_install(&["chromium"])?;
+/// One prerequisite a task may install. Each is probed first and skipped
+/// when already there, so every install is idempotent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tool {
+    /// `rustup target add wasm32-unknown-unknown`.
+    Wasm32,
+    /// `wasm-bindgen-cli` at the crate's pinned version.
+    WasmBindgen,
+    /// The extension's npm devDependencies (binaryen's `wasm-opt` and
+    /// `wasm2js`; web-ext, its linter, comes from the same lock file).
+    ExtensionNpm,
+    /// rustfmt and clippy (the CI gates).
+    RustComponents,
+    /// A Chromium (Debian's, from apt, when none is found).
+    Chromium,
+    /// The Python MCP SDK and `websockets` (external-client tests).
+    Python,
+    /// The TypeScript MCP SDK and the MCP Inspector CLI.
+    TypeScript,
+    /// iproute2: the CDP carrier's second host is a network namespace.
+    Iproute2,
+    /// systemd-analyze, to verify the unit `service install` writes.
+    Systemd,
+    /// Firefox ESR and certutil (to trust fakechat's CA there).
+    Firefox,
+}
+
+/// What the extension's build needs: all `cargo xtask dist` installs.
+const BUILD: &[Tool] = &[Tool::Wasm32, Tool::WasmBindgen, Tool::ExtensionNpm];
+/// The demo: the build's tools and a browser to run it in (no Python,
+/// Firefox or TypeScript SDK).
+const DEMO: &[Tool] = &[Tool::Wasm32, Tool::WasmBindgen, Tool::ExtensionNpm, Tool::Chromium];
+/// Everything the tests need (`cargo xtask ci`, `cargo xtask install`).
+const EVERYTHING: &[Tool] = &[
+    Tool::Wasm32,
+    Tool::WasmBindgen,
+    Tool::ExtensionNpm,
+    Tool::RustComponents,
+    Tool::Chromium,
+    Tool::Python,
+    Tool::TypeScript,
+    Tool::Iproute2,
+    Tool::Systemd,
+    Tool::Firefox,
+];
+
+/// What `task` installs before it runs (none for tasks that only read the tree).
+fn prerequisites(task: &str) -> &'static [Tool] {
+    match task {
+        "ci" | "install" => EVERYTHING,
+        "dist" => BUILD,
+        "demo" => DEMO,
+        _ => &[],
+    }
+}
+
+/// Installs `tools`, each only when its probe says it is missing.
+fn install(tools: &[Tool]) -> anyhow::Result<()> {
+    for tool in tools {
+        install_one(*tool)?;
     }
     Ok(())
 }
 
-/// The wasm target, wasm-bindgen at the pinned version, binaryen and web-ext.
-fn extension_tools() -> anyhow::Result<()> {
-    let targets =
-        Command::new("rustup").args(["target", "list", "--installed"]).output().context("rustup is required")?;
-    if !String::from_utf8_lossy(&targets.stdout).contains("wasm32-unknown-unknown") {
-        run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))?;
-    }
-    if !root().join("extension/node_modules/.bin/wasm-opt").exists() {
-        run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--prefix", "extension"]))?;
-    }
-    let bindgen = Command::new("wasm-bindgen").arg("--version").output();
-    if !bindgen.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(dist::WASM_BINDGEN)) {
-        // Without --locked: the CLI's lock file pins a crate the registry no longer has.
-        run(Command::new("cargo").args(["install", "wasm-bindgen-cli", "--version", dist::WASM_BINDGEN]))?;
+fn install_one(tool: Tool) -> anyhow::Result<()> {
+    match tool {
+        Tool::Wasm32 => {
+            let targets = Command::new("rustup")
+                .args(["target", "list", "--installed"])
+                .output()
+                .context("rustup is required (see the README's Prerequisites)")?;
+            if !String::from_utf8_lossy(&targets.stdout).contains("wasm32-unknown-unknown") {
+                run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))?;
+            }
+        }
+        Tool::WasmBindgen => {
+            let bindgen = Command::new("wasm-bindgen").arg("--version").output();
+            if !bindgen.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(dist::WASM_BINDGEN)) {
+                // Without --locked: the CLI's lock file pins a crate the registry no longer has.
+                run(Command::new("cargo").args(["install", "wasm-bindgen-cli", "--version", dist::WASM_BINDGEN]))?;
+            }
+        }
+        Tool::ExtensionNpm => {
+            let bin = root().join("extension/node_modules/.bin");
+            if !bin.join("wasm-opt").exists() || !bin.join("wasm2js").exists() {
+                run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--prefix", "extension"]))?;
+            }
+        }
+        Tool::RustComponents => {
+            for (component, probe) in [("rustfmt", "fmt"), ("clippy", "clippy")] {
+                if !succeeds(Command::new("cargo").args([probe, "--version"])) {
+                    run(Command::new("rustup").args(["component", "add", component]))?;
+                }
+            }
+        }
+        Tool::Chromium => {
+            if let Err(missing) = find_chromium::find_chromium() {
+                anyhow::ensure!(Path::new("/usr/bin/apt-get").exists(), "{missing}");
+                apt_install(&["chromium"])?;
+            }
+        }
+        Tool::Python => {
+            let pinned = "import mcp, websockets, importlib.metadata as m; \
+                          assert m.version('mcp') == '2.3.0' and m.version('websockets') == '17.4'";
+            if !succeeds(Command::new("python3").args(["-c", pinned])) {
+                let requirements = "server/tests/py/requirements.txt";
+                run(Command::new("python3").args(["-m", "pip", "install", "--quiet", "-r", requirements]))?;
+            }
+        }
+        Tool::TypeScript => {
+            // Pinned in its package.json.
+            let ts = root().join("server/tests/ts/node_modules");
+            if !ts.join("@modelcontextprotocol/sdk").is_dir() || !ts.join(".bin/mcp-inspector").exists() {
+                run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--prefix", "server/tests/ts"]))?;
+            }
+        }
+        Tool::Iproute2 => {
+            if !succeeds(Command::new("ip").arg("-V")) {
+                apt_install(&["iproute2"])?;
+            }
+        }
+        Tool::Systemd => {
+            if !succeeds(Command::new("systemd-analyze").arg("--version")) {
+                apt_install(&["systemd"])?;
+            }
+        }
+        Tool::Firefox => {
+            if !Path::new("/usr/bin/firefox-esr").exists() || !Path::new("/usr/bin/certutil").exists() {
+                apt_install(&["firefox-esr", "libnss3-tools"])?;
+            }
+        }
     }
     Ok(())
 }
@@ -110,49 +216,8 @@ fn apt_install(packages: &[&str]) -> anyhow::Result<()> {
         .env("DEBIAN_FRONTEND", "noninteractive"))
 }
 
-/// Installs the test prerequisites; each step is skipped when already done.
-fn install() -> anyhow::Result<()> {
-    extension_tools()?;
-    for (component, probe) in [("rustfmt", "fmt"), ("clippy", "clippy")] {
-        if !succeeds(Command::new("cargo").args([probe, "--version"])) {
-            run(Command::new("rustup").args(["component", "add", component]))?;
-        }
-    }
-    // A Chromium for the real-browser tests against fakechat (Debian's, when none is found).
-    if find_chromium::find_chromium().is_err() {
-        apt_install(&["chromium"])?;
-    }
-    let requirements = "server/tests/py/requirements.txt";
-    if !succeeds(
-        Command::new("python3").args([
-            "-c",
-            "import mcp, websockets, importlib.metadata as m; assert m.version('mcp') == '2.3.0' and m.version('websockets') == '17.4'",
-        ]),
-    ) {
-        run(Command::new("python3").args(["-m", "pip", "install", "--quiet", "-r", requirements]))?;
-    }
-    // The TypeScript SDK client and the MCP Inspector CLI, pinned in its package.json.
-    let ts = root().join("server/tests/ts/node_modules");
-    if !ts.join("@modelcontextprotocol/sdk").is_dir() || !ts.join(".bin/mcp-inspector").exists() {
-        run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--prefix", "server/tests/ts"]))?;
-    }
-    // iproute2, for the second host (a network namespace) of the CDP carrier's tests.
-    if !succeeds(Command::new("ip").arg("-V")) {
-        apt_install(&["iproute2"])?;
-    }
-    // systemd-analyze, to verify the unit `orchestrator service install` writes.
-    if !succeeds(Command::new("systemd-analyze").arg("--version")) {
-        apt_install(&["systemd"])?;
-    }
-    // Firefox ESR for the extension's Firefox run, certutil to trust fakechat's CA there.
-    if !Path::new("/usr/bin/firefox-esr").exists() || !Path::new("/usr/bin/certutil").exists() {
-        apt_install(&["firefox-esr", "libnss3-tools"])?;
-    }
-    Ok(())
-}
-
 fn ci() -> anyhow::Result<()> {
-    install()?;
+    install(prerequisites("ci"))?;
     print_versions();
     run(Command::new("cargo").args(["fmt", "--all", "--", "--check"]))?;
     run(Command::new("cargo").args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
@@ -207,19 +272,24 @@ fn main() -> anyhow::Result<()> {
     let task = std::env::args().nth(1);
     match task.as_deref() {
         Some("ci") => ci(),
-        Some("install") => install(),
+        Some("install") => install(prerequisites("install")),
         Some("dist") => {
-            install()?;
+            install(prerequisites("dist"))?;
             dist::dist()
         }
         Some("demo") => {
-            demo_install()?;
+            install(prerequisites("demo"))?;
             dist::dist()?;
-            // The README's release build of the daemon, reused as is; the demo rig (fakechat and
-            // the browser driver) in the dev profile, which builds in about half the time.
-            run(Command::new("cargo").args(["build", "--release", "-p", "server", "--bin", "orchestrator"]))?;
-            let daemon = target_dir().join("release/orchestrator");
-            run(Command::new("cargo").args(["run", "-p", "e2e", "--bin", "demo"]).env("ORCHESTRATOR_BIN", daemon))
+            // One dev build of the daemon and the demo rig (fakechat, the browser driver): they
+            // share every dependency, and a dev build takes well under half a release one's time
+            // (the release build is for everyday use; the demo does not wait for it).
+            let bins = ["build", "-p", "server", "--bin", "orchestrator", "-p", "e2e", "--bin", "demo"];
+            run(Command::new("cargo").args(bins))?;
+            let daemon = target_dir().join("debug/orchestrator");
+            // Run as `cargo run` would (the rig finds the workspace through CARGO_MANIFEST_DIR),
+            // without a second cargo call that could select other features and build again.
+            let demo = target_dir().join("debug/demo");
+            run(Command::new(demo).env("ORCHESTRATOR_BIN", daemon).env("CARGO_MANIFEST_DIR", root().join("e2e")))
         }
         Some("torture") => torture(),
         Some("skill") => skills(),
@@ -230,5 +300,25 @@ fn main() -> anyhow::Result<()> {
         _ => bail!(
             "usage: cargo xtask <ci | install | dist | demo | torture [--minutes N] [--seed S] | errors-doc | skill>"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 29 item 14: building the extension installs what the build
+    /// needs and nothing of the test rig (no browser, Python, TypeScript
+    /// or system package); the demo adds a browser; CI has everything.
+    #[test]
+    fn dist_installs_only_the_extension_build_tools() {
+        assert_eq!(prerequisites("dist"), [Tool::Wasm32, Tool::WasmBindgen, Tool::ExtensionNpm]);
+        let demo = prerequisites("demo");
+        assert!(BUILD.iter().all(|t| demo.contains(t)) && demo.contains(&Tool::Chromium));
+        assert!(!demo.iter().any(|t| matches!(t, Tool::Python | Tool::TypeScript | Tool::Firefox)));
+        for task in ["ci", "install"] {
+            assert_eq!(prerequisites(task), EVERYTHING, "{task}");
+        }
+        assert!(prerequisites("errors-doc").is_empty());
     }
 }

@@ -232,6 +232,7 @@ const PRODUCT: [(&str, &[&str]); 13] = [
             "thiserror",
             "anyhow",
             "sha2",
+            "hmac",
             "clap",
             "tracing",
             "tracing-subscriber",

@@ -5,7 +5,9 @@
 //! so it runs beside the daemon or on another host.
 //!
 //! What it touches: only targets it created (`Target.createTarget`), and
-//! after a restart the ones its persisted journal names; it attaches to no
+//! after a restart the ones its persisted journal names (a create's target
+//! is journaled by its id before it shows any page, so a restart never
+//! looks for it by URL, which a person's tab may share); it attaches to no
 //! other target and never navigates, closes or evaluates in one. Target
 //! ids are handles, persisted only so a restart can find its own tabs
 //! again; a target that is gone is reported closed and the daemon reopens
@@ -30,7 +32,7 @@ use chromiumoxide::cdp::browser_protocol::target::{
 };
 use chromiumoxide::cdp::js_protocol::runtime::ExecutionContextId;
 use executor_core::{Begin, Core, Identity, Phase, Plan, ack, app_of, error, prompt_of, tab_marker};
-use extension::messages::{PageReply, Submission, ToPage};
+use extension::messages::{NotStarted, PageReply, Submission, ToPage};
 use futures_util::{SinkExt, StreamExt};
 use protocol::ErrorCode;
 use protocol::executor::{Command, CommandOp, CommandOutcome, DaemonFrame, ExecutorFrame, ExecutorKind, MachineFacts};
@@ -172,6 +174,19 @@ struct Attached {
     session: SessionId,
     /// The adapter's world in the current document, once it is up.
     context: Option<ExecutionContextId>,
+    /// Why the adapter did not start in the current document, if it said so.
+    failed: Option<NotStarted>,
+}
+
+/// Why a target's adapter gave no answer.
+#[derive(Debug)]
+enum Unanswered {
+    /// The deadline passed with no adapter up in the target.
+    Deadline,
+    /// The target or the browser went away (why).
+    Gone(String),
+    /// The adapter could not start in the target's page.
+    NotStarted(NotStarted),
 }
 
 impl Shared {
@@ -279,7 +294,8 @@ impl Shared {
             .session_id;
         // Registered before the install so the adapter's first words (it may
         // start at once) are heard; withdrawn if the install fails.
-        browser.pages.lock().unwrap().insert(target.to_owned(), Attached { session: session.clone(), context: None });
+        let attached = Attached { session: session.clone(), context: None, failed: None };
+        browser.pages.lock().unwrap().insert(target.to_owned(), attached);
         if let Err(e) = page::install(&browser.cdp, &session, &self.config.bundle).await {
             browser.pages.lock().unwrap().remove(target);
             return Err(error(ErrorCode::BrowserControlUnavailable, &format!("cannot install the adapter: {e}")));
@@ -289,54 +305,86 @@ impl Shared {
 
     /// Opens a new target of the agent's own at `url`.
     async fn open_target(&self, browser: &Browser, url: &str) -> Result<String, CommandOutcome> {
+        let target = self.new_target(browser).await?;
+        self.show(browser, &target, url).await?;
+        Ok(target)
+    }
+
+    /// Opens a blank target of the agent's own, its adapter installed for
+    /// the documents it will show.
+    async fn new_target(&self, browser: &Browser) -> Result<String, CommandOutcome> {
         let unavailable = |e: crate::cdp::Error| error(ErrorCode::BrowserControlUnavailable, &e.to_string());
         let create = CreateTargetParams::builder().url("about:blank").background(true).build().expect("url set");
-        let target = browser.cdp.call(None, create).await.map_err(unavailable)?.target_id;
-        let target: String = target.into();
-        let navigated = match self.session(browser, &target).await {
-            Ok(session) => {
-                tracing::debug!(%target, "opened; navigating");
-                browser.cdp.call(Some(&session), NavigateParams::new(url)).await.map_err(unavailable)
-            }
-            Err(outcome) => Err(outcome),
-        };
-        if let Err(outcome) = navigated {
-            // A blank target of ours that never showed the page: not left behind.
-            let _ = browser.cdp.call(None, CloseTargetParams::new(TargetId::from(target.clone()))).await;
-            browser.pages.lock().unwrap().remove(&target);
+        let target: String = browser.cdp.call(None, create).await.map_err(unavailable)?.target_id.into();
+        if let Err(outcome) = self.session(browser, &target).await {
+            self.close(browser, &target).await;
             return Err(outcome);
         }
         Ok(target)
     }
 
+    /// Navigates the agent's `target` to `url`; a target that cannot show
+    /// it is closed (a blank target of ours is not left behind).
+    async fn show(&self, browser: &Browser, target: &str, url: &str) -> Result<(), CommandOutcome> {
+        let navigated = match self.session(browser, target).await {
+            Ok(session) => {
+                tracing::debug!(%target, "navigating");
+                let navigate = browser.cdp.call(Some(&session), NavigateParams::new(url)).await;
+                navigate.map(drop).map_err(|e| error(ErrorCode::BrowserControlUnavailable, &e.to_string()))
+            }
+            Err(outcome) => Err(outcome),
+        };
+        if navigated.is_err() {
+            self.close(browser, target).await;
+        }
+        navigated
+    }
+
+    /// Closes one of the agent's targets and forgets its session.
+    async fn close(&self, browser: &Browser, target: &str) {
+        let _ = browser.cdp.call(None, CloseTargetParams::new(TargetId::from(target.to_owned()))).await;
+        browser.pages.lock().unwrap().remove(target);
+    }
+
     /// Asks the adapter in `target`, waiting (until `deadline_ms`) for it
-    /// to be up in the current document. `Err(None)`: the deadline passed
-    /// with no adapter; `Err(Some(_))`: the target or browser went away.
+    /// to be up in the current document; an adapter that said it cannot
+    /// start there ends the wait at once.
     async fn ask(
         &self,
         browser: &Browser,
         target: &str,
         request: &ToPage,
         deadline_ms: u64,
-    ) -> Result<PageReply, Option<String>> {
-        let session = self.session(browser, target).await.map_err(|_| Some("the target is gone".to_owned()))?;
+    ) -> Result<PageReply, Unanswered> {
+        let session =
+            self.session(browser, target).await.map_err(|_| Unanswered::Gone("the target is gone".to_owned()))?;
         loop {
             let ready = browser.ready.notified();
-            let context = browser.pages.lock().unwrap().get(target).and_then(|p| p.context);
+            let (context, failed) = match browser.pages.lock().unwrap().get(target) {
+                Some(page) => (page.context, page.failed.clone()),
+                None => (None, None),
+            };
+            if let (None, Some(why)) = (context, failed) {
+                return Err(Unanswered::NotStarted(why));
+            }
             if let Some(context) = context {
                 tracing::debug!(%target, request = request_kind(request), "asking");
                 let within = Duration::from_millis(deadline_ms.saturating_sub(now_ms()).max(1));
                 match page::ask(&browser.cdp, &session, context, request, within).await {
                     Ok(reply) => return Ok(reply),
-                    Err(crate::cdp::Error::Closed) => return Err(Some("the browser connection closed".into())),
-                    Err(crate::cdp::Error::TimedOut(_)) => return Err(Some("the page did not answer in time".into())),
+                    Err(crate::cdp::Error::Closed) => {
+                        return Err(Unanswered::Gone("the browser connection closed".into()));
+                    }
+                    Err(crate::cdp::Error::TimedOut(_)) => {
+                        return Err(Unanswered::Gone("the page did not answer in time".into()));
+                    }
                     // The document changed under the call: wait for its adapter.
                     Err(_) => forget_context(browser, target, context),
                 }
             }
             let left = deadline_ms.saturating_sub(now_ms());
             if left == 0 || browser.cdp.is_closed() {
-                return Err(None);
+                return Err(Unanswered::Deadline);
             }
             let _ = tokio::time::timeout(Duration::from_millis(left.min(500)), ready).await;
         }
@@ -416,6 +464,7 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
                     Some(Said::Ready(context)) => {
                         if let Some(page) = browser.pages.lock().unwrap().get_mut(&target) {
                             page.context = Some(context);
+                            page.failed = None;
                         }
                         browser.ready.notify_waiters();
                     }
@@ -442,7 +491,16 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
                         );
                         shared.emit(frames);
                     }
-                    Some(Said::Failed(why)) => tracing::warn!(%target, "the adapter did not start: {why}"),
+                    // Said within a second of the page loading: the command
+                    // waiting on this page fails now, with the reason.
+                    Some(Said::Failed(why)) => {
+                        tracing::warn!(%target, "the adapter did not start: {}", why.detail());
+                        if let Some(page) = browser.pages.lock().unwrap().get_mut(&target) {
+                            page.context = None;
+                            page.failed = Some(why);
+                        }
+                        browser.ready.notify_waiters();
+                    }
                     Some(Said::Page(_)) | None => {}
                 }
             }
@@ -729,6 +787,11 @@ async fn perform(shared: &Arc<Shared>, command: &Command, plan: Plan<String>) ->
             Err(outcome) => outcome,
         },
         Plan::Submit { tab, prompt } => {
+            // A create is planned as a submit only when resumed after a
+            // restart, into the target its journal recorded for it.
+            if creating && let Err(outcome) = resume_opened(shared, &browser, command, &tab).await {
+                return outcome;
+            }
             submit(shared, &browser, command, &tab, &prompt, Submitting::Fresh { creating }).await
         }
         // No steering seam is declared (see protocol::executor::STEER).
@@ -756,6 +819,7 @@ async fn perform(shared: &Arc<Shared>, command: &Command, plan: Plan<String>) ->
                     shared.emit(frames);
                     shared.core.lock().unwrap().ok(worker)
                 }
+                Err(Unanswered::NotStarted(why)) => why.outcome(),
                 _ => match page_targets(&browser.cdp).await {
                     Ok(alive) if !alive.contains(&tab) => {
                         let frames = shared.core.lock().unwrap().tab_removed(&tab);
@@ -783,8 +847,11 @@ async fn perform(shared: &Arc<Shared>, command: &Command, plan: Plan<String>) ->
     }
 }
 
-/// Opens the create's target, marked with its key so a restart between
-/// opening it and recording it finds that exact target again.
+/// Opens the create's target and journals it by its id *before* it shows
+/// any page: a restart then resumes in exactly that target (the core plans
+/// a submit into the recorded target), and never adopts a target by its
+/// URL, which a person's tab may share. The URL still carries the
+/// command's marker, so a person can tell the tab's purpose.
 async fn open_marked(
     shared: &Arc<Shared>,
     browser: &Browser,
@@ -792,29 +859,51 @@ async fn open_marked(
     url: &str,
 ) -> Result<String, CommandOutcome> {
     let key = &command.idempotency_key;
-    let marker = tab_marker(key);
-    let resumed = shared.core.lock().unwrap().entry(key).is_some_and(|e| e.phase == Phase::TabOpening);
-    let found = if resumed { find_marked(&browser.cdp, &marker).await } else { None };
     shared.core.lock().unwrap().advance(key, Phase::TabOpening);
     shared.persist();
-    let target = match found {
-        Some(target) => target,
-        None => shared.open_target(browser, &format!("{url}{marker}")).await?,
-    };
+    let target = shared.new_target(browser).await?;
     shared.core.lock().unwrap().tab_opened(&command.worker_id, target.clone());
-    shared.persist();
+    if !shared.persist() {
+        shared.core.lock().unwrap().release_unbound(&command.worker_id);
+        shared.close(browser, &target).await;
+        return Err(error(ErrorCode::Internal, "the agent cannot keep its journal; nothing was opened"));
+    }
+    if let Err(outcome) = shared.show(browser, &target, &format!("{url}{}", tab_marker(key))).await {
+        shared.core.lock().unwrap().release_unbound(&command.worker_id);
+        shared.persist();
+        return Err(outcome);
+    }
     Ok(target)
 }
 
-/// The one page target whose URL ends with `marker`, if exactly one does.
-async fn find_marked(cdp: &Cdp, marker: &str) -> Option<String> {
-    let targets = cdp.call(None, GetTargetsParams::default()).await.ok()?.target_infos;
-    let matching: Vec<String> = targets
-        .into_iter()
-        .filter(|t| t.r#type == "page" && t.url.ends_with(marker))
-        .map(|t| t.target_id.into())
-        .collect();
-    (matching.len() == 1).then(|| matching[0].clone())
+/// A create resumed after a restart, in the target its journal recorded:
+/// if the restart came before that target was shown the page, it is
+/// shown it now (never another target).
+async fn resume_opened(
+    shared: &Arc<Shared>,
+    browser: &Browser,
+    command: &Command,
+    target: &str,
+) -> Result<(), CommandOutcome> {
+    let CommandOp::ConversationCreate { project_url, .. } = &command.op else { return Ok(()) };
+    let marker = tab_marker(&command.idempotency_key);
+    let targets = browser.cdp.call(None, GetTargetsParams::default()).await;
+    let shown =
+        targets.ok().and_then(|t| t.target_infos.into_iter().find(|t| String::from(t.target_id.clone()) == target));
+    match shown {
+        Some(info) if info.url.ends_with(&marker) => Ok(()),
+        // The core validated the Project URL when it first planned this create.
+        Some(_) => {
+            let url = project_url.as_deref().unwrap_or("https://chatgpt.com/");
+            shared.show(browser, target, &format!("{url}{marker}")).await
+        }
+        // Nothing reached a page: forgotten, so the replay opens a target anew.
+        None => {
+            shared.core.lock().unwrap().release_unbound(&command.worker_id);
+            shared.persist();
+            Err(error(ErrorCode::BrowserControlUnavailable, "the create's target is gone"))
+        }
+    }
 }
 
 /// Whether a prompt is handed to the page for the first time, or its
@@ -845,8 +934,7 @@ async fn submit(
         let released = shared.core.lock().unwrap().release_unbound(&command.worker_id);
         shared.persist();
         if let Some(target) = released {
-            let _ = browser.cdp.call(None, CloseTargetParams::new(TargetId::from(target.clone()))).await;
-            browser.pages.lock().unwrap().remove(&target);
+            shared.close(browser, &target).await;
         }
     }
     outcome
@@ -870,8 +958,11 @@ async fn submit_in(
         Err(_) if reconciling => {
             return error(ErrorCode::AmbiguousSubmission, "the page that may hold the prompt does not answer");
         }
-        Err(Some(why)) => return error(ErrorCode::BrowserControlUnavailable, &why),
-        Err(None) => return error(ErrorCode::DeadlineExceeded, "the page did not load before the deadline"),
+        Err(Unanswered::Gone(why)) => return error(ErrorCode::BrowserControlUnavailable, &why),
+        Err(Unanswered::NotStarted(why)) => return why.outcome(),
+        Err(Unanswered::Deadline) => {
+            return error(ErrorCode::DeadlineExceeded, "the page did not load before the deadline");
+        }
     }
     shared.core.lock().unwrap().advance(key, Phase::SubmissionStarted);
     // The journal must say a submission started before anything is typed.

@@ -12,6 +12,13 @@
 //! neither call the binding nor answer for the adapter; whatever arrives
 //! is parsed into the typed messages of `extension::messages` and nothing
 //! else.
+//!
+//! Chromium applies the page's CSP to WebAssembly in this world too: on a
+//! page whose CSP lacks `'wasm-unsafe-eval'` the module does not compile.
+//! The shim then starts the content script's WebAssembly-free build
+//! (`extension_cs_js.js`, wasm2js), as the extension's loader does; if
+//! neither starts it says why at once ([`Said::Failed`]), and the agent
+//! fails the command waiting on that page with `ADAPTER_BLOCKED`.
 
 use std::path::Path;
 
@@ -19,7 +26,7 @@ use base64::Engine as _;
 use chromiumoxide::cdp::browser_protocol::page::AddScriptToEvaluateOnNewDocumentParams;
 use chromiumoxide::cdp::browser_protocol::target::SessionId;
 use chromiumoxide::cdp::js_protocol::runtime::{AddBindingParams, EvaluateParams, ExecutionContextId};
-use extension::messages::{PageReply, ToPage};
+use extension::messages::{NotStarted, PageReply, ToPage};
 
 use crate::cdp::{Cdp, Error};
 
@@ -27,6 +34,14 @@ use crate::cdp::{Cdp, Error};
 pub const WORLD: &str = "chatgpt-orchestrator";
 /// The binding the adapter reports through (exists in [`WORLD`] only).
 pub const BINDING: &str = "__orchestratorOut";
+/// The content script's WebAssembly-free build in a bundle directory
+/// (`cargo xtask dist` writes it; a bundle without it runs where the page
+/// allows WebAssembly only).
+pub const FALLBACK: &str = "extension_cs_js.js";
+/// What the adapter logs in its page's console when it runs the
+/// WebAssembly-free build (the extension's loader logs the same).
+pub const FALLBACK_NOTICE: &str =
+    "orchestrator: the page's CSP blocks WebAssembly; the adapter runs its WebAssembly-free build";
 
 /// The content script, ready to evaluate in a target, and the page script
 /// (`page.js`, caller attribution) for the target's own world.
@@ -46,7 +61,8 @@ pub struct BundleError {
 
 impl Bundle {
     /// Loads `extension_cs.js` and `extension_cs_bg.wasm` from `dir` (the
-    /// `pkg` folder of `dist/chromium`) and wraps them with the shim.
+    /// `pkg` folder of `dist/chromium`), and its WebAssembly-free build
+    /// when there is one, and wraps them with the shim.
     pub fn load(dir: &Path) -> Result<Bundle, BundleError> {
         let fail = |why: String| BundleError { dir: dir.display().to_string(), why };
         let glue = std::fs::read_to_string(dir.join("extension_cs.js")).map_err(|e| fail(e.to_string()))?;
@@ -54,12 +70,24 @@ impl Bundle {
         if !glue.contains("cs_main") || !wasm.starts_with(b"\0asm") {
             return Err(fail("not the extension's content-script build".into()));
         }
+        let fallback = match std::fs::read_to_string(dir.join(FALLBACK)) {
+            Ok(script) if script.contains("globalThis.wasm_bindgen_js =") && script.contains("cs_main") => Some(script),
+            Ok(_) => return Err(fail(format!("{FALLBACK} is not the content script's WebAssembly-free build"))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(fail(e.to_string())),
+        };
         let page_script = std::fs::read_to_string(dir.join("page.js")).map_err(|e| fail(e.to_string()))?;
-        Ok(Bundle::new(&glue, &wasm, page_script))
+        Ok(Bundle::new(&glue, &wasm, fallback.as_deref(), page_script))
     }
 
-    fn new(glue: &str, wasm: &[u8], page_script: String) -> Bundle {
+    fn new(glue: &str, wasm: &[u8], fallback: Option<&str>, page_script: String) -> Bundle {
         let wasm = base64::engine::general_purpose::STANDARD.encode(wasm);
+        // Inside a function that runs only when the module does not compile:
+        // every document parses the function's text lazily, not its code.
+        let fallback = match fallback {
+            Some(script) => format!("() => {{\n{script}\n}}"),
+            None => "null".to_owned(),
+        };
         let source = format!(
             r#"(() => {{
   // As the extension's manifest: chatgpt.com's top document only.
@@ -85,18 +113,37 @@ impl Bundle {
   }});
 {glue}
   const bytes = Uint8Array.from(atob("{wasm}"), (c) => c.charCodeAt(0));
+  const fallback = {fallback};
   // Started when the extension's content script would be (`document_idle`):
   // a script for new documents runs before the document has an element to
   // observe, and the adapter's waits are driven by its observer.
-  const start = () => {{ wasm_bindgen.cs_main(api); globalThis.__orchestratorReady = true; say("ready", null); }};
-  wasm_bindgen({{ module_or_path: bytes }})
-    .then(() => {{
-      if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start, {{ once: true }});
-      else start();
-    }})
-    .catch((e) => say("failed", String(e)));
+  const loaded = () => new Promise((resolve) => {{
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", resolve, {{ once: true }});
+    else resolve();
+  }});
+  let wasmBlocked = false;
+  (async () => {{
+    let main;
+    try {{
+      await wasm_bindgen({{ module_or_path: bytes }});
+      main = wasm_bindgen.cs_main;
+    }} catch (e) {{
+      if (!(e instanceof WebAssembly.CompileError)) throw e;
+      wasmBlocked = true;
+      if (fallback === null) throw new Error("the bundle has no WebAssembly-free build (rebuild it: cargo xtask dist)");
+      fallback();
+      await wasm_bindgen_js();
+      main = wasm_bindgen_js.cs_main;
+      console.info({notice});
+    }}
+    await loaded();
+    main(api);
+    globalThis.__orchestratorReady = true;
+    say("ready", null);
+  }})().catch((e) => say("failed", {{ wasmBlocked, error: String(e).slice(0, 300) }}));
 }})();
-"#
+"#,
+            notice = serde_json::to_string(FALLBACK_NOTICE).expect("a string"),
         );
         Bundle { source, page_script }
     }
@@ -124,8 +171,8 @@ pub enum Said {
     Ready(ExecutionContextId),
     /// A report or progress from the page.
     Page(PageReply),
-    /// The adapter could not start (its message, no page content).
-    Failed(String),
+    /// The adapter could not start (why, as the shim caught it).
+    Failed(NotStarted),
 }
 
 /// Reads one binding payload from the world with context `context`;
@@ -141,7 +188,7 @@ pub fn read_binding(payload: &str, context: ExecutionContextId) -> Option<Said> 
     match envelope.kind.as_str() {
         "ready" => Some(Said::Ready(context)),
         "page" => serde_json::from_value(envelope.body).ok().map(Said::Page),
-        "failed" => Some(Said::Failed(envelope.body.as_str().unwrap_or_default().chars().take(200).collect())),
+        "failed" => serde_json::from_value(envelope.body).ok().map(Said::Failed),
         _ => None,
     }
 }
@@ -209,11 +256,31 @@ mod tests {
 
     #[test]
     fn the_shim_wraps_the_content_script_and_its_module() {
-        let bundle =
-            Bundle::new("let wasm_bindgen = (function(){ /* cs_main */ })();", b"\0asm\x01\0\0\0", "/* page */".into());
+        let glue = "let wasm_bindgen = (function(){ /* cs_main */ })();";
+        let bundle = Bundle::new(glue, b"\0asm\x01\0\0\0", None, "/* page */".into());
         assert!(bundle.source.contains("window !== window.top"), "the top document only");
         assert!(bundle.source.contains(BINDING) && bundle.source.contains("__orchestratorAsk"));
         assert!(bundle.source.contains("AGFzbQEAAAA="), "the module inline");
+        assert!(bundle.source.contains("const fallback = null;"), "no WebAssembly-free build in this bundle");
+        // With one, it is defined in the shim and run only if the module does not compile.
+        let script = "globalThis.wasm_bindgen_js = (function () { /* cs_main */ })();";
+        let bundle = Bundle::new(glue, b"\0asm\x01\0\0\0", Some(script), "/* page */".into());
+        assert!(bundle.source.contains(&format!("const fallback = () => {{\n{script}\n}};")));
+        assert!(bundle.source.contains("e instanceof WebAssembly.CompileError"));
+        // One notice for both carriers: the extension's loader says the same.
+        assert!(include_str!("../../../extension/static/cs.js").contains(FALLBACK_NOTICE));
+    }
+
+    #[test]
+    fn a_bundle_directory_without_the_fallback_loads_and_a_foreign_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("extension_cs.js"), "let wasm_bindgen; /* cs_main */").unwrap();
+        std::fs::write(dir.path().join("extension_cs_bg.wasm"), b"\0asm\x01\0\0\0").unwrap();
+        std::fs::write(dir.path().join("page.js"), "/* page */").unwrap();
+        assert!(Bundle::load(dir.path()).unwrap().source.contains("const fallback = null;"));
+        std::fs::write(dir.path().join(FALLBACK), "alert(1)").unwrap();
+        let refused = Bundle::load(dir.path()).unwrap_err().to_string();
+        assert!(refused.contains("WebAssembly-free"), "{refused}");
     }
 
     #[test]
@@ -229,5 +296,8 @@ mod tests {
         assert_eq!(read_binding(r#"{"kind":"page","body":{"kind":"eval","code":"x"}}"#, context), None);
         assert_eq!(read_binding("not json", context), None);
         assert_eq!(read_binding(r#"{"kind":"other"}"#, context), None);
+        let failed = r#"{"kind":"failed","body":{"wasmBlocked":true,"error":"CompileError: no"}}"#;
+        let why = NotStarted { wasm_blocked: true, error: "CompileError: no".into() };
+        assert_eq!(read_binding(failed, context), Some(Said::Failed(why)));
     }
 }

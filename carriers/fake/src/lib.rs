@@ -474,7 +474,11 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
             .chain(shared.config.steers.then_some(protocol::executor::STEER))
             .map(String::from)
             .collect(),
-        host: MachineFacts { os: std::env::consts::OS.into(), ..MachineFacts::default() },
+        host: MachineFacts {
+            os: std::env::consts::OS.into(),
+            browser: Some(format!("simulated (fake-executor {})", env!("CARGO_PKG_VERSION"))),
+            ..MachineFacts::default()
+        },
     });
     if let (Callers::V1, ExecutorFrame::Hello { protocol_version, .. }) = (shared.config.callers, &mut hello) {
         *protocol_version = 1;

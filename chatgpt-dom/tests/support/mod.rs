@@ -106,6 +106,30 @@ impl Page {
         copy
     }
 
+    /// Parses `markup` as a fragment and appends its nodes to `parent`'s
+    /// children (`after: false`) or inserts them right after `parent`
+    /// (`after: true`); returns the first node added.
+    pub fn graft(&self, parent: NodeId, markup: &str, after: bool) -> Option<NodeId> {
+        let fragment = Html::parse_fragment(markup);
+        let root = fragment.tree.nodes().find(|n| matches!(n.value(), Node::Element(e) if e.name() == "html"))?;
+        let tops: Vec<NodeId> = root.children().map(|c| c.id()).collect();
+        let mut doc = self.doc.borrow_mut();
+        let mut first = None;
+        let mut anchor = parent;
+        for top in tops {
+            let value = fragment.tree.get(top).unwrap().value().clone();
+            let added = if after {
+                doc.html.tree.get_mut(anchor).expect("a node of this page").insert_after(value).id()
+            } else {
+                doc.html.tree.get_mut(parent).expect("a node of this page").append(value).id()
+            };
+            anchor = added;
+            first.get_or_insert(added);
+            graft_children(&mut doc.html, &fragment, top, added);
+        }
+        first
+    }
+
     /// Moves `node` to be its parent's first child.
     pub fn move_first(&self, node: NodeId) {
         let mut doc = self.doc.borrow_mut();
@@ -158,6 +182,15 @@ impl Page {
                 doc.html.tree.get_mut(form).unwrap().append(send);
             }
         }
+    }
+}
+
+fn graft_children(html: &mut Html, source: &Html, from: NodeId, to: NodeId) {
+    let children: Vec<NodeId> = source.tree.get(from).unwrap().children().map(|c| c.id()).collect();
+    for child in children {
+        let value = source.tree.get(child).unwrap().value().clone();
+        let copy = html.tree.get_mut(to).unwrap().append(value).id();
+        graft_children(html, source, child, copy);
     }
 }
 
@@ -308,6 +341,11 @@ pub fn run<T>(future: impl std::future::Future<Output = T>) -> T {
 /// `chatgpt_dom::submit` on `page`, the page reacting on each wait.
 pub fn submit(page: &Page, prompt: &str, app: Option<&str>) -> Result<chatgpt_dom::Pressed, chatgpt_dom::Refusal> {
     run(chatgpt_dom::submit(page, prompt, app, &Settle { page, now: std::cell::Cell::new(0) }))
+}
+
+/// `chatgpt_dom::bind::bind` on `page`, the page reacting on each wait.
+pub fn bind(page: &Page, label: &str) -> Result<chatgpt_dom::bind::Route, chatgpt_dom::Refusal> {
+    run(chatgpt_dom::bind::bind(page, label, &Settle { page, now: std::cell::Cell::new(0) }))
 }
 
 /// This package's directory, read at run time: the compile-time path goes

@@ -8,7 +8,7 @@
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    // `cargo xtask demo` names the README's release build, so neither build redoes the other.
+    // `cargo xtask demo` names the daemon of the same dev build.
     let daemon = match std::env::var_os("ORCHESTRATOR_BIN") {
         Some(named) => std::path::PathBuf::from(named),
         None => std::env::current_exe()?.with_file_name("orchestrator"),

@@ -26,6 +26,13 @@ type Core = executor_core::Core<i32>;
 const BACKOFF_MIN_MS: u32 = 500;
 const BACKOFF_MAX_MS: u32 = 30_000;
 
+/// How long a managed tab may show a loaded chatgpt.com page whose content
+/// script never answers before a command stops waiting for it, saying so:
+/// the content script starts at document idle and answers within a second
+/// or two (its WebAssembly-free build included), so a page silent this long
+/// after loading has no adapter and waiting out the deadline tells nobody why.
+const SILENT_AFTER_LOAD_MS: u64 = 20_000;
+
 /// What the options page saves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) struct Pairing {
@@ -536,6 +543,7 @@ impl Background {
                     self.persist().await;
                     self.ok(command)
                 }
+                Ok(PageReply::NotStarted(why)) => why.outcome(),
                 _ => error(ErrorCode::BrowserControlUnavailable, "the managed tab does not answer"),
             },
             Plan::Close { tab } => {
@@ -626,16 +634,35 @@ impl Background {
         }
     }
 
-    /// Waits until the tab's content script answers (the page loaded).
+    /// Waits until the tab's content script answers (the page loaded). A
+    /// content script that could not start answers with why, and a loaded
+    /// chatgpt.com page whose content script stays silent is given up after
+    /// [`SILENT_AFTER_LOAD_MS`]: both end the wait at once with
+    /// `ADAPTER_BLOCKED` and the reason, never a bare timeout.
     async fn wait_for_page(&self, tab: i32, deadline_ms: u64) -> Result<(), CommandOutcome> {
+        let mut loaded_since: Option<u64> = None;
         loop {
-            if ask(tab, &ToPage::Ping).await.is_ok() {
-                return Ok(());
+            match ask(tab, &ToPage::Ping).await {
+                Ok(PageReply::NotStarted(why)) => return Err(why.outcome()),
+                Ok(_) => return Ok(()),
+                Err(_) => {}
             }
-            if call("tabs.get", &[tab.into()]).await.is_err() {
+            let Ok(info) = call("tabs.get", &[tab.into()]).await else {
                 return Err(error(ErrorCode::BrowserControlUnavailable, "the managed tab closed"));
+            };
+            let now = now_ms();
+            let text = |key: &str| Reflect::get(&info, &key.into()).ok().and_then(|v| v.as_string());
+            let loaded = text("status").as_deref() == Some("complete")
+                && text("url").is_some_and(|u| u.starts_with(protocol::executor::URL_PREFIX));
+            loaded_since = loaded.then(|| loaded_since.unwrap_or(now));
+            if loaded_since.is_some_and(|since| now.saturating_sub(since) > SILENT_AFTER_LOAD_MS) {
+                return Err(error(
+                    ErrorCode::AdapterBlocked,
+                    "the page loaded but its content script never answered: the extension's adapter is not running \
+                     there",
+                ));
             }
-            if now_ms() > deadline_ms {
+            if now > deadline_ms {
                 return Err(error(ErrorCode::DeadlineExceeded, "the page did not load before the deadline"));
             }
             sleep(100).await;

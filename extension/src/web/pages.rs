@@ -135,6 +135,7 @@ async fn check_page() {
     let request = to_js(&crate::messages::ToPage::Inspect);
     let text = match call("tabs.sendMessage", &[tab.into(), request]).await.map(|r| from_js(&r)) {
         Ok(Ok(crate::messages::PageReply::Inspection(check))) => format!("{url}\n{}", check.render()),
+        Ok(Ok(crate::messages::PageReply::NotStarted(why))) => format!("{url}\nADAPTER_BLOCKED: {}", why.detail()),
         _ => "this page's content script does not answer (reload the tab)".to_owned(),
     };
     set_text("page-check", &text);
