@@ -101,7 +101,7 @@ async fn main() {
     let (daemon, fake) = e2e::daemon_and_site(orchestrator(), dir.path(), &[]).await.unwrap();
     let chromium = e2e::cdp::AuthorizedChromium::launch(fake.addr.port(), &dir.path().join("chromium")).unwrap();
     let credential = dir.path().join("bench.credential");
-    std::fs::write(&credential, daemon.credential().unwrap()).unwrap();
+    daemon.credential_file(&credential).unwrap();
     let bundle = e2e::chromium_dist().unwrap().join("pkg");
     let mut agent = std::process::Command::new(orchestrator())
         .args(["carrier-agent", "--cdp", "--daemon", &daemon.executor_url()])

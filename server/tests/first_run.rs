@@ -391,3 +391,41 @@ fn status_without_a_daemon_says_so_in_text_and_json() {
     assert_eq!(doc["running"], false);
     assert!(doc["next"].as_str().unwrap().contains("orchestrator serve"), "{doc}");
 }
+
+/// Issue 29 item 8: the agent creates its state directory owner-only (SPEC
+/// §9: 0700), refuses a credential file others can read, and dials no URL
+/// but a loopback executor endpoint, before anything leaves the process.
+#[test]
+fn the_agent_keeps_its_state_owner_only_and_its_credential_to_itself() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let credential = dir.path().join("cdp.credential");
+    std::fs::write(&credential, "exc1.cdp-laptop.Zm9vYmFyYmF6cXV4\n").unwrap();
+    let agent = |extra: &[&str], state: &Path| {
+        orchestrator()
+            .args(["carrier-agent", "--cdp", "--user-data-dir"])
+            .arg(dir.path().join("no-browser"))
+            .arg("--credential-file")
+            .arg(&credential)
+            .arg("--state-dir")
+            .arg(state)
+            .args(["--bundle", "/nonexistent/pkg"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    std::fs::set_permissions(&credential, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = agent(&[], &dir.path().join("s0"));
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("chmod 600"), "{out:?}");
+    std::fs::set_permissions(&credential, std::fs::Permissions::from_mode(0o600)).unwrap();
+    for url in ["ws://evil.example:7777/executor", "wss://127.0.0.1:7777/executor", "ws://127.0.0.1:7777/"] {
+        let out = agent(&["--daemon", url], &dir.path().join("s1"));
+        assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--daemon"), "{url}: {out:?}");
+    }
+    // It gets as far as its bundle (absent here), with its state directory made owner-only.
+    let state = dir.path().join("fresh/state");
+    let out = agent(&[], &state);
+    assert!(!out.status.success(), "no bundle: {out:?}");
+    let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{mode:o}");
+}
