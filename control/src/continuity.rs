@@ -416,6 +416,8 @@ impl Continuity {
     /// unfinished: a submitted turn ended (an attempt without progress
     /// counts against the stall guard) and the worker wants another.
     pub fn went_idle(&mut self, now_ms: u64) {
+        // The page takes input again: an earlier incident is over.
+        self.recoveries_undelivered = 0;
         self.turn_ended(now_ms, Wake::Idle);
     }
 

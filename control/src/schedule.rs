@@ -88,8 +88,12 @@ pub fn next_due_at(state: &State, connected: &[String], policy: Policy) -> Optio
 /// anything and could be stale.
 fn recheck_at(state: &State, worker: &Worker, connected: &[String], policy: Policy) -> Option<u64> {
     let executor = worker.executor_id.as_ref().filter(|e| connected.contains(e))?;
-    let blocking =
-        matches!(worker.conversation_state, Some(ConversationState::Generating | ConversationState::Loading));
+    // A tool-approval card holds sends as `generating` does (see `queue`):
+    // a lost report that a person answered it must not hold them for ever.
+    let approval = worker.conversation_state == Some(ConversationState::Error)
+        && worker.last_error == Some(protocol::ErrorCode::ToolApprovalRequired);
+    let blocking = approval
+        || matches!(worker.conversation_state, Some(ConversationState::Generating | ConversationState::Loading));
     let unconfirmed = worker.continuity.turn_unconfirmed(worker.conversation_state);
     if !(blocking || unconfirmed) || worker.conversation.is_none() || worker.fenced {
         return None;
@@ -141,8 +145,11 @@ pub fn creates_of(state: &State, worker: &WorkerId) -> usize {
 }
 
 fn relaunch_at(state: &State, worker: &Worker, connected: &[String]) -> Option<u64> {
+    // No executor holds it: its last create was refused (an uncertain one
+    // keeps its executor, and is reconciled, never created again).
     let waiting = matches!(worker.state, protocol::WorkerState::LaunchRequested | protocol::WorkerState::Launching)
         && worker.conversation.is_none()
+        && worker.executor_id.is_none()
         && worker.last_error.is_some_and(waits_for_browser)
         && state.runtime.by_worker(&worker.id).is_none()
         && !connected.is_empty();

@@ -529,6 +529,24 @@ fn a_create_refused_for_want_of_a_browser_waits_and_is_queued_again_with_a_growi
     w.clock.advance(RELAUNCH_MAX_MS * 2);
     assert_eq!(w.plane.relaunch(&ext).unwrap(), 0);
     assert_eq!(w.plane.next_relaunch_at(&ext), None);
+
+    // A create whose outcome is uncertain (the browser went away mid-submit,
+    // and the executor also reported it unreachable) is never queued again:
+    // it keeps its executor and is reconciled by readback.
+    let b = w.spawn("b");
+    assert_eq!(w.pump(&["ext"]).len(), 1);
+    let cmd = w.open_command(&b);
+    w.plane.report("ext", ExecutorFrame::Ack { command_id: cmd.clone() }).unwrap();
+    let gone = ExecutorFrame::ConversationError {
+        worker_id: b.clone(),
+        code: ErrorCode::BrowserControlUnavailable,
+        detail: "the browser process exited".into(),
+    };
+    w.plane.report("ext", gone).unwrap();
+    let maybe = CommandOutcome::Error { code: ErrorCode::AmbiguousSubmission, detail: "control lost mid-send".into() };
+    w.plane.report("ext", ExecutorFrame::Result { command_id: cmd, outcome: maybe }).unwrap();
+    w.clock.advance(RELAUNCH_MAX_MS * 2);
+    assert_eq!(w.plane.relaunch(&ext).unwrap(), 0, "an uncertain create is never created again");
 }
 
 #[test]
@@ -749,6 +767,16 @@ fn a_tool_approval_card_waits_for_a_person_and_holds_every_send() {
     let root = w.plane.worker(&w.root).unwrap();
     w.plane.followup(&root, &a, "more", None).unwrap();
     assert!(w.pump(&["ext"]).is_empty(), "nothing is typed under the card");
+    // A lost report that the person answered must not hold the send for
+    // ever: the page is asked again at the recheck bound.
+    let policy = control::schedule::Policy::default();
+    w.clock.advance(policy.recheck_after_ms);
+    assert_eq!(w.plane.recheck(&ext, policy).unwrap(), 1, "the card's page is inspected");
+    let inspect = w.pump(&["ext"]);
+    assert!(matches!(&inspect[..], [(_, _, CommandOp::ConversationInspect { .. })]), "{inspect:?}");
+    let inspected = w.open_command(&a);
+    let ok = CommandOutcome::Ok { conversation_id: None };
+    w.plane.report("ext", ExecutorFrame::Result { command_id: inspected, outcome: ok }).unwrap();
     // The person allows it: the turn runs on, ends, and the wake goes out.
     w.observe(&a, ConversationState::Generating);
     assert!(w.plane.waiting_for(&w.plane.worker(&a).unwrap(), &ext).is_none());

@@ -49,9 +49,8 @@ fn relaunched(state: &State, relaunches: &[(WorkerId, CommandId)]) -> Result<Vec
         .iter()
         .map(|(worker_id, command_id)| {
             let worker = state.worker(worker_id).ok_or_else(|| Refusal::NoWorker(worker_id.clone()))?;
-            if !matches!(worker.state, WorkerState::LaunchRequested | WorkerState::Launching)
-                || worker.conversation.is_some()
-            {
+            let placed = worker.conversation.is_some() || worker.executor_id.is_some();
+            if !matches!(worker.state, WorkerState::LaunchRequested | WorkerState::Launching) || placed {
                 return Err(Refusal::WorkerIs(worker.state));
             }
             let attempt = crate::schedule::creates_of(state, worker_id) + 1;
