@@ -16,13 +16,25 @@ use crate::compose::{Act, Refusal};
 use crate::locators::{Element, resolve};
 
 /// App pills by structure: generation A's selection pill with a plugin id
-/// (as `data-id` or `data-system-hint-type`), and the inline app mention.
-/// Each with the attribute that holds the app's name.
+/// (as `data-id` or `data-system-hint-type`), and the app mention, which
+/// since 2026-09 sits inside the editor as the first node of its paragraph
+/// (`span[contenteditable="false"][app-mention-path="app://…"]
+/// [app-mention-display-name]`, its text the app's name, then a space;
+/// public code that drives the live site: `miuuyy/codex-chatgpt-web`
+/// `src/chatgpt-session.ts`, and a userscript that validates that exact
+/// paragraph). Some code reads it without the path: the display name alone
+/// marks it. Each with the attribute that holds the app's name.
 const PILLS: &[(&str, &str)] = &[
     (r#"[data-inline-selection-pill][data-keyword][data-id^="plugin:"]"#, "data-keyword"),
     (r#"[data-inline-selection-pill][data-keyword][data-system-hint-type^="plugin:"]:not([data-id])"#, "data-keyword"),
-    ("[app-mention-path][app-mention-display-name]", "app-mention-display-name"),
+    ("[app-mention-display-name]", "app-mention-display-name"),
 ];
+
+/// What an editor may hold that is not a person's draft: the pills above
+/// and generation A's zero-width cursor target beside its pill. The same
+/// public code removes exactly these before reading the draft.
+pub const ATOMS: &str =
+    "[data-inline-selection-pill], [app-mention-display-name], [data-inline-selection-pill-cursor-target]";
 
 /// The redesign's app chip has nothing but its remove control's label:
 /// "Remove <App>" (en, 2026-09 map), "移除 <App>" (zh-CN). Attachment chips
@@ -34,9 +46,17 @@ const REMOVE_PREFIXES: &[&str] = &["Remove ", "移除 "];
 const CHIPS: &str = "form[data-chatgpt-composer] button[aria-label]";
 const ATTACHMENTS: &str = r#"[data-composer-attachments], [class~="group/composer-attachment"]"#;
 
-/// App rows: the `+` menu's plugin rows, and the rows of the mention popover
-/// or the redesign's "add context" list.
-const ROWS: &str = r#"[data-composer-plugin-impression-id^="plugin:"], [data-mention-list-scroll-area] [data-list-navigation-item="true"]"#;
+/// App rows: the `+` menu's plugin rows.
+const PLUGIN_ROWS: &str = r#"[data-composer-plugin-impression-id^="plugin:"]"#;
+
+/// List rows: the mention popover's and the redesign's "add context" list's.
+/// They count inside a [`LISTS`] scroll area, or anywhere when they carry
+/// the redesign's row content (`button[data-list-navigation-item="true"] >
+/// [data-menu-row-content] > span > span` = the title, then a description;
+/// 2026-09 public tests of code that drives the live site render them
+/// without a scroll area around them).
+const LIST_ROWS: &str = r#"[data-list-navigation-item="true"]"#;
+const ROW_CONTENT: &str = "[data-menu-row-content]";
 
 /// Open lists that hold app rows.
 const LISTS: &str = "[data-mention-list-scroll-area]";
@@ -119,7 +139,20 @@ pub enum Offer<N> {
     Closed,
 }
 
+/// A row's title: the first non-empty innermost span of its row content,
+/// else its first span, else its text.
 fn title<D: Dom>(dom: &D, row: &D::Node) -> String {
+    if let Some(content) = dom.query_all(Some(row), ROW_CONTENT).first() {
+        let leaf = dom
+            .query_all(Some(content), "span")
+            .into_iter()
+            .filter(|span| dom.query_all(Some(span), "span").is_empty())
+            .map(|span| dom.text(&span).trim().to_owned())
+            .find(|text| !text.is_empty());
+        if let Some(leaf) = leaf {
+            return leaf;
+        }
+    }
     let text = match dom.query_all(Some(row), "span").first() {
         Some(span) => dom.text(span),
         None => dom.text(row),
@@ -127,9 +160,18 @@ fn title<D: Dom>(dom: &D, row: &D::Node) -> String {
     text.trim().to_owned()
 }
 
+/// Every visible app or list row on the page.
+fn rows<D: Dom>(dom: &D) -> Vec<D::Node> {
+    let listed = dom
+        .query_all(None, LIST_ROWS)
+        .into_iter()
+        .filter(|row| dom.within(row, LISTS) || !dom.query_all(Some(row), ROW_CONTENT).is_empty());
+    dom.query_all(None, PLUGIN_ROWS).into_iter().chain(listed).filter(|row| dom.visible(row)).collect()
+}
+
 /// The open app list's offer for `label` (exact, case-sensitive title).
 pub fn offer<D: Dom>(dom: &D, label: &str) -> Offer<D::Node> {
-    let rows = dom.query_all(None, ROWS);
+    let rows = rows(dom);
     if rows.is_empty() {
         // An open list with nothing in it is an answer too.
         let open = !dom.query_all(None, LISTS).is_empty();
@@ -217,7 +259,7 @@ pub async fn bind<D: Act, W: Wait>(dom: &D, label: &str, wait: &W) -> Result<Rou
         ));
     }
     let editor = resolve(dom, Element::Editor).map_err(ui)?;
-    if !dom.text(&editor).trim().is_empty() {
+    if !crate::compose::draft(dom, &editor).is_empty() {
         return Err(refuse(ErrorCode::Conflict, "the composer holds a draft; not overwriting it".into()));
     }
     // The mention popover. Several rows with the label may include other
@@ -232,8 +274,8 @@ pub async fn bind<D: Act, W: Wait>(dom: &D, label: &str, wait: &W) -> Result<Rou
             dom.click(row);
             let bound = until(dom, wait, |d| selected(d, label) == Selected::Bound).await;
             clear_editor(dom);
-            // Verified after the leftover text is gone: a pill inside the
-            // editor would have gone with it.
+            // Verified after the leftover query text is gone: clearing
+            // keeps an app mention in the editor, so losing it is a change.
             return match (bound, selected(dom, label)) {
                 (true, Selected::Bound) => Ok(Route::Mention),
                 _ => Err(refuse(ErrorCode::HostUiChanged, "the app was picked but its pill did not stay".into())),
@@ -290,7 +332,7 @@ fn nav<D: Dom>(dom: &D, followed: &[&'static str]) -> Option<(&'static str, D::N
 
 fn clear_editor<D: Act>(dom: &D) {
     if let Ok(editor) = resolve(dom, Element::Editor)
-        && !dom.text(&editor).trim().is_empty()
+        && !crate::compose::draft(dom, &editor).is_empty()
     {
         dom.clear(&editor);
     }

@@ -16,12 +16,15 @@ use crate::locators::{Element, resolve};
 /// The few effects a carrier performs on the page, on top of reading it.
 pub trait Act: Dom {
     /// Focuses `editor` and inserts `text` the way typing would (so the
-    /// page's editor framework sees input events). Returns whether the
-    /// browser accepted the insertion.
+    /// page's editor framework sees input events), replacing everything in
+    /// it except an app mention ([`crate::bind::ATOMS`]) and the space after
+    /// it: the text goes after the mention, which is the app binding.
+    /// Returns whether the browser accepted the insertion.
     fn insert_text(&self, editor: &Self::Node, text: &str) -> bool;
     /// Clicks `node`.
     fn click(&self, node: &Self::Node);
-    /// Empties `editor` the way deleting would.
+    /// Empties `editor` the way deleting would, keeping an app mention (as
+    /// [`Act::insert_text`] does).
     fn clear(&self, editor: &Self::Node);
 }
 
@@ -88,6 +91,20 @@ fn normalized(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// A person's draft in `editor`, normalized: its text without the app
+/// mentions and pills it may hold ([`crate::bind::ATOMS`]), which are the
+/// binding, not a draft (2026-09: the mention is the editor's first node).
+pub fn draft<D: Dom>(dom: &D, editor: &D::Node) -> String {
+    let mut text = dom.text(editor);
+    for atom in dom.query_all(Some(editor), crate::bind::ATOMS) {
+        let shown = dom.text(&atom);
+        if let Some(at) = text.find(shown.as_str()).filter(|_| !shown.is_empty()) {
+            text.replace_range(at..at + shown.len(), " ");
+        }
+    }
+    normalized(&text.replace('\u{feff}', ""))
+}
+
 /// A prompt typed into the empty editor and not sent yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Typed {
@@ -108,10 +125,10 @@ pub fn type_prompt<D: Act>(dom: &D, prompt: &str) -> Result<Typed, Refusal> {
     }
     let turns_before = crate::classify::turns(dom).len();
     let editor = resolve(dom, Element::Editor).map_err(ui)?;
-    if !normalized(&dom.text(&editor)).is_empty() {
+    if !draft(dom, &editor).is_empty() {
         return Err(Refusal::new(ErrorCode::Conflict, "the composer holds a draft; not overwriting it"));
     }
-    if !dom.insert_text(&editor, prompt) || normalized(&dom.text(&editor)) != normalized(prompt) {
+    if !dom.insert_text(&editor, prompt) || draft(dom, &editor) != normalized(prompt) {
         return Err(Refusal::new(ErrorCode::HostUiChanged, "the editor did not take the prompt verbatim"));
     }
     Ok(Typed { turns_before })
@@ -204,5 +221,5 @@ pub fn confirmed<D: Dom>(dom: &D, pressed: Pressed) -> bool {
     if crate::classify::turns(dom).len() > pressed.turns_before {
         return true;
     }
-    resolve(dom, Element::Editor).is_ok_and(|editor| normalized(&dom.text(&editor)).is_empty())
+    resolve(dom, Element::Editor).is_ok_and(|editor| draft(dom, &editor).is_empty())
 }

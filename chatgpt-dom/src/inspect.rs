@@ -122,7 +122,8 @@ impl<D: Dom> Dom for DryRun<'_, D> {
 
     fn text(&self, node: &Self::Node) -> String {
         match &*self.typed.borrow() {
-            Some((editor, text)) if editor == node => text.clone(),
+            // Typing keeps an app mention: the text goes after it.
+            Some((editor, text)) if editor == node => format!("{} {text}", self.dom.text(node)),
             _ => self.dom.text(node),
         }
     }

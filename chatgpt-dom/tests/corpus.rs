@@ -106,6 +106,57 @@ fn app_pills_are_read_by_structure_and_attachment_chips_never_count() {
     assert!(pills(&thinking).is_empty());
 }
 
+/// The 2026-09 in-editor app mention is the binding, not a draft: it reads
+/// as the app's pill, `submit` types the prompt after it and keeps it (bound
+/// right up to the click), and refusing leaves it in place.
+#[test]
+fn the_in_editor_app_mention_is_the_binding_and_the_prompt_goes_after_it() {
+    use chatgpt_dom::bind::{Selected, pills, selected};
+    let page = support::fixture("corpus/b-2026-09-app-mention-in-editor");
+    assert_eq!(pills(&page), ["Orchestrator"]);
+    assert_eq!(selected(&page, "Orchestrator"), Selected::Bound);
+    let editor = resolve(&page, Element::Editor).unwrap();
+    assert_eq!(chatgpt_dom::compose::draft(&page, &editor), "", "the mention is no draft");
+    let result = submit(&page, "do the task", Some("Orchestrator"));
+    assert!(result.is_ok(), "{result:?}");
+    let clicks = page.clicks.borrow().clone();
+    assert_eq!(clicks.iter().map(|c| page.truth(*c)).collect::<Vec<_>>(), [Some("send".to_owned())]);
+    // What went in: the mention, then the prompt.
+    let shown = page.text(&editor);
+    assert!(shown.starts_with("Orchestrator") && shown.ends_with("do the task"), "{shown:?}");
+    // A text the editor does not take verbatim is refused; the mention stays.
+    let mut broken = support::fixture("corpus/b-2026-09-app-mention-in-editor");
+    broken.accepts_input = false;
+    assert_eq!(submit(&broken, "do the task", Some("Orchestrator")).unwrap_err().code, ErrorCode::HostUiChanged);
+    assert_eq!(selected(&broken, "Orchestrator"), Selected::Bound);
+    // A person's words after the mention are a draft.
+    let text = support::fixture_text("corpus/b-2026-09-app-mention-in-editor");
+    let draft = Page::parse(&text.replace("</span>&nbsp;</p>", "</span>&nbsp;half a thought</p>"));
+    assert_eq!(submit(&draft, "do the task", Some("Orchestrator")).unwrap_err().code, ErrorCode::Conflict);
+    assert!(draft.clicks.borrow().is_empty());
+    assert_eq!(
+        chatgpt_dom::inspect::inspect(&page).pills,
+        ["Orchestrator"],
+        "inspect-page names the mention as the app pill"
+    );
+}
+
+/// The redesign's mention rows are buttons titled by their row content's
+/// first leaf, with or without a scroll area around them: the exact title
+/// is picked, a longer name never is.
+#[test]
+fn mention_rows_without_a_scroll_area_are_read_by_their_row_content() {
+    use chatgpt_dom::bind::{Offer, offer};
+    let page = support::fixture("corpus/b-2026-09-mention-rows-unscrolled");
+    match offer(&page, "Orchestrator") {
+        Offer::Pick(row) => assert!(page.describe(row).contains("button"), "{}", page.describe(row)),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(offer(&page, "Orchestrator Lab"), Offer::Pick(_)));
+    assert_eq!(offer(&page, "Orch"), Offer::Absent);
+    assert_eq!(offer(&page, "Worker pool tools"), Offer::Absent, "a description is no title");
+}
+
 /// A hostile change to a page, keeping what each element really is
 /// (`data-corpus`): ids shared, test ids and types swapped onto the stop
 /// button, hidden copies of controls, visible copies of the stop button,

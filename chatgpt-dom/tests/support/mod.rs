@@ -231,10 +231,12 @@ impl Dom for Page {
     }
 
     fn text(&self, node: &NodeId) -> String {
+        // Typing keeps what the editor held before (an app mention; the
+        // adapter refuses any draft) and puts the text after it.
         if let Some((typed, text)) = &*self.typed.borrow()
             && typed == node
         {
-            return text.clone();
+            return format!("{} {text}", self.doc.borrow().text(node));
         }
         self.doc.borrow().text(node)
     }

@@ -92,12 +92,33 @@ impl Act for LiveDom {
 
 impl LiveDom {
     /// Focuses `editor` and selects everything in it, as a person would
-    /// before typing over it.
+    /// before typing over it; with an app mention in it, everything after
+    /// the mention and the one space after it (they are the binding: public
+    /// code that drives the live site places its caret the same way).
     fn select_contents(&self, editor: &Element) -> bool {
         let Some(html) = editor.dyn_ref::<HtmlElement>() else { return false };
         let _ = html.focus();
-        if let Ok(Some(selection)) = self.document.get_selection() {
-            let _ = selection.select_all_children(editor);
+        let Ok(Some(selection)) = self.document.get_selection() else { return true };
+        let atoms = editor.query_selector_all(chatgpt_dom::bind::ATOMS).ok();
+        let last = atoms.and_then(|list| list.item(list.length().checked_sub(1)?));
+        match (last, self.document.create_range()) {
+            (Some(atom), Ok(range)) => {
+                let _ = range.set_start_after(&atom);
+                // The separator the editor keeps after the mention (a space
+                // or a no-break space) stays too.
+                if let Some(space) = atom.next_sibling().filter(|n| n.node_type() == web_sys::Node::TEXT_NODE) {
+                    let shown = space.text_content().unwrap_or_default();
+                    if !shown.is_empty() && shown.chars().all(char::is_whitespace) {
+                        let _ = range.set_start(&space, shown.encode_utf16().count() as u32);
+                    }
+                }
+                let _ = range.set_end(editor, editor.child_nodes().length());
+                let _ = selection.remove_all_ranges();
+                let _ = selection.add_range(&range);
+            }
+            _ => {
+                let _ = selection.select_all_children(editor);
+            }
         }
         true
     }
