@@ -19,13 +19,17 @@ pub struct Outcome {
     pub bound: Vec<(String, String)>,
     /// Workers whose `worker.completed` was seen, in order.
     pub completed: Vec<String>,
+    /// The workers' names, as spawned (the trace names them; workers a
+    /// scenario did not name are alpha and beta, in order).
+    pub names: Vec<String>,
 }
 
 struct Root {
     client: Client,
     capability: String,
     cursor: u64,
-    started: Instant,
+    /// When the scenario started (ms since the epoch): the trace's zero.
+    started_ms: u64,
 }
 
 impl Root {
@@ -45,19 +49,7 @@ impl Root {
         while Instant::now() < deadline {
             let page = self.call("events_wait", json!({"after_cursor": self.cursor, "timeout_ms": 5000})).await?;
             for event in page["events"].as_array().cloned().unwrap_or_default() {
-                self.cursor = event["cursor"].as_u64().unwrap_or(self.cursor);
-                let names: Vec<(String, &str)> = out.workers.iter().cloned().zip(["alpha", "beta"]).collect();
-                out.trace.push(describe(&event, self.started, &names));
-                if event["type"] == "conversation.bound" {
-                    let data = &event["data"];
-                    out.bound.push((
-                        data["worker_id"].as_str().unwrap_or_default().into(),
-                        data["conversation_id"].as_str().unwrap_or_default().into(),
-                    ));
-                }
-                if event["type"] == "worker.completed" {
-                    out.completed.push(event["data"]["worker_id"].as_str().unwrap_or_default().into());
-                }
+                self.note(out, &event);
                 if wanted(&event) {
                     return Ok(event);
                 }
@@ -66,9 +58,43 @@ impl Root {
         }
         bail!("timed out waiting; trace so far:\n{}", out.trace.join("\n"))
     }
+
+    /// Records one event seen: in the trace, and the bindings and completions.
+    fn note(&mut self, out: &mut Outcome, event: &Value) {
+        self.cursor = event["cursor"].as_u64().unwrap_or(self.cursor);
+        let named = out.names.iter().map(String::as_str).chain(["alpha", "beta"]);
+        let names: Vec<(String, &str)> = out.workers.iter().cloned().zip(named).collect();
+        out.trace.push(describe(event, self.started_ms, &names));
+        if event["type"] == "conversation.bound" {
+            let data = &event["data"];
+            out.bound.push((
+                data["worker_id"].as_str().unwrap_or_default().into(),
+                data["conversation_id"].as_str().unwrap_or_default().into(),
+            ));
+        }
+        if event["type"] == "worker.completed" {
+            out.completed.push(event["data"]["worker_id"].as_str().unwrap_or_default().into());
+        }
+    }
+
+    /// Records every event committed since the last one seen, without waiting.
+    async fn catch_up(&mut self, out: &mut Outcome) -> anyhow::Result<()> {
+        loop {
+            let page = self.call("events_list", json!({"after_cursor": self.cursor, "limit": 500})).await?;
+            let events = page["events"].as_array().cloned().unwrap_or_default();
+            for event in &events {
+                self.note(out, event);
+            }
+            if events.is_empty() {
+                return Ok(());
+            }
+        }
+    }
 }
 
-fn describe(event: &Value, started: Instant, names: &[(String, &str)]) -> String {
+/// One line of the trace: when the event was committed (seconds since the
+/// scenario started), its type, its worker's name and its details.
+fn describe(event: &Value, started_ms: u64, names: &[(String, &str)]) -> String {
     let data = &event["data"];
     let worker = data["worker_id"].as_str().unwrap_or_default();
     let who = names.iter().find(|(id, _)| id == worker).map_or("", |(_, name)| *name);
@@ -76,14 +102,14 @@ fn describe(event: &Value, started: Instant, names: &[(String, &str)]) -> String
         (Some("worker.state_changed"), Some(from), Some(to)) => format!("{from} -> {to} "),
         _ => String::new(),
     };
-    let detail = ["conversation_id", "state", "kind", "summary", "body", "code"]
+    let detail = ["conversation_id", "state", "error", "kind", "summary", "body", "code"]
         .iter()
         .filter_map(|k| data[*k].as_str().map(|v| format!("{k}={v}")))
         .collect::<Vec<_>>()
         .join(" ");
     format!(
         "{:>7.2}s  {:<28} {who:<6} {transition}{detail}",
-        started.elapsed().as_secs_f64(),
+        event["at_ms"].as_u64().unwrap_or_else(fakechat::hub::now_ms).saturating_sub(started_ms) as f64 / 1000.0,
         event["type"].as_str().unwrap_or("?")
     )
 }
@@ -94,7 +120,7 @@ pub async fn two_workers(mcp_url: &str, budget: Duration) -> anyhow::Result<Outc
     let created =
         client.call("run_create", json!({"title": "two workers"})).await?.map_err(|e| anyhow::anyhow!("{e}"))?;
     let capability = created["root_capability"].as_str().context("no root capability")?.to_owned();
-    let mut root = Root { client, capability, cursor: 0, started: Instant::now() };
+    let mut root = Root { client, capability, cursor: 0, started_ms: fakechat::hub::now_ms() };
     let mut out = Outcome::default();
     let spawn = |name: &str, scenario: &str| json!({"name": name, "assignment": {"objective": format!("Build {name}\nscenario: {scenario}")}});
     let a = root
@@ -148,22 +174,51 @@ impl Root {
         let mut client = Client::connect(mcp_url).await?;
         let created = client.call("run_create", json!({"title": title})).await?.map_err(|e| anyhow::anyhow!("{e}"))?;
         let capability = created["root_capability"].as_str().context("no root capability")?.to_owned();
-        let mut root = Root { client, capability, cursor: 0, started: Instant::now() };
+        let mut root = Root { client, capability, cursor: 0, started_ms: fakechat::hub::now_ms() };
         root.call("run_continuation_set_default", json!({"policy": {"mode": "auto"}})).await?;
         Ok(root)
     }
 
     /// How many events of `kind` about `worker` the run's log holds.
     async fn events_of(&mut self, worker: &str, kind: &str) -> anyhow::Result<usize> {
-        let (mut after, mut count) = (0, 0);
+        Ok(self.log_of(worker).await?.iter().filter(|e| e["type"] == kind).count())
+    }
+
+    /// Every event about `worker` the run's log holds, in order.
+    async fn log_of(&mut self, worker: &str) -> anyhow::Result<Vec<Value>> {
+        let (mut after, mut about) = (0, Vec::new());
         loop {
             let page = self.call("events_list", json!({"after_cursor": after, "limit": 500})).await?;
             let events = page["events"].as_array().cloned().unwrap_or_default();
-            count += events.iter().filter(|e| e["type"] == kind && e["data"]["worker_id"] == worker).count();
+            about.extend(events.iter().filter(|e| e["data"]["worker_id"] == worker).cloned());
             match page["cursor"].as_u64() {
                 Some(cursor) if !events.is_empty() && cursor > after => after = cursor,
-                _ => return Ok(count),
+                _ => return Ok(about),
             }
+        }
+    }
+
+    /// `worker`'s view in `worker_list` (what a client reads), polled until
+    /// `wanted` holds of it (bounded by `budget`).
+    async fn until_listed(
+        &mut self,
+        worker: &str,
+        budget: Duration,
+        what: &str,
+        wanted: impl Fn(&Value) -> bool,
+    ) -> anyhow::Result<Value> {
+        let deadline = Instant::now() + budget;
+        loop {
+            let list = self.call("worker_list", json!({})).await?;
+            let view = list["workers"].as_array().and_then(|all| all.iter().find(|w| w["worker_id"] == worker));
+            let view = view.cloned().unwrap_or(Value::Null);
+            if wanted(&view) {
+                return Ok(view);
+            }
+            if Instant::now() > deadline {
+                bail!("{what} never showed in worker_list; last seen: {view}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
@@ -172,6 +227,7 @@ impl Root {
         let spawned = self.call("worker_spawn", json!({"name": name, "assignment": assignment})).await?;
         let id = spawned["worker"]["worker_id"].as_str().context("no worker id")?.to_owned();
         out.workers.push(id.clone());
+        out.names.push(name.to_owned());
         Ok(id)
     }
 
@@ -309,6 +365,143 @@ pub async fn rate_limit(
         if seen["retry_clicks"] != 0 || seen["errors"] != json!([]) {
             bail!("a control was clicked or the agent saw an error: {seen:#}");
         }
+    }
+    Ok(out)
+}
+
+/// How long the scenario keeps ChatGPT's tool-approval card standing with a
+/// send held behind it: long enough for several of the daemon's rechecks
+/// when its `--executor-recheck-after-ms` is about a second.
+pub const APPROVAL_HELD: Duration = Duration::from_secs(6);
+
+/// ChatGPT's tool-approval card ("Allow ChatGPT to use <App>?") in eta's
+/// running turn, with Auto Resume as the run's default: the daemon shows eta
+/// `waiting_for: person` with a reason naming the card, and its log holds
+/// the page's `conversation.state_changed` to `error` /
+/// `TOOL_APPROVAL_REQUIRED` (what `events_list` shows an operator). A
+/// follow-up asked for meanwhile is held: for [`APPROVAL_HELD`] nothing is
+/// typed into the chat, neither it nor a resume, nothing is dispatched, and
+/// Execution Continuity neither resumes nor reports a stall. Then a person
+/// answers the card (`Hub::answer_approval`): eta waits for nothing, the
+/// turn ends, and the follow-up is delivered exactly once and completes.
+/// Nothing in the page clicked the card, Retry or Stop.
+pub async fn approval_wait(mcp_url: &str, hub: &fakechat::hub::Hub, budget: Duration) -> anyhow::Result<Outcome> {
+    let mut root = Root::start(mcp_url, "approval wait").await?;
+    let mut out = Outcome::default();
+    let eta = root.spawn(&mut out, "eta", r#"progress "calling a tool"; hang"#).await?;
+    // A turn is running: eta reported progress from it, and the turn goes on.
+    let mut progressed = false;
+    while !progressed || Root::conversation_of(&out, &eta).is_err() {
+        let e = root
+            .wait(&mut out, budget, |e| {
+                e["data"]["worker_id"] == eta.as_str()
+                    && (e["type"] == "worker.progress" || e["type"] == "conversation.bound")
+            })
+            .await?;
+        progressed |= e["type"] == "worker.progress";
+    }
+    let conversation = Root::conversation_of(&out, &eta)?;
+    let page = |hub: &fakechat::hub::Hub| oracle_of(hub, &conversation);
+    let turns = |hub: &fakechat::hub::Hub| page(hub)["user_turns"].as_array().map_or(0, Vec::len);
+    if page(hub)["state"] != "generating" || turns(hub) != 1 {
+        bail!("eta's turn is not the one running turn: {:#}", page(hub));
+    }
+
+    // ChatGPT holds the turn's tool call for the person.
+    if !hub.approval(&conversation, Some(crate::APP_LABEL)) {
+        bail!("fakechat has no conversation {conversation}");
+    }
+    let waiting =
+        root.until_listed(&eta, budget, "eta waiting for a person", |w| w["waiting_for"]["on"] == "person").await?;
+    let reason = waiting["waiting_for"]["next_step"].as_str().unwrap_or_default();
+    if !reason.contains("TOOL_APPROVAL_REQUIRED") || !reason.contains("card") || waiting["state"] != "running" {
+        bail!("eta's wait does not name the tool approval, or it is not running: {waiting}");
+    }
+    root.catch_up(&mut out).await?;
+    let recorded = root.log_of(&eta).await?.into_iter().find(|e| {
+        e["type"] == "conversation.state_changed"
+            && e["data"]["state"] == "error"
+            && e["data"]["error"] == "TOOL_APPROVAL_REQUIRED"
+    });
+    if recorded.is_none() {
+        bail!("no conversation.state_changed to TOOL_APPROVAL_REQUIRED in the log:\n{}", out.trace.join("\n"));
+    }
+
+    // A follow-up asked for under the card is held.
+    root.call(
+        "worker_followup",
+        json!({"worker_id": eta, "instructions": "Go on after the approval.\nscenario: complete \"after the approval\""}),
+    )
+    .await?;
+    let held_until = Instant::now() + APPROVAL_HELD.min(budget);
+    while Instant::now() < held_until {
+        let seen = page(hub);
+        if turns(hub) != 1 || seen["approval"]["answered"] != false || hub.approval_clicks(&conversation) != 0 {
+            bail!("something was typed into eta's chat under the card, or the card was answered: {seen:#}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    root.catch_up(&mut out).await?;
+    let log = root.log_of(&eta).await?;
+    let sends: Vec<&Value> = log
+        .iter()
+        .filter(|e| e["type"] == "executor.command_queued" && e["data"]["intent"]["op"] == "send")
+        .map(|e| &e["data"]["command_id"])
+        .collect();
+    if sends.len() != 1 {
+        bail!("expected the follow-up as the one send queued:\n{}", out.trace.join("\n"));
+    }
+    let dispatched = |log: &[Value]| {
+        log.iter()
+            .filter(|e| e["type"] == "executor.command_dispatched")
+            .map(|e| e["data"]["command_id"].clone())
+            .collect::<Vec<_>>()
+    };
+    if dispatched(&log).iter().any(|c| sends.contains(&c)) {
+        bail!("the follow-up was dispatched under the card:\n{}", out.trace.join("\n"));
+    }
+    let blocked = ["execution.scheduled", "continuation.stalled", "continuation.turn_stalled", "worker.hold_changed"];
+    if let Some(e) = log.iter().find(|e| blocked.iter().any(|k| e["type"] == *k)) {
+        bail!("Execution Continuity acted on a worker waiting for a person: {e}\n{}", out.trace.join("\n"));
+    }
+    let still = root.until_listed(&eta, budget, "eta", |w| !w.is_null()).await?;
+    if still["waiting_for"]["on"] != "person" {
+        bail!("eta stopped waiting for a person while the card stood: {still}");
+    }
+
+    // The person answers; the turn goes on, then ends.
+    if !hub.answer_approval(&conversation) {
+        bail!("the card was no longer waiting: {:#}", page(hub));
+    }
+    root.until_listed(&eta, budget, "eta no longer waiting", |w| w.get("waiting_for").is_none()).await?;
+    if turns(hub) != 1 {
+        bail!("the follow-up went into the turn still running after the answer: {:#}", page(hub));
+    }
+    hub.end_turn(&conversation, None);
+    while !out.completed.contains(&eta) {
+        root.wait(&mut out, budget, |e| e["type"] == "worker.completed").await?;
+    }
+    all_idle(hub, std::slice::from_ref(&conversation), budget).await?;
+    root.catch_up(&mut out).await?;
+    let seen = page(hub);
+    if turns(hub) != 2 || seen["user_turns"][1]["bootstrap"] != false {
+        bail!("expected the bootstrap and the follow-up, each once: {seen:#}\n{}", out.trace.join("\n"));
+    }
+    let log = root.log_of(&eta).await?;
+    let followups = dispatched(&log).iter().filter(|c| sends.contains(c)).count();
+    if followups != 1 || log.iter().any(|e| e["type"] == "execution.scheduled") {
+        bail!("the follow-up was not dispatched once, or a resume was scheduled:\n{}", out.trace.join("\n"));
+    }
+    let continuation = root.call("worker_continuation_get", json!({"worker_id": eta})).await?;
+    if continuation["attempts"] != 0 || continuation["in_flight"] != false {
+        bail!("Execution Continuity made an attempt for eta: {continuation}");
+    }
+    if hub.approval_clicks(&conversation) != 0
+        || seen["retry_clicks"] != 0
+        || seen["stop_clicks"] != 0
+        || seen["errors"] != json!([])
+    {
+        bail!("the card, Retry or Stop was clicked in the page, or the agent saw an error: {seen:#}");
     }
     Ok(out)
 }

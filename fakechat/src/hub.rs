@@ -148,6 +148,10 @@ pub struct Conversation {
     pub retry_clicks: u32,
     /// Clicks on the stop button (the product must never click it).
     pub stop_clicks: u32,
+    /// Clicks in the page on the tool-approval card's buttons, each by its
+    /// words, in order (the product must never click them; a test answers
+    /// with [`Hub::answer_approval`]).
+    pub approval_clicked: Vec<String>,
     /// Incidents shown, in order.
     pub incidents: Vec<String>,
     /// Scenario errors shown.
@@ -555,8 +559,9 @@ impl Hub {
     /// last turn (`None`: takes it away), as ChatGPT does when it holds an
     /// app's tool call for the person to allow or deny; the turn goes on
     /// showing Stop meanwhile. False when there is no such conversation.
-    /// Nothing in fakechat answers it: a test does, with
-    /// [`Hub::answer_approval`].
+    /// Nothing in fakechat answers it by itself: a test does, with
+    /// [`Hub::answer_approval`] (the person), or a click on its buttons in
+    /// the page does, counted by [`Hub::approval_clicks`].
     pub fn approval(&self, id: &str, app: Option<&str>) -> bool {
         self.update(id, |c| {
             c.approval =
@@ -579,6 +584,25 @@ impl Hub {
             _ => false,
         })
         .unwrap_or(false)
+    }
+
+    /// A click in the page on one of the card's buttons (`button`: its
+    /// words), whoever made it: counted, and it answers a waiting card as
+    /// the live card's buttons do. False when there is no such conversation.
+    pub fn click_approval(&self, id: &str, button: &str) -> bool {
+        self.update(id, |c| {
+            c.approval_clicked.push(button.to_owned());
+            if let Some(card) = c.approval.as_mut() {
+                card.answered = true;
+            }
+        })
+        .is_some()
+    }
+
+    /// How many clicks the page made on the tool-approval card in the
+    /// conversation (0 for an unknown one).
+    pub fn approval_clicks(&self, id: &str) -> u32 {
+        self.read(id, |c| c.approval_clicked.len() as u32).unwrap_or(0)
     }
 
     /// Shows (or hides) the stream-recovery notice ("Connection interrupted.
@@ -658,6 +682,7 @@ impl Hub {
                         "user_turns": c.user_turns,
                         "retry_clicks": c.retry_clicks,
                         "stop_clicks": c.stop_clicks,
+                        "approval_clicked": c.approval_clicked,
                         "incidents": c.incidents,
                         "approval": c.approval,
                         "errors": c.errors,

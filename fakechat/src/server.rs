@@ -58,6 +58,7 @@ pub fn router(hub: Arc<Hub>, csp: Csp) -> Router {
         .route("/_fakechat/api/view", get(view))
         .route("/_fakechat/api/retry", post(retry))
         .route("/_fakechat/api/stop", post(stop))
+        .route("/_fakechat/api/approval", post(approval))
         .route("/_fakechat/api/tab", post(tab))
         .route("/_fakechat/api/composer", get(composer))
         .route("/_fakechat/control", post(control))
@@ -285,6 +286,23 @@ async fn stop(State(app): State<Arc<App>>, Json(body): Json<RetryBody>) -> Statu
     match app.hub.update(&body.conversation, |c| c.stop_clicks += 1) {
         Some(()) => StatusCode::NO_CONTENT,
         None => StatusCode::NOT_FOUND,
+    }
+}
+
+#[derive(Deserialize)]
+struct ApprovalBody {
+    conversation: String,
+    /// The clicked button's words.
+    button: String,
+}
+
+/// A click in the page on the tool-approval card's buttons, recorded for
+/// the oracle (the product must never click them); it answers the card, as
+/// on the live page.
+async fn approval(State(app): State<Arc<App>>, Json(body): Json<ApprovalBody>) -> StatusCode {
+    match app.hub.click_approval(&body.conversation, &body.button) {
+        true => StatusCode::NO_CONTENT,
+        false => StatusCode::NOT_FOUND,
     }
 }
 

@@ -254,6 +254,16 @@
       else if (slotState() === "draft") submit();
     }
   });
+  // ---- fakechat's approval-card recorder (begin). fakechat's own test
+  // instrument, never the product's code: a click on one of the
+  // tool-approval card's buttons answers the card, as on the live page,
+  // and is recorded for the oracle (`approval_clicked`), whoever made it.
+  // The product must never click the card; tests assert it never did.
+  document.addEventListener("click", (e) => {
+    const b = e.target.closest && e.target.closest("[data-codex-approval-surface] button");
+    if (b) post("/_fakechat/api/approval", { conversation, button: b.textContent.trim() });
+  });
+  // ---- fakechat's approval-card recorder (end).
   document.addEventListener("visibilitychange", reportVisibility);
   reportVisibility();
   updateSlot();

@@ -102,3 +102,27 @@ async fn the_redesigned_composer_works_the_same_way() {
     browser.close().await.ok();
     browser.wait().await.ok();
 }
+
+/// The tool-approval card's buttons work as the live card's: a click in the
+/// page answers it (its buttons then disabled), and fakechat's recorder
+/// counts the click, so a test can assert that the product never clicked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_on_the_approval_card_answers_it_and_is_counted() {
+    let fake = fakechat::start("127.0.0.1:0".parse().unwrap(), None, Csp::Strict, None).await.unwrap();
+    let id = fake.hub.submit(None, None, "call a tool", None, None).unwrap();
+    assert!(fake.hub.approval(&id, Some("Orchestrator")));
+    let dir = tempfile::tempdir().unwrap();
+    let mut browser = launch(fake.addr.port(), dir.path()).await;
+    let page = browser.new_page(format!("https://chatgpt.com/c/{id}")).await.unwrap();
+    let allow = "[data-codex-approval-surface] button:nth-of-type(2)";
+    until(&page, &format!("document.querySelector('{allow}')?.disabled === false")).await;
+    assert_eq!(fake.hub.approval_clicks(&id), 0);
+    page.find_element(allow).await.unwrap().click().await.unwrap();
+    until(&page, &format!("document.querySelector('{allow}')?.disabled === true")).await;
+    assert_eq!(fake.hub.approval_clicks(&id), 1);
+    let oracle = fake.hub.oracle();
+    assert_eq!(oracle["conversations"][&id]["approval_clicked"], serde_json::json!(["Allow once"]), "{oracle:#}");
+    assert_eq!(oracle["conversations"][&id]["approval"]["answered"], true);
+    browser.close().await.ok();
+    browser.wait().await.ok();
+}

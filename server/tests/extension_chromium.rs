@@ -487,6 +487,28 @@ async fn auto_resume_body() {
     assert_eq!(world.chromium.extension_errors().await.unwrap(), Vec::<String>::new());
 }
 
+/// A worker blocked on ChatGPT's tool-approval card, in Chromium through
+/// the extension (`e2e::scenario::approval_wait`): the daemon shows it
+/// `waiting_for: person` naming the card and logs the page's
+/// `TOOL_APPROVAL_REQUIRED`; a follow-up asked for meanwhile is held (nothing
+/// typed, nothing dispatched, no resume, no stall report, across several
+/// rechecks at the 1 s `--executor-recheck-after-ms`); once a person answers
+/// the card the worker goes on, the follow-up lands exactly once, and
+/// nothing in the page ever clicked the card.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_waiting_on_a_tool_approval_needs_a_person_and_goes_on_once_answered() {
+    e2e(approval_wait_body).await;
+}
+
+async fn approval_wait_body() {
+    let world = World::start(orchestrator(), &["--executor-recheck-after-ms", "1000"]).await.unwrap();
+    let url = world.daemon.mcp_url();
+    let budget = Duration::from_secs(60);
+    let out = e2e::scenario::approval_wait(&url, &world.fake.hub, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("{}", out.trace.join("\n"));
+    assert_eq!(world.chromium.extension_errors().await.unwrap(), Vec::<String>::new());
+}
+
 /// A conversation's tool call, as the model in it would make it: the page
 /// shows the request (fakechat puts it in the page's data), and the call
 /// carries the same id in `x-request-id`. `shown: None` is a call no page

@@ -134,3 +134,19 @@ async fn firefox_auto_resumes_through_a_delivery_timeout_and_a_rate_limit() {
     let out = e2e::scenario::rate_limit(&url, &fake.hub, wait, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("{}", out.trace.join("\n"));
 }
+
+/// A worker blocked on ChatGPT's tool-approval card, in Firefox: the same
+/// scenario as Chromium's (`e2e::scenario::approval_wait`): `waiting_for:
+/// person` naming the card, the page's `TOOL_APPROVAL_REQUIRED` in the log,
+/// a follow-up held under the card (nothing typed or dispatched, no resume,
+/// no stall report) across several 1 s rechecks, then delivered exactly
+/// once after a person answers; the add-on never clicks the card.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn firefox_holds_a_worker_on_a_tool_approval_until_a_person_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, fake, _firefox) = paired_firefox(dir.path(), &["--executor-recheck-after-ms", "1000"]).await;
+    let url = daemon.mcp_url();
+    let budget = Duration::from_secs(60);
+    let out = e2e::scenario::approval_wait(&url, &fake.hub, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("{}", out.trace.join("\n"));
+}

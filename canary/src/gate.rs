@@ -1,0 +1,154 @@
+//! The gates, their claims and the verdicts a gate can end with, as the
+//! seed states them (`shared/seeds/runtime-pool-ISSUE.md`, "Revised gate
+//! sequence"): the run goes in order and stops at the first failure or
+//! uncertainty, and the claim reached is the last gate that passed.
+
+use serde::{Deserialize, Serialize};
+
+/// One canary gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Gate {
+    /// Target-isolation witness: managed conversations in distinct targets;
+    /// a person's own chat and a navigation in one leave the others untouched.
+    G0,
+    /// The exact deployment: source, build, instance, state root, schema,
+    /// browsers and carriers, app label and Project.
+    G1D,
+    /// Zero-touch create and bind: `runtime_ensure(3)`, and a repeat does nothing.
+    G2,
+    /// One bounded targeted task per worker, collected exactly once.
+    G3,
+    /// One worker's target lost: only it is reopened, the same conversation.
+    G4,
+    /// Elastic scale 3 → 5 → 2, never evicting a protected worker.
+    G5,
+    /// Browser control or generation lost: one `ensure` reconstructs the pool.
+    G6,
+}
+
+impl Gate {
+    /// Every gate, in the order a run takes them.
+    pub const ALL: [Gate; 7] = [Gate::G0, Gate::G1D, Gate::G2, Gate::G3, Gate::G4, Gate::G5, Gate::G6];
+
+    /// The claim a pass of this gate supports. G0's and the final claim are
+    /// the seed's own names; the others name what their gate proves.
+    pub fn claim(self) -> &'static str {
+        match self {
+            Gate::G0 => "MACOS_CONVERSATION_TARGET_ISOLATION_WITNESS_PASS",
+            Gate::G1D => "EXACT_CANARY_DEPLOYMENT_BOUND",
+            Gate::G2 => "ZERO_TOUCH_CREATE_BIND_PASS",
+            Gate::G3 => "EXACT_TARGETED_EXECUTION_PASS",
+            Gate::G4 => "SINGLE_CARRIER_RECOVERY_PASS",
+            Gate::G5 => "ELASTIC_SCALE_PASS",
+            Gate::G6 => "COLD_BROWSER_RECONSTRUCTION_PASS",
+        }
+    }
+
+    /// Parses `G0`, `G1D`, `G2` … (any case).
+    pub fn parse(text: &str) -> Option<Gate> {
+        Gate::ALL.into_iter().find(|g| g.name().eq_ignore_ascii_case(text.trim()))
+    }
+
+    /// `G0`, `G1D`, `G2` …
+    pub fn name(self) -> &'static str {
+        match self {
+            Gate::G0 => "G0",
+            Gate::G1D => "G1D",
+            Gate::G2 => "G2",
+            Gate::G3 => "G3",
+            Gate::G4 => "G4",
+            Gate::G5 => "G5",
+            Gate::G6 => "G6",
+        }
+    }
+}
+
+impl std::fmt::Display for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The seed's claim once G1D and G2–G6 all pass on exact evidence.
+pub const FINAL_CLAIM: &str = "MACOS_ZERO_TOUCH_CHATGPT_WORKER_RUNTIME_CANARY_PASS";
+
+/// The seed's ceiling before any gate has passed live.
+pub const NO_CLAIM: &str = "MACOS_ZERO_TOUCH_WORKER_RUNTIME_NOT_YET_LIVE_PROVEN";
+
+/// How a gate ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verdict", content = "reason", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every requirement held.
+    Pass,
+    /// A requirement did not hold (`CROSS_ATTRIBUTION`, `DUPLICATE_EXECUTION`…).
+    Fail(String),
+    /// The gate cannot tell (an effect whose outcome is unknown,
+    /// `RECONCILE_REQUIRED`, a wait that ran out): never read as a pass.
+    Uncertain(String),
+    /// A setup state a person must resolve (`CHATGPT_SIGNED_OUT`,
+    /// `HOST_APP_STALE`, a rate limit): a boundary, never worked around.
+    SetupRequired(String),
+}
+
+impl Verdict {
+    /// Whether the run may go on to the next gate.
+    pub fn passed(&self) -> bool {
+        matches!(self, Verdict::Pass)
+    }
+
+    /// The typed stop reason: `G3_FAIL: CROSS_ATTRIBUTION`,
+    /// `G4_UNCERTAIN: RECONCILE_REQUIRED`, `SETUP_REQUIRED: CHATGPT_SIGNED_OUT`;
+    /// `None` for a pass.
+    pub fn stop_reason(&self, gate: Gate) -> Option<String> {
+        match self {
+            Verdict::Pass => None,
+            Verdict::Fail(why) => Some(format!("{gate}_FAIL: {why}")),
+            Verdict::Uncertain(why) => Some(format!("{gate}_UNCERTAIN: {why}")),
+            Verdict::SetupRequired(code) => Some(format!("SETUP_REQUIRED: {code}")),
+        }
+    }
+}
+
+/// The claim a run supports after `passed` (gates in run order, each
+/// passed): the last passed gate's claim, the seed's final claim once
+/// G1D and G2–G6 all passed, or the ceiling [`NO_CLAIM`].
+pub fn claim_reached(passed: &[Gate]) -> &'static str {
+    let full = [Gate::G1D, Gate::G2, Gate::G3, Gate::G4, Gate::G5, Gate::G6];
+    if full.iter().all(|g| passed.contains(g)) {
+        return FINAL_CLAIM;
+    }
+    passed.last().map_or(NO_CLAIM, |g| g.claim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_reasons_name_the_gate_and_the_kind() {
+        assert_eq!(
+            Verdict::Fail("CROSS_ATTRIBUTION".into()).stop_reason(Gate::G3).unwrap(),
+            "G3_FAIL: CROSS_ATTRIBUTION"
+        );
+        assert_eq!(
+            Verdict::Uncertain("RECONCILE_REQUIRED".into()).stop_reason(Gate::G4).unwrap(),
+            "G4_UNCERTAIN: RECONCILE_REQUIRED"
+        );
+        assert_eq!(
+            Verdict::SetupRequired("CHATGPT_SIGNED_OUT".into()).stop_reason(Gate::G2).unwrap(),
+            "SETUP_REQUIRED: CHATGPT_SIGNED_OUT"
+        );
+        assert_eq!(Verdict::Pass.stop_reason(Gate::G2), None);
+    }
+
+    #[test]
+    fn the_final_claim_needs_every_gate_from_g1d_to_g6() {
+        assert_eq!(claim_reached(&[]), NO_CLAIM);
+        assert_eq!(claim_reached(&[Gate::G0, Gate::G1D, Gate::G2]), Gate::G2.claim());
+        let all = [Gate::G1D, Gate::G2, Gate::G3, Gate::G4, Gate::G5, Gate::G6];
+        assert_eq!(claim_reached(&all), FINAL_CLAIM);
+        assert_eq!(Gate::parse("g1d"), Some(Gate::G1D));
+        assert_eq!(Gate::parse("G7"), None);
+    }
+}

@@ -1,0 +1,20 @@
+//! The canary: the gates of the runtime pool (G0, G1D, G2–G6, as the seed
+//! states them) run in order against one isolated deployment, each leaving
+//! a receipt chained to the one before, stopping at the first failure or
+//! uncertainty with a typed reason and the claim reached.
+//!
+//! # Layout
+//! - [`gate`]: the gates, their claims, verdicts and stop reasons.
+//! - [`receipt`]: receipts, the hash chain, its summary and verification.
+//! - [`show`]: a verified chain for a person, or as one JSON document.
+//!
+//! Sans-IO apart from reading and writing the receipt directory: the
+//! runner that drives a daemon lives with the product binary
+//! (`orchestrator canary`), which links this crate.
+
+pub mod gate;
+pub mod receipt;
+pub mod show;
+
+pub use gate::{FINAL_CLAIM, Gate, NO_CLAIM, Verdict, claim_reached};
+pub use receipt::{Chain, ChainError, Counts, Deployment, Evidence, Executor, Receipt, Target, Writer, verify};

@@ -1,0 +1,391 @@
+//! Receipts: one JSON document per gate, each naming the SHA-256 of the
+//! previous one's bytes, so a chain cannot be edited, reordered or cut in
+//! the middle unnoticed; a `summary.json` names the last receipt's hash and
+//! the claim reached.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::gate::{Gate, Verdict, claim_reached};
+
+/// The receipt format's version.
+pub const SCHEMA: u32 = 1;
+
+/// Where the gates ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    /// fakechat: a rehearsal of the gates, never a claim about chatgpt.com.
+    Fakechat,
+    /// chatgpt.com, on the operator's own account.
+    Live,
+}
+
+/// One executor as it introduced itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Executor {
+    /// The executor's id.
+    pub id: String,
+    /// `webext` or `cdp`.
+    pub carrier: String,
+    /// The browser and its version, as the hello named it.
+    pub browser: String,
+    /// The browser-control generation (changes when the browser restarts).
+    pub generation: Option<String>,
+}
+
+/// G1D: exactly which deployment the gates ran against.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deployment {
+    /// Source commit the binary was built from (`unknown` outside git).
+    pub commit: String,
+    /// The source tree's hash at build time (dirty trees say so).
+    pub tree: String,
+    /// The build's id (the binary's own SHA-256).
+    pub build_id: String,
+    /// The daemon's instance id (new at every start).
+    pub instance_id: String,
+    /// The daemon's state root.
+    pub state_root: String,
+    /// SHA-256 of the served `tools/list` (names, descriptions, schemas).
+    pub tools_sha256: String,
+    /// The executors connected, from their hellos.
+    pub executors: Vec<Executor>,
+    /// The app label the workers are bound to.
+    pub app_label: Option<String>,
+    /// The worker Project, if any.
+    pub project_url: Option<String>,
+}
+
+/// What a gate counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Logical workers in the pool at the end of the gate.
+    pub workers: u32,
+    /// Distinct conversations they hold.
+    pub conversations: u32,
+    /// Distinct browser targets (tabs) they hold.
+    pub targets: u32,
+    /// External effects (commands to executors) the gate caused.
+    pub effects: u32,
+    /// Prompts sent into conversations.
+    pub prompts_sent: u32,
+    /// Tasks executed more than once.
+    pub duplicates: u32,
+    /// Results collected from another worker than the one tasked.
+    pub cross_attributions: u32,
+    /// Setup states a person had to resolve (signed out, challenge,
+    /// approval prompt, app not ready, authorization prompt).
+    pub manual_interactions: u32,
+}
+
+/// Where in the durable log the gate's evidence lies.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The run the gate worked in.
+    pub run_id: Option<String>,
+    /// The run's event cursor before the gate.
+    pub cursor_before: Option<u64>,
+    /// And after it.
+    pub cursor_after: Option<u64>,
+    /// Ids of the events that decided the gate.
+    pub event_ids: Vec<String>,
+}
+
+/// One gate's receipt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    /// [`SCHEMA`].
+    pub schema: u32,
+    /// 1 for the first receipt of a chain.
+    pub sequence: u32,
+    /// The gate.
+    pub gate: Gate,
+    /// How it ended.
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    /// The typed stop reason, when it did not pass.
+    pub stop_reason: Option<String>,
+    /// The claim this receipt supports (its gate's, when it passed).
+    pub claim: Option<String>,
+    /// Where it ran.
+    pub target: Target,
+    /// Through which carrier (`webext`, `cdp`, `fake`).
+    pub carrier: String,
+    /// The deployment.
+    pub deployment: Deployment,
+    /// The gate's inputs (worker counts, budgets, pacing).
+    pub inputs: Value,
+    /// What the gate saw, in order, for a person.
+    pub observations: Vec<String>,
+    /// The durable log's evidence.
+    pub evidence: Evidence,
+    /// Counts.
+    pub counts: Counts,
+    /// When the gate started (ms since the Unix epoch).
+    pub started_at_ms: u64,
+    /// How long it took.
+    pub elapsed_ms: u64,
+    /// SHA-256 (hex) of the previous receipt's bytes; `None` for the first.
+    pub previous_sha256: Option<String>,
+}
+
+/// The chain's last word: written after every receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// [`SCHEMA`].
+    pub schema: u32,
+    /// Where the run ran.
+    pub target: Target,
+    /// The receipts, in order.
+    pub receipts: Vec<Link>,
+    /// The claim reached.
+    pub claim: String,
+    /// Why the run stopped early, if it did.
+    pub stopped: Option<String>,
+}
+
+/// One receipt as the summary names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Link {
+    /// The receipt's file name.
+    pub file: String,
+    /// Its gate.
+    pub gate: Gate,
+    /// Whether it passed.
+    pub passed: bool,
+    /// SHA-256 (hex) of its bytes.
+    pub sha256: String,
+}
+
+/// A chain that cannot be trusted, naming the receipt.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {why}", file.display())]
+pub struct ChainError {
+    /// The receipt (or summary) at fault.
+    pub file: PathBuf,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+/// Hex SHA-256 of `bytes`.
+pub fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn file_name(sequence: u32, gate: Gate) -> String {
+    format!("{sequence:02}-{gate}.json")
+}
+
+/// Appends receipts to a directory, chaining each to the one before.
+pub struct Writer {
+    dir: PathBuf,
+    target: Target,
+    links: Vec<Link>,
+    passed: Vec<Gate>,
+}
+
+impl Writer {
+    /// A new chain in `dir` (created; it must hold no receipts yet).
+    pub fn create(dir: &Path, target: Target) -> Result<Writer, ChainError> {
+        let fail = |why: String| ChainError { file: dir.to_owned(), why };
+        std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+        let taken = std::fs::read_dir(dir)
+            .map_err(|e| fail(e.to_string()))?
+            .filter_map(Result::ok)
+            .any(|e| e.file_name().to_string_lossy().ends_with(".json"));
+        if taken {
+            return Err(fail("already holds receipts; give each run its own directory".into()));
+        }
+        Ok(Writer { dir: dir.to_owned(), target, links: Vec::new(), passed: Vec::new() })
+    }
+
+    /// Writes `receipt` as the chain's next link (its sequence and previous
+    /// hash are set here), then the summary. Returns the receipt's hash.
+    pub fn append(&mut self, mut receipt: Receipt) -> Result<String, ChainError> {
+        receipt.schema = SCHEMA;
+        receipt.sequence = self.links.len() as u32 + 1;
+        receipt.previous_sha256 = self.links.last().map(|l| l.sha256.clone());
+        receipt.stop_reason = receipt.verdict.stop_reason(receipt.gate);
+        receipt.claim = receipt.verdict.passed().then(|| receipt.gate.claim().to_owned());
+        let file = file_name(receipt.sequence, receipt.gate);
+        let bytes = serde_json::to_vec_pretty(&receipt).expect("a receipt serializes");
+        let path = self.dir.join(&file);
+        std::fs::write(&path, &bytes).map_err(|e| ChainError { file: path.clone(), why: e.to_string() })?;
+        let hash = sha256(&bytes);
+        if receipt.verdict.passed() {
+            self.passed.push(receipt.gate);
+        }
+        self.links.push(Link { file, gate: receipt.gate, passed: receipt.verdict.passed(), sha256: hash.clone() });
+        let summary = Summary {
+            schema: SCHEMA,
+            target: self.target,
+            receipts: self.links.clone(),
+            claim: claim_reached(&self.passed).to_owned(),
+            stopped: receipt.stop_reason.clone(),
+        };
+        let path = self.dir.join("summary.json");
+        let bytes = serde_json::to_vec_pretty(&summary).expect("a summary serializes");
+        std::fs::write(&path, bytes).map_err(|e| ChainError { file: path, why: e.to_string() })?;
+        Ok(hash)
+    }
+}
+
+/// A verified chain: its summary and receipts, each with its hash.
+#[derive(Debug, Clone)]
+pub struct Chain {
+    /// The summary.
+    pub summary: Summary,
+    /// The receipts, in order, with their hashes.
+    pub receipts: Vec<(Receipt, String)>,
+}
+
+/// Reads and verifies the chain in `dir`: every receipt parses, is in
+/// sequence, names the previous one's hash, and the summary names each
+/// receipt's hash and the claim they support. The first fault is the error.
+pub fn verify(dir: &Path) -> Result<Chain, ChainError> {
+    let summary_path = dir.join("summary.json");
+    let at = |file: &Path, why: String| ChainError { file: file.to_owned(), why };
+    let bytes = std::fs::read(&summary_path).map_err(|e| at(&summary_path, e.to_string()))?;
+    let summary: Summary =
+        serde_json::from_slice(&bytes).map_err(|e| at(&summary_path, format!("not a canary summary: {e}")))?;
+    let mut receipts = Vec::new();
+    let mut previous: Option<String> = None;
+    let mut passed = Vec::new();
+    for (i, link) in summary.receipts.iter().enumerate() {
+        let path = dir.join(&link.file);
+        if link.file.contains(['/', '\\']) || link.file.starts_with('.') {
+            return Err(at(&summary_path, format!("names a file outside the chain: {}", link.file)));
+        }
+        let bytes = std::fs::read(&path).map_err(|e| at(&path, e.to_string()))?;
+        let hash = sha256(&bytes);
+        if hash != link.sha256 {
+            return Err(at(&path, format!("edited: its SHA-256 is {hash}, the chain recorded {}", link.sha256)));
+        }
+        let receipt: Receipt = serde_json::from_slice(&bytes).map_err(|e| at(&path, format!("not a receipt: {e}")))?;
+        if receipt.sequence as usize != i + 1 || receipt.gate != link.gate {
+            return Err(at(&path, format!("out of order: sequence {} gate {}", receipt.sequence, receipt.gate)));
+        }
+        if receipt.previous_sha256 != previous {
+            return Err(at(&path, "does not name the previous receipt's hash".into()));
+        }
+        if receipt.verdict.passed() != link.passed || receipt.target != summary.target {
+            return Err(at(&path, "disagrees with the summary".into()));
+        }
+        if receipt.verdict.passed() {
+            passed.push(receipt.gate);
+        }
+        previous = Some(hash.clone());
+        receipts.push((receipt, hash));
+    }
+    let reached = claim_reached(&passed);
+    if summary.claim != reached {
+        return Err(at(&summary_path, format!("claims {} but its receipts support {reached}", summary.claim)));
+    }
+    Ok(Chain { summary, receipts })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{FINAL_CLAIM, NO_CLAIM};
+
+    pub(crate) fn receipt(gate: Gate, verdict: Verdict) -> Receipt {
+        Receipt {
+            schema: 0,
+            sequence: 0,
+            gate,
+            verdict,
+            stop_reason: None,
+            claim: None,
+            target: Target::Fakechat,
+            carrier: "fake".into(),
+            deployment: Deployment::default(),
+            inputs: serde_json::json!({"workers": 3}),
+            observations: vec!["seen".into()],
+            evidence: Evidence::default(),
+            counts: Counts { workers: 3, ..Counts::default() },
+            started_at_ms: 1,
+            elapsed_ms: 2,
+            previous_sha256: None,
+        }
+    }
+
+    fn chain(dir: &Path, gates: &[Gate]) {
+        let mut w = Writer::create(dir, Target::Fakechat).unwrap();
+        for g in gates {
+            w.append(receipt(*g, Verdict::Pass)).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_full_chain_verifies_and_reaches_the_final_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        chain(dir.path(), &Gate::ALL);
+        let chain = verify(dir.path()).unwrap();
+        assert_eq!(chain.summary.claim, FINAL_CLAIM);
+        assert_eq!(chain.receipts.len(), 7);
+        assert_eq!(chain.receipts[1].0.previous_sha256.as_deref(), Some(chain.receipts[0].1.as_str()));
+    }
+
+    #[test]
+    fn a_stop_names_its_reason_and_the_claim_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = Writer::create(dir.path(), Target::Fakechat).unwrap();
+        w.append(receipt(Gate::G1D, Verdict::Pass)).unwrap();
+        w.append(receipt(Gate::G2, Verdict::Pass)).unwrap();
+        w.append(receipt(Gate::G3, Verdict::Fail("CROSS_ATTRIBUTION".into()))).unwrap();
+        let chain = verify(dir.path()).unwrap();
+        assert_eq!(chain.summary.claim, Gate::G2.claim());
+        assert_eq!(chain.summary.stopped.as_deref(), Some("G3_FAIL: CROSS_ATTRIBUTION"));
+        assert_eq!(chain.receipts[2].0.claim, None);
+    }
+
+    #[test]
+    fn an_edited_receipt_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        chain(dir.path(), &[Gate::G1D, Gate::G2, Gate::G3]);
+        let path = dir.path().join("02-G2.json");
+        let text = std::fs::read_to_string(&path).unwrap().replace("\"workers\": 3", "\"workers\": 4");
+        std::fs::write(&path, text).unwrap();
+        let err = verify(dir.path()).unwrap_err();
+        assert_eq!(err.file, path, "{err}");
+        assert!(err.why.contains("edited"), "{err}");
+    }
+
+    #[test]
+    fn a_rewritten_chain_or_an_inflated_summary_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        chain(dir.path(), &[Gate::G1D, Gate::G2]);
+        // A receipt rewritten with the summary updated to match: its
+        // successor still names the old hash.
+        let first = dir.path().join("01-G1D.json");
+        let text = std::fs::read_to_string(&first).unwrap().replace("seen", "seen twice");
+        std::fs::write(&first, &text).unwrap();
+        let summary_path = dir.path().join("summary.json");
+        let mut summary: Summary = serde_json::from_slice(&std::fs::read(&summary_path).unwrap()).unwrap();
+        summary.receipts[0].sha256 = sha256(text.as_bytes());
+        std::fs::write(&summary_path, serde_json::to_vec_pretty(&summary).unwrap()).unwrap();
+        let err = verify(dir.path()).unwrap_err();
+        assert!(err.file.ends_with("02-G2.json") && err.why.contains("previous"), "{err}");
+
+        let dir = tempfile::tempdir().unwrap();
+        chain(dir.path(), &[Gate::G1D]);
+        let summary_path = dir.path().join("summary.json");
+        let text = std::fs::read_to_string(&summary_path).unwrap().replace(Gate::G1D.claim(), FINAL_CLAIM);
+        std::fs::write(&summary_path, text).unwrap();
+        let err = verify(dir.path()).unwrap_err();
+        assert!(err.file.ends_with("summary.json") && err.why.contains("support"), "{err}");
+        assert_ne!(NO_CLAIM, FINAL_CLAIM);
+    }
+
+    #[test]
+    fn a_directory_with_receipts_is_never_written_over() {
+        let dir = tempfile::tempdir().unwrap();
+        chain(dir.path(), &[Gate::G1D]);
+        assert!(Writer::create(dir.path(), Target::Fakechat).is_err());
+    }
+}

@@ -1,0 +1,99 @@
+//! `canary show`: a verified chain, for a person or as one JSON document.
+
+use serde_json::{Value, json};
+
+use crate::receipt::{Chain, Target};
+
+/// One JSON document: each gate's verdict and the claim reached.
+pub fn json(chain: &Chain) -> Value {
+    let gates: Vec<Value> = chain
+        .receipts
+        .iter()
+        .map(|(r, hash)| {
+            json!({
+                "gate": r.gate,
+                "verdict": r.verdict,
+                "stop_reason": r.stop_reason,
+                "claim": r.claim,
+                "carrier": r.carrier,
+                "counts": r.counts,
+                "elapsed_ms": r.elapsed_ms,
+                "sha256": hash,
+            })
+        })
+        .collect();
+    json!({
+        "target": chain.summary.target,
+        "claim": chain.summary.claim,
+        "stopped": chain.summary.stopped,
+        "rehearsal": chain.summary.target == Target::Fakechat,
+        "deployment": chain.receipts.first().map(|(r, _)| &r.deployment),
+        "gates": gates,
+    })
+}
+
+/// What each gate saw, for a person.
+pub fn text(chain: &Chain) -> String {
+    let mut out = String::new();
+    let target = match chain.summary.target {
+        Target::Fakechat => "fakechat (a rehearsal: no claim about chatgpt.com)",
+        Target::Live => "chatgpt.com",
+    };
+    out.push_str(&format!("Canary on {target}\n"));
+    if let Some((first, _)) = chain.receipts.first() {
+        let d = &first.deployment;
+        out.push_str(&format!(
+            "Deployment: commit {} (tree {}), build {}, instance {}\n  state {}\n  tools/list sha256 {}\n",
+            d.commit,
+            d.tree,
+            short(&d.build_id),
+            d.instance_id,
+            d.state_root,
+            short(&d.tools_sha256)
+        ));
+        for e in &d.executors {
+            out.push_str(&format!(
+                "  executor {} via {} on {} (generation {})\n",
+                e.id,
+                e.carrier,
+                e.browser,
+                e.generation.as_deref().unwrap_or("-")
+            ));
+        }
+    }
+    for (r, hash) in &chain.receipts {
+        let verdict = match &r.stop_reason {
+            None => "PASS".to_owned(),
+            Some(reason) => reason.clone(),
+        };
+        let c = &r.counts;
+        out.push_str(&format!(
+            "\n{} {verdict} via {} in {:.1} s (receipt {})\n  workers {}, conversations {}, targets {}, effects {}, prompts {}, \
+             duplicates {}, cross-attributions {}, manual interactions {}\n",
+            r.gate,
+            r.carrier,
+            r.elapsed_ms as f64 / 1000.0,
+            short(hash),
+            c.workers,
+            c.conversations,
+            c.targets,
+            c.effects,
+            c.prompts_sent,
+            c.duplicates,
+            c.cross_attributions,
+            c.manual_interactions
+        ));
+        for seen in &r.observations {
+            out.push_str(&format!("  - {seen}\n"));
+        }
+    }
+    out.push_str(&format!("\nClaim reached: {}\n", chain.summary.claim));
+    if let Some(stopped) = &chain.summary.stopped {
+        out.push_str(&format!("Stopped: {stopped}\n"));
+    }
+    out
+}
+
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}
