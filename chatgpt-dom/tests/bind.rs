@@ -25,6 +25,8 @@ struct Scripted {
     mention: Option<&'static str>,
     /// The app-list fixture `+` → More → Developer mode ends on.
     apps: &'static str,
+    /// The fixture picking the app ends on.
+    picked: &'static str,
     /// Text typed into the editor and not cleared.
     typed: RefCell<String>,
     /// Clicked elements, described.
@@ -37,6 +39,7 @@ impl Scripted {
             html: RefCell::new(load(start)),
             mention,
             apps,
+            picked: "a-apps-bound",
             typed: RefCell::new(String::new()),
             clicks: RefCell::new(vec![]),
         }
@@ -119,7 +122,7 @@ impl Act for Scripted {
         } else if let Some(app) = attr("data-fakechat-app") {
             assert_eq!(app, "connector-0", "only the exact app is ever clicked, not {text}");
             self.typed.borrow_mut().clear();
-            "a-apps-bound"
+            self.picked
         } else {
             panic!("unexpected click on {text} {attrs:?}")
         };
@@ -175,6 +178,30 @@ fn the_mention_popover_picks_the_exact_app() {
     assert_eq!(bind_on(&page), Ok(Route::Mention));
     assert_eq!(*page.clicks.borrow(), vec!["Orchestrator"]);
     assert_eq!(*page.typed.borrow(), "", "the editor is left empty");
+}
+
+/// The redesign's `@` list (rows as buttons titled by their row content,
+/// no scroll area) leaves the app inside the editor: that mention is the
+/// binding, and the editor holds nothing else.
+#[test]
+fn the_redesigns_mention_list_leaves_the_app_in_the_editor() {
+    let mut page = Scripted::new("b-ready-new-chat", Some("b-apps-mention"), "b-apps-plus-menu");
+    page.picked = "b-apps-mention-picked";
+    assert_eq!(bind_on(&page), Ok(Route::Mention));
+    assert_eq!(*page.clicks.borrow(), vec!["OrchestratorApp"], "the row with the exact title (its text, described)");
+    assert_eq!(chatgpt_dom::bind::pills(&page), ["Orchestrator"]);
+    assert_eq!(*page.typed.borrow(), "", "the query is gone, the mention stays");
+    // Bound already: the next binding clicks nothing.
+    page.clicks.borrow_mut().clear();
+    assert_eq!(bind_on(&page), Ok(Route::Already));
+    assert!(page.clicks.borrow().is_empty());
+    for (mention, code) in
+        [("b-apps-mention-disabled", ErrorCode::HostAppDisabled), ("b-apps-mention-stale", ErrorCode::HostAppStale)]
+    {
+        let page = Scripted::new("b-ready-new-chat", Some(mention), "b-apps-plus-menu");
+        assert_eq!(bind_on(&page).unwrap_err().code, code, "{mention}");
+        assert!(page.clicks.borrow().is_empty(), "{mention}: nothing clicked");
+    }
 }
 
 #[test]

@@ -55,6 +55,10 @@ fn binding(g: &str, generation: Generation, out: &mut Vec<(String, View)>) {
         out.push((format!("{g}-apps-developer-mode-stale"), stale));
     }
     out.push((format!("{g}-apps-mention"), with(Some(Menu::Mention("orch".into())))));
+    if generation == Generation::B {
+        let picked = View { mention: Some(app("connector-0", "Orchestrator", AppState::Enabled)), ..new_chat.clone() };
+        out.push((format!("{g}-apps-mention-picked"), picked));
+    }
     let stale = View { apps: apps(AppState::Stale), ..with(Some(Menu::Mention("orch".into()))) };
     out.push((format!("{g}-apps-mention-stale"), stale));
     let disabled = View { apps: apps(AppState::Disabled), ..with(Some(Menu::Mention("orch".into()))) };

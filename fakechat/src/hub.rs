@@ -431,6 +431,7 @@ impl Hub {
             version: c.version,
             apps: inner.views(),
             pill: c.binding.as_ref().and_then(|b| inner.app(&b.app)).map(|a| a.app.clone()),
+            mention: None,
             menu: None,
             first_paint: false,
         })

@@ -364,6 +364,9 @@ pub struct View {
     pub apps: Vec<App>,
     /// The app pill in the composer: chosen, bound, or inherited from the Project.
     pub pill: Option<App>,
+    /// An app mentioned inside the editor, as generation B's `@` route
+    /// leaves it (see [`mention`]).
+    pub mention: Option<App>,
     /// An open app popover.
     pub menu: Option<Menu>,
     /// The server's first paint: the fallback textarea shows and the editor
@@ -884,6 +887,27 @@ pub fn pill(generation: Generation, app: &App) -> String {
     }
 }
 
+/// The editor's paragraph after an app is picked in generation B's `@`
+/// list (2026-09): the mention is the paragraph's first node, a
+/// non-editable span carrying the app's path, name and link label, then
+/// the no-break space the editor keeps after it. Structure from code that
+/// drives the live site and validates exactly this paragraph (search-index
+/// id 70379502410; `miuuyy/codex-chatgpt-web` `src/chatgpt-session.ts`);
+/// the path's id here is made up from the connector id. What a human reads:
+/// the app's name at the start of the text box.
+pub fn mention(app: &App) -> String {
+    let label = escape(&app.label);
+    let slug: String =
+        app.label.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+    let hex: String = app.id.bytes().map(|b| format!("{b:02x}")).collect();
+    let hex = format!("{hex:0<32.32}");
+    format!(
+        "<p><span contenteditable=\"false\" app-mention-path=\"app://asdk_app_{hex}\" \
+         app-mention-display-name=\"{label}\" app-mention-name=\"{slug}\" \
+         data-prompt-link-href=\"app://asdk_app_{hex}\" data-prompt-link-label=\"${slug}\">{label}</span>&nbsp;</p>"
+    )
+}
+
 fn app_row(view: &View, app: &App, mention: bool) -> String {
     let label = escape(&app.label);
     let status = match (app.state, view.locale) {
@@ -898,8 +922,14 @@ fn app_row(view: &View, app: &App, mention: bool) -> String {
     let disabled = if app.state == AppState::Disabled { " aria-disabled=\"true\"" } else { "" };
     let id = escape(&app.id);
     match (mention, view.generation) {
-        (true, _) => format!(
+        (true, Generation::A) => format!(
             "<div data-list-navigation-item=\"true\" tabindex=\"0\" data-fakechat-app=\"{id}\"{disabled}><span>{label}</span>{status}</div>"
+        ),
+        // The redesign's rows: a button whose row content holds the title,
+        // then a description (search-index id 68427678508).
+        (true, Generation::B) => format!(
+            "<button type=\"button\" data-list-navigation-item=\"true\" data-fakechat-app=\"{id}\"{disabled}>\
+             <div data-menu-row-content=\"true\"><span><span>{label}</span></span><span>App</span>{status}</div></button>"
         ),
         (false, Generation::A) => format!(
             "<div tabindex=\"0\" role=\"menuitem\" data-composer-plugin-impression-id=\"plugin:{id}\" data-fakechat-app=\"{id}\"{disabled}><span>{label}</span>{status}</div>"
@@ -929,7 +959,12 @@ pub fn menu(view: &View) -> String {
                 .filter(|a| a.label.to_lowercase().contains(&query))
                 .map(|a| app_row(view, a, true))
                 .collect();
-            return format!("<div data-mention-list-scroll-area=\"\" role=\"listbox\">{rows}</div>");
+            // Generation B's list has no scroll area around its rows in the
+            // same evidence (search-index id 68427678508).
+            return match view.generation {
+                Generation::A => format!("<div data-mention-list-scroll-area=\"\" role=\"listbox\">{rows}</div>"),
+                Generation::B => format!("<div role=\"listbox\">{rows}</div>"),
+            };
         }
         (Menu::Root, Generation::A) => [
             nav("files", "Add photos &amp; files", "写真とファイルを追加"),
@@ -1024,8 +1059,9 @@ fn editors(view: &View) -> String {
         }
         (Generation::B, _) => format!(
             "<div contenteditable=\"true\" role=\"textbox\" aria-label=\"{}\" class=\"ProseMirror\" \
-             data-composer-markdown=\"\"><p></p></div>",
-            l.textbox
+             data-composer-markdown=\"\">{}</div>",
+            l.textbox,
+            view.mention.as_ref().map_or_else(|| "<p></p>".to_owned(), mention)
         ),
     };
     let count = match view.integrity {

@@ -231,7 +231,10 @@ async fn composer(State(app): State<Arc<App>>, Query(q): Query<ComposerQuery>) -
     let project = q.project.as_deref().filter(|p| !p.is_empty());
     match app.hub.composer(conversation, project, menu, q.pill.as_deref()) {
         Some(view) => {
-            Json(serde_json::json!({ "apps": render::apps(&view), "popover": render::menu(&view) })).into_response()
+            // `mention`: the chosen app as generation B's `@` route puts it in the editor.
+            let mention = view.pill.as_ref().map(render::mention);
+            Json(serde_json::json!({ "apps": render::apps(&view), "popover": render::menu(&view), "mention": mention }))
+                .into_response()
         }
         None => StatusCode::NOT_FOUND.into_response(),
     }

@@ -64,22 +64,36 @@
     if (plus) plus.setAttribute("aria-expanded", "false");
   }
 
+  // Generation B's `@` route puts the app inside the editor (render::mention):
+  // the mention, not a chip in the strip, is the selection.
+  const inEditor = (route) => route === "mention" && body.dataset.fakechatGeneration === "b";
+  const MENTION = "[app-mention-display-name]";
+
   async function choose(row, route) {
     const app = row.dataset.fakechatApp;
     const c = await composer({ pill: app });
     if (!c) return;
     selection = { app, route };
     const strip = document.getElementById("composer-apps");
-    if (strip) strip.outerHTML = c.apps;
+    if (strip && !inEditor(route)) strip.outerHTML = c.apps;
     closeMenu();
     if (route === "mention") {
       // Picking a mention replaces the editor (as the real one can): locate it again.
       const ed = editor();
       const fresh = ed.cloneNode(false);
-      fresh.innerHTML = "<p></p>";
+      fresh.innerHTML = inEditor(route) ? c.mention : "<p></p>";
       ed.replaceWith(fresh);
       updateSlot();
     }
+  }
+
+  // What the person typed: the editor's text without an app mention in it.
+  function typed(ed) {
+    if (!ed) return "";
+    // innerText keeps the paragraphs' line breaks (a detached copy would not).
+    let text = ed.innerText;
+    for (const m of ed.querySelectorAll(MENTION)) text = text.replace(m.textContent, "");
+    return text.trim();
   }
 
   function mentionQuery() {
@@ -92,7 +106,7 @@
   function updateSlot() {
     const a = actions();
     if (!a || a.dataset.slot === "stop") return;
-    const want = textOf(editor()) ? "draft" : "empty";
+    const want = typed(editor()) ? "draft" : "empty";
     if (a.dataset.slot === want) return;
     a.innerHTML = want === "draft" ? body.dataset.fakechatSlotDraft : body.dataset.fakechatSlotEmpty;
     a.dataset.slot = want;
@@ -100,7 +114,9 @@
 
   async function submit() {
     const ed = editor();
-    const text = textOf(ed);
+    const text = typed(ed);
+    // A mention deleted from the editor is a selection dropped, as a removed chip is.
+    if (selection && inEditor(selection.route) && !ed.querySelector(MENTION)) selection = null;
     if (!text) return;
     const response = await post("/_fakechat/api/submit", { conversation, project, text, tab, app: selection });
     if (!response.ok) return;

@@ -110,6 +110,13 @@ async fn every_binding_route_binds_bootstraps_once_and_attaches() {
     one_worker_binds_through(&world.daemon, &world.fake, "plus_menu").await;
     world.shutdown().await;
 
+    // The redesign's `@` list puts the app inside the editor (2026-09): the
+    // prompt is typed after the mention, which stays as the binding.
+    let world = World::start(orchestrator(), &[]).await.unwrap();
+    world.fake.hub.set_defaults(generation_b);
+    one_worker_binds_through(&world.daemon, &world.fake, "mention").await;
+    world.shutdown().await;
+
     // The Project: created in it, the conversation inherits its app.
     let project_url = format!("https://chatgpt.com/g/{PROJECT}/project");
     let world = World::start(orchestrator(), &["--worker-project-url", &project_url]).await.unwrap();
@@ -137,6 +144,10 @@ async fn every_binding_route_binds_through_the_cdp_carrier() {
     world.fake.hub.set_defaults(generation_b);
     world.fake.hub.set_app_mentions(false);
     one_worker_binds_through(&world.daemon, &world.fake, "plus_menu").await;
+
+    let world = CdpWorld::start(orchestrator(), &[]).await.unwrap();
+    world.fake.hub.set_defaults(generation_b);
+    one_worker_binds_through(&world.daemon, &world.fake, "mention").await;
 
     let project_url = format!("https://chatgpt.com/g/{PROJECT}/project");
     let world = CdpWorld::start(orchestrator(), &["--worker-project-url", &project_url]).await.unwrap();
