@@ -289,7 +289,7 @@ pub fn verify(dir: &Path) -> Result<Chain, ChainError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::gate::{FINAL_CLAIM, NO_CLAIM};
 

@@ -4,15 +4,18 @@ use serde_json::{Value, json};
 
 use crate::receipt::{Chain, Target};
 
-/// One JSON document: each gate's verdict and the claim reached.
+/// One JSON document: each gate's verdict (`pass`, `fail`, `uncertain`,
+/// `setup_required`) with its reason, and the claim reached.
 pub fn json(chain: &Chain) -> Value {
     let gates: Vec<Value> = chain
         .receipts
         .iter()
         .map(|(r, hash)| {
+            let verdict = serde_json::to_value(&r.verdict).unwrap_or_default();
             json!({
                 "gate": r.gate,
-                "verdict": r.verdict,
+                "verdict": verdict["verdict"],
+                "reason": verdict["reason"],
                 "stop_reason": r.stop_reason,
                 "claim": r.claim,
                 "carrier": r.carrier,
@@ -96,4 +99,29 @@ pub fn text(chain: &Chain) -> String {
 
 fn short(hash: &str) -> &str {
     hash.get(..12).unwrap_or(hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::gate::{Gate, Verdict};
+    use crate::receipt::tests::receipt;
+    use crate::receipt::{Target, Writer, verify};
+
+    #[test]
+    fn the_json_names_each_verdict_its_reason_and_the_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = Writer::create(dir.path(), Target::Fakechat).unwrap();
+        w.append(receipt(Gate::G1D, Verdict::Pass)).unwrap();
+        w.append(receipt(Gate::G2, Verdict::SetupRequired("HOST_APP_STALE".into()))).unwrap();
+        let chain = verify(dir.path()).unwrap();
+        let doc = super::json(&chain);
+        assert_eq!(doc["gates"][0]["verdict"], "pass");
+        assert_eq!(doc["gates"][1]["verdict"], "setup_required");
+        assert_eq!(doc["gates"][1]["reason"], "HOST_APP_STALE");
+        assert_eq!(doc["stopped"], "SETUP_REQUIRED: HOST_APP_STALE");
+        assert_eq!(doc["claim"], Gate::G1D.claim());
+        assert_eq!(doc["rehearsal"], true);
+        let text = super::text(&chain);
+        assert!(text.contains("G2 SETUP_REQUIRED: HOST_APP_STALE") && text.contains("a rehearsal"), "{text}");
+    }
 }

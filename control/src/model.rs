@@ -196,6 +196,9 @@ pub struct State {
     /// What each executor's latest session said of its machine (name,
     /// browser, and the capacity placement honours).
     pub executor_hosts: HashMap<String, protocol::executor::MachineFacts>,
+    /// Each executor's kind and process start, from its latest `hello`
+    /// (a deployment's identity names them).
+    pub executor_starts: HashMap<String, (protocol::executor::ExecutorKind, String)>,
     /// Every request id that attributed calls, and whose: an id attributes
     /// one worker's calls only, and only while it is that worker's newest.
     pub attributed_requests: HashMap<String, WorkerId>,
@@ -231,8 +234,15 @@ impl State {
             }
             self.system_cursor = event.cursor;
             return match &event.body {
-                EventBody::ExecutorConnected { executor_id, capabilities, host, .. } => {
+                EventBody::ExecutorConnected {
+                    executor_id,
+                    capabilities,
+                    host,
+                    executor_kind,
+                    executor_instance_id,
+                } => {
                     self.executor_connected_at.insert(executor_id.clone(), at);
+                    self.executor_starts.insert(executor_id.clone(), (*executor_kind, executor_instance_id.clone()));
                     self.executor_hosts.insert(executor_id.clone(), host.clone());
                     // An executor that names its browser in `hello` reaches it:
                     // its conversations' "cannot reach the browser" is over

@@ -61,6 +61,19 @@ impl Chromium {
     /// Launches Chromium with `extension` loaded, `chatgpt.com` mapped to
     /// `127.0.0.1:port`, profile and caches under `dir`.
     pub async fn launch(extension: &Path, port: u16, dir: &Path) -> anyhow::Result<Chromium> {
+        let chromium = Chromium::start(extension, port, dir).await?;
+        chromium.close_welcome_tab().await?;
+        Ok(chromium)
+    }
+
+    /// Starts Chromium again on the profile under `dir` a [`Chromium::launch`]
+    /// made: a new browser generation, the extension installed and paired.
+    pub async fn relaunch(extension: &Path, port: u16, dir: &Path) -> anyhow::Result<Chromium> {
+        let _ = std::fs::remove_file(dir.join("profile/SingletonLock"));
+        Chromium::start(extension, port, dir).await
+    }
+
+    async fn start(extension: &Path, port: u16, dir: &Path) -> anyhow::Result<Chromium> {
         crate::print_versions();
         let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(extension.join("manifest.json"))?)?;
         let key = manifest["key"].as_str().context("the Chromium manifest has no key")?;
@@ -68,7 +81,12 @@ impl Chromium {
         let ext = extension.display().to_string();
         // Developer mode from the first moment: Chromium collects extension errors only then.
         std::fs::create_dir_all(dir.join("profile/Default"))?;
-        std::fs::write(dir.join("profile/Default/Preferences"), r#"{"extensions":{"ui":{"developer_mode":true}}}"#)?;
+        if !dir.join("profile/Default/Preferences").exists() {
+            std::fs::write(
+                dir.join("profile/Default/Preferences"),
+                r#"{"extensions":{"ui":{"developer_mode":true}}}"#,
+            )?;
+        }
         let config = config(port, dir)?
             .extension(ext.clone())
             .args([format!("disable-extensions-except={ext}"), "enable-unsafe-extension-debugging".to_owned()])
@@ -76,9 +94,7 @@ impl Chromium {
             .map_err(anyhow::Error::msg)?;
         let (browser, mut handler) = Browser::launch(config).await.context("launching chromium")?;
         let handler = tokio::spawn(async move { while handler.next().await.is_some() {} });
-        let chromium = Chromium { browser, extension_id, path: ext, handler };
-        chromium.close_welcome_tab().await?;
-        Ok(chromium)
+        Ok(Chromium { browser, extension_id, path: ext, handler })
     }
 
     /// On a fresh install the extension opens its pairing page by itself.
@@ -262,6 +278,19 @@ impl Drop for Chromium {
     fn drop(&mut self) {
         self.handler.abort();
     }
+}
+
+/// As a person would in their own tab: type into the composer and press
+/// send. The conversation id the page then shows.
+pub async fn chat_by_hand(page: &Page, text: &str) -> anyhow::Result<String> {
+    use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
+    until(page, "!!document.querySelector('#prompt-textarea') && document.readyState === 'complete'").await?;
+    page.find_element("#prompt-textarea").await?.click().await?;
+    page.execute(InsertTextParams::new(text)).await?;
+    until(page, "document.querySelector('[data-testid=\"send-button\"]').disabled === false").await?;
+    page.find_element("[data-testid=\"send-button\"]").await?.click().await?;
+    until(page, "/^\\/c\\/[0-9a-f-]{36}$/.test(location.pathname)").await?;
+    eval::<String>(page, "location.pathname.slice(3)").await
 }
 
 /// Evaluates `js` in `page`.

@@ -183,3 +183,41 @@ pub async fn wait_until(within: Duration, done: impl Fn() -> bool) -> anyhow::Re
     }
     Ok(())
 }
+
+/// Types `text` into the page of `session` and sends it, by hand (a
+/// person's DevTools session, in the page's own world): the conversation
+/// id the page then shows.
+pub async fn chat_by_hand(
+    observer: &carrier_cdp::cdp::Cdp,
+    session: &chromiumoxide::cdp::browser_protocol::target::SessionId,
+    text: &str,
+) -> anyhow::Result<String> {
+    use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
+    let eval = |expression: String| {
+        let params = EvaluateParams::builder().expression(expression).return_by_value(true).build();
+        async move { Ok::<_, anyhow::Error>(observer.call(Some(session), params.map_err(anyhow::Error::msg)?).await?) }
+    };
+    let until = |expression: &'static str| async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let value = eval(expression.to_owned()).await.ok().and_then(|r| r.result.value);
+            if value == Some(serde_json::json!(true)) {
+                return Ok(());
+            }
+            anyhow::ensure!(tokio::time::Instant::now() < deadline, "never true: {expression}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    until("!!document.querySelector('#prompt-textarea') && document.readyState === 'complete'").await?;
+    let text = serde_json::to_string(text)?;
+    eval(format!(
+        "(() => {{ const e = document.querySelector('#prompt-textarea'); e.focus(); \
+         document.execCommand('insertText', false, {text}); return true; }})()"
+    ))
+    .await?;
+    until("!!document.querySelector('[data-testid=\"send-button\"]')").await?;
+    eval("document.querySelector('[data-testid=\"send-button\"]').click(), true".into()).await?;
+    until("/^\\/c\\/[0-9a-f-]{36}$/.test(location.pathname)").await?;
+    let path = eval("location.pathname.slice(3)".into()).await?.result.value;
+    path.and_then(|p| p.as_str().map(str::to_owned)).context("the page shows no conversation")
+}

@@ -7,6 +7,7 @@
 //! everything the product does in the browser, the extension does.
 
 pub mod browser;
+pub mod canary;
 pub mod cdp;
 pub mod daemon;
 pub mod find_chromium;

@@ -165,6 +165,15 @@ pub async fn get(authority: &str, path: &str, headers: &[(&str, &str)]) -> Resul
     Ok(reply.body)
 }
 
+/// `POST path` on `authority` (loopback `host:port`) with a JSON body: the
+/// status and the reply's body (the canary's fault hook).
+pub async fn post_json(authority: &str, path: &str, body: &Value) -> Result<(u16, String), Error> {
+    let headers = [("Content-Type", "application/json")];
+    let reply = request("POST", authority, path, &headers, &body.to_string()).await?;
+    let status = reply.head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Ok((status, reply.body))
+}
+
 fn message(body: &str) -> Result<Value, Error> {
     let json = body.lines().filter_map(|l| l.strip_prefix("data: ")).find(|l| l.starts_with('{')).unwrap_or(body);
     serde_json::from_str(json).map_err(|e| Error::Protocol(format!("{e}: {json}")))

@@ -63,6 +63,21 @@ pub struct Status {
     /// The newest runs (at most [`RUNS_SHOWN`]), newest first.
     #[serde(default)]
     pub runs: Vec<RunSummary>,
+    /// Which build answers, and which start of it (absent from older daemons).
+    #[serde(default)]
+    pub deployment: Option<Deployment>,
+}
+
+/// The daemon's deployment identity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deployment {
+    /// Source commit and tree, and the instance id.
+    #[serde(flatten)]
+    pub identity: crate::deployment::Identity,
+    /// SHA-256 of the daemon's binary.
+    pub build_id: String,
+    /// Its state directory.
+    pub state_root: Option<String>,
 }
 
 /// A live executor: where it runs and how full it is.
@@ -78,6 +93,12 @@ pub struct ExecutorSummary {
     pub load: usize,
     /// The most it takes (protocol v2); none: only the daemon's limits.
     pub capacity: Option<u32>,
+    /// Its carrier kind, as its `hello` said.
+    #[serde(default)]
+    pub kind: Option<protocol::executor::ExecutorKind>,
+    /// Its process start (new when the carrier restarts).
+    #[serde(default)]
+    pub instance: Option<String>,
 }
 
 /// How many runs the status lists.
@@ -128,23 +149,25 @@ pub async fn fetch(addr: &str, state_dir: &Path) -> anyhow::Result<Status> {
 struct Admin {
     plane: Arc<ControlPlane>,
     bridge: Arc<Bridge>,
-    exposed_hosts: Vec<String>,
-    mcp_secret: bool,
+    exposed: Exposed,
     token: String,
-    allowed_origins: Vec<String>,
 }
 
-/// The `/admin/status` route. `allowed_origins` are the daemon's
-/// (`--allowed-origin`): a request with any other `Origin` is refused.
-pub fn router(
-    plane: Arc<ControlPlane>,
-    bridge: Arc<Bridge>,
-    exposed_hosts: Vec<String>,
-    mcp_secret: bool,
-    token: String,
-    allowed_origins: Vec<String>,
-) -> Router {
-    let admin = Arc::new(Admin { plane, bridge, exposed_hosts, mcp_secret, token, allowed_origins });
+/// How the daemon is set up, as `/admin/status` reports it.
+pub struct Exposed {
+    /// Hosts beyond loopback (`--allowed-host`).
+    pub hosts: Vec<String>,
+    /// Whether an MCP secret guards them.
+    pub mcp_secret: bool,
+    /// The daemon's `--allowed-origin`s: a request with any other `Origin` is refused.
+    pub origins: Vec<String>,
+    /// The state directory.
+    pub state_root: Option<String>,
+}
+
+/// The `/admin/status` route.
+pub fn router(plane: Arc<ControlPlane>, bridge: Arc<Bridge>, exposed: Exposed, token: String) -> Router {
+    let admin = Arc::new(Admin { plane, bridge, exposed, token });
     Router::new()
         .route("/admin/status", get(status))
         .route_layer(middleware::from_fn_with_state(admin.clone(), require_admin))
@@ -159,7 +182,7 @@ async fn require_admin(State(admin): State<Arc<Admin>>, request: Request, next: 
     // A browser names the page making the request: a page (one served from
     // a rebound name, or any site's fetch) must not probe the daemon, as on
     // `/mcp`. The CLI sends no Origin.
-    if !crate::http::origin_allowed(request.headers(), &admin.allowed_origins) {
+    if !crate::http::origin_allowed(request.headers(), &admin.exposed.origins) {
         return (StatusCode::FORBIDDEN, "FORBIDDEN: Origin is not allowed").into_response();
     }
     if !crate::http::bears(&request, &admin.token) {
@@ -197,6 +220,7 @@ async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
         live.iter()
             .map(|id| {
                 let facts = s.executor_hosts.get(id).cloned().unwrap_or_default();
+                let start = s.executor_starts.get(id).cloned();
                 let held = |w: &&control::model::Worker| w.executor_id.as_deref() == Some(id) && !w.state.is_terminal();
                 ExecutorSummary {
                     executor_id: id.clone(),
@@ -204,6 +228,8 @@ async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
                     browser: facts.browser,
                     load: s.workers.values().filter(held).count(),
                     capacity: facts.capacity,
+                    kind: start.as_ref().map(|(kind, _)| *kind),
+                    instance: start.map(|(_, instance)| instance),
                 }
             })
             .collect()
@@ -214,12 +240,17 @@ async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
         catalog_stamp: crate::tools::catalog().stamp.clone(),
         app_label: setup.app_label.clone(),
         worker_project_url: setup.project_url.clone(),
-        exposed_hosts: admin.exposed_hosts.clone(),
-        mcp_secret: admin.mcp_secret,
+        exposed_hosts: admin.exposed.hosts.clone(),
+        mcp_secret: admin.exposed.mcp_secret,
         executors_paired: admin.bridge.paired(),
         executors_connected: live,
         executors,
         runs,
+        deployment: Some(Deployment {
+            identity: crate::deployment::identity(),
+            build_id: crate::deployment::build_id().to_owned(),
+            state_root: admin.exposed.state_root.clone(),
+        }),
     })
 }
 

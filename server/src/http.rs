@@ -41,6 +41,8 @@ pub struct HttpConfig {
     pub oauth: Option<Arc<crate::oauth::OAuth>>,
     /// How long a call waits for its request id to be seen (caller attribution).
     pub attribution_wait: std::time::Duration,
+    /// The state directory, as `/admin/status` names it.
+    pub state_root: Option<std::path::PathBuf>,
 }
 
 impl Default for HttpConfig {
@@ -52,6 +54,7 @@ impl Default for HttpConfig {
             admin_token: None,
             oauth: None,
             attribution_wait: crate::tools::ATTRIBUTION_WAIT,
+            state_root: None,
         }
     }
 }
@@ -94,7 +97,9 @@ pub fn app(
     if let Some(token) = &config.admin_token {
         let (hosts, secret) = (config.allowed_hosts.clone(), config.mcp_secret.is_some());
         let origins = config.allowed_origins.clone();
-        router = router.merge(crate::admin::router(admin_plane, bridge, hosts, secret, token.clone(), origins));
+        let state_root = config.state_root.as_ref().map(|p| p.display().to_string());
+        let admin = crate::admin::Exposed { hosts, mcp_secret: secret, origins, state_root };
+        router = router.merge(crate::admin::router(admin_plane, bridge, admin, token.clone()));
     }
     if let Some(oauth) = &config.oauth {
         let host_check = middleware::from_fn_with_state(Arc::new(hosts.clone()), require_host);

@@ -14,6 +14,8 @@
 
 pub mod admin;
 mod args;
+pub mod canary_runner;
+pub mod deployment;
 pub mod doctor;
 pub mod exposure;
 pub mod http;

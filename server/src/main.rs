@@ -29,6 +29,12 @@ struct Cli {
 // Parsed once per process: boxing `serve`'s flags would buy nothing.
 #[allow(clippy::large_enum_variant)]
 enum Cmd {
+    /// The canary: an isolated deployment and the gates G0–G6 with chained
+    /// receipts (docs/canary.md).
+    Canary {
+        #[command(subcommand)]
+        action: CanaryAction,
+    },
     /// Serve MCP over streamable HTTP at /mcp (and /healthz).
     Serve {
         /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
@@ -240,6 +246,75 @@ struct PairArgs {
     /// The daemon's address, for the printed endpoint.
     #[arg(long, default_value = "127.0.0.1:7777")]
     listen: SocketAddr,
+}
+
+#[derive(Subcommand)]
+enum CanaryAction {
+    /// Start an isolated daemon for the canary: its own state directory,
+    /// address and app label, never your everyday state. Prints what to
+    /// pair next.
+    Deploy {
+        /// The canary's own state directory (not the default one).
+        #[arg(long)]
+        state_dir: PathBuf,
+        /// Where the canary daemon listens.
+        #[arg(long, default_value = "127.0.0.1:7790")]
+        listen: SocketAddr,
+        /// The canary app's name in ChatGPT (a separate app from your everyday one).
+        #[arg(long)]
+        app_label: String,
+        /// A ChatGPT Project for the canary's conversations.
+        #[arg(long)]
+        worker_project_url: Option<String>,
+        /// More `orchestrator serve` flags, after `--`.
+        #[arg(last = true)]
+        serve_args: Vec<String>,
+    },
+    /// Run the gates in order against the canary daemon, one receipt each;
+    /// stops at the first failure or uncertainty. Exits 0 only when every
+    /// gate asked for passed.
+    Run {
+        /// The canary daemon's state directory.
+        #[arg(long)]
+        state_dir: PathBuf,
+        /// A new directory for the receipts.
+        #[arg(long)]
+        receipts: PathBuf,
+        /// Gates, comma-separated, in order (default: G1D,G0,G2,G3,G4,G5,G6).
+        #[arg(long)]
+        gates: Option<String>,
+        /// The carrier every executor must be.
+        #[arg(long, value_parser = ["webext", "cdp"])]
+        carrier: Option<String>,
+        /// fakechat (a rehearsal) or live (chatgpt.com, your account: opt-in).
+        #[arg(long, default_value = "fakechat", value_parser = ["fakechat", "live"])]
+        target: String,
+        /// Workers for G0 and G2–G4 (G5 scales to this + 2, then 2).
+        #[arg(long, default_value_t = 3)]
+        workers: u32,
+        /// Where faults come from: `prompt` (you, at this terminal), a
+        /// loopback hook `http://127.0.0.1:PORT/path`, or `none`.
+        #[arg(long, default_value = "prompt")]
+        faults: String,
+        /// The longest any one wait inside a gate may take, in seconds.
+        #[arg(long, default_value_t = 300)]
+        gate_timeout_s: u64,
+        /// The most prompts the whole run may send into conversations.
+        #[arg(long, default_value_t = 30)]
+        prompt_budget: u32,
+        /// The least time between two prompts the runner causes, in ms.
+        #[arg(long, default_value_t = 5_000)]
+        pacing_ms: u64,
+    },
+    /// Verify a receipt chain and print what each gate saw; an edited
+    /// receipt is refused (exit 2, naming it).
+    Show {
+        /// The receipt directory.
+        receipts: PathBuf,
+        /// One JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -684,6 +759,144 @@ fn absolutize(args: &mut [String], flags: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `orchestrator canary …`.
+async fn canary(action: CanaryAction) -> anyhow::Result<()> {
+    match action {
+        CanaryAction::Deploy { state_dir, listen, app_label, worker_project_url, serve_args } => {
+            let state = std::path::absolute(&state_dir)?;
+            if StateDir::default_path().ok().as_deref() == Some(state.as_path()) {
+                anyhow::bail!("the canary never runs on your everyday state directory; give it one of its own");
+            }
+            std::fs::create_dir_all(&state)?;
+            let log = std::fs::File::create(state.join("canary-daemon.log"))?;
+            let mut serve = std::process::Command::new(std::env::current_exe()?);
+            serve.arg("serve").arg("--state-dir").arg(&state).arg("--listen").arg(listen.to_string());
+            serve.arg("--app-label").arg(&app_label);
+            if let Some(url) = &worker_project_url {
+                serve.arg("--worker-project-url").arg(url);
+            }
+            serve.args(&serve_args).stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
+            #[cfg(unix)]
+            std::os::unix::process::CommandExt::process_group(&mut serve, 0);
+            let child = serve.spawn().context("starting the canary daemon")?;
+            let addr = loopback_of(listen).to_string();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            let status = loop {
+                if let Ok(status) = server::admin::fetch(&addr, &state).await {
+                    break status;
+                }
+                if std::time::Instant::now() > deadline {
+                    anyhow::bail!(
+                        "the canary daemon did not answer at {addr} within 30 s; see {}",
+                        state.join("canary-daemon.log").display()
+                    );
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            };
+            let record = serde_json::json!({
+                "pid": child.id(),
+                "mcp_url": format!("http://{addr}/mcp"),
+                "app_label": app_label,
+                "worker_project_url": worker_project_url,
+                "deployment": status.deployment,
+            });
+            std::fs::write(state.join("canary.json"), serde_json::to_vec_pretty(&record)?)?;
+            let d = status.deployment.as_ref();
+            println!(
+                "canary daemon {} (pid {}) at http://{addr}/mcp
+build: commit {} tree {}
+state: {}
+next: pair a carrier for it: orchestrator pair --state-dir {}
+      then: orchestrator canary run --state-dir {} --receipts <new dir>",
+                d.map_or("?", |d| d.identity.instance_id.as_str()),
+                child.id(),
+                d.map_or("?", |d| d.identity.commit.as_str()),
+                d.map_or("?", |d| d.identity.tree.as_str()),
+                state.display(),
+                state.display(),
+                state.display(),
+            );
+        }
+        CanaryAction::Run {
+            state_dir,
+            receipts,
+            gates,
+            carrier,
+            target,
+            workers,
+            faults,
+            gate_timeout_s,
+            prompt_budget,
+            pacing_ms,
+        } => {
+            let target = match target.as_str() {
+                "live" => canary::Target::Live,
+                _ => canary::Target::Fakechat,
+            };
+            let deployed = std::fs::read(state_dir.join("canary.json")).ok();
+            if target == canary::Target::Live && deployed.is_none() {
+                anyhow::bail!(
+                    "--target live runs only against a daemon `orchestrator canary deploy` started (with its own app label); {} has none",
+                    state_dir.display()
+                );
+            }
+            let gates = match gates {
+                None => vec![
+                    canary::Gate::G1D,
+                    canary::Gate::G0,
+                    canary::Gate::G2,
+                    canary::Gate::G3,
+                    canary::Gate::G4,
+                    canary::Gate::G5,
+                    canary::Gate::G6,
+                ],
+                Some(list) => list
+                    .split(',')
+                    .map(|g| {
+                        canary::Gate::parse(g).ok_or_else(|| anyhow::anyhow!("unknown gate {g:?} (G0, G1D, G2 … G6)"))
+                    })
+                    .collect::<anyhow::Result<_>>()?,
+            };
+            if workers == 0 || workers > 8 {
+                anyhow::bail!("--workers must be 1-8");
+            }
+            let cfg = server::canary_runner::Config {
+                mcp_url: mcp_url_of(&state_dir),
+                state_dir,
+                receipts: receipts.clone(),
+                gates,
+                carrier,
+                target,
+                workers,
+                faults: server::canary_runner::Faults::parse(&faults)?,
+                gate_timeout: std::time::Duration::from_secs(gate_timeout_s),
+                prompt_budget,
+                pacing: std::time::Duration::from_millis(pacing_ms),
+            };
+            eprintln!(
+                "canary: gates {:?} on {target:?}, {workers} workers, at most {prompt_budget} prompts, {pacing_ms} ms apart; receipts in {}",
+                cfg.gates,
+                receipts.display()
+            );
+            let outcome = server::canary_runner::run(cfg).await?;
+            println!("claim reached: {}", outcome.claim);
+            if let Some(stopped) = outcome.stopped {
+                println!("stopped: {stopped}");
+                std::process::exit(1);
+            }
+        }
+        CanaryAction::Show { receipts, json } => match canary::verify(&receipts) {
+            Ok(chain) if json => println!("{}", canary::show::json(&chain)),
+            Ok(chain) => print!("{}", canary::show::text(&chain)),
+            Err(e) => {
+                eprintln!("refused: {e}");
+                std::process::exit(2);
+            }
+        },
+    }
+    Ok(())
+}
+
 fn state_path(state_dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     match state_dir {
         Some(p) => Ok(p),
@@ -823,8 +1036,15 @@ async fn main() -> anyhow::Result<()> {
                 .map(|o| format!("\nsetup: OAuth 2.1 offered; hosts discover it at {}", o.resource_metadata_url()));
             let setup = setup + &oauth_facts.unwrap_or_default();
             let attribution_wait = std::time::Duration::from_millis(attribution_wait_ms);
-            let config =
-                HttpConfig { allowed_hosts, allowed_origins, mcp_secret, admin_token, oauth, attribution_wait };
+            let config = HttpConfig {
+                allowed_hosts,
+                allowed_origins,
+                mcp_secret,
+                admin_token,
+                oauth,
+                attribution_wait,
+                state_root: Some(dir.path().to_owned()),
+            };
             let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
             let addr = listener.local_addr()?;
             dir.record_endpoint(&format!("http://{}/mcp", loopback_of(addr)))?;
@@ -901,6 +1121,7 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Cmd::Service { action } => service(action)?,
+        Cmd::Canary { action } => canary(action).await?,
         Cmd::Status { state_dir, addr, json } => {
             let state = state_path(state_dir)?;
             let addr = addr.unwrap_or_else(|| {

@@ -11,9 +11,8 @@ use std::time::Duration;
 use carrier_cdp::cdp::Cdp;
 use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
 use chromiumoxide::cdp::browser_protocol::target::{
-    AttachToTargetParams, CloseTargetParams, CreateTargetParams, GetTargetsParams, SessionId, TargetId,
+    AttachToTargetParams, CloseTargetParams, CreateTargetParams, GetTargetsParams, TargetId,
 };
-use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use e2e::cdp::CdpWorld;
 use serde_json::{Value, json};
 
@@ -233,39 +232,6 @@ fn user_turns(hub: &fakechat::hub::Hub) -> usize {
     conversations(&hub.oracle()).values().map(|c| c["user_turns"].as_array().map_or(0, Vec::len)).sum()
 }
 
-/// Types `text` into the page of `session` and sends it, by hand (the
-/// user's DevTools session, in the page's own world).
-async fn chat_by_hand(observer: &Cdp, session: &SessionId, text: &str) -> String {
-    let eval = |expression: String| {
-        let params = EvaluateParams::builder().expression(expression).return_by_value(true).build().unwrap();
-        observer.call(Some(session), params)
-    };
-    let until = |expression: &'static str| async move {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let value = eval(expression.to_owned()).await.ok().and_then(|r| r.result.value);
-            if value == Some(json!(true)) {
-                return;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "never true: {expression}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    until("!!document.querySelector('#prompt-textarea') && document.readyState === 'complete'").await;
-    let text = serde_json::to_string(text).unwrap();
-    eval(format!(
-        "(() => {{ const e = document.querySelector('#prompt-textarea'); e.focus(); \
-         document.execCommand('insertText', false, {text}); return true; }})()"
-    ))
-    .await
-    .unwrap();
-    until("!!document.querySelector('[data-testid=\"send-button\"]')").await;
-    eval("document.querySelector('[data-testid=\"send-button\"]').click(), true".into()).await.unwrap();
-    until("/^\\/c\\/[0-9a-f-]{36}$/.test(location.pathname)").await;
-    let path = eval("location.pathname.slice(3)".into()).await.unwrap().result.value.unwrap();
-    path.as_str().unwrap().to_owned()
-}
-
 /// Hostile controls: a conversation the user opened by hand is never
 /// attached to, driven or reopened; a browser that restarts (a new
 /// generation: every target id is new) makes the agent report its lost
@@ -281,7 +247,8 @@ async fn the_users_own_chat_is_never_touched_and_a_new_browser_generation_is_rec
     let mine = observer.call(None, CreateTargetParams::new("https://chatgpt.com/")).await.unwrap().target_id;
     let attach = AttachToTargetParams::builder().target_id(mine.clone()).flatten(true).build().unwrap();
     let session = observer.call(None, attach).await.unwrap().session_id;
-    let my_conversation = chat_by_hand(&observer, &session, "my own chat, not the orchestrator's").await;
+    let my_conversation =
+        e2e::cdp::chat_by_hand(&observer, &session, "my own chat, not the orchestrator's").await.unwrap();
     // The user's hands leave the tab: from now on nobody is attached to it.
     let detach = chromiumoxide::cdp::browser_protocol::target::DetachFromTargetParams::builder()
         .session_id(session.clone())

@@ -8,8 +8,6 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use chromiumoxide::Page;
-use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
 use e2e::World;
 use e2e::browser::{eval, until};
 use mcp_client::Client;
@@ -66,17 +64,6 @@ fn turns(conversation: &Value) -> Vec<Value> {
     conversation["user_turns"].as_array().cloned().unwrap_or_default()
 }
 
-/// As a person would in their own tab: type into the composer and press send.
-async fn chat_by_hand(page: &Page, text: &str) -> String {
-    until(page, "!!document.querySelector('#prompt-textarea') && document.readyState === 'complete'").await.unwrap();
-    page.find_element("#prompt-textarea").await.unwrap().click().await.unwrap();
-    page.execute(InsertTextParams::new(text)).await.unwrap();
-    until(page, "document.querySelector('[data-testid=\"send-button\"]').disabled === false").await.unwrap();
-    page.find_element("[data-testid=\"send-button\"]").await.unwrap().click().await.unwrap();
-    until(page, "/^\\/c\\/[0-9a-f-]{36}$/.test(location.pathname)").await.unwrap();
-    eval::<String>(page, "location.pathname.slice(3)").await.unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_workers_in_managed_tabs_and_every_prompt_lands_exactly_once() {
     e2e(two_workers_in_managed_tabs_and_every_prompt_lands_exactly_once_body).await;
@@ -86,7 +73,7 @@ async fn two_workers_in_managed_tabs_and_every_prompt_lands_exactly_once_body() 
     let world = World::start(orchestrator(), &[]).await.unwrap();
     // The user's own chatgpt.com tab, with a conversation of its own.
     let mine = world.chromium.open("https://chatgpt.com/").await.unwrap();
-    let my_conversation = chat_by_hand(&mine, "my own chat, not the orchestrator's").await;
+    let my_conversation = e2e::browser::chat_by_hand(&mine, "my own chat, not the orchestrator's").await.unwrap();
 
     let url = world.daemon.mcp_url();
     let output = match tokio::task::spawn_blocking(move || support::python("extension_flow.py", &[&url])).await {
@@ -328,7 +315,7 @@ async fn a_tab_the_extension_did_not_open_is_never_touched_and_commands_naming_i
 
     let (_dir, fake, chromium) = browser_without_daemon().await;
     let mine = chromium.open("https://chatgpt.com/").await.unwrap();
-    let my_conversation = chat_by_hand(&mine, "mine").await;
+    let my_conversation = e2e::browser::chat_by_hand(&mine, "mine").await.unwrap();
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("ws://{}/executor", listener.local_addr().unwrap());
@@ -380,7 +367,7 @@ async fn the_popup_checks_the_current_chatgpt_page_without_touching_it_body() {
 
     let (_dir, fake, chromium) = browser_without_daemon().await;
     let mine = chromium.open("https://chatgpt.com/").await.unwrap();
-    let my_conversation = chat_by_hand(&mine, "mine").await;
+    let my_conversation = e2e::browser::chat_by_hand(&mine, "mine").await.unwrap();
     until(&mine, "!!document.querySelector('[data-testid=\"copy-turn-action-button\"][aria-label=\"Copy response\"]')")
         .await
         .unwrap();
@@ -614,7 +601,7 @@ async fn caller_attribution_proves_each_call_and_refuses_every_other_caller_body
 
     // A person's own chat, opened by hand: the extension does not manage it.
     let mine = world.chromium.open("https://chatgpt.com/").await.unwrap();
-    let unmanaged = chat_by_hand(&mine, "my own chat").await;
+    let unmanaged = e2e::browser::chat_by_hand(&mine, "my own chat").await.unwrap();
     let before = root.call("run_get", json!({})).await["run"]["cursor"].clone();
     let refusals = [
         ("an unmanaged chatgpt.com tab", Some(unmanaged.as_str()), Some("wfr_e2e0000000000000000000000000u1")),

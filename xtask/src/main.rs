@@ -10,6 +10,11 @@
 //!   build tools, a Chromium), builds the extension, then the daemon and the
 //!   e2e crate's `demo` in one dev build, and runs the demo (the two-worker
 //!   scenario in headless Chromium against fakechat).
+//! - `cargo xtask canary [--carrier cdp|webext|firefox] [--receipts DIR]`:
+//!   what the demo installs (and Firefox for `--carrier firefox`), then the
+//!   product's canary runner against fakechat through that carrier, the e2e
+//!   crate's `canary_rig` playing the person whose faults the gates need
+//!   (`docs/canary.md`). Receipts default to `target/canary-receipts/xtask-<carrier>`.
 //! - `cargo xtask errors-doc`: regenerates `docs/errors.md` from the codes.
 
 use std::path::{Path, PathBuf};
@@ -104,6 +109,8 @@ const BUILD: &[Tool] = &[Tool::Wasm32, Tool::WasmBindgen, Tool::ExtensionNpm];
 /// The demo: the build's tools and a browser to run it in (no Python,
 /// Firefox or TypeScript SDK).
 const DEMO: &[Tool] = &[Tool::Wasm32, Tool::WasmBindgen, Tool::ExtensionNpm, Tool::Chromium];
+/// The canary through Firefox: the demo's tools and Firefox.
+const CANARY_FIREFOX: &[Tool] = &[Tool::Wasm32, Tool::WasmBindgen, Tool::ExtensionNpm, Tool::Chromium, Tool::Firefox];
 /// Everything the tests need (`cargo xtask ci`, `cargo xtask install`).
 const EVERYTHING: &[Tool] = &[
     Tool::Wasm32,
@@ -123,7 +130,8 @@ fn prerequisites(task: &str) -> &'static [Tool] {
     match task {
         "ci" | "install" => EVERYTHING,
         "dist" => BUILD,
-        "demo" => DEMO,
+        "demo" | "canary" => DEMO,
+        "canary-firefox" => CANARY_FIREFOX,
         _ => &[],
     }
 }
@@ -291,6 +299,7 @@ fn main() -> anyhow::Result<()> {
             let demo = target_dir().join("debug/demo");
             run(Command::new(demo).env("ORCHESTRATOR_BIN", daemon).env("CARGO_MANIFEST_DIR", root().join("e2e")))
         }
+        Some("canary") => canary(),
         Some("torture") => torture(),
         Some("skill") => skills(),
         Some("errors-doc") => {
@@ -298,9 +307,40 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         _ => bail!(
-            "usage: cargo xtask <ci | install | dist | demo | torture [--minutes N] [--seed S] | errors-doc | skill>"
+            "usage: cargo xtask <ci | install | dist | demo | canary [--carrier cdp|webext|firefox] [--receipts DIR] | torture [--minutes N] [--seed S] | errors-doc | skill>"
         ),
     }
+}
+
+/// `cargo xtask canary`: the gates through one carrier against fakechat,
+/// by the product's runner; exits non-zero unless every gate passed.
+fn canary() -> anyhow::Result<()> {
+    let mut carrier = "cdp".to_owned();
+    let mut receipts = None;
+    let mut args = std::env::args().skip(2);
+    while let Some(flag) = args.next() {
+        let value = args.next().with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--carrier" if ["cdp", "webext", "firefox"].contains(&value.as_str()) => carrier = value,
+            "--receipts" => receipts = Some(PathBuf::from(value)),
+            _ => bail!("usage: cargo xtask canary [--carrier cdp|webext|firefox] [--receipts DIR]"),
+        }
+    }
+    install(prerequisites(if carrier == "firefox" { "canary-firefox" } else { "canary" }))?;
+    dist::dist()?;
+    let bins = ["build", "-p", "server", "--bin", "orchestrator", "-p", "e2e", "--bin", "canary_rig"];
+    run(Command::new("cargo").args(bins))?;
+    let receipts = receipts.unwrap_or_else(|| target_dir().join(format!("canary-receipts/xtask-{carrier}")));
+    // A run writes a new chain: the previous one of this default place goes.
+    let _ = std::fs::remove_dir_all(&receipts);
+    let rig = target_dir().join("debug/canary_rig");
+    run(Command::new(rig)
+        .args(["--carrier", &carrier, "--receipts"])
+        .arg(&receipts)
+        .env("ORCHESTRATOR_BIN", target_dir().join("debug/orchestrator"))
+        .env("CARGO_MANIFEST_DIR", root().join("e2e")))?;
+    eprintln!("xtask: receipts in {} (orchestrator canary show {0})", receipts.display());
+    Ok(())
 }
 
 #[cfg(test)]

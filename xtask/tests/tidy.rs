@@ -124,7 +124,7 @@ fn product_dependencies(krate: &str) -> Vec<String> {
 /// each with the only dependencies it may link. The test rig (fakechat, e2e,
 /// the fake executor, chromiumoxide, TLS for the fake site) is never among
 /// them: a product crate that needs something new names it here, on purpose.
-const PRODUCT: [(&str, &[&str]); 13] = [
+const PRODUCT: [(&str, &[&str]); 14] = [
     ("protocol", &["serde", "serde_json", "schemars"]),
     ("registry", &["protocol", "thiserror"]),
     ("admission", &["protocol", "registry", "thiserror"]),
@@ -182,6 +182,8 @@ const PRODUCT: [(&str, &[&str]); 13] = [
         ],
     ),
     ("mcp-client", &["serde_json", "thiserror", "tokio"]),
+    // The canary's core: receipts and their hash chain, no IO framework.
+    ("canary", &["serde", "serde_json", "sha2", "thiserror"]),
     // The CDP host agent: chromiumoxide's connection and typed protocol are
     // its product path (issue 19), and it runs the extension's page adapter.
     (
@@ -240,6 +242,9 @@ const PRODUCT: [(&str, &[&str]); 13] = [
             "oauth-as",
             "serde_urlencoded",
             "base64",
+            // `orchestrator canary` (its receipts) and the instance id.
+            "canary",
+            "uuid",
         ],
     ),
 ];

@@ -12,6 +12,8 @@ pub struct StatusOut {
     pub status: pool::Status,
     /// The tool catalog this daemon serves.
     pub catalog: Catalog,
+    /// Which build answers, and which start of it.
+    pub deployment: crate::deployment::Identity,
 }
 
 /// `runtime_ensure` and `runtime_scale` arguments.
@@ -96,7 +98,7 @@ impl Tools {
         on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;
             let status = pool.status(&root.run_id, &connected, &|p| alive.contains(p));
-            Ok(StatusOut { status, catalog: catalog().clone() })
+            Ok(StatusOut { status, catalog: catalog().clone(), deployment: crate::deployment::identity() })
         })
         .await
     }

@@ -1,0 +1,368 @@
+//! The canary rehearsed on fakechat: the product's own runner (`orchestrator
+//! canary run`, a separate process, as an operator runs it) through a real
+//! carrier, this rig playing the person whose faults the gates need, and
+//! optionally one planted fault the runner must stop on.
+//!
+//! The fault hook (loopback; POST JSON, 200 once done) takes:
+//! - `person_chat`: a person opens a chat of their own and sends a message;
+//! - `navigate {conversation_id}`: a person opens another page in that tab;
+//! - `lose_target {conversation_id}`: that tab is closed;
+//! - `restart_browser`: the browser is killed and started on its profile.
+//!
+//! Firefox takes none (its rig has no person's hands): run G1D–G3 there.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Mutex;
+
+/// Which carrier the gates run through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carrier {
+    /// The CDP host agent on an authorized Chromium.
+    Cdp,
+    /// The extension in headless Chromium.
+    Webext,
+    /// The extension in headless Firefox.
+    Firefox,
+}
+
+impl Carrier {
+    /// `cdp`, `webext`, `firefox`.
+    pub fn parse(text: &str) -> anyhow::Result<Carrier> {
+        match text {
+            "cdp" => Ok(Carrier::Cdp),
+            "webext" | "chromium" => Ok(Carrier::Webext),
+            "firefox" => Ok(Carrier::Firefox),
+            other => anyhow::bail!("unknown carrier {other:?} (cdp, webext, firefox)"),
+        }
+    }
+
+    /// As `orchestrator canary run --carrier` names it.
+    fn runner_name(self) -> &'static str {
+        match self {
+            Carrier::Cdp => "cdp",
+            Carrier::Webext | Carrier::Firefox => "webext",
+        }
+    }
+}
+
+/// A fault planted for the runner to stop on (the table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Planted {
+    /// The app needs a refresh before G2.
+    StaleApp,
+    /// The rate-limit dialog in a worker's tab during G3.
+    RateLimitInG3,
+    /// A worker's tab closed while G3's tasks run.
+    LostTargetInG3,
+    /// The executor killed while a G3 prompt is being submitted.
+    ExecutorKilledMidSend,
+}
+
+/// What a rehearsal ended with.
+#[derive(Debug, Clone)]
+pub struct Rehearsal {
+    /// The runner's exit code (0: every gate passed).
+    pub code: i32,
+    /// `orchestrator canary show --json` of the chain.
+    pub show: Value,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// One rehearsal's settings.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The daemon binary.
+    pub orchestrator: PathBuf,
+    /// Where the receipts go.
+    pub receipts: PathBuf,
+    /// The carrier.
+    pub carrier: Carrier,
+    /// `--gates`, if not every one.
+    pub gates: Option<String>,
+    /// A fault to plant.
+    pub planted: Option<Planted>,
+}
+
+/// The browser side and the person's hands on it.
+enum Hands {
+    Cdp(Box<crate::cdp::CdpWorld>),
+    Webext {
+        world: Box<crate::World>,
+        extension: PathBuf,
+    },
+    /// Kept for their lifetime only: the browser, the daemon, the site, the state.
+    #[allow(dead_code)]
+    Firefox(Box<(crate::firefox::Firefox, crate::Daemon, fakechat::Running, tempfile::TempDir)>),
+}
+
+struct Person {
+    hands: Hands,
+    site_port: u16,
+}
+
+impl Person {
+    async fn act(&mut self, fault: &Value) -> anyhow::Result<()> {
+        let conversation = fault["conversation_id"].as_str().unwrap_or_default().to_owned();
+        let kind = fault["fault"].as_str().unwrap_or_default().to_owned();
+        match &mut self.hands {
+            Hands::Cdp(world) => cdp_act(world, &kind, &conversation).await,
+            Hands::Webext { world, extension } => {
+                webext_act(
+                    &mut world.chromium,
+                    extension,
+                    self.site_port,
+                    &world.dir.path().join("chromium"),
+                    &kind,
+                    &conversation,
+                )
+                .await
+            }
+            Hands::Firefox(_) => anyhow::bail!("the Firefox rig has no hands for {kind}"),
+        }
+    }
+}
+
+async fn cdp_act(world: &mut crate::cdp::CdpWorld, kind: &str, conversation: &str) -> anyhow::Result<()> {
+    use carrier_cdp::cdp::Cdp;
+    use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
+    use chromiumoxide::cdp::browser_protocol::target::{
+        AttachToTargetParams, CloseTargetParams, CreateTargetParams, GetTargetsParams,
+    };
+    if kind == "restart_browser" {
+        return world.chromium.restart();
+    }
+    let observer = Cdp::connect(&world.chromium.ws_url()?).await.map_err(anyhow::Error::msg)?;
+    let shown = || async {
+        let targets = observer.call(None, GetTargetsParams::default()).await?.target_infos;
+        targets
+            .into_iter()
+            .find(|t| t.r#type == "page" && t.url.contains(conversation))
+            .map(|t| t.target_id)
+            .with_context(|| format!("no tab shows {conversation}"))
+    };
+    let attach =
+        |target| AttachToTargetParams::builder().target_id(target).flatten(true).build().map_err(anyhow::Error::msg);
+    match kind {
+        "person_chat" => {
+            let mine = observer.call(None, CreateTargetParams::new("https://chatgpt.com/")).await?.target_id;
+            let session = observer.call(None, attach(mine)?).await?.session_id;
+            crate::cdp::chat_by_hand(&observer, &session, "a person's own chat, not the orchestrator's").await?;
+        }
+        "navigate" => {
+            let session = observer.call(None, attach(shown().await?)?).await?.session_id;
+            observer.call(Some(&session), NavigateParams::new("https://chatgpt.com/")).await?;
+        }
+        "lose_target" => {
+            observer.call(None, CloseTargetParams::new(shown().await?)).await?;
+        }
+        other => anyhow::bail!("unknown fault {other:?}"),
+    }
+    Ok(())
+}
+
+async fn webext_act(
+    chromium: &mut crate::browser::Chromium,
+    extension: &Path,
+    port: u16,
+    dir: &Path,
+    kind: &str,
+    conversation: &str,
+) -> anyhow::Result<()> {
+    if kind == "restart_browser" {
+        let _ = chromium.browser.close().await;
+        let _ = chromium.browser.wait().await;
+        *chromium = crate::browser::Chromium::relaunch(extension, port, dir).await?;
+        return Ok(());
+    }
+    if kind == "person_chat" {
+        let page = chromium.browser.new_page("https://chatgpt.com/").await?;
+        crate::browser::chat_by_hand(&page, "a person's own chat, not the orchestrator's").await?;
+        return Ok(());
+    }
+    let mut shown = None;
+    for page in chromium.browser.pages().await? {
+        if page.url().await?.is_some_and(|u| u.contains(conversation)) {
+            shown = Some(page);
+        }
+    }
+    let page = shown.with_context(|| format!("no tab shows {conversation}"))?;
+    match kind {
+        "navigate" => {
+            page.goto("https://chatgpt.com/").await?;
+        }
+        "lose_target" => page.close().await?,
+        other => anyhow::bail!("unknown fault {other:?}"),
+    }
+    Ok(())
+}
+
+/// Serves the fault hook: one JSON POST per connection.
+async fn serve_faults(listener: tokio::net::TcpListener, person: Arc<Mutex<Person>>) {
+    loop {
+        let Ok((mut tcp, _)) = listener.accept().await else { return };
+        let person = person.clone();
+        tokio::spawn(async move {
+            let Some(body) = read_body(&mut tcp).await else { return };
+            let (status, text) = match serde_json::from_str::<Value>(&body) {
+                Ok(fault) => match person.lock().await.act(&fault).await {
+                    Ok(()) => ("200 OK", "done".to_owned()),
+                    Err(e) => ("500 Internal Server Error", format!("{e:#}")),
+                },
+                Err(e) => ("400 Bad Request", e.to_string()),
+            };
+            eprintln!("canary rig: fault {body} -> {status} {text}");
+            let reply =
+                format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}", text.len());
+            let _ = tcp.write_all(reply.as_bytes()).await;
+        });
+    }
+}
+
+/// An HTTP request's body (headers, then `Content-Length` bytes).
+async fn read_body(tcp: &mut tokio::net::TcpStream) -> Option<String> {
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = tcp.read(&mut buf).await.ok().filter(|n| *n > 0)?;
+        raw.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned()))
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(0);
+            if body.len() >= length {
+                return Some(body.to_owned());
+            }
+        }
+    }
+}
+
+/// Plants `planted` at its moment: before the run, or once G3 begins (the
+/// runner has written G2's receipt).
+async fn plant(planted: Planted, receipts: PathBuf, person: Arc<Mutex<Person>>, hub: Arc<fakechat::hub::Hub>) {
+    let g2_written = || {
+        std::fs::read_dir(&receipts)
+            .map(|d| d.filter_map(Result::ok).any(|e| e.file_name().to_string_lossy().ends_with("-G2.json")))
+            .unwrap_or(false)
+    };
+    while !g2_written() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    eprintln!("canary rig: G2 written; planting {planted:?}");
+    let managed = || -> Vec<String> {
+        hub.oracle()["conversations"].as_object().map(|c| c.keys().cloned().collect()).unwrap_or_default()
+    };
+    match planted {
+        Planted::StaleApp => {}
+        Planted::RateLimitInG3 => {
+            if let Some(id) = managed().last() {
+                hub.update(id, |c| c.rate_limited = true);
+            }
+        }
+        Planted::LostTargetInG3 => {
+            if let Some(id) = managed().last() {
+                let fault = serde_json::json!({"fault": "lose_target", "conversation_id": id});
+                let _ = person.lock().await.act(&fault).await;
+            }
+        }
+        Planted::ExecutorKilledMidSend => {
+            // Hold the page's submit in flight, then take the executor away under it.
+            hub.hold_submissions.send_replace(true);
+            while hub.held.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            eprintln!("canary rig: a submit is in flight; the agent's process ends under it");
+            // The agent's process ends under the submit and starts again from its journal.
+            if let Hands::Cdp(world) = &mut person.lock().await.hands {
+                let _ = world.agent.restart().await;
+            }
+            // The page keeps its submit in flight until the gate has judged
+            // (or 60 s): the new process cannot see whether the prompt went in.
+            let judged = || {
+                std::fs::read_dir(&receipts)
+                    .map(|d| d.filter_map(Result::ok).any(|e| e.file_name().to_string_lossy().ends_with("-G3.json")))
+                    .unwrap_or(false)
+            };
+            let until = tokio::time::Instant::now() + Duration::from_secs(60);
+            while !judged() && tokio::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            hub.hold_submissions.send_replace(false);
+        }
+    }
+}
+
+/// Starts the rig, runs the gates with the product's runner, and returns
+/// its exit code and the verified chain.
+pub async fn rehearse(options: Options) -> anyhow::Result<Rehearsal> {
+    let started = std::time::Instant::now();
+    // G5 scales to five: room for them, and quick pacing on a fake site.
+    let daemon_args = ["--pool-pacing-ms", "200", "--max-launches", "4", "--max-active-workers", "8"];
+    let orchestrator = options.orchestrator.as_path();
+    let (hands, mcp_url, state_dir, hub, site_port) = match options.carrier {
+        Carrier::Cdp => {
+            let world = crate::cdp::CdpWorld::start(orchestrator, &daemon_args).await?;
+            let (url, state, hub) = (world.daemon.mcp_url(), world.dir.path().join("state"), world.fake.hub.clone());
+            let port = world.fake.addr.port();
+            (Hands::Cdp(Box::new(world)), url, state, hub, port)
+        }
+        Carrier::Webext => {
+            let world = crate::World::start(orchestrator, &daemon_args).await?;
+            let (url, state, hub) = (world.daemon.mcp_url(), world.dir.path().join("state"), world.fake.hub.clone());
+            let port = world.fake.addr.port();
+            (Hands::Webext { world: Box::new(world), extension: crate::chromium_dist()? }, url, state, hub, port)
+        }
+        Carrier::Firefox => {
+            let dir = tempfile::tempdir()?;
+            let (daemon, fake) = crate::daemon_and_site(orchestrator, dir.path(), &daemon_args).await?;
+            let dist = crate::firefox_dist()?;
+            let mut firefox =
+                crate::firefox::Firefox::launch(&dist, fake.addr.port(), &fake.ca_pem, &dir.path().join("ff")).await?;
+            firefox.pair(&daemon.executor_url(), &daemon.credential()?).await?;
+            let (url, hub, port, state) =
+                (daemon.mcp_url(), fake.hub.clone(), fake.addr.port(), dir.path().join("state"));
+            (Hands::Firefox(Box::new((firefox, daemon, fake, dir))), url, state, hub, port)
+        }
+    };
+    let person = Arc::new(Mutex::new(Person { hands, site_port }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let hook = format!("http://{}/fault", listener.local_addr()?);
+    tokio::spawn(serve_faults(listener, person.clone()));
+    if options.planted == Some(Planted::StaleApp) {
+        crate::install_apps(&hub, crate::APP_LABEL, fakechat::render::AppState::Stale);
+    }
+    if let Some(planted) = options.planted {
+        tokio::spawn(plant(planted, options.receipts.clone(), person.clone(), hub.clone()));
+    }
+    eprintln!("canary rig: daemon {mcp_url}, fault hook {hook} (ready in {:.1} s)", started.elapsed().as_secs_f64());
+    let mut run = tokio::process::Command::new(orchestrator);
+    run.args(["canary", "run", "--state-dir"]).arg(&state_dir).arg("--receipts").arg(&options.receipts);
+    run.args(["--carrier", options.carrier.runner_name(), "--target", "fakechat", "--faults", &hook]);
+    run.args(["--gate-timeout-s", "120", "--pacing-ms", "200", "--prompt-budget", "40"]);
+    if let Some(gates) = &options.gates {
+        run.args(["--gates", gates]);
+    }
+    // The runner's own lines go to stderr: stdout is the chain's JSON.
+    let code = run.stdout(std::io::stderr()).status().await?.code().unwrap_or(1);
+    let show = tokio::process::Command::new(orchestrator)
+        .args(["canary", "show", "--json"])
+        .arg(&options.receipts)
+        .output()
+        .await?;
+    anyhow::ensure!(show.status.success(), "canary show refused the chain: {}", String::from_utf8_lossy(&show.stderr));
+    let show: Value = serde_json::from_slice(&show.stdout)?;
+    let person = Arc::into_inner(person).map(Mutex::into_inner);
+    if let Some(Person { hands: Hands::Webext { world, .. }, .. }) = person {
+        world.shutdown().await;
+    }
+    Ok(Rehearsal { code, show, elapsed: started.elapsed() })
+}

@@ -1,0 +1,221 @@
+//! The canary, rehearsed on fakechat through every carrier with the
+//! product's own runner (`orchestrator canary run`, a separate process):
+//! the full gate set through the CDP carrier and through the extension in
+//! Chromium, G1D–G3 through the extension in Firefox; the planted-fault
+//! table, each fault stopping the runner at its gate with its reason; and a
+//! receipt edited after the run refused by `canary show`. Each chain stays
+//! under the target directory (`canary-receipts/<test>`) as a CI artifact.
+
+use std::path::{Path, PathBuf};
+
+use e2e::canary::{Carrier, Options, Planted, Rehearsal};
+use serde_json::Value;
+
+fn orchestrator() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_orchestrator"))
+}
+
+/// One browser rig at a time: two on two cores starve each other's timing.
+static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// `<target dir>/canary-receipts/<name>`, emptied.
+fn receipts(name: &str) -> PathBuf {
+    let dir = receipts_dir(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+async fn rehearse(name: &str, carrier: Carrier, gates: Option<&str>, planted: Option<Planted>) -> Rehearsal {
+    let _one = ONE_BROWSER.lock().await;
+    let options = Options {
+        orchestrator: orchestrator().to_owned(),
+        receipts: receipts(name),
+        carrier,
+        gates: gates.map(str::to_owned),
+        planted,
+    };
+    let out = e2e::canary::rehearse(options).await.unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    eprintln!("{name}: {:.1} s\n{:#}", out.elapsed.as_secs_f64(), out.show);
+    for gate in out.show["gates"].as_array().into_iter().flatten() {
+        eprintln!("{name}: {} {} in {} ms", gate["gate"], gate["stop_reason"], gate["elapsed_ms"]);
+    }
+    out
+}
+
+fn gate<'a>(show: &'a Value, name: &str) -> &'a Value {
+    show["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["gate"] == name)
+        .unwrap_or_else(|| panic!("no {name}: {show:#}"))
+}
+
+/// Every gate passed: the final claim, with zero manual interactions,
+/// duplicates and cross-attributions anywhere in the chain.
+fn assert_final_claim(out: &Rehearsal, gates: &[&str]) {
+    assert_eq!(out.code, 0, "{:#}", out.show);
+    assert_eq!(out.show["stopped"], Value::Null);
+    let seen: Vec<&str> = out.show["gates"].as_array().unwrap().iter().filter_map(|g| g["gate"].as_str()).collect();
+    assert_eq!(seen, gates);
+    for g in out.show["gates"].as_array().unwrap() {
+        assert_eq!(g["verdict"], "pass", "{g:#}");
+        for count in ["manual_interactions", "duplicates", "cross_attributions"] {
+            assert_eq!(g["counts"][count], 0, "{count} in {g:#}");
+        }
+    }
+    // G2: three distinct conversations, a repeat created nothing; G3 sent one prompt per worker.
+    assert_eq!(gate(&out.show, "G2")["counts"]["conversations"], 3);
+    assert_eq!(gate(&out.show, "G2")["counts"]["prompts_sent"], 3, "three bootstraps");
+    assert_eq!(gate(&out.show, "G3")["counts"]["prompts_sent"], 3, "one task each");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_full_gate_set_through_the_cdp_carrier_reaches_the_final_claim() {
+    let out = rehearse("cdp", Carrier::Cdp, None, None).await;
+    assert_final_claim(&out, &["G1D", "G0", "G2", "G3", "G4", "G5", "G6"]);
+    assert_eq!(out.show["claim"], canary::FINAL_CLAIM);
+    assert_eq!(out.show["rehearsal"], true, "fakechat is never a live claim");
+    assert_eq!(gate(&out.show, "G6")["counts"]["prompts_sent"], 0, "no blind replay");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_full_gate_set_through_the_extension_in_chromium_reaches_the_final_claim() {
+    let out = rehearse("webext-chromium", Carrier::Webext, None, None).await;
+    assert_final_claim(&out, &["G1D", "G0", "G2", "G3", "G4", "G5", "G6"]);
+    assert_eq!(out.show["deployment"]["executors"][0]["carrier"], "webext");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g2_and_g3_through_the_extension_in_firefox() {
+    let out = rehearse("webext-firefox", Carrier::Firefox, Some("G1D,G2,G3"), None).await;
+    assert_final_claim(&out, &["G1D", "G2", "G3"]);
+    assert_eq!(out.show["claim"], canary::Gate::G3.claim());
+}
+
+/// The planted-fault table: fault → the gate it stops → the typed reason.
+async fn stops_at(planted: Planted, name: &str, at: &str, reason: &str) {
+    let out = rehearse(name, Carrier::Cdp, Some("G1D,G2,G3"), Some(planted)).await;
+    assert_eq!(out.code, 1, "the runner exits non-zero: {:#}", out.show);
+    let last = out.show["gates"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["gate"], at, "{:#}", out.show);
+    assert_eq!(out.show["stopped"], reason, "{:#}", out.show);
+    assert_eq!(last["stop_reason"], reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_app_stops_g2_as_a_setup_state() {
+    stops_at(Planted::StaleApp, "plant-stale-app", "G2", "SETUP_REQUIRED: HOST_APP_STALE").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_dialog_during_g3_stops_it_as_a_setup_state() {
+    stops_at(Planted::RateLimitInG3, "plant-rate-limit", "G3", "SETUP_REQUIRED: RATE_LIMITED").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_lost_during_g3_stops_it_as_uncertain() {
+    let out = rehearse("plant-lost-target", Carrier::Cdp, Some("G1D,G2,G3"), Some(Planted::LostTargetInG3)).await;
+    assert_eq!(out.code, 1);
+    let stopped = out.show["stopped"].as_str().unwrap();
+    assert!(stopped.starts_with("G3_UNCERTAIN: TARGET_LOST: slot "), "{stopped}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executor_killed_mid_send_stops_g3_as_uncertain() {
+    stops_at(Planted::ExecutorKilledMidSend, "plant-killed-mid-send", "G3", "G3_UNCERTAIN: AMBIGUOUS_SUBMISSION").await;
+}
+
+/// `canary show` verifies before it prints: one edited byte in any receipt
+/// and it refuses, naming that receipt, exit 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_receipt_is_refused_by_canary_show() {
+    let out = rehearse("edited", Carrier::Cdp, Some("G1D,G2"), None).await;
+    assert_eq!(out.code, 0, "{:#}", out.show);
+    let dir = receipts_dir("edited");
+    let show = |json: bool| {
+        let mut cmd = std::process::Command::new(orchestrator());
+        cmd.args(["canary", "show"]).arg(&dir);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().unwrap()
+    };
+    let text = show(false);
+    assert!(text.status.success());
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("G2 PASS") && text.contains("Claim reached: ZERO_TOUCH_CREATE_BIND_PASS"), "{text}");
+    let g2 = dir.join("02-G2.json");
+    let edited = std::fs::read_to_string(&g2).unwrap().replacen("\"workers\": 3", "\"workers\": 4", 1);
+    std::fs::write(&g2, edited).unwrap();
+    let refused = show(true);
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8(refused.stderr).unwrap();
+    assert!(stderr.contains("02-G2.json") && stderr.contains("edited"), "{stderr}");
+    assert!(refused.stdout.is_empty(), "nothing printed from a chain that cannot be trusted");
+}
+
+/// `<target dir>/canary-receipts/<name>`.
+fn receipts_dir(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"), PathBuf::from);
+    target.join("canary-receipts").join(name)
+}
+
+/// `canary deploy` starts an isolated daemon (its own state, address and
+/// app label) and records its identity; it refuses the everyday state
+/// directory; `--target live` refuses a daemon it did not deploy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn canary_deploy_starts_an_isolated_daemon_and_live_runs_need_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("canary-state");
+    let listen = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().to_string()
+    };
+    let out = std::process::Command::new(orchestrator())
+        .args(["canary", "deploy", "--state-dir"])
+        .arg(&state)
+        .args(["--listen", &listen, "--app-label", "Orchestrator Canary"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let record: Value = serde_json::from_slice(&std::fs::read(state.join("canary.json")).unwrap()).unwrap();
+    let pid = record["pid"].as_u64().unwrap() as i32;
+    assert_eq!(record["app_label"], "Orchestrator Canary");
+    assert_eq!(record["mcp_url"], format!("http://{listen}/mcp"));
+    let instance = record["deployment"]["instance_id"].as_str().unwrap().to_owned();
+    assert!(instance.starts_with("inst_") && stdout.contains(&instance), "{stdout}");
+    assert_eq!(record["deployment"]["commit"].as_str().unwrap().len(), 40, "{record:#}");
+    assert_eq!(record["deployment"]["build_id"].as_str().unwrap().len(), 64, "{record:#}");
+    // The same instance answers runtime_status.
+    let mut root = mcp_client::Client::connect(&format!("http://{listen}/mcp")).await.unwrap();
+    let run = root.call("run_create", serde_json::json!({"title": "t"})).await.unwrap().unwrap();
+    let cap = run["root_capability"].as_str().unwrap();
+    let status = root.call("runtime_status", serde_json::json!({"capability": cap})).await.unwrap().unwrap();
+    assert_eq!(status["deployment"]["instance_id"], instance.as_str());
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+
+    // A live run needs a deployed canary daemon.
+    let elsewhere = dir.path().join("everyday");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let live = std::process::Command::new(orchestrator())
+        .args(["canary", "run", "--target", "live", "--state-dir"])
+        .arg(&elsewhere)
+        .arg("--receipts")
+        .arg(dir.path().join("r"))
+        .output()
+        .unwrap();
+    assert!(!live.status.success());
+    assert!(String::from_utf8_lossy(&live.stderr).contains("canary deploy"), "{live:?}");
+    // Never the everyday state directory.
+    let everyday = std::process::Command::new(orchestrator())
+        .args(["canary", "deploy", "--app-label", "X", "--state-dir"])
+        .arg(dir.path().join("xdg/chatgpt-orchestrator"))
+        .env("XDG_STATE_HOME", dir.path().join("xdg"))
+        .output()
+        .unwrap();
+    assert!(!everyday.status.success());
+    assert!(String::from_utf8_lossy(&everyday.stderr).contains("everyday state"), "{everyday:?}");
+}
