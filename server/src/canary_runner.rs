@@ -82,6 +82,9 @@ pub struct Outcome {
     pub claim: String,
     /// The typed stop reason, if it stopped early.
     pub stopped: Option<String>,
+    /// Every conversation the run had the pool create or reopen (they
+    /// stay in the account's history).
+    pub conversations: Vec<String>,
 }
 
 /// Codes that mean a person must act (counted as manual interactions):
@@ -138,6 +141,8 @@ struct Runner {
     tolerated: BTreeSet<&'static str>,
     /// The log's cursor up to which [`Runner::watch`] has looked.
     watched: u64,
+    /// Every conversation a pool of this run held.
+    created: BTreeSet<String>,
 }
 
 /// Runs the gates in order, writing receipts, until the first stop.
@@ -157,6 +162,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
         desired: 0,
         tolerated: BTreeSet::new(),
         watched: 0,
+        created: BTreeSet::new(),
     };
     let mut passed = Vec::new();
     let mut stopped = None;
@@ -212,7 +218,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
         }
         passed.push(*gate);
     }
-    Ok(Outcome { claim: canary::claim_reached(&passed).to_owned(), stopped })
+    let conversations = runner.created.into_iter().collect();
+    Ok(Outcome { claim: canary::claim_reached(&passed).to_owned(), stopped, conversations })
 }
 
 /// A run of its own, with root's capability.
@@ -436,7 +443,8 @@ impl Runner {
             .collect()
     }
 
-    fn count(&self, status: &Value, seen: &mut Seen) {
+    fn count(&mut self, status: &Value, seen: &mut Seen) {
+        self.created.extend(Runner::conversations_of(status).into_values());
         let slots = Runner::slots(status);
         let conversations: BTreeSet<&str> = slots.iter().filter_map(|s| s["conversation_id"].as_str()).collect();
         seen.counts.workers = slots.len() as u32;
@@ -581,6 +589,7 @@ impl Runner {
         let out = self.call("runtime_ensure", json!({"desired_workers": n})).await?;
         self.desired = n;
         let status = self.until(&format!("{n} admitted parked workers"), Runner::ready_with(n as usize)).await?;
+        self.created.extend(Runner::conversations_of(&status).into_values());
         self.effects_since(before, seen).await?;
         seen.events.push(format!("{}:{before}..", self.run_id));
         Ok(json!({"outcome": out["outcome"], "status": status}))
@@ -759,6 +768,7 @@ impl Runner {
         self.call("runtime_scale", json!({"desired_workers": up})).await?;
         self.desired = up;
         let grown = self.until(&format!("{up} workers"), Runner::ready_with(up as usize)).await?;
+        self.created.extend(Runner::conversations_of(&grown).into_values());
         let kept: BTreeMap<u32, String> = Runner::conversations_of(&grown);
         for (slot, conversation) in &self.conversations {
             if kept.get(slot) != Some(conversation) {

@@ -879,6 +879,11 @@ next: pair a carrier for it: orchestrator pair --state-dir {}
                 receipts.display()
             );
             let outcome = server::canary_runner::run(cfg).await?;
+            // What it leaves in the account: the conversations stay in its history.
+            println!("conversations the run created or reopened: {}", outcome.conversations.len());
+            for conversation in &outcome.conversations {
+                println!("  {conversation}");
+            }
             println!("claim reached: {}", outcome.claim);
             if let Some(stopped) = outcome.stopped {
                 println!("stopped: {stopped}");
