@@ -277,6 +277,9 @@ pub struct Continuity {
     pub policy: ContinuationPolicy,
     /// What holds its automatic turns, if anything.
     pub hold: Option<Hold>,
+    /// The hold's reason in its setter's words (a person's question), for
+    /// the operator surfaces.
+    pub hold_reason: Option<String>,
     /// The sequence number of its latest attempt; 0 before the first.
     pub attempts: u32,
     /// What started the latest attempt.

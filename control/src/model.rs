@@ -563,9 +563,10 @@ impl State {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.continuity.policy = *policy;
             }
-            EventBody::WorkerHoldChanged { worker_id, hold, .. } => {
+            EventBody::WorkerHoldChanged { worker_id, hold, reason } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.continuity.hold = *hold;
+                w.continuity.hold_reason = hold.and(reason.clone());
                 // Declaring a wait, or being released from one, is progress
                 // (seed §16.1); the guard's own pause is not.
                 if *hold != Some(protocol::continuity::Hold::Stalled) {

@@ -336,13 +336,12 @@ pub async fn rehearse(options: Options) -> anyhow::Result<Rehearsal> {
     let person = Arc::new(Mutex::new(Person { hands, site_port }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let hook = format!("http://{}/fault", listener.local_addr()?);
-    tokio::spawn(serve_faults(listener, person.clone()));
+    let hook_task = tokio::spawn(serve_faults(listener, person.clone()));
     if options.planted == Some(Planted::StaleApp) {
         crate::install_apps(&hub, crate::APP_LABEL, fakechat::render::AppState::Stale);
     }
-    if let Some(planted) = options.planted {
-        tokio::spawn(plant(planted, options.receipts.clone(), person.clone(), hub.clone()));
-    }
+    let planter =
+        options.planted.map(|p| tokio::spawn(plant(p, options.receipts.clone(), person.clone(), hub.clone())));
     eprintln!("canary rig: daemon {mcp_url}, fault hook {hook} (ready in {:.1} s)", started.elapsed().as_secs_f64());
     let mut run = tokio::process::Command::new(orchestrator);
     run.args(["canary", "run", "--state-dir"]).arg(&state_dir).arg("--receipts").arg(&options.receipts);
@@ -360,9 +359,16 @@ pub async fn rehearse(options: Options) -> anyhow::Result<Rehearsal> {
         .await?;
     anyhow::ensure!(show.status.success(), "canary show refused the chain: {}", String::from_utf8_lossy(&show.stderr));
     let show: Value = serde_json::from_slice(&show.stdout)?;
-    let person = Arc::into_inner(person).map(Mutex::into_inner);
-    if let Some(Person { hands: Hands::Webext { world, .. }, .. }) = person {
-        world.shutdown().await;
+    // Everything the rig started ends with it: the tasks holding the
+    // person go first, then the browser, the daemon and the site.
+    for task in std::iter::once(hook_task).chain(planter) {
+        task.abort();
+        let _ = task.await;
+    }
+    match Arc::into_inner(person).map(Mutex::into_inner) {
+        Some(Person { hands: Hands::Webext { world, .. }, .. }) => world.shutdown().await,
+        Some(person) => drop(person),
+        None => anyhow::bail!("the rig's browser and daemon are still held"),
     }
     Ok(Rehearsal { code, show, elapsed: started.elapsed() })
 }

@@ -165,6 +165,18 @@ pub async fn get(authority: &str, path: &str, headers: &[(&str, &str)]) -> Resul
     Ok(reply.body)
 }
 
+/// `POST path` on `authority` (loopback `host:port`) with a bearer token and
+/// no body: the body of a 200 reply (any other status is an error naming it).
+pub async fn post_with_bearer(authority: &str, path: &str, token: &str) -> Result<String, Error> {
+    let bearer = format!("Bearer {token}");
+    let reply = request("POST", authority, path, &[("Authorization", bearer.as_str())], "").await?;
+    let status = reply.head.split_whitespace().nth(1).unwrap_or("?").to_owned();
+    if status != "200" {
+        return Err(Error::Protocol(format!("HTTP {status}: {}", reply.body.trim())));
+    }
+    Ok(reply.body)
+}
+
 /// `POST path` on `authority` (loopback `host:port`) with a JSON body: the
 /// status and the reply's body (the canary's fault hook).
 pub async fn post_json(authority: &str, path: &str, body: &Value) -> Result<(u16, String), Error> {

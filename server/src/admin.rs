@@ -151,6 +151,7 @@ struct Admin {
     bridge: Arc<Bridge>,
     exposed: Exposed,
     token: String,
+    ui: Arc<crate::ui::Ui>,
 }
 
 /// How the daemon is set up, as `/admin/status` reports it.
@@ -165,11 +166,19 @@ pub struct Exposed {
     pub state_root: Option<String>,
 }
 
-/// The `/admin/status` route.
-pub fn router(plane: Arc<ControlPlane>, bridge: Arc<Bridge>, exposed: Exposed, token: String) -> Router {
-    let admin = Arc::new(Admin { plane, bridge, exposed, token });
+/// The `/admin/status` route, and `/admin/ui-ticket` (a one-time link into
+/// the dashboard, for `orchestrator ui`).
+pub fn router(
+    plane: Arc<ControlPlane>,
+    bridge: Arc<Bridge>,
+    exposed: Exposed,
+    token: String,
+    ui: Arc<crate::ui::Ui>,
+) -> Router {
+    let admin = Arc::new(Admin { plane, bridge, exposed, token, ui });
     Router::new()
         .route("/admin/status", get(status))
+        .route("/admin/ui-ticket", axum::routing::post(ui_ticket))
         .route_layer(middleware::from_fn_with_state(admin.clone(), require_admin))
         .with_state(admin)
 }
@@ -189,6 +198,22 @@ async fn require_admin(State(admin): State<Arc<Admin>>, request: Request, next: 
         return (StatusCode::UNAUTHORIZED, "UNAUTHORIZED: the admin token (state dir) is required").into_response();
     }
     next.run(request).await
+}
+
+async fn ui_ticket(State(admin): State<Arc<Admin>>) -> String {
+    admin.ui.ticket()
+}
+
+/// A one-time dashboard link from the daemon at `addr` (loopback), with the
+/// admin token from `state_dir`: `http://addr/ui/login?ticket=…`, good for a minute.
+pub async fn ui_link(addr: &str, state_dir: &Path) -> anyhow::Result<String> {
+    if !carrier_webext::bridge::loopback_host(addr) {
+        anyhow::bail!("the dashboard is loopback only; {addr} is not");
+    }
+    let authority = addr.to_owned();
+    let token = read_token(state_dir)?;
+    let ticket = mcp_client::post_with_bearer(&authority, "/admin/ui-ticket", &token).await?;
+    Ok(format!("http://{addr}/ui/login?ticket={}", ticket.trim()))
 }
 
 async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {

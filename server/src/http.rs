@@ -78,6 +78,7 @@ pub fn app(
     let executors = bridge.clone();
     let attribution_wait = config.attribution_wait;
     let admin_plane = plane.clone();
+    let admin_pool = pool.clone();
     let sessions = Arc::new(LocalSessionManager::default());
     let peers = Peers::over(sessions.clone());
     let service: StreamableHttpService<Tools, LocalSessionManager> = StreamableHttpService::new(
@@ -99,7 +100,10 @@ pub fn app(
         let origins = config.allowed_origins.clone();
         let state_root = config.state_root.as_ref().map(|p| p.display().to_string());
         let admin = crate::admin::Exposed { hosts, mcp_secret: secret, origins, state_root };
-        router = router.merge(crate::admin::router(admin_plane, bridge, admin, token.clone()));
+        // The dashboard lives with the admin read: its links come from there.
+        let ui = crate::ui::Ui::new(admin_plane.clone(), admin_pool, bridge.clone());
+        router = router.merge(crate::ui::router(ui.clone()));
+        router = router.merge(crate::admin::router(admin_plane, bridge, admin, token.clone(), ui));
     }
     if let Some(oauth) = &config.oauth {
         let host_check = middleware::from_fn_with_state(Arc::new(hosts.clone()), require_host);

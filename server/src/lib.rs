@@ -26,3 +26,4 @@ pub mod service;
 pub mod state_dir;
 pub mod stdio_proxy;
 pub mod tools;
+pub mod ui;

@@ -29,6 +29,17 @@ struct Cli {
 // Parsed once per process: boxing `serve`'s flags would buy nothing.
 #[allow(clippy::large_enum_variant)]
 enum Cmd {
+    /// Prints a one-time link (good for a minute) into the running daemon's
+    /// dashboard: its runs, workers, pool slots, executors and controls.
+    Ui {
+        /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// The daemon's address (default: where the daemon running on the
+        /// state directory listens, else 127.0.0.1:7777).
+        #[arg(long)]
+        addr: Option<String>,
+    },
     /// The canary: an isolated deployment and the gates G0–G6 with chained
     /// receipts (docs/canary.md).
     Canary {
@@ -1127,6 +1138,26 @@ async fn main() -> anyhow::Result<()> {
         }
         Cmd::Service { action } => service(action)?,
         Cmd::Canary { action } => canary(action).await?,
+        Cmd::Ui { state_dir, addr } => {
+            let state = state_path(state_dir)?;
+            let addr = addr.unwrap_or_else(|| {
+                let url = mcp_url_of(&state);
+                url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned()
+            });
+            match server::admin::ui_link(&addr, &state).await {
+                Ok(link) => println!(
+                    "{link}
+(open it within a minute; it works once, in a browser on this machine)"
+                ),
+                Err(e) => {
+                    eprintln!(
+                        "{e}
+no daemon answered at {addr}: start it with `orchestrator serve`, or point at it with --addr / --state-dir"
+                    );
+                    std::process::exit(2);
+                }
+            }
+        }
         Cmd::Status { state_dir, addr, json } => {
             let state = state_path(state_dir)?;
             let addr = addr.unwrap_or_else(|| {

@@ -163,8 +163,11 @@ fn install_one(tool: Tool) -> anyhow::Result<()> {
             }
         }
         Tool::ExtensionNpm => {
-            let bin = root().join("extension/node_modules/.bin");
-            if !bin.join("wasm-opt").exists() || !bin.join("wasm2js").exists() {
+            let modules = root().join("extension/node_modules");
+            let bin = modules.join(".bin");
+            // axe-core: the operator surfaces' accessibility check (server/tests/dashboard.rs).
+            let axe = modules.join("axe-core/axe.min.js");
+            if !bin.join("wasm-opt").exists() || !bin.join("wasm2js").exists() || !axe.exists() {
                 run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--prefix", "extension"]))?;
             }
         }

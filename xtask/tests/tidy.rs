@@ -245,6 +245,8 @@ const PRODUCT: [(&str, &[&str]); 14] = [
             // `orchestrator canary` (its receipts) and the instance id.
             "canary",
             "uuid",
+            // The dashboard's server-sent events stream.
+            "futures-util",
         ],
     ),
 ];

@@ -349,7 +349,15 @@ impl Tools {
         executors: Option<Arc<carrier_webext::Bridge>>,
         peers: Peers,
     ) -> Self {
-        Self { plane, pool, executors, peers, attribution_wait: ATTRIBUTION_WAIT, tool_router: Self::stamped_router() }
+        Self { plane, pool, executors, peers, attribution_wait: ATTRIBUTION_WAIT, tool_router: Self::shared_router() }
+    }
+
+    /// The stamped router, built once per process: a stateless MCP request
+    /// makes a handler of its own, and building the routes and their lean
+    /// schemas each time cost milliseconds a call (issue 33).
+    fn shared_router() -> ToolRouter<Self> {
+        static ROUTER: std::sync::OnceLock<ToolRouter<Tools>> = std::sync::OnceLock::new();
+        ROUTER.get_or_init(Self::stamped_router).clone()
     }
 
     /// The same handler, waiting at most `wait` for a call's request id to
