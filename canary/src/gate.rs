@@ -110,15 +110,30 @@ impl Verdict {
     }
 }
 
-/// The claim a run supports after `passed` (gates in run order, each
-/// passed): the last passed gate's claim, the seed's final claim once
-/// G1D and G2–G6 all passed, or the ceiling [`NO_CLAIM`].
-pub fn claim_reached(passed: &[Gate]) -> &'static str {
-    let full = [Gate::G1D, Gate::G2, Gate::G3, Gate::G4, Gate::G5, Gate::G6];
-    if full.iter().all(|g| passed.contains(g)) {
-        return FINAL_CLAIM;
+/// The seed's order of the gates a claim climbs through: a claim needs
+/// the deployment bound (G1D) first, then each gate in turn.
+pub const CLAIM_ORDER: [Gate; 6] = [Gate::G1D, Gate::G2, Gate::G3, Gate::G4, Gate::G5, Gate::G6];
+
+/// What a claim on fakechat is called: a rehearsal says nothing about chatgpt.com.
+pub const REHEARSAL_PREFIX: &str = "REHEARSAL_ONLY:";
+
+/// The claim a run on `live` (or not) supports after `passed` (the gates
+/// that passed, in run order): the claim of the last gate of the longest
+/// run of [`CLAIM_ORDER`] from G1D that passed (the seed's final claim once
+/// all six did), G0's witness when only it passed, else the ceiling
+/// [`NO_CLAIM`]. On fakechat the claim is prefixed [`REHEARSAL_PREFIX`].
+pub fn claim_reached(live: bool, passed: &[Gate]) -> String {
+    let climbed = CLAIM_ORDER.iter().take_while(|g| passed.contains(g)).count();
+    let claim = match climbed {
+        6 => FINAL_CLAIM,
+        0 if passed.contains(&Gate::G0) => Gate::G0.claim(),
+        0 => NO_CLAIM,
+        n => CLAIM_ORDER[n - 1].claim(),
+    };
+    match live {
+        true => claim.to_owned(),
+        false => format!("{REHEARSAL_PREFIX} {claim}"),
     }
-    passed.last().map_or(NO_CLAIM, |g| g.claim())
 }
 
 #[cfg(test)]
@@ -144,10 +159,15 @@ mod tests {
 
     #[test]
     fn the_final_claim_needs_every_gate_from_g1d_to_g6() {
-        assert_eq!(claim_reached(&[]), NO_CLAIM);
-        assert_eq!(claim_reached(&[Gate::G0, Gate::G1D, Gate::G2]), Gate::G2.claim());
-        let all = [Gate::G1D, Gate::G2, Gate::G3, Gate::G4, Gate::G5, Gate::G6];
-        assert_eq!(claim_reached(&all), FINAL_CLAIM);
+        assert_eq!(claim_reached(true, &[]), NO_CLAIM);
+        assert_eq!(claim_reached(true, &[Gate::G0, Gate::G1D, Gate::G2]), Gate::G2.claim());
+        assert_eq!(claim_reached(true, &CLAIM_ORDER), FINAL_CLAIM);
+        // Without the deployment bound first, or out of order, nothing is claimed past it.
+        assert_eq!(claim_reached(true, &[Gate::G2, Gate::G3]), NO_CLAIM);
+        assert_eq!(claim_reached(true, &[Gate::G1D, Gate::G3]), Gate::G1D.claim());
+        assert_eq!(claim_reached(true, &[Gate::G0]), Gate::G0.claim());
+        // A rehearsal never makes a live claim.
+        assert_eq!(claim_reached(false, &CLAIM_ORDER), format!("{REHEARSAL_PREFIX} {FINAL_CLAIM}"));
         assert_eq!(Gate::parse("g1d"), Some(Gate::G1D));
         assert_eq!(Gate::parse("G7"), None);
     }

@@ -16,5 +16,5 @@ pub mod gate;
 pub mod receipt;
 pub mod show;
 
-pub use gate::{FINAL_CLAIM, Gate, NO_CLAIM, Verdict, claim_reached};
+pub use gate::{CLAIM_ORDER, FINAL_CLAIM, Gate, NO_CLAIM, REHEARSAL_PREFIX, Verdict, claim_reached};
 pub use receipt::{Chain, ChainError, Counts, Deployment, Evidence, Executor, Receipt, Target, Writer, verify};

@@ -1,7 +1,10 @@
 //! Receipts: one JSON document per gate, each naming the SHA-256 of the
 //! previous one's bytes, so a chain cannot be edited, reordered or cut in
-//! the middle unnoticed; a `summary.json` names the last receipt's hash and
-//! the claim reached.
+//! the middle unnoticed; a `summary.json` names every receipt's hash, the
+//! claim reached and why the run stopped. What the chain alone cannot show:
+//! a rewrite of the last receipt *and* the summary together, or of the whole
+//! chain. The run prints the head hash ([`Chain::head`]) for the operator to
+//! keep elsewhere; `canary show` prints it to compare.
 
 use std::path::{Path, PathBuf};
 
@@ -224,7 +227,7 @@ impl Writer {
             schema: SCHEMA,
             target: self.target,
             receipts: self.links.clone(),
-            claim: claim_reached(&self.passed).to_owned(),
+            claim: claim_reached(self.target == Target::Live, &self.passed),
             stopped: receipt.stop_reason.clone(),
         };
         let path = self.dir.join("summary.json");
@@ -243,6 +246,14 @@ pub struct Chain {
     pub receipts: Vec<(Receipt, String)>,
 }
 
+impl Chain {
+    /// The last receipt's SHA-256: what an operator keeps to tell this
+    /// chain from a rewritten one.
+    pub fn head(&self) -> Option<&str> {
+        self.receipts.last().map(|(_, hash)| hash.as_str())
+    }
+}
+
 /// Reads and verifies the chain in `dir`: every receipt parses, is in
 /// sequence, names the previous one's hash, and the summary names each
 /// receipt's hash and the claim they support. The first fault is the error.
@@ -257,8 +268,8 @@ pub fn verify(dir: &Path) -> Result<Chain, ChainError> {
     let mut passed = Vec::new();
     for (i, link) in summary.receipts.iter().enumerate() {
         let path = dir.join(&link.file);
-        if link.file.contains(['/', '\\']) || link.file.starts_with('.') {
-            return Err(at(&summary_path, format!("names a file outside the chain: {}", link.file)));
+        if link.file != file_name(i as u32 + 1, link.gate) {
+            return Err(at(&summary_path, format!("names a file that is not the chain's: {}", link.file)));
         }
         let bytes = std::fs::read(&path).map_err(|e| at(&path, e.to_string()))?;
         let hash = sha256(&bytes);
@@ -272,8 +283,16 @@ pub fn verify(dir: &Path) -> Result<Chain, ChainError> {
         if receipt.previous_sha256 != previous {
             return Err(at(&path, "does not name the previous receipt's hash".into()));
         }
-        if receipt.verdict.passed() != link.passed || receipt.target != summary.target {
+        if receipt.verdict.passed() != link.passed || receipt.target != summary.target || receipt.schema != SCHEMA {
             return Err(at(&path, "disagrees with the summary".into()));
+        }
+        // A run stops at its first gate that did not pass: only the last may not have.
+        let last = i + 1 == summary.receipts.len();
+        if !receipt.verdict.passed() && !last {
+            return Err(at(&path, "did not pass, yet the chain goes on after it".into()));
+        }
+        if last && receipt.stop_reason != summary.stopped {
+            return Err(at(&summary_path, "its stop reason is not the last receipt's".into()));
         }
         if receipt.verdict.passed() {
             passed.push(receipt.gate);
@@ -281,7 +300,7 @@ pub fn verify(dir: &Path) -> Result<Chain, ChainError> {
         previous = Some(hash.clone());
         receipts.push((receipt, hash));
     }
-    let reached = claim_reached(&passed);
+    let reached = claim_reached(summary.target == Target::Live, &passed);
     if summary.claim != reached {
         return Err(at(&summary_path, format!("claims {} but its receipts support {reached}", summary.claim)));
     }
@@ -301,7 +320,7 @@ pub(crate) mod tests {
             verdict,
             stop_reason: None,
             claim: None,
-            target: Target::Fakechat,
+            target: Target::Live,
             carrier: "fake".into(),
             deployment: Deployment::default(),
             inputs: serde_json::json!({"workers": 3}),
@@ -315,7 +334,7 @@ pub(crate) mod tests {
     }
 
     fn chain(dir: &Path, gates: &[Gate]) {
-        let mut w = Writer::create(dir, Target::Fakechat).unwrap();
+        let mut w = Writer::create(dir, Target::Live).unwrap();
         for g in gates {
             w.append(receipt(*g, Verdict::Pass)).unwrap();
         }
@@ -334,7 +353,7 @@ pub(crate) mod tests {
     #[test]
     fn a_stop_names_its_reason_and_the_claim_before_it() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = Writer::create(dir.path(), Target::Fakechat).unwrap();
+        let mut w = Writer::create(dir.path(), Target::Live).unwrap();
         w.append(receipt(Gate::G1D, Verdict::Pass)).unwrap();
         w.append(receipt(Gate::G2, Verdict::Pass)).unwrap();
         w.append(receipt(Gate::G3, Verdict::Fail("CROSS_ATTRIBUTION".into()))).unwrap();
@@ -383,9 +402,22 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn an_erased_stop_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = Writer::create(dir.path(), Target::Live).unwrap();
+        w.append(receipt(Gate::G1D, Verdict::Pass)).unwrap();
+        w.append(receipt(Gate::G2, Verdict::Fail("CONVERSATIONS".into()))).unwrap();
+        let summary_path = dir.path().join("summary.json");
+        let text = std::fs::read_to_string(&summary_path).unwrap().replace("\"G2_FAIL: CONVERSATIONS\"", "null");
+        std::fs::write(&summary_path, text).unwrap();
+        let err = verify(dir.path()).unwrap_err();
+        assert!(err.why.contains("stop reason"), "{err}");
+    }
+
+    #[test]
     fn a_directory_with_receipts_is_never_written_over() {
         let dir = tempfile::tempdir().unwrap();
         chain(dir.path(), &[Gate::G1D]);
-        assert!(Writer::create(dir.path(), Target::Fakechat).is_err());
+        assert!(Writer::create(dir.path(), Target::Live).is_err());
     }
 }

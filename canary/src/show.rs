@@ -30,6 +30,7 @@ pub fn json(chain: &Chain) -> Value {
         "claim": chain.summary.claim,
         "stopped": chain.summary.stopped,
         "rehearsal": chain.summary.target == Target::Fakechat,
+        "head": chain.head(),
         "deployment": chain.receipts.first().map(|(r, _)| &r.deployment),
         "gates": gates,
     })
@@ -91,6 +92,9 @@ pub fn text(chain: &Chain) -> String {
         }
     }
     out.push_str(&format!("\nClaim reached: {}\n", chain.summary.claim));
+    if let Some(head) = chain.head() {
+        out.push_str(&format!("Chain head: {head}\n"));
+    }
     if let Some(stopped) = &chain.summary.stopped {
         out.push_str(&format!("Stopped: {stopped}\n"));
     }
@@ -110,7 +114,7 @@ mod tests {
     #[test]
     fn the_json_names_each_verdict_its_reason_and_the_claim() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = Writer::create(dir.path(), Target::Fakechat).unwrap();
+        let mut w = Writer::create(dir.path(), Target::Live).unwrap();
         w.append(receipt(Gate::G1D, Verdict::Pass)).unwrap();
         w.append(receipt(Gate::G2, Verdict::SetupRequired("HOST_APP_STALE".into()))).unwrap();
         let chain = verify(dir.path()).unwrap();
@@ -120,8 +124,9 @@ mod tests {
         assert_eq!(doc["gates"][1]["reason"], "HOST_APP_STALE");
         assert_eq!(doc["stopped"], "SETUP_REQUIRED: HOST_APP_STALE");
         assert_eq!(doc["claim"], Gate::G1D.claim());
-        assert_eq!(doc["rehearsal"], true);
+        assert_eq!(doc["rehearsal"], false);
+        assert_eq!(doc["head"], chain.receipts[1].1.as_str());
         let text = super::text(&chain);
-        assert!(text.contains("G2 SETUP_REQUIRED: HOST_APP_STALE") && text.contains("a rehearsal"), "{text}");
+        assert!(text.contains("G2 SETUP_REQUIRED: HOST_APP_STALE") && text.contains("Canary on chatgpt.com"), "{text}");
     }
 }

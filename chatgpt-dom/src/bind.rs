@@ -30,11 +30,12 @@ const PILLS: &[(&str, &str)] = &[
     ("[app-mention-display-name]", "app-mention-display-name"),
 ];
 
-/// What an editor may hold that is not a person's draft: the pills above
-/// and generation A's zero-width cursor target beside its pill. The same
-/// public code removes exactly these before reading the draft.
-pub const ATOMS: &str =
-    "[data-inline-selection-pill], [app-mention-display-name], [data-inline-selection-pill-cursor-target]";
+/// What an editor may hold that is not a person's draft: app pills (a
+/// plugin id, or the app mention) and generation A's zero-width cursor
+/// target beside its pill. The same public code removes exactly these
+/// before reading the draft. A tool pill ("Search") or anything else a
+/// person put there stays a draft.
+pub const ATOMS: &str = r#"[data-inline-selection-pill][data-id^="plugin:"], [data-inline-selection-pill][data-system-hint-type^="plugin:"], [app-mention-display-name], [data-inline-selection-pill-cursor-target]"#;
 
 /// The redesign's app chip has nothing but its remove control's label:
 /// "Remove <App>" (en, 2026-09 map), "移除 <App>" (zh-CN). Attachment chips
@@ -96,8 +97,10 @@ pub enum Selected {
 pub fn pills<D: Dom>(dom: &D) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |label: String| out.push(label.trim().to_owned());
+    // The composer's own: a mention in a sent message is not a selection.
+    let composer = resolve(dom, Element::ComposerForm).ok();
     for (selector, attribute) in PILLS {
-        for node in crate::locators::visible(dom, None, selector) {
+        for node in crate::locators::visible(dom, composer.as_ref(), selector) {
             add(dom.attr(&node, attribute).unwrap_or_default());
         }
     }

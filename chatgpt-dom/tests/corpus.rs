@@ -139,6 +139,13 @@ fn the_in_editor_app_mention_is_the_binding_and_the_prompt_goes_after_it() {
         ["Orchestrator"],
         "inspect-page names the mention as the app pill"
     );
+    // A tool pill a person chose (no plugin id) is their draft, not a binding.
+    let tool = Page::parse(&text.replace(
+        "</span>&nbsp;</p>",
+        "</span>&nbsp;<span data-inline-selection-pill=\"\" data-system-hint-type=\"search\">Search</span></p>",
+    ));
+    assert_eq!(submit(&tool, "do the task", Some("Orchestrator")).unwrap_err().code, ErrorCode::Conflict);
+    assert!(tool.clicks.borrow().is_empty());
 }
 
 /// The redesign's mention rows are buttons titled by their row content's

@@ -108,7 +108,9 @@ struct Person {
 }
 
 impl Person {
-    async fn act(&mut self, fault: &Value) -> anyhow::Result<()> {
+    /// Does `fault`; what it made (the person's conversation id for
+    /// `person_chat`), for the hook's answer.
+    async fn act(&mut self, fault: &Value) -> anyhow::Result<String> {
         let conversation = fault["conversation_id"].as_str().unwrap_or_default().to_owned();
         let kind = fault["fault"].as_str().unwrap_or_default().to_owned();
         match &mut self.hands {
@@ -129,14 +131,15 @@ impl Person {
     }
 }
 
-async fn cdp_act(world: &mut crate::cdp::CdpWorld, kind: &str, conversation: &str) -> anyhow::Result<()> {
+async fn cdp_act(world: &mut crate::cdp::CdpWorld, kind: &str, conversation: &str) -> anyhow::Result<String> {
     use carrier_cdp::cdp::Cdp;
     use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
     use chromiumoxide::cdp::browser_protocol::target::{
         AttachToTargetParams, CloseTargetParams, CreateTargetParams, GetTargetsParams,
     };
     if kind == "restart_browser" {
-        return world.chromium.restart();
+        world.chromium.restart()?;
+        return Ok("done".into());
     }
     let observer = Cdp::connect(&world.chromium.ws_url()?).await.map_err(anyhow::Error::msg)?;
     let shown = || async {
@@ -153,7 +156,7 @@ async fn cdp_act(world: &mut crate::cdp::CdpWorld, kind: &str, conversation: &st
         "person_chat" => {
             let mine = observer.call(None, CreateTargetParams::new("https://chatgpt.com/")).await?.target_id;
             let session = observer.call(None, attach(mine)?).await?.session_id;
-            crate::cdp::chat_by_hand(&observer, &session, "a person's own chat, not the orchestrator's").await?;
+            return crate::cdp::chat_by_hand(&observer, &session, "a person's own chat, not the orchestrator's").await;
         }
         "navigate" => {
             let session = observer.call(None, attach(shown().await?)?).await?.session_id;
@@ -164,7 +167,7 @@ async fn cdp_act(world: &mut crate::cdp::CdpWorld, kind: &str, conversation: &st
         }
         other => anyhow::bail!("unknown fault {other:?}"),
     }
-    Ok(())
+    Ok("done".into())
 }
 
 async fn webext_act(
@@ -174,17 +177,16 @@ async fn webext_act(
     dir: &Path,
     kind: &str,
     conversation: &str,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<String> {
     if kind == "restart_browser" {
         let _ = chromium.browser.close().await;
         let _ = chromium.browser.wait().await;
         *chromium = crate::browser::Chromium::relaunch(extension, port, dir).await?;
-        return Ok(());
+        return Ok("done".into());
     }
     if kind == "person_chat" {
         let page = chromium.browser.new_page("https://chatgpt.com/").await?;
-        crate::browser::chat_by_hand(&page, "a person's own chat, not the orchestrator's").await?;
-        return Ok(());
+        return crate::browser::chat_by_hand(&page, "a person's own chat, not the orchestrator's").await;
     }
     let mut shown = None;
     for page in chromium.browser.pages().await? {
@@ -200,7 +202,7 @@ async fn webext_act(
         "lose_target" => page.close().await?,
         other => anyhow::bail!("unknown fault {other:?}"),
     }
-    Ok(())
+    Ok("done".into())
 }
 
 /// Serves the fault hook: one JSON POST per connection.
@@ -212,7 +214,7 @@ async fn serve_faults(listener: tokio::net::TcpListener, person: Arc<Mutex<Perso
             let Some(body) = read_body(&mut tcp).await else { return };
             let (status, text) = match serde_json::from_str::<Value>(&body) {
                 Ok(fault) => match person.lock().await.act(&fault).await {
-                    Ok(()) => ("200 OK", "done".to_owned()),
+                    Ok(made) => ("200 OK", made),
                     Err(e) => ("500 Internal Server Error", format!("{e:#}")),
                 },
                 Err(e) => ("400 Bad Request", e.to_string()),
@@ -269,7 +271,21 @@ async fn plant(planted: Planted, receipts: PathBuf, person: Arc<Mutex<Person>>, 
             }
         }
         Planted::LostTargetInG3 => {
-            if let Some(id) = managed().last() {
+            // Once a G3 task is in a conversation (a second user turn), that tab goes.
+            let tasked = || -> Option<String> {
+                let oracle = hub.oracle();
+                oracle["conversations"]
+                    .as_object()?
+                    .iter()
+                    .find_map(|(id, c)| (c["user_turns"].as_array().map_or(0, Vec::len) >= 2).then(|| id.clone()))
+            };
+            let until = tokio::time::Instant::now() + Duration::from_secs(60);
+            let mut id = tasked();
+            while id.is_none() && tokio::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                id = tasked();
+            }
+            if let Some(id) = id {
                 let fault = serde_json::json!({"fault": "lose_target", "conversation_id": id});
                 let _ = person.lock().await.act(&fault).await;
             }

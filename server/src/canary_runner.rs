@@ -85,6 +85,8 @@ pub struct Outcome {
     /// Every conversation the run had the pool create or reopen (they
     /// stay in the account's history).
     pub conversations: Vec<String>,
+    /// The chain's head hash, to keep elsewhere.
+    pub head: Option<String>,
 }
 
 /// Codes that mean a person must act (counted as manual interactions):
@@ -106,6 +108,9 @@ fn needs_person(code: &str) -> bool {
 
 /// A gate's end short of a pass.
 type Stop = Verdict;
+
+/// The longest one MCP call may take before the gate stops as uncertain.
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What a gate hands back for its receipt.
 #[derive(Default)]
@@ -174,7 +179,9 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
         runner.tolerated.clear();
         runner.watched = before.unwrap_or(0);
         let mut seen = Seen::default();
-        let verdict = match runner.gate(*gate, &mut seen).await {
+        // A pass is read against the whole gate's log: a stop code logged
+        // after the gate's last wait still stops it.
+        let verdict = match runner.gate(*gate, &mut seen).await.and(runner.watch().await) {
             Ok(()) => Verdict::Pass,
             Err(stop) => stop,
         };
@@ -219,7 +226,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
         passed.push(*gate);
     }
     let conversations = runner.created.into_iter().collect();
-    Ok(Outcome { claim: canary::claim_reached(&passed).to_owned(), stopped, conversations })
+    let head = canary::verify(&cfg.receipts)?.head().map(str::to_owned);
+    Ok(Outcome { claim: canary::claim_reached(cfg.target == Target::Live, &passed), stopped, conversations, head })
 }
 
 /// A run of its own, with root's capability.
@@ -275,8 +283,13 @@ impl Runner {
     /// A root call; a tool's refusal ends the gate with its code.
     async fn call(&mut self, tool: &str, mut args: Value) -> Result<Value, Stop> {
         args["capability"] = json!(self.cap);
-        match self.root.call(tool, args).await {
+        let call = self.root.call(tool, args);
+        let Ok(answered) = tokio::time::timeout(CALL_TIMEOUT, call).await else {
+            return Err(uncertain(format!("TIMEOUT: {tool} unanswered for {} s", CALL_TIMEOUT.as_secs())));
+        };
+        match answered {
             Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) if self.tolerated.contains(e.code.as_str()) => Err(uncertain(format!("{tool}: {}", e.code))),
             Ok(Err(e)) if needs_person(&e.code) => {
                 self.manual.insert(e.code.clone());
                 Err(Verdict::SetupRequired(e.code))
@@ -285,6 +298,12 @@ impl Runner {
             Ok(Err(e)) => Err(fail(format!("{tool}: {}", e.code))),
             Err(e) => Err(uncertain(format!("DAEMON_UNREACHABLE: {e}"))),
         }
+    }
+
+    /// The daemon's admin read (its executors and deployment).
+    async fn admin(&self) -> Result<crate::admin::Status, Stop> {
+        let addr = self.cfg.mcp_url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned();
+        crate::admin::fetch(&addr, &self.cfg.state_dir).await.map_err(|e| uncertain(format!("ADMIN_UNREACHABLE: {e}")))
     }
 
     async fn status(&mut self) -> Result<Value, Stop> {
@@ -318,6 +337,10 @@ impl Runner {
         let events = self.events_after(self.watched).await?;
         for e in &events {
             self.watched = self.watched.max(e["cursor"].as_u64().unwrap_or(0));
+            // The run-wide budget counts every prompt, whatever caused it.
+            if prompt_op(e).is_some() {
+                self.prompts += 1;
+            }
             let data = &e["data"];
             let mut codes: Vec<&str> = [&data["code"], &data["error"], &data["outcome"]["code"]]
                 .into_iter()
@@ -331,10 +354,17 @@ impl Runner {
                     self.manual.insert(code.to_owned());
                     return Err(Verdict::SetupRequired(code.to_owned()));
                 }
-                if matches!(code, "OUTCOME_UNKNOWN" | "AMBIGUOUS_SUBMISSION" | "RECONCILE_REQUIRED") {
+                if matches!(code, "OUTCOME_UNKNOWN" | "AMBIGUOUS_SUBMISSION" | "RECONCILE_REQUIRED" | "HOST_UI_CHANGED")
+                {
                     return Err(uncertain(code));
                 }
+                if code == "CONVERSATION_IDENTITY_DRIFT" {
+                    return Err(fail("IDENTITY_DRIFT: a managed tab shows another conversation"));
+                }
             }
+        }
+        if self.prompts > self.cfg.prompt_budget {
+            return Err(fail(format!("PROMPT_BUDGET_EXCEEDED: {} > {}", self.prompts, self.cfg.prompt_budget)));
         }
         Ok(())
     }
@@ -379,12 +409,9 @@ impl Runner {
             }
             if prompt_op(e).is_some() {
                 seen.counts.prompts_sent += 1;
-                self.prompts += 1;
             }
         }
-        if self.prompts > self.cfg.prompt_budget {
-            return Err(fail(format!("PROMPT_BUDGET_EXCEEDED: {} > {}", self.prompts, self.cfg.prompt_budget)));
-        }
+        self.watch().await?;
         Ok(events)
     }
 
@@ -399,22 +426,31 @@ impl Runner {
         Ok(())
     }
 
-    async fn fault(&mut self, seen: &mut Seen, fault: Value, ask: &str) -> Result<(), Stop> {
+    /// Has `fault` done (by the hook or the person); what the hook
+    /// answered (a person's line), which may name what was made.
+    async fn fault(&mut self, seen: &mut Seen, fault: Value, ask: &str) -> Result<String, Stop> {
         seen.note(format!("fault: {ask}"));
         match self.cfg.faults.clone() {
-            Faults::Hook { authority, path } => match mcp_client::post_json(&authority, &path, &fault).await {
-                Ok((200, _)) => Ok(()),
-                Ok((status, body)) => Err(uncertain(format!("FAULT_NOT_INJECTED: HTTP {status}: {}", body.trim()))),
-                Err(e) => Err(uncertain(format!("FAULT_NOT_INJECTED: {e}"))),
-            },
+            Faults::Hook { authority, path } => {
+                let posted = mcp_client::post_json(&authority, &path, &fault);
+                match tokio::time::timeout(self.cfg.gate_timeout, posted).await {
+                    Ok(Ok((200, body))) => Ok(body),
+                    Ok(Ok((status, body))) => {
+                        Err(uncertain(format!("FAULT_NOT_INJECTED: HTTP {status}: {}", body.trim())))
+                    }
+                    Ok(Err(e)) => Err(uncertain(format!("FAULT_NOT_INJECTED: {e}"))),
+                    Err(_) => Err(uncertain("FAULT_NOT_INJECTED: the hook did not answer in time")),
+                }
+            }
             Faults::Prompt => {
                 eprintln!("\ncanary: please {ask}, then press Enter (within {} s)", self.cfg.gate_timeout.as_secs());
                 let line = tokio::task::spawn_blocking(|| {
                     let mut line = String::new();
-                    std::io::stdin().read_line(&mut line).map(|_| line)
+                    std::io::stdin().read_line(&mut line).map(|n| (n, line))
                 });
+                // End of input is no confirmation: a run without a person never "does" a fault.
                 match tokio::time::timeout(self.cfg.gate_timeout, line).await {
-                    Ok(Ok(Ok(_))) => Ok(()),
+                    Ok(Ok(Ok((n, line)))) if n > 0 => Ok(line.trim().to_owned()),
                     _ => Err(uncertain("FAULT_NOT_CONFIRMED")),
                 }
             }
@@ -457,10 +493,7 @@ impl Runner {
 
     /// G1D: which deployment answers.
     async fn g1d(&mut self, seen: &mut Seen) -> Result<(), Stop> {
-        let addr = self.cfg.mcp_url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned();
-        let admin = crate::admin::fetch(&addr, &self.cfg.state_dir)
-            .await
-            .map_err(|e| uncertain(format!("ADMIN_UNREACHABLE: {e}")))?;
+        let admin = self.admin().await?;
         let tools = self.root.list_tools().await.map_err(|e| uncertain(format!("TOOLS_UNREADABLE: {e}")))?;
         let tools_sha256 = canary::receipt::sha256(serde_json::to_string(&tools).unwrap_or_default().as_bytes());
         let d = admin
@@ -470,6 +503,21 @@ impl Runner {
         let status = self.status().await?;
         if status["deployment"]["instance_id"] != json!(d.identity.instance_id) {
             return Err(fail("INSTANCE_MISMATCH: runtime_status and /admin/status name different instances"));
+        }
+        // Exactly this deployment: its own state directory, the instance
+        // `canary deploy` started (when it did), a build that can be named.
+        let ours = std::fs::canonicalize(&self.cfg.state_dir).ok();
+        if d.state_root.as_deref().map(|r| std::fs::canonicalize(r).ok()) != Some(ours) {
+            return Err(fail(format!("STATE_ROOT_MISMATCH: the daemon runs on {:?}", d.state_root)));
+        }
+        if let Ok(bytes) = std::fs::read(self.cfg.state_dir.join("canary.json")) {
+            let deployed: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            if deployed["deployment"]["instance_id"] != json!(d.identity.instance_id) {
+                return Err(fail("INSTANCE_MISMATCH: not the daemon `canary deploy` started (restarted since?)"));
+            }
+        }
+        if d.build_id == "unknown" || d.identity.commit == "unknown" {
+            return Err(fail("BUILD_UNNAMED: the daemon cannot name its binary or source"));
         }
         self.deployment = Deployment {
             commit: d.identity.commit.clone(),
@@ -503,6 +551,9 @@ impl Runner {
         for e in &self.deployment.executors {
             seen.note(format!("executor {} ({}) on {}", e.id, e.carrier, e.browser));
         }
+        if self.cfg.target == Target::Live && self.deployment.executors.iter().any(|e| e.carrier == "fake") {
+            return Err(fail("CARRIER_MISMATCH: a fake executor cannot speak for chatgpt.com"));
+        }
         if self.deployment.executors.is_empty() {
             self.manual.insert("BROWSER_CONTROL_UNAVAILABLE".into());
             return Err(Verdict::SetupRequired("BROWSER_CONTROL_UNAVAILABLE".into()));
@@ -525,12 +576,14 @@ impl Runner {
         let (cap, run_id) =
             new_run(&mut self.root, "canary G0").await.map_err(|e| uncertain(format!("DAEMON_UNREACHABLE: {e}")))?;
         let main = (std::mem::replace(&mut self.cap, cap), std::mem::replace(&mut self.run_id, run_id));
-        let desired = self.desired;
+        let (desired, watched) = (self.desired, std::mem::replace(&mut self.watched, 0));
+        // The navigation is the witness's own fault.
+        self.tolerated.insert("CONVERSATION_IDENTITY_DRIFT");
         let witnessed = self.g0_witness(seen).await;
         // Its workers retire whatever the witness saw.
         let stopped = self.call("runtime_stop", json!({})).await;
         (self.cap, self.run_id) = main;
-        self.desired = desired;
+        (self.desired, self.watched) = (desired, watched);
         witnessed.and(stopped.map(|_| ()))
     }
 
@@ -541,22 +594,63 @@ impl Runner {
         let status = self.status().await?;
         let conversations = Runner::conversations_of(&status);
         let (moved_slot, moved) = conversations.iter().next().map(|(s, c)| (*s, c.clone())).unwrap_or_default();
-        self.fault(
-            seen,
-            json!({"fault": "person_chat"}),
-            "open a chat of your own in this browser and send one message in it",
-        )
-        .await?;
+        let moved_worker = Runner::slots(&status)
+            .iter()
+            .find(|s| s["slot"] == moved_slot)
+            .and_then(|s| s["worker_id"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let mine = self
+            .fault(
+                seen,
+                json!({"fault": "person_chat"}),
+                "open a chat of your own in this browser, send one message in it, then paste its address here",
+            )
+            .await?;
         self.fault(
             seen,
             json!({"fault": "navigate", "conversation_id": moved}),
             &format!("in the tab showing conversation {moved}, open another page of chatgpt.com"),
         )
         .await?;
-        // Each managed page reports again within the recheck bound; give it that.
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Whether the daemon sees the navigation (the moved tab reports, or
+        // its slot leaves `parked`) within the recheck bound: noted, not
+        // required (today's carriers keep a managed tab's report to its own
+        // conversation; a tab moved elsewhere says nothing until it is back).
+        let deadline = Instant::now() + Duration::from_secs(10).min(self.cfg.gate_timeout);
+        loop {
+            let now = self.status().await?;
+            let slot_moved = Runner::slots(&now).iter().any(|s| s["slot"] == moved_slot && s["health"] != "parked");
+            let reported = self.events_after(before).await?.iter().any(|e| {
+                e["data"]["worker_id"] == moved_worker.as_str()
+                    && matches!(
+                        e["type"].as_str(),
+                        Some("conversation.error" | "conversation.closed" | "conversation.state_changed")
+                    )
+            });
+            if slot_moved || reported {
+                seen.note(format!("the daemon saw slot {moved_slot}'s tab move"));
+                break;
+            }
+            if Instant::now() >= deadline {
+                seen.note(format!(
+                    "the daemon did not see slot {moved_slot}'s tab move within 10 s (its slot stays parked)"
+                ));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
         let events = self.effects_since(before, seen).await?;
         let after = self.status().await?;
+        // The person's own chat is never adopted, whatever the hook names it.
+        let mine = mine.rsplit('/').next().unwrap_or_default().to_owned();
+        if mine.len() >= 8 {
+            let adopted = events.iter().any(|e| e.to_string().contains(&mine))
+                || Runner::conversations_of(&after).values().any(|c| *c == mine);
+            if adopted {
+                return Err(fail("ISOLATION: the person's own chat was touched"));
+            }
+            seen.note(format!("the person's own chat {mine} was never touched"));
+        }
         for (slot, conversation) in &conversations {
             if *slot == moved_slot {
                 continue;
@@ -586,6 +680,7 @@ impl Runner {
         let before = self.cursor().await?;
         let have = Runner::slots(&self.status().await?).len() as u32;
         self.budget(n.saturating_sub(have))?;
+        tokio::time::sleep(self.cfg.pacing).await;
         let out = self.call("runtime_ensure", json!({"desired_workers": n})).await?;
         self.desired = n;
         let status = self.until(&format!("{n} admitted parked workers"), Runner::ready_with(n as usize)).await?;
@@ -736,7 +831,13 @@ impl Runner {
         .await?;
         self.call("runtime_ensure", json!({"desired_workers": self.desired})).await?;
         let after = self.until("the slot reopened", Runner::ready_with(self.desired as usize)).await?;
-        self.effects_since(before, seen).await?;
+        let events = self.effects_since(before, seen).await?;
+        if let Some(e) = events.iter().find(|e| prompt_op(e).is_some()) {
+            return Err(fail(format!(
+                "BLIND_REPLAY: a {} prompt was queued while reopening",
+                prompt_op(e).unwrap_or("?")
+            )));
+        }
         let now = Runner::conversations_of(&after);
         if now.get(&slot) != Some(&conversation) {
             return Err(fail(format!("REOPENED_ELSEWHERE: slot {slot} now holds {:?}", now.get(&slot))));
@@ -837,11 +938,26 @@ impl Runner {
         let conversations = Runner::conversations_of(&status);
         let workers: BTreeSet<String> =
             Runner::slots(&status).iter().filter_map(|s| s["worker_id"].as_str().map(str::to_owned)).collect();
-        self.fault(seen, json!({"fault": "restart_browser"}), "quit the browser and start it again (same profile)")
-            .await?;
+        let starts = |admin: &crate::admin::Status| -> BTreeSet<String> {
+            admin.executors.iter().filter_map(|e| e.instance.clone()).collect()
+        };
+        let before_starts = starts(&self.admin().await?);
         // While the browser is away the pool says so: that is the fault, not a person's setup.
         self.tolerated.insert("BROWSER_CONTROL_UNAVAILABLE");
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        self.fault(seen, json!({"fault": "restart_browser"}), "quit the browser and start it again (same profile)")
+            .await?;
+        // The restart must be seen: the targets lost, or the carrier started anew.
+        let deadline = Instant::now() + self.cfg.gate_timeout;
+        loop {
+            let lost = Runner::slots(&self.status().await?).iter().any(|s| s["health"] != "parked");
+            if lost || starts(&self.admin().await?) != before_starts {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(uncertain("RESTART_NOT_SEEN: every target stayed as it was"));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
         self.call("runtime_ensure", json!({"desired_workers": n})).await?;
         let after = self.until("the pool reconstructed", Runner::ready_with(n as usize)).await?;
         let events = self.effects_since(before, seen).await?;

@@ -33,13 +33,14 @@ pub fn instance_id() -> &'static str {
     ID.get_or_init(|| format!("inst_{}", uuid::Uuid::now_v7().simple()))
 }
 
-/// SHA-256 (hex) of the running binary's bytes, computed once; `unknown`
-/// when the binary cannot be read.
+/// SHA-256 (hex) of the running binary's bytes, computed once (`serve`
+/// does it at start); `unknown` when the binary cannot be read.
 pub fn build_id() -> &'static str {
     static ID: OnceLock<String> = OnceLock::new();
     ID.get_or_init(|| {
         use sha2::{Digest, Sha256};
-        let read = std::env::current_exe().and_then(std::fs::read);
+        // The running image (Linux), not whatever file now sits at its path.
+        let read = std::fs::read("/proc/self/exe").or_else(|_| std::env::current_exe().and_then(std::fs::read));
         match read {
             Ok(bytes) => Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect(),
             Err(_) => "unknown".into(),

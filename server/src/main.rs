@@ -775,11 +775,12 @@ async fn canary(action: CanaryAction) -> anyhow::Result<()> {
     match action {
         CanaryAction::Deploy { state_dir, listen, app_label, worker_project_url, serve_args } => {
             let state = std::path::absolute(&state_dir)?;
-            if StateDir::default_path().ok().as_deref() == Some(state.as_path()) {
+            let everyday = StateDir::default_path().ok().map(|p| std::fs::canonicalize(&p).unwrap_or(p));
+            if everyday.as_deref() == Some(state.as_path()) || everyday == std::fs::canonicalize(&state).ok() {
                 anyhow::bail!("the canary never runs on your everyday state directory; give it one of its own");
             }
             std::fs::create_dir_all(&state)?;
-            let log = std::fs::File::create(state.join("canary-daemon.log"))?;
+            let log = std::fs::OpenOptions::new().create(true).append(true).open(state.join("canary-daemon.log"))?;
             let mut serve = std::process::Command::new(std::env::current_exe()?);
             serve.arg("serve").arg("--state-dir").arg(&state).arg("--listen").arg(listen.to_string());
             serve.arg("--app-label").arg(&app_label);
@@ -789,14 +790,23 @@ async fn canary(action: CanaryAction) -> anyhow::Result<()> {
             serve.args(&serve_args).stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
             #[cfg(unix)]
             std::os::unix::process::CommandExt::process_group(&mut serve, 0);
-            let child = serve.spawn().context("starting the canary daemon")?;
+            let mut child = serve.spawn().context("starting the canary daemon")?;
             let addr = loopback_of(listen).to_string();
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
             let status = loop {
+                // A daemon that already held the directory answers too: ours must be alive.
+                if let Some(exit) = child.try_wait()? {
+                    anyhow::bail!(
+                        "the canary daemon exited ({exit}); see {}",
+                        state.join("canary-daemon.log").display()
+                    );
+                }
                 if let Ok(status) = server::admin::fetch(&addr, &state).await {
                     break status;
                 }
                 if std::time::Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
                     anyhow::bail!(
                         "the canary daemon did not answer at {addr} within 30 s; see {}",
                         state.join("canary-daemon.log").display()
@@ -844,6 +854,11 @@ next: pair a carrier for it: orchestrator pair --state-dir {}
                 "live" => canary::Target::Live,
                 _ => canary::Target::Fakechat,
             };
+            if StateDir::default_path().ok().and_then(|p| std::fs::canonicalize(p).ok())
+                == std::fs::canonicalize(&state_dir).ok()
+            {
+                anyhow::bail!("the canary never runs on your everyday state directory; deploy one of its own");
+            }
             let deployed = std::fs::read(state_dir.join("canary.json")).ok();
             if target == canary::Target::Live && deployed.is_none() {
                 anyhow::bail!(
@@ -896,6 +911,9 @@ next: pair a carrier for it: orchestrator pair --state-dir {}
                 println!("  {conversation}");
             }
             println!("claim reached: {}", outcome.claim);
+            if let Some(head) = &outcome.head {
+                println!("chain head: {head} (keep it: `canary show` prints it again to compare)");
+            }
             if let Some(stopped) = outcome.stopped {
                 println!("stopped: {stopped}");
                 std::process::exit(1);
@@ -1064,6 +1082,8 @@ async fn main() -> anyhow::Result<()> {
             let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
             let addr = listener.local_addr()?;
             dir.record_endpoint(&format!("http://{}/mcp", loopback_of(addr)))?;
+            // The build id hashes the image now, before anything can replace the file.
+            tokio::task::spawn_blocking(server::deployment::build_id);
             let paired = credentials.list().map(|l| l.len()).unwrap_or(0);
             announce(&format!(
                 "orchestrator listening on http://{addr} (state: {})\nMCP endpoint: http://{addr}/mcp\nexecutor endpoint: ws://{addr}/executor\n{setup}\n{}",

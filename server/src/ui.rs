@@ -170,6 +170,12 @@ pub struct WorkerRow {
     pub executor_id: Option<String>,
     /// Whether it is the run's root.
     pub root: bool,
+    /// Whether it is held (so the control is Resume, not Pause).
+    pub held: bool,
+    /// Whether a person's answer here releases it (its own question to a
+    /// person, or to root); never for ChatGPT's tool-approval card, which
+    /// only a click in ChatGPT answers.
+    pub answerable: bool,
 }
 
 /// What the dashboard reads, once per render.
@@ -261,15 +267,24 @@ impl Ui {
                     .map(|w| {
                         let waiting = plane.waiting_for(w, &live);
                         let (status, why) = status(w, waiting.as_ref());
+                        let answerable =
+                            w.continuity.hold == Some(Hold::AwaitingHuman) || w.state == WorkerState::Waiting;
                         WorkerRow {
                             worker_id: w.id.to_string(),
                             path: w.path.clone(),
                             status,
                             why,
                             since_ms: w.updated_at_ms,
-                            conversation_url: w.conversation.as_ref().map(|(_, url)| url.clone()),
+                            // Only a ChatGPT conversation's address becomes a link.
+                            conversation_url: w
+                                .conversation
+                                .as_ref()
+                                .map(|(_, url)| url.clone())
+                                .filter(|url| url.starts_with("https://chatgpt.com/")),
                             executor_id: w.executor_id.clone(),
                             root: w.id == run.root,
+                            held: w.continuity.hold.is_some(),
+                            answerable,
                         }
                     })
                     .collect();
@@ -415,7 +430,7 @@ pub fn render(snapshot: &Snapshot, csrf: &str) -> String {
                 let id = escape(&w.worker_id);
                 let label = escape(&w.path);
                 // A person's question: answered here, durably, and the worker goes on once.
-                let answer = if w.status == "Needs you" {
+                let answer = if w.answerable {
                     format!(
                         "<label>Answer <input type=\"text\" data-answer=\"{id}\" aria-label=\"Answer {label}\"></label>\
                          <button data-worker=\"{id}\" data-act=\"answer\" aria-label=\"Send the answer to {label}\">Send</button><br>"
@@ -423,7 +438,7 @@ pub fn render(snapshot: &Snapshot, csrf: &str) -> String {
                 } else {
                     String::new()
                 };
-                let resume = if matches!(w.status, "Paused" | "Stalled" | "Needs you" | "Waiting for dependency") {
+                let resume = if w.held {
                     format!(
                         "<button data-worker=\"{id}\" data-act=\"resume\" aria-label=\"Resume {label}\">Resume</button>"
                     )
@@ -474,9 +489,15 @@ const SCRIPT: &str = r#"(() => {
   const main = () => document.getElementById("main");
   const notice = (text) => { document.getElementById("notice").textContent = text; };
   let pending = null;
+  let seq = 0;
+  // A person typing an answer is never interrupted: the refresh waits.
+  const typing = () => [...document.querySelectorAll("input[data-answer]")].some(i => i.value || i === document.activeElement);
   async function refresh() {
     pending = null;
+    if (typing()) { pending = setTimeout(refresh, 1000); return; }
+    const mine = ++seq;
     const r = await fetch("/ui", { credentials: "same-origin" });
+    if (mine !== seq) return;
     if (!r.ok) { notice("The dashboard lost its session: run orchestrator ui again."); return; }
     const doc = new DOMParser().parseFromString(await r.text(), "text/html");
     const fresh = doc.getElementById("main");
@@ -493,6 +514,7 @@ const SCRIPT: &str = r#"(() => {
   }
   const events = new EventSource("/ui/events");
   events.addEventListener("change", () => { if (!pending) pending = setTimeout(refresh, 250); });
+  events.addEventListener("error", () => notice("Live updates paused: the daemon is not answering."));
   document.addEventListener("click", async (e) => {
     const b = e.target.closest && e.target.closest("button[data-act]");
     if (!b) return;
@@ -508,6 +530,7 @@ const SCRIPT: &str = r#"(() => {
     });
     notice(r.ok ? "Done: " + b.textContent + "." : "Refused: " + (await r.text()));
     b.disabled = false;
+    if (input && r.ok) input.value = "";
     refresh();
   });
 })();"#;
@@ -596,8 +619,7 @@ fn apply(plane: &ControlPlane, act: &Act) -> Result<usize, String> {
             "stop" => PlaneRequest::Interrupt { actor, target, reason: "stopped from the dashboard".into() },
             other => return Err(format!("INVALID_ARGUMENT: unknown action {other}")),
         };
-        plane.execute(request).map_err(refused)?;
-        return Ok(1);
+        return Ok(usize::from(!plane.execute(request).map_err(refused)?.is_empty()));
     }
     let run: RunId = act
         .run_id
@@ -628,8 +650,7 @@ fn apply(plane: &ControlPlane, act: &Act) -> Result<usize, String> {
             "pause_all" | "resume_all" => continue,
             other => return Err(format!("INVALID_ARGUMENT: unknown action {other}")),
         };
-        plane.execute(request).map_err(refused)?;
-        changed += 1;
+        changed += usize::from(!plane.execute(request).map_err(refused)?.is_empty());
     }
     Ok(changed)
 }

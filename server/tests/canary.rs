@@ -74,7 +74,7 @@ fn assert_final_claim(out: &Rehearsal, gates: &[&str]) {
 async fn the_full_gate_set_through_the_cdp_carrier_reaches_the_final_claim() {
     let out = rehearse("cdp", Carrier::Cdp, None, None).await;
     assert_final_claim(&out, &["G1D", "G0", "G2", "G3", "G4", "G5", "G6"]);
-    assert_eq!(out.show["claim"], canary::FINAL_CLAIM);
+    assert_eq!(out.show["claim"], format!("{} {}", canary::REHEARSAL_PREFIX, canary::FINAL_CLAIM));
     assert_eq!(out.show["rehearsal"], true, "fakechat is never a live claim");
     assert_eq!(gate(&out.show, "G6")["counts"]["prompts_sent"], 0, "no blind replay");
 }
@@ -90,7 +90,7 @@ async fn the_full_gate_set_through_the_extension_in_chromium_reaches_the_final_c
 async fn g2_and_g3_through_the_extension_in_firefox() {
     let out = rehearse("webext-firefox", Carrier::Firefox, Some("G1D,G2,G3"), None).await;
     assert_final_claim(&out, &["G1D", "G2", "G3"]);
-    assert_eq!(out.show["claim"], canary::Gate::G3.claim());
+    assert_eq!(out.show["claim"], format!("{} {}", canary::REHEARSAL_PREFIX, canary::Gate::G3.claim()));
 }
 
 /// The planted-fault table: fault → the gate it stops → the typed reason.
@@ -144,7 +144,10 @@ async fn an_edited_receipt_is_refused_by_canary_show() {
     let text = show(false);
     assert!(text.status.success());
     let text = String::from_utf8(text.stdout).unwrap();
-    assert!(text.contains("G2 PASS") && text.contains("Claim reached: ZERO_TOUCH_CREATE_BIND_PASS"), "{text}");
+    assert!(
+        text.contains("G2 PASS") && text.contains("Claim reached: REHEARSAL_ONLY: ZERO_TOUCH_CREATE_BIND_PASS"),
+        "{text}"
+    );
     let g2 = dir.join("02-G2.json");
     let edited = std::fs::read_to_string(&g2).unwrap().replacen("\"workers\": 3", "\"workers\": 4", 1);
     std::fs::write(&g2, edited).unwrap();

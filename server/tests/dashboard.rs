@@ -218,9 +218,7 @@ async fn a_person_sees_every_state_live_and_pauses_and_stops_workers_from_the_da
     until(&page, "!!document.getElementById('main')", Duration::from_secs(10)).await;
     // Each state in words, with its worker's path.
     for (id, status) in &states {
-        let _ = id;
-        let present = format!("[...document.querySelectorAll('td.s')].some(c => c.textContent === {status:?})");
-        until(&page, &present, Duration::from_secs(5)).await;
+        until(&page, &status_of(id, status), Duration::from_secs(5)).await;
     }
     let question = "document.body.textContent.includes('Which branch should I deploy?')";
     assert!(e2e::browser::eval::<bool>(&page, question).await.unwrap(), "a person's question is shown");

@@ -98,7 +98,8 @@ impl LiveDom {
     fn select_contents(&self, editor: &Element) -> bool {
         let Some(html) = editor.dyn_ref::<HtmlElement>() else { return false };
         let _ = html.focus();
-        let Ok(Some(selection)) = self.document.get_selection() else { return true };
+        // No selection to type into: refuse rather than act at an unknown caret.
+        let Ok(Some(selection)) = self.document.get_selection() else { return false };
         let atoms = editor.query_selector_all(chatgpt_dom::bind::ATOMS).ok();
         let last = atoms.and_then(|list| list.item(list.length().checked_sub(1)?));
         match (last, self.document.create_range()) {
