@@ -251,12 +251,15 @@ async fn read_body(tcp: &mut tokio::net::TcpStream) -> Option<String> {
 /// Plants `planted` at its moment: before the run, or once G3 begins (the
 /// runner has written G2's receipt).
 async fn plant(planted: Planted, receipts: PathBuf, person: Arc<Mutex<Person>>, hub: Arc<fakechat::hub::Hub>) {
-    let g2_written = || {
+    // Whether the runner has written `gate`'s receipt.
+    let written = |gate: &str| {
         std::fs::read_dir(&receipts)
-            .map(|d| d.filter_map(Result::ok).any(|e| e.file_name().to_string_lossy().ends_with("-G2.json")))
+            .map(|d| {
+                d.filter_map(Result::ok).any(|e| e.file_name().to_string_lossy().ends_with(&format!("-{gate}.json")))
+            })
             .unwrap_or(false)
     };
-    while !g2_written() {
+    while !written("G2") {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     eprintln!("canary rig: G2 written; planting {planted:?}");
@@ -303,13 +306,8 @@ async fn plant(planted: Planted, receipts: PathBuf, person: Arc<Mutex<Person>>, 
             }
             // The page keeps its submit in flight until the gate has judged
             // (or 60 s): the new process cannot see whether the prompt went in.
-            let judged = || {
-                std::fs::read_dir(&receipts)
-                    .map(|d| d.filter_map(Result::ok).any(|e| e.file_name().to_string_lossy().ends_with("-G3.json")))
-                    .unwrap_or(false)
-            };
             let until = tokio::time::Instant::now() + Duration::from_secs(60);
-            while !judged() && tokio::time::Instant::now() < until {
+            while !written("G3") && tokio::time::Instant::now() < until {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             hub.hold_submissions.send_replace(false);

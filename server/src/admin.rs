@@ -130,6 +130,11 @@ pub struct WorkerSummary {
     pub waiting_for: Option<protocol::WaitingFor>,
 }
 
+/// The `host:port` of an `http://host:port/mcp` URL: where its admin read answers.
+pub fn authority_of(mcp_url: &str) -> String {
+    mcp_url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned()
+}
+
 /// The running daemon's status, over the admin read at `addr` (loopback
 /// `host:port`), with the token from `state_dir`.
 pub async fn fetch(addr: &str, state_dir: &Path) -> anyhow::Result<Status> {

@@ -302,8 +302,9 @@ impl Runner {
 
     /// The daemon's admin read (its executors and deployment).
     async fn admin(&self) -> Result<crate::admin::Status, Stop> {
-        let addr = self.cfg.mcp_url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned();
-        crate::admin::fetch(&addr, &self.cfg.state_dir).await.map_err(|e| uncertain(format!("ADMIN_UNREACHABLE: {e}")))
+        crate::admin::fetch(&crate::admin::authority_of(&self.cfg.mcp_url), &self.cfg.state_dir)
+            .await
+            .map_err(|e| uncertain(format!("ADMIN_UNREACHABLE: {e}")))
     }
 
     async fn status(&mut self) -> Result<Value, Stop> {

@@ -1160,10 +1160,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Canary { action } => canary(action).await?,
         Cmd::Ui { state_dir, addr } => {
             let state = state_path(state_dir)?;
-            let addr = addr.unwrap_or_else(|| {
-                let url = mcp_url_of(&state);
-                url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned()
-            });
+            let addr = addr.unwrap_or_else(|| server::admin::authority_of(&mcp_url_of(&state)));
             match server::admin::ui_link(&addr, &state).await {
                 Ok(link) => println!(
                     "{link}
@@ -1180,10 +1177,7 @@ no daemon answered at {addr}: start it with `orchestrator serve`, or point at it
         }
         Cmd::Status { state_dir, addr, json } => {
             let state = state_path(state_dir)?;
-            let addr = addr.unwrap_or_else(|| {
-                let url = mcp_url_of(&state);
-                url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned()
-            });
+            let addr = addr.unwrap_or_else(|| server::admin::authority_of(&mcp_url_of(&state)));
             let status = match server::admin::fetch(&addr, &state).await {
                 Ok(status) => status,
                 Err(e) => {

@@ -261,7 +261,7 @@ impl Ui {
             .take(RUNS_SHOWN)
             .filter_map(|(_, id)| plane.run(&id))
             .map(|run| {
-                let workers = plane
+                let workers: Vec<WorkerRow> = plane
                     .workers_of(&run.id)
                     .iter()
                     .map(|w| {
@@ -289,14 +289,14 @@ impl Ui {
                     })
                     .collect();
                 let status = self.pool.status(&run.id, &live, &|_| true);
-                let paths: HashMap<String, String> =
-                    plane.workers_of(&run.id).into_iter().map(|w| (w.id.to_string(), w.path)).collect();
+                let paths: HashMap<&str, &str> =
+                    workers.iter().map(|w| (w.worker_id.as_str(), w.path.as_str())).collect();
                 let slots = status
                     .slots
                     .iter()
                     .map(|s| {
                         let health = serde_json::to_value(s.health).ok().and_then(|v| v.as_str().map(str::to_owned));
-                        let path = paths.get(&s.worker_id.to_string()).cloned().unwrap_or_default();
+                        let path = paths.get(s.worker_id.to_string().as_str()).copied().unwrap_or_default().to_owned();
                         (s.slot, health.unwrap_or_default(), path)
                     })
                     .collect();

@@ -313,7 +313,10 @@ async fn the_dashboard_loads_with_256_workers() {
             total.as_secs_f64() * 1000.0,
             loaded.as_secs_f64() * 1000.0
         );
-        assert!(total < Duration::from_secs(10), "{n} workers took {total:?}");
+        // Measured above for the closing note, never asserted (a timing is no test);
+        // what is asserted is that the newest worker is on the page.
+        let newest = format!("document.body.textContent.includes('/root/w{}')", spawned - 1);
+        assert!(e2e::browser::eval::<bool>(&page, &newest).await.unwrap(), "{n} workers: the newest is listed");
         page.close().await.unwrap();
     }
     drop(browser);
