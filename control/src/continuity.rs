@@ -280,8 +280,14 @@ pub struct Continuity {
     /// The hold's reason in its setter's words (a person's question), for
     /// the operator surfaces.
     pub hold_reason: Option<String>,
+    /// The choices and context of a person's question.
+    pub hold_ask: Option<protocol::operator::Ask>,
+    /// Since when it has been held.
+    pub hold_since_ms: Option<u64>,
     /// The sequence number of its latest attempt; 0 before the first.
     pub attempts: u32,
+    /// Of those, how many Auto Resume started (the operator surfaces show it).
+    pub auto_resumes: u32,
     /// What started the latest attempt.
     pub last_reason: Option<AttemptReason>,
     /// The continuation command queued or submitted and not yet finished:

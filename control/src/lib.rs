@@ -19,6 +19,8 @@
 //!   falls due.
 //! - [`continuity`]: Execution Continuity's rules (when an unfinished worker
 //!   gets another turn, the spacing floor, the keepalive, the stall guard); pure.
+//! - [`operator`]: the operator surfaces' reading of the pool, and a
+//!   person's controls made as the run's root.
 //! - [`prompts`]: bootstrap and wake prompt texts, rendered at dispatch.
 //! - [`waiting`]: what a worker that is not working waits for, with the next step.
 //!
@@ -32,6 +34,7 @@ pub mod decide;
 pub mod error;
 pub mod keys;
 pub mod model;
+pub mod operator;
 pub mod plane;
 pub mod prompts;
 pub mod queue;

@@ -563,10 +563,12 @@ impl State {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.continuity.policy = *policy;
             }
-            EventBody::WorkerHoldChanged { worker_id, hold, reason } => {
+            EventBody::WorkerHoldChanged { worker_id, hold, reason, ask } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.continuity.hold = *hold;
                 w.continuity.hold_reason = hold.and(reason.clone());
+                w.continuity.hold_ask = hold.and(ask.clone());
+                w.continuity.hold_since_ms = hold.map(|_| at);
                 // Declaring a wait, or being released from one, is progress
                 // (seed §16.1); the guard's own pause is not.
                 if *hold != Some(protocol::continuity::Hold::Stalled) {
@@ -588,6 +590,7 @@ impl State {
                 }
                 w.continuity.scheduled(command_id.clone());
                 w.continuity.last_reason = Some(*reason);
+                w.continuity.auto_resumes += u32::from(*reason == AttemptReason::AutoResume);
             }
             EventBody::ContinuationStalled { worker_id, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;

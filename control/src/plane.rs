@@ -1028,7 +1028,10 @@ fn run_of(state: &State, command: &Request) -> RunId {
             | ExecutorFrame::ConversationError { worker_id, .. }
             | ExecutorFrame::ConversationBlock { worker_id, .. }
             | ExecutorFrame::ConversationClosed { worker_id } => worker_id,
-            ExecutorFrame::Hello { .. } | ExecutorFrame::Heartbeat { .. } | ExecutorFrame::CallerSeen { .. } => {
+            ExecutorFrame::Hello { .. }
+            | ExecutorFrame::Heartbeat { .. }
+            | ExecutorFrame::CallerSeen { .. }
+            | ExecutorFrame::OperatorAct { .. } => {
                 unreachable!("decide refuses session frames")
             }
         },

@@ -210,6 +210,7 @@ fn manual_mode_waits_for_continue_now_and_a_hold_for_a_person_blocks_both() {
             target: a.clone(),
             hold: Hold::AwaitingHuman,
             reason: "which database?".into(),
+            ask: None,
         })
         .unwrap();
     w.observe(&a, ConversationState::Idle);
@@ -230,7 +231,13 @@ fn pause_lets_the_turn_finish_and_continue_now_resumes_exactly_once() {
     let a = w.working("a", "33333333-3333-4333-8333-333333333333");
     let root = w.root.clone();
     w.plane
-        .execute(Request::SetHold { actor: root.clone(), target: a.clone(), hold: Hold::Paused, reason: "look".into() })
+        .execute(Request::SetHold {
+            actor: root.clone(),
+            target: a.clone(),
+            hold: Hold::Paused,
+            reason: "look".into(),
+            ask: None,
+        })
         .unwrap();
     w.observe(&a, ConversationState::Idle);
     w.advance(MINUTE);
@@ -637,6 +644,7 @@ fn an_unrecognised_page_pauses_that_worker_and_keeps_a_wait_for_a_person() {
             target: b.clone(),
             hold: Hold::AwaitingHuman,
             reason: "?".into(),
+            ask: None,
         })
         .unwrap();
     w.fail_open(&b, protocol::ErrorCode::HostUiChanged);
@@ -1032,4 +1040,41 @@ fn an_auto_workers_stale_generating_state_is_re_read_at_the_bound() {
     let inspect = w.open_send_or_create(&a);
     assert_eq!(w.plane.with_state(|s| s.commands[&inspect].worker_id.clone()), a);
     let _ = manual;
+}
+
+/// A question's choices and context are kept with its hold and shown by
+/// the operator surfaces; out of bounds, or with a hold that is no
+/// question, they are refused and nothing is held. A person's answer, made
+/// as root, is delivered once under its key and releases the hold.
+#[test]
+fn a_question_keeps_its_choices_and_a_persons_answer_releases_it_once() {
+    use protocol::operator::{Action, Ask, Status};
+    let w = world();
+    let a = w.working("a", "44444444-4444-4444-8444-444444444444");
+    let ask = |choices: Vec<String>| Some(Ask { choices, context: Some("the old one is MySQL".into()) });
+    let hold =
+        |hold, ask| Request::SetHold { actor: a.clone(), target: a.clone(), hold, reason: "which db?".into(), ask };
+    let too_many = (0..9).map(|i| format!("db{i}")).collect();
+    for refused in [hold(Hold::AwaitingHuman, ask(too_many)), hold(Hold::AwaitingDependency, ask(vec![]))] {
+        assert_eq!(w.plane.execute(refused).unwrap_err().code(), protocol::ErrorCode::InvalidArgument);
+    }
+    assert_eq!(w.plane.worker(&a).unwrap().continuity.hold, None);
+    w.plane.execute(hold(Hold::AwaitingHuman, ask(vec!["postgres".into(), "sqlite".into()]))).unwrap();
+    let view = control::operator::view(&w.plane, &[]);
+    let shown = view.runs[0].workers.iter().find(|v| v.worker_id == a.to_string()).unwrap();
+    assert_eq!((shown.status, shown.why.as_str(), shown.answerable), (Status::NeedsYou, "which db?", true));
+    assert_eq!(shown.ask.as_ref().unwrap().choices, ["postgres", "sqlite"]);
+
+    let answer = control::operator::Control {
+        action: Action::Answer,
+        worker_id: Some(a.clone()),
+        run_id: None,
+        text: Some("postgres".into()),
+        key: Some("k1".into()),
+    };
+    assert_eq!(control::operator::apply(&w.plane, &answer), Ok(1));
+    assert_eq!(w.plane.worker(&a).unwrap().continuity.hold, None, "answered: released");
+    control::operator::apply(&w.plane, &answer).unwrap();
+    let answers = w.plane.with_state(|s| s.runs.values().map(|r| r.messages.len()).sum::<usize>());
+    assert_eq!(answers, 1, "the same key delivers the answer once");
 }

@@ -55,6 +55,18 @@ impl Daemon {
         Ok(())
     }
 
+    /// A dashboard link, as `orchestrator ui` prints it (a one-time ticket).
+    pub fn ui_link(&self) -> anyhow::Result<String> {
+        let out = Command::new(&self.binary)
+            .args(["ui", "--state-dir"])
+            .arg(&self.state_dir)
+            .args(["--addr", &self.addr])
+            .output()?;
+        anyhow::ensure!(out.status.success(), "`orchestrator ui` failed: {}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8(out.stdout)?;
+        stdout.lines().next().map(str::to_owned).context("`orchestrator ui` printed no link")
+    }
+
     /// Kills the daemon and starts it again on the same address and state.
     pub fn restart(&mut self, extra: &[&str]) -> anyhow::Result<()> {
         self.kill();

@@ -13,6 +13,7 @@ pub mod daemon;
 pub mod find_chromium;
 pub mod firefox;
 pub mod scenario;
+pub mod surfaces;
 
 pub use browser::Chromium;
 pub use daemon::Daemon;

@@ -8,6 +8,8 @@
 //!   executor frames) is `executor_core`, shared with every carrier; tabs
 //!   are its handles here.
 //! - [`messages`]: the typed background ↔ content-script operations.
+//! - [`operator`]: what the popup and the overlay show from the daemon's
+//!   `operatorView`, and when a person is notified.
 //! - [`pairing`]: what a pairing may hold (a loopback endpoint as the URL
 //!   parser reads it, a credential of `orchestrator pair`'s form).
 //! - `web` (wasm32 only): the browser glue. `background` keeps the daemon
@@ -17,6 +19,7 @@
 //!   mutation-driven observer; `pages` drives the options page and popup.
 
 pub mod messages;
+pub mod operator;
 pub mod pairing;
 
 #[cfg(target_arch = "wasm32")]

@@ -25,6 +25,12 @@ pub enum ToPage {
         /// The request id a call waits on.
         request_id: String,
     },
+    /// This tab is managed for this worker: show the overlay (answered
+    /// with a [`PageReply::Report`]).
+    Overlay {
+        /// The worker.
+        worker_id: String,
+    },
 }
 
 /// A prompt to submit in a page.
@@ -262,6 +268,51 @@ pub enum FromPopup {
         /// Block (`true`) or unblock.
         blocked: bool,
     },
+    /// A person's control on a worker or a run (sent on as `operatorAct`).
+    Act {
+        /// What to do.
+        action: protocol::operator::Action,
+        /// The worker (worker actions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_id: Option<String>,
+        /// The run (run actions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run_id: Option<String>,
+        /// The answer (`answer`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
+    /// Bring the worker's managed tab to the front.
+    Open {
+        /// The worker.
+        worker_id: String,
+    },
+}
+
+/// A request from the overlay in a managed tab to the background: it acts
+/// only on the worker of the tab it comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "overlay", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum FromOverlay {
+    /// A person's control on this tab's worker.
+    Act {
+        /// What to do (worker actions only).
+        action: protocol::operator::Action,
+        /// The answer (`answer`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
+}
+
+/// What the background keeps in `storage.local` under `settings`, set on
+/// the options page.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Settings {
+    /// Hide the overlay in managed tabs (the popup and dashboard still work).
+    pub hide_overlay: bool,
+    /// No browser notification when a worker needs a person.
+    pub no_notifications: bool,
 }
 
 #[cfg(test)]

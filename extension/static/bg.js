@@ -16,3 +16,4 @@ api.alarms.onAlarm.addListener(forward("alarm"));
 api.storage.onChanged.addListener(forward("storage_changed"));
 api.runtime.onStartup.addListener(() => ready);
 api.runtime.onInstalled.addListener(forward("installed"));
+api.notifications?.onClicked.addListener(forward("notification_clicked"));

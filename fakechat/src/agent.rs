@@ -36,7 +36,7 @@ pub enum Step {
     AskRoot(String),
     /// Wait (bounded) for root's answer to the last question.
     AwaitAnswer,
-    /// `worker_await_human`, then end the turn: a person must act.
+    /// `worker_await_human` (`question|choice|…`: choices offered with it), then end the turn.
     AwaitHuman(String),
     /// `worker_complete`.
     Complete(String),
@@ -359,8 +359,13 @@ async fn run(
                 let answer = await_answer(mcp, memory).await?;
                 stream(hub, conversation, &format!("• root answered: {answer}\n")).await;
             }
-            Step::AwaitHuman(reason) => {
-                call(mcp, "worker_await_human", json!({"capability": cap, "reason": reason})).await?;
+            Step::AwaitHuman(asked) => {
+                // `question|choice|choice…`: the choices are offered with it.
+                let mut parts = asked.split('|');
+                let reason = parts.next().unwrap_or_default().to_owned();
+                let choices: Vec<&str> = parts.collect();
+                call(mcp, "worker_await_human", json!({"capability": cap, "reason": reason, "choices": choices}))
+                    .await?;
                 memory.remaining = steps.collect();
                 stream(hub, conversation, &format!("• waiting for a person: {reason}\n")).await;
                 stream(hub, conversation, &status_block("blocked", &reason, &memory.remaining)).await;

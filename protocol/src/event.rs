@@ -444,6 +444,9 @@ pub enum EventBody {
         /// the dependency awaited).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// A question's choices and context (`worker_await_human`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ask: Option<crate::operator::Ask>,
     },
     /// A turn was asked for a worker (by root, the operator, or an event
     /// concerning it); kept until delivered or withdrawn.

@@ -16,7 +16,7 @@ use crate::ids::{CommandId, ConversationId, WorkerId};
 /// The newest protocol version this build speaks; its executors say it in
 /// `hello`. Version 2 adds `host.name` and `host.capacity`, caller
 /// attribution (`callerSeen`, `callerLookup`) and `conversationBlock`.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 /// The oldest version the daemon still serves: a `hello` outside
 /// `OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION` is refused with
 /// `PROTOCOL_VERSION_MISMATCH`, and `welcome` echoes the executor's own.
@@ -220,7 +220,30 @@ pub enum ExecutorFrame {
         /// Blocked (`true`) or not.
         blocked: bool,
     },
+    /// (v3, with the [`OPERATOR_CAPABILITY`]) A person's control from the
+    /// executor's own interface (the popup, the overlay). The daemon applies
+    /// it as the run's root would and answers `operatorActed`.
+    OperatorAct {
+        /// Names this act in the answer; an `answer` act's idempotency key
+        /// (the same id never delivers an answer twice). 1-64 of `[A-Za-z0-9_-]`.
+        act_id: String,
+        /// What to do.
+        action: crate::operator::Action,
+        /// The worker (every action but a run's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_id: Option<WorkerId>,
+        /// The run (`pause_all`, `resume_all`, `stop_run`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run_id: Option<crate::RunId>,
+        /// The answer (`answer`), at most [`crate::operator::ANSWER_MAX`] bytes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
 }
+
+/// The capability (protocol v3) of an executor with a person's interface:
+/// the daemon sends it `operatorView` and takes its `operatorAct`.
+pub const OPERATOR_CAPABILITY: &str = "operator";
 
 impl ExecutorFrame {
     /// The version that introduced this frame: a session of an older one may
@@ -228,6 +251,7 @@ impl ExecutorFrame {
     pub fn since_version(&self) -> u32 {
         match self {
             ExecutorFrame::CallerSeen { .. } | ExecutorFrame::ConversationBlock { .. } => 2,
+            ExecutorFrame::OperatorAct { .. } => 3,
             _ => 1,
         }
     }
@@ -298,6 +322,23 @@ pub enum DaemonFrame {
         request_id: String,
         /// When the daemon stops waiting (ms since the Unix epoch).
         until_ms: u64,
+    },
+    /// (v3; only to an executor that declared [`OPERATOR_CAPABILITY`]) What
+    /// the pool looks like to a person, whole: sent after `welcome` and again
+    /// whenever it changes (at most four a second). Replaces the last one.
+    OperatorView(crate::operator::View),
+    /// (v3) The answer to one `operatorAct`.
+    OperatorActed {
+        /// The act answered.
+        act_id: String,
+        /// How many workers or runs it changed (0: already so).
+        changed: u32,
+        /// Why it was refused, when it was.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ErrorCode>,
+        /// The refusal in words.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        detail: String,
     },
 }
 
@@ -404,6 +445,10 @@ fn bounded(field: &str, value: &str, max: usize) -> Result<(), FrameRefusal> {
     Ok(())
 }
 
+fn valid_act_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 impl ExecutorFrame {
     /// Checks every string an executor can put into the log against its
     /// bound, and conversation URLs against the allow-list
@@ -463,6 +508,22 @@ impl ExecutorFrame {
                     });
                 }
                 Ok(())
+            }
+            ExecutorFrame::OperatorAct { act_id, action, worker_id, run_id, text } => {
+                let refuse = |detail: String| Err(FrameRefusal { code: ErrorCode::InvalidArgument, detail });
+                if !valid_act_id(act_id) {
+                    return refuse("actId must be 1-64 of [A-Za-z0-9_-]".into());
+                }
+                if action.is_run_level() != run_id.is_some() || action.is_run_level() == worker_id.is_some() {
+                    return refuse(format!(
+                        "{action:?} names exactly one {}",
+                        if action.is_run_level() { "runId" } else { "workerId" }
+                    ));
+                }
+                if (*action == crate::operator::Action::Answer) != text.is_some() {
+                    return refuse("text comes with an answer, and only with one".into());
+                }
+                bounded("text", text.as_deref().unwrap_or_default(), crate::operator::ANSWER_MAX)
             }
             ExecutorFrame::Heartbeat { .. }
             | ExecutorFrame::Ack { .. }

@@ -6,9 +6,10 @@
 //! - [`assignment`]: the authoritative task a worker retrieves over MCP.
 //! - [`continuity`]: Execution Continuity's policy, attempts and wakes.
 //! - [`event`]: durable domain events, the control plane's only source of truth.
-//! - [`executor`]: executor protocol frames (v2; v1 still served) (commands, acks, results, observations).
+//! - [`executor`]: executor protocol frames (v3; v1 and v2 still served) (commands, acks, results, observations).
 //! - [`error`]: stable error codes that appear on every wire.
 //! - [`limits`]: size bounds enforced before anything is persisted.
+//! - [`operator`]: what the operator surfaces show and the controls they send.
 //! - [`catalog`]: the catalog stamp in the attach tools' descriptions (written and read).
 //!
 //! Architecture invariant: serde only, no IO, no async runtime; builds for
@@ -22,6 +23,7 @@ pub mod event;
 pub mod executor;
 pub mod ids;
 pub mod limits;
+pub mod operator;
 pub mod state;
 
 pub use assignment::{Assignment, Scope};

@@ -27,17 +27,14 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use carrier_webext::Bridge;
 use control::ControlPlane;
-use control::decide::Request as PlaneRequest;
-use protocol::continuity::Hold;
-use protocol::{RunId, WorkerId, WorkerState};
+use protocol::operator::Status;
+use protocol::{RunId, WorkerId};
 use serde::Deserialize;
 
 /// How long a ticket `orchestrator ui` printed stays good.
 const TICKET_TTL_MS: u64 = 60_000;
 /// How long a dashboard session lasts.
 const SESSION_TTL_MS: u64 = 12 * 3_600_000;
-/// Runs the page lists (newest first).
-const RUNS_SHOWN: usize = 20;
 /// Events the page lists for the newest run.
 const EVENTS_SHOWN: usize = 15;
 const COOKIE: &str = "orchestrator_ui";
@@ -151,33 +148,6 @@ async fn login(State(ui): State<Arc<Ui>>, Query(q): Query<Ticket>) -> Response {
 const EXPIRED: &str = "<main><h1>Link expired</h1><p>This dashboard link was used already or is older than a \
     minute. Run <code>orchestrator ui</code> again and open the new link.</p></main>";
 
-/// One worker as the dashboard shows it.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct WorkerRow {
-    /// Its id.
-    pub worker_id: String,
-    /// Its path.
-    pub path: String,
-    /// Execution Continuity's term for it.
-    pub status: &'static str,
-    /// Why, in words.
-    pub why: String,
-    /// Since when (ms since the epoch).
-    pub since_ms: u64,
-    /// Its conversation's URL, once bound.
-    pub conversation_url: Option<String>,
-    /// The executor holding it.
-    pub executor_id: Option<String>,
-    /// Whether it is the run's root.
-    pub root: bool,
-    /// Whether it is held (so the control is Resume, not Pause).
-    pub held: bool,
-    /// Whether a person's answer here releases it (its own question to a
-    /// person, or to root); never for ChatGPT's tool-approval card, which
-    /// only a click in ChatGPT answers.
-    pub answerable: bool,
-}
-
 /// What the dashboard reads, once per render.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Snapshot {
@@ -189,53 +159,16 @@ pub struct Snapshot {
     pub runs: Vec<RunView>,
 }
 
-/// A run as the dashboard shows it.
+/// A run as the dashboard shows it: the operator view's run, its pool and its log.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RunView {
-    /// The run.
-    pub run_id: String,
-    /// Its title.
-    pub title: String,
-    /// Its state.
-    pub state: protocol::RunState,
-    /// Its workers.
-    pub workers: Vec<WorkerRow>,
+    /// The run and its workers, as every operator surface shows them.
+    #[serde(flatten)]
+    pub run: protocol::operator::Run,
     /// Its pool's slots: (slot, health, worker path).
     pub slots: Vec<(u32, String, String)>,
     /// Its last events: (cursor, type, when).
     pub events: Vec<(u64, String, u64)>,
-}
-
-/// Execution Continuity's term (§17.1) and the why, for `w`.
-fn status(w: &control::model::Worker, waiting: Option<&protocol::Waiting>) -> (&'static str, String) {
-    let why = |fallback: &str| waiting.map_or_else(|| fallback.to_owned(), |wait| wait.next_step.clone());
-    // A hold's own words first: a person's question is what they must read.
-    let said = |fallback: &str| w.continuity.hold_reason.clone().unwrap_or_else(|| why(fallback));
-    match w.state {
-        WorkerState::Completed => return ("Complete", w.outcome.clone().unwrap_or_default()),
-        WorkerState::Failed | WorkerState::LaunchFailed => return ("Failed", w.outcome.clone().unwrap_or_default()),
-        WorkerState::Cancelled => return ("Stopped", w.outcome.clone().unwrap_or_default()),
-        WorkerState::Created | WorkerState::LaunchRequested | WorkerState::Launching => {
-            return ("Starting", why("its conversation is being opened"));
-        }
-        _ => {}
-    }
-    if waiting.is_some_and(|wait| wait.on == protocol::WaitingFor::Person) {
-        return ("Needs you", why("a person must act in its conversation"));
-    }
-    match w.continuity.hold {
-        Some(Hold::AwaitingHuman) => ("Needs you", said("it asked a person")),
-        Some(Hold::AwaitingDependency) => {
-            ("Waiting for dependency", said("another worker or a deploy must change first"))
-        }
-        _ if w.state == WorkerState::Waiting => ("Waiting for dependency", why("root's answer")),
-        Some(Hold::Paused) => ("Paused", "paused: its current turn may finish, no next one starts".into()),
-        Some(Hold::Stalled) => {
-            ("Stalled", "no progress across its resumes: look at its conversation, then Resume".into())
-        }
-        None if w.continuity.in_flight.is_some() => ("Resuming", "a continuation is being delivered".into()),
-        None => ("Working", why(w.last_progress.as_deref().unwrap_or(""))),
-    }
 }
 
 impl Ui {
@@ -253,44 +186,17 @@ impl Ui {
                 })
                 .collect()
         });
-        let mut runs: Vec<(u64, RunId)> =
-            plane.with_state(|s| s.runs.values().map(|r| (r.created_at_ms, r.id.clone())).collect());
-        runs.sort_by(|a, b| b.cmp(a));
-        let runs = runs
+        let view = control::operator::view(plane, &live);
+        let runs = view
+            .runs
             .into_iter()
-            .take(RUNS_SHOWN)
-            .filter_map(|(_, id)| plane.run(&id))
             .map(|run| {
-                let workers: Vec<WorkerRow> = plane
-                    .workers_of(&run.id)
-                    .iter()
-                    .map(|w| {
-                        let waiting = plane.waiting_for(w, &live);
-                        let (status, why) = status(w, waiting.as_ref());
-                        let answerable =
-                            w.continuity.hold == Some(Hold::AwaitingHuman) || w.state == WorkerState::Waiting;
-                        WorkerRow {
-                            worker_id: w.id.to_string(),
-                            path: w.path.clone(),
-                            status,
-                            why,
-                            since_ms: w.updated_at_ms,
-                            // Only a ChatGPT conversation's address becomes a link.
-                            conversation_url: w
-                                .conversation
-                                .as_ref()
-                                .map(|(_, url)| url.clone())
-                                .filter(|url| url.starts_with("https://chatgpt.com/")),
-                            executor_id: w.executor_id.clone(),
-                            root: w.id == run.root,
-                            held: w.continuity.hold.is_some(),
-                            answerable,
-                        }
-                    })
-                    .collect();
-                let status = self.pool.status(&run.id, &live, &|_| true);
+                let Ok(id) = run.run_id.parse::<RunId>() else {
+                    return RunView { run, slots: vec![], events: vec![] };
+                };
+                let status = self.pool.status(&id, &live, &|_| true);
                 let paths: HashMap<&str, &str> =
-                    workers.iter().map(|w| (w.worker_id.as_str(), w.path.as_str())).collect();
+                    run.workers.iter().map(|w| (w.worker_id.as_str(), w.path.as_str())).collect();
                 let slots = status
                     .slots
                     .iter()
@@ -300,21 +206,19 @@ impl Ui {
                         (s.slot, health.unwrap_or_default(), path)
                     })
                     .collect();
-                let after = run.cursor.saturating_sub(EVENTS_SHOWN as u64);
+                let cursor = plane.run(&id).map_or(0, |r| r.cursor);
                 let events = plane
-                    .events(&run.id, after, EVENTS_SHOWN, &control::plane::Viewer::Root)
+                    .events(
+                        &id,
+                        cursor.saturating_sub(EVENTS_SHOWN as u64),
+                        EVENTS_SHOWN,
+                        &control::plane::Viewer::Root,
+                    )
                     .map(|page| {
                         page.events.iter().rev().map(|e| (e.cursor, e.body.kind().to_owned(), e.at_ms)).collect()
                     })
                     .unwrap_or_default();
-                RunView {
-                    run_id: run.id.to_string(),
-                    title: run.title.clone(),
-                    state: run.state,
-                    workers,
-                    slots,
-                    events,
-                }
+                RunView { run, slots, events }
             })
             .collect();
         Snapshot { instance_id: crate::deployment::instance_id().to_owned(), executors, runs }
@@ -356,6 +260,7 @@ main{padding:16px 24px;max-width:1400px}h1{font-size:22px;margin:0 0 8px}h2{font
 table{border-collapse:collapse;width:100%;margin:6px 0}th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #ccc;vertical-align:top}\
 th{background:#f2f2f2}.s{font-weight:600}.needs{color:#8a1c00}.paused,.stalled{color:#6b4e00}.done{color:#1b5e20}\
 button{font:inherit;padding:2px 10px;margin:0 4px 2px 0;border:1px solid #444;border-radius:4px;background:#fff;color:#111;cursor:pointer}\
+button.stop{border-color:#8a1c00;color:#8a1c00}button[aria-pressed=true]{background:#e8f0fe}\
 button:focus-visible,a:focus-visible{outline:3px solid #1a56db;outline-offset:2px}small{color:#444}\
 #notice{min-height:1.4em;color:#8a1c00}@media (prefers-reduced-motion: reduce){*{transition:none!important}}";
 
@@ -375,6 +280,16 @@ fn when(ms: u64) -> String {
         0..60 => format!("{ago} s ago"),
         60..3600 => format!("{} min ago", ago / 60),
         _ => format!("{} h ago", ago / 3600),
+    }
+}
+
+/// "Attempt 3 · 2 auto resumes", or a dash before the first.
+pub fn attempts(attempt: u32, auto_resumes: u32) -> String {
+    match (attempt, auto_resumes) {
+        (0, _) => "—".into(),
+        (n, 0) => format!("Attempt {n}"),
+        (n, 1) => format!("Attempt {n} · 1 auto resume"),
+        (n, a) => format!("Attempt {n} · {a} auto resumes"),
     }
 }
 
@@ -400,7 +315,7 @@ pub fn render(snapshot: &Snapshot, csrf: &str) -> String {
         out.push_str("<h2>Runs</h2><p>No run yet.</p>");
     }
     for run in &snapshot.runs {
-        let rid = escape(&run.run_id);
+        let rid = escape(&run.run.run_id);
         let _ = write!(
             out,
             "<section aria-labelledby=\"r-{rid}\"><h2 id=\"r-{rid}\">Run “{}” <small>{:?} · {rid}</small></h2>\
@@ -408,36 +323,55 @@ pub fn render(snapshot: &Snapshot, csrf: &str) -> String {
              <button data-run=\"{rid}\" data-act=\"resume_all\">Resume all</button>\
              <button data-run=\"{rid}\" data-act=\"stop_run\">Stop run</button></p>\
              <table><thead><tr><th scope=\"col\">Worker</th><th scope=\"col\">Status</th><th scope=\"col\">Why</th>\
-             <th scope=\"col\">Since</th><th scope=\"col\">Conversation</th><th scope=\"col\">Controls</th></tr></thead><tbody>",
-            escape(&run.title),
-            run.state
+             <th scope=\"col\">Since</th><th scope=\"col\">Attempts</th><th scope=\"col\">Conversation</th><th scope=\"col\">Controls</th></tr></thead><tbody>",
+            escape(&run.run.title),
+            run.run.state
         );
-        for w in &run.workers {
+        for w in &run.run.workers {
             let class = match w.status {
-                "Needs you" => "s needs",
-                "Paused" => "s paused",
-                "Stalled" => "s stalled",
-                "Complete" => "s done",
+                Status::NeedsYou => "s needs",
+                Status::Paused => "s paused",
+                Status::Stalled => "s stalled",
+                Status::Complete => "s done",
                 _ => "s",
             };
             let conversation = match &w.conversation_url {
                 Some(url) => format!("<a href=\"{}\" target=\"_blank\" rel=\"noopener\">open</a>", escape(url)),
                 None => "—".into(),
             };
-            let controls = if w.root || matches!(w.status, "Complete" | "Failed" | "Stopped") {
+            let controls = if w.root || w.status.is_final() {
                 String::new()
             } else {
                 let id = escape(&w.worker_id);
                 let label = escape(&w.path);
                 // A person's question: answered here, durably, and the worker goes on once.
                 let answer = if w.answerable {
+                    let choices: String = w
+                        .ask
+                        .iter()
+                        .flat_map(|a| &a.choices)
+                        .map(|c| {
+                            let c = escape(c);
+                            format!(
+                                "<button data-worker=\"{id}\" data-act=\"answer\" data-choice=\"{c}\" \
+                                 aria-label=\"Answer {label}: {c}\">{c}</button>"
+                            )
+                        })
+                        .collect();
                     format!(
-                        "<label>Answer <input type=\"text\" data-answer=\"{id}\" aria-label=\"Answer {label}\"></label>\
+                        "{choices}<label>Answer <input type=\"text\" data-answer=\"{id}\" aria-label=\"Answer {label}\"></label>\
                          <button data-worker=\"{id}\" data-act=\"answer\" aria-label=\"Send the answer to {label}\">Send</button><br>"
                     )
                 } else {
                     String::new()
                 };
+                let (auto, pressed) =
+                    if w.auto_resume { ("auto_resume_off", "true") } else { ("auto_resume_on", "false") };
+                let on = if w.auto_resume { "on" } else { "off" };
+                let auto = format!(
+                    "<button data-worker=\"{id}\" data-act=\"{auto}\" aria-pressed=\"{pressed}\" \
+                     aria-label=\"Auto Resume: {on} ({label})\">Auto Resume: {on}</button>"
+                );
                 let resume = if w.held {
                     format!(
                         "<button data-worker=\"{id}\" data-act=\"resume\" aria-label=\"Resume {label}\">Resume</button>"
@@ -448,18 +382,24 @@ pub fn render(snapshot: &Snapshot, csrf: &str) -> String {
                     )
                 };
                 format!(
-                    "{answer}{resume}<button data-worker=\"{id}\" data-act=\"continue\" aria-label=\"Continue now {label}\">Continue now</button>\
-                     <button data-worker=\"{id}\" data-act=\"stop\" aria-label=\"Stop {label}\">Stop</button>"
+                    "{answer}{auto}{resume}<button data-worker=\"{id}\" data-act=\"continue\" aria-label=\"Continue now {label}\">Continue now</button>\
+                     <button class=\"stop\" data-worker=\"{id}\" data-act=\"stop\" aria-label=\"Stop {label}\">Stop</button>"
                 )
+            };
+            let context = match w.ask.as_ref().and_then(|a| a.context.as_deref()) {
+                Some(context) => format!("<br><small>{}</small>", escape(context)),
+                None => String::new(),
             };
             let _ = write!(
                 out,
-                "<tr data-worker-row=\"{}\"><th scope=\"row\">{}</th><td class=\"{class}\">{}</td><td>{}</td><td>{}</td><td>{conversation}</td><td>{controls}</td></tr>",
+                "<tr data-worker-row=\"{}\"><th scope=\"row\">{}</th><td class=\"{class}\">{}</td><td>{}{context}</td>\
+                 <td>{}</td><td>{}</td><td>{conversation}</td><td>{controls}</td></tr>",
                 escape(&w.worker_id),
                 escape(&w.path),
-                w.status,
+                w.status.label(),
                 escape(&w.why),
-                when(w.since_ms)
+                when(w.since_ms),
+                attempts(w.attempt, w.auto_resumes)
             );
         }
         out.push_str("</tbody></table>");
@@ -519,10 +459,12 @@ const SCRIPT: &str = r#"(() => {
     const b = e.target.closest && e.target.closest("button[data-act]");
     if (!b) return;
     b.disabled = true;
-    const input = b.dataset.act === "answer" ? document.querySelector(`input[data-answer="${b.dataset.worker}"]`) : null;
+    const choice = b.dataset.choice;
+    const input = b.dataset.act === "answer" && choice === undefined ? document.querySelector(`input[data-answer="${b.dataset.worker}"]`) : null;
     if (input && !input.value.trim()) { notice("Write the answer first."); b.disabled = false; return; }
+    const answer = choice !== undefined ? choice : input ? input.value : null;
     const body = { action: b.dataset.act, worker_id: b.dataset.worker || null, run_id: b.dataset.run || null,
-      text: input ? input.value : null, key: input ? crypto.randomUUID() : null };
+      text: answer, key: answer !== null ? crypto.randomUUID() : null };
     const r = await fetch("/ui/act", {
       method: "POST", credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-Orchestrator-UI": main().dataset.csrf },
@@ -561,7 +503,7 @@ async fn events(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
 
 #[derive(Deserialize)]
 struct Act {
-    action: String,
+    action: protocol::operator::Action,
     #[serde(default)]
     worker_id: Option<String>,
     #[serde(default)]
@@ -575,82 +517,33 @@ struct Act {
 }
 
 /// A control, as the run's root: checked as the MCP tools check it.
-async fn act(State(ui): State<Arc<Ui>>, headers: HeaderMap, axum::Json(act): axum::Json<Act>) -> Response {
+async fn act(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
     let Some(csrf) = ui.session(&headers) else {
         return (StatusCode::UNAUTHORIZED, "UNAUTHORIZED: open the link `orchestrator ui` prints").into_response();
     };
     if headers.get("x-orchestrator-ui").and_then(|v| v.to_str().ok()) != Some(csrf.as_str()) {
         return (StatusCode::FORBIDDEN, "FORBIDDEN: the page's token is missing").into_response();
     }
+    let control = match parse_act(&body) {
+        Ok(control) => control,
+        Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
+    };
     let plane = ui.plane.clone();
-    let done = tokio::task::spawn_blocking(move || apply(&plane, &act)).await;
-    match done {
+    match tokio::task::spawn_blocking(move || control::operator::apply(&plane, &control)).await {
         Ok(Ok(n)) => (StatusCode::OK, format!("{n} changed")).into_response(),
-        Ok(Err(e)) => (StatusCode::CONFLICT, e).into_response(),
+        Ok(Err((code, why))) => (StatusCode::CONFLICT, format!("{}: {why}", code.as_str())).into_response(),
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL").into_response(),
     }
 }
 
-fn apply(plane: &ControlPlane, act: &Act) -> Result<usize, String> {
-    let refused = |e: control::Error| e.to_string();
-    if let Some(worker) = &act.worker_id {
-        let target: WorkerId = worker.parse().map_err(|_| "INVALID_ID: worker_id".to_owned())?;
-        let w = plane.worker(&target).ok_or("NOT_FOUND: no such worker")?;
-        let actor = plane.run(&w.run_id).ok_or("NOT_FOUND: no such run")?.root;
-        if act.action == "answer" {
-            // Durable first (a message from root), then the hold goes: the
-            // worker's next turn carries the answer, once.
-            let text =
-                act.text.as_deref().map(str::trim).filter(|t| !t.is_empty()).ok_or("INVALID_ARGUMENT: empty answer")?;
-            let root = plane.worker(&actor).ok_or("NOT_FOUND: no root")?;
-            let key = act.key.as_deref().map(|k| format!("ui-answer:{k}"));
-            plane.send(&root, &target, protocol::MessageKind::Answer, text, None, key.as_deref()).map_err(refused)?;
-            if w.continuity.hold.is_some() {
-                plane.execute(PlaneRequest::ReleaseHold { actor, target }).map_err(refused)?;
-            }
-            return Ok(1);
-        }
-        let request = match act.action.as_str() {
-            "pause" => {
-                PlaneRequest::SetHold { actor, target, hold: Hold::Paused, reason: "paused from the dashboard".into() }
-            }
-            "resume" => PlaneRequest::ReleaseHold { actor, target },
-            "continue" => PlaneRequest::ContinueNow { actor, target },
-            "stop" => PlaneRequest::Interrupt { actor, target, reason: "stopped from the dashboard".into() },
-            other => return Err(format!("INVALID_ARGUMENT: unknown action {other}")),
-        };
-        return Ok(usize::from(!plane.execute(request).map_err(refused)?.is_empty()));
+/// The page's control, typed: a clear refusal for anything else.
+fn parse_act(body: &[u8]) -> Result<control::operator::Control, String> {
+    let act: Act = serde_json::from_slice(body).map_err(|e| format!("INVALID_ARGUMENT: {e}"))?;
+    let worker_id = act.worker_id.map(|w| w.parse::<WorkerId>()).transpose().map_err(|_| "INVALID_ID: worker_id")?;
+    let run_id = act.run_id.map(|r| r.parse::<RunId>()).transpose().map_err(|_| "INVALID_ID: run_id")?;
+    if act.action.is_run_level() != run_id.is_some() || act.action.is_run_level() == worker_id.is_some() {
+        return Err("INVALID_ARGUMENT: a worker action names worker_id, a run action run_id".into());
     }
-    let run: RunId = act
-        .run_id
-        .as_deref()
-        .ok_or("INVALID_ARGUMENT: worker_id or run_id")?
-        .parse()
-        .map_err(|_| "INVALID_ID: run_id".to_owned())?;
-    let actor = plane.run(&run).ok_or("NOT_FOUND: no such run")?.root;
-    if act.action == "stop_run" {
-        plane
-            .execute(PlaneRequest::CancelRun { actor, reason: "stopped from the dashboard".into() })
-            .map_err(refused)?;
-        return Ok(1);
-    }
-    let live = |w: &control::model::Worker| w.id != actor && !w.state.is_terminal();
-    let mut changed = 0;
-    for w in plane.workers_of(&run).into_iter().filter(live) {
-        let request = match act.action.as_str() {
-            "pause_all" if w.continuity.hold.is_none() => PlaneRequest::SetHold {
-                actor: actor.clone(),
-                target: w.id,
-                hold: Hold::Paused,
-                reason: "paused from the dashboard".into(),
-            },
-            "resume_all" if matches!(w.continuity.hold, Some(Hold::Paused | Hold::Stalled)) => {
-                PlaneRequest::ReleaseHold { actor: actor.clone(), target: w.id }
-            }
-            "pause_all" | "resume_all" => continue,
-            other => return Err(format!("INVALID_ARGUMENT: unknown action {other}")),
-        };
-        changed += usize::from(!plane.execute(request).map_err(refused)?.is_empty());
-    }
-    Ok(changed)
+    let key = act.key.filter(|k| k.len() <= 64).map(|k| format!("ui:{k}"));
+    Ok(control::operator::Control { action: act.action, worker_id, run_id, text: act.text, key })
 }

@@ -179,10 +179,10 @@ fn the_dashboard_refuses_strangers_foreign_hosts_foreign_origins_and_forged_post
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["worker_id"] == w.id.as_str())
+        .find(|r| r["workerId"] == w.id.as_str())
         .unwrap()
         .clone();
-    assert_eq!(row["status"], "Paused", "{row}");
+    assert_eq!(row["status"], "paused", "{row}");
 }
 
 /// Chromium on a fresh profile, for a plain page.

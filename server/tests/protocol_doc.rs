@@ -543,3 +543,111 @@ async fn a_continuation_whose_turn_is_never_reported_running_is_reported_never_s
     assert_eq!(root.events_of("continuation.turn_stalled").len(), 1);
     assert_eq!(raw.no_command_within(Duration::from_millis(100)).await, Ok(()));
 }
+
+/// One raw session of protocol `version` declaring `capabilities`: its
+/// welcome, then what the daemon sends (frames, or the close code).
+async fn operator_session(
+    daemon: &Daemon,
+    state: &std::path::Path,
+    id: &str,
+    version: u32,
+    capabilities: Value,
+) -> (
+    futures_util::stream::SplitSink<
+        tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+        Message,
+    >,
+    mpsc::UnboundedReceiver<Result<Value, u16>>,
+) {
+    let (socket, _) = tokio_tungstenite::connect_async(ws_url(daemon)).await.unwrap();
+    let (mut sink, mut stream) = socket.split();
+    let hello = json!({"type": "hello", "protocolVersion": version, "token": credential(state, id), "executorId": id,
+        "executorInstanceId": format!("{id}-1"), "executorKind": "webext", "capabilities": capabilities,
+        "host": {"os": "linux"}});
+    sink.send(Message::Text(hello.to_string().into())).await.unwrap();
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(Ok(message)) = stream.next().await {
+            let sent = match message {
+                Message::Text(text) => tx.send(Ok(serde_json::from_str(&text).unwrap())),
+                Message::Close(close) => tx.send(Err(close.map_or(0, |c| u16::from(c.code)))),
+                _ => continue,
+            };
+            if sent.is_err() {
+                return;
+            }
+        }
+    });
+    (sink, rx)
+}
+
+/// The next frame of `kind` (others skipped), or the close code.
+async fn next_of(rx: &mut mpsc::UnboundedReceiver<Result<Value, u16>>, kind: &str) -> Result<Value, u16> {
+    loop {
+        let frame = tokio::time::timeout(WAIT, rx.recv()).await.expect("a frame in time").expect("a live session")?;
+        if frame["type"] == kind {
+            return Ok(frame);
+        }
+    }
+}
+
+/// The operator channel, as the doc says: a v3 session declaring
+/// `"operator"` hears `operatorView` after `welcome` and whenever the pool
+/// changes, in Execution Continuity's terms; its `operatorAct` is applied as
+/// root and answered by `operatorActed` (0 changed when already so); a
+/// malformed act closes it with 4003. Without the capability no view comes
+/// and an act is refused (4003); in a v2 session `operatorAct` is a frame of
+/// a newer version (4003).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_executor_hears_the_pool_and_its_acts_are_made_as_root() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    let root = Root::new(&daemon, json!({"title": "ops", "attribution": "capability_only"}));
+    let (worker, _) = root.spawn("w");
+
+    let (mut sink, mut rx) = operator_session(&daemon, state.path(), "ops-1", 3, json!(["operator"])).await;
+    assert_eq!(next_of(&mut rx, "welcome").await.unwrap()["protocolVersion"], 3);
+    let view = next_of(&mut rx, "operatorView").await.unwrap();
+    let run = &view["runs"][0];
+    assert_eq!(run["title"], "ops", "{view}");
+    let listed = run["workers"].as_array().unwrap().iter().find(|w| w["workerId"] == worker.as_str()).unwrap().clone();
+    assert_eq!((listed["path"].as_str(), listed["held"].as_bool()), (Some("/root/w"), Some(false)), "{listed}");
+    assert!(listed["status"].is_string() && listed["why"].is_string() && listed["sinceMs"].is_u64(), "{listed}");
+
+    let act = |id: &str, extra: Value| {
+        let mut act = json!({"type": "operatorAct", "actId": id});
+        act.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        Message::Text(act.to_string().into())
+    };
+    sink.send(act("a1", json!({"action": "pause", "workerId": worker}))).await.unwrap();
+    let acted = next_of(&mut rx, "operatorActed").await.unwrap();
+    assert_eq!(acted, json!({"type": "operatorActed", "actId": "a1", "changed": 1}));
+    // The next view shows it held (its control is now Resume).
+    loop {
+        let view = next_of(&mut rx, "operatorView").await.unwrap();
+        let w =
+            view["runs"][0]["workers"].as_array().unwrap().iter().find(|w| w["workerId"] == worker.as_str()).cloned();
+        if w.is_some_and(|w| w["held"] == true) {
+            break;
+        }
+    }
+    assert_eq!(root.events_of("worker.hold_changed").len(), 1);
+    sink.send(act("a2", json!({"action": "pause", "workerId": worker}))).await.unwrap();
+    assert_eq!(next_of(&mut rx, "operatorActed").await.unwrap()["changed"], 0, "already paused");
+    let run_id = run["runId"].as_str().unwrap();
+    sink.send(act("a3", json!({"action": "continue", "runId": run_id}))).await.unwrap();
+    assert_eq!(next_of(&mut rx, "operatorActed").await, Err(4003), "a worker action naming a run");
+
+    let (mut plain, mut rx) = operator_session(&daemon, state.path(), "ops-2", 3, json!([])).await;
+    next_of(&mut rx, "welcome").await.unwrap();
+    let quiet = tokio::time::timeout(Duration::from_secs(1), next_of(&mut rx, "operatorView")).await;
+    assert!(quiet.is_err(), "a view to a session without the capability");
+    plain.send(act("b1", json!({"action": "resume", "workerId": worker}))).await.unwrap();
+    assert_eq!(next_of(&mut rx, "operatorActed").await, Err(4003));
+
+    let (mut old, mut rx) = operator_session(&daemon, state.path(), "ops-3", 2, json!(["operator"])).await;
+    assert_eq!(next_of(&mut rx, "welcome").await.unwrap()["protocolVersion"], 2);
+    old.send(act("c1", json!({"action": "resume", "workerId": worker}))).await.unwrap();
+    assert_eq!(next_of(&mut rx, "operatorView").await, Err(4003), "operatorAct in a v2 session");
+    assert_eq!(root.events_of("worker.hold_changed").len(), 1, "no refused act changed anything");
+}

@@ -46,7 +46,7 @@ fn common(version: &str) -> Value {
         "name": "ChatGPT orchestrator executor",
         "version": version,
         "description": "Runs the local orchestrator's worker conversations in managed chatgpt.com tabs.",
-        "permissions": ["storage", "alarms"],
+        "permissions": ["storage", "alarms", "notifications"],
         "host_permissions": ["https://chatgpt.com/*"],
         // The page script (caller attribution) runs in the page's own world
         // from the start, before any page script; the adapter in the
@@ -270,7 +270,7 @@ mod tests {
     #[test]
     fn manifests_ask_for_the_minimal_permissions() {
         for manifest in [firefox_manifest("0.1.0"), chromium_manifest("0.1.0", "k")] {
-            assert_eq!(manifest["permissions"], json!(["storage", "alarms"]));
+            assert_eq!(manifest["permissions"], json!(["storage", "alarms", "notifications"]));
             assert_eq!(manifest["host_permissions"], json!(["https://chatgpt.com/*"]));
             let text = manifest.to_string();
             for forbidden in ["<all_urls>", "debugger", "cookies", "webRequest"] {

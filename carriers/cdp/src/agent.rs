@@ -1016,6 +1016,7 @@ fn request_kind(request: &ToPage) -> &'static str {
         ToPage::Submit(_) => "submit",
         ToPage::Inspect => "inspect",
         ToPage::Callers { .. } => "callers",
+        ToPage::Overlay { .. } => "overlay",
     }
 }
 

@@ -183,6 +183,10 @@ where
             return;
         }
     };
+    // A person's interface (protocol v3): it hears the pool and sends controls.
+    let operator = peer.version >= 3
+        && matches!(&hello, ExecutorFrame::Hello { capabilities, .. }
+            if capabilities.iter().any(|c| c == protocol::executor::OPERATOR_CAPABILITY));
     // Registered before the welcome: a refused claimant hears nothing but its
     // close reason; replayed commands wait in the outbox behind the welcome.
     let (tx, mut outbox) = mpsc::unbounded_channel();
@@ -211,6 +215,10 @@ where
     let mut deadline = Instant::now() + lease;
     let mut rate = Rate { tokens: RATE_BURST, at: Instant::now() };
     let mut credential_check = tokio::time::interval(Duration::from_millis(bridge.config.credential_check_ms));
+    let mut changes = bridge.plane.subscribe_changes();
+    // When the next `operatorView` is due: now, then a moment after a change
+    // (bursts of commits coalesce into one view).
+    let mut view_due = operator.then(Instant::now);
     let end = loop {
         tokio::select! {
             frame = next_text(&mut stream, &mut rate) => {
@@ -232,6 +240,27 @@ where
                         )));
                     }
                     Ok(seen @ ExecutorFrame::CallerSeen { .. }) => bridge.caller_seen(&peer.executor_id, seen),
+                    Ok(ExecutorFrame::OperatorAct { .. }) if !operator => {
+                        break End::Closed(CloseReason::Violation(format!(
+                            "operatorAct needs the {} capability in hello",
+                            protocol::executor::OPERATOR_CAPABILITY
+                        )));
+                    }
+                    Ok(ExecutorFrame::OperatorAct { act_id, action, worker_id, run_id, text }) => {
+                        let key = Some(format!("{}:{act_id}", peer.executor_id));
+                        let control = control::operator::Control { action, worker_id, run_id, text, key };
+                        let plane = bridge.plane.clone();
+                        let done = tokio::task::spawn_blocking(move || control::operator::apply(&plane, &control)).await;
+                        let (changed, error, detail) = match done {
+                            Ok(Ok(changed)) => (changed, None, String::new()),
+                            Ok(Err((code, detail))) => (0, Some(code), detail),
+                            Err(_) => (0, Some(protocol::ErrorCode::Internal), "the control failed".into()),
+                        };
+                        let acted = DaemonFrame::OperatorActed { act_id, changed, error, detail };
+                        if let Err(end) = send_frame(&mut sink, &acted).await {
+                            break end;
+                        }
+                    }
                     Ok(report) => bridge.report(&peer.executor_id, report).await,
                     Err(end) => break end,
                 }
@@ -248,6 +277,21 @@ where
                 Some(Outgoing::Close(reason)) => break End::Closed(reason),
                 None => break End::Closed(CloseReason::Shutdown),
             },
+            Ok(()) = changes.changed(), if operator => {
+                view_due.get_or_insert(Instant::now() + VIEW_COALESCE);
+            }
+            _ = sleep_until(view_due.unwrap_or(deadline)), if view_due.is_some() => {
+                view_due = None;
+                let live = bridge.connected().await;
+                let plane = bridge.plane.clone();
+                let view = tokio::task::spawn_blocking(move || control::operator::view(&plane, &live)).await;
+                let Ok(view) = view else { continue };
+                match timeout(lease, send_frame(&mut sink, &DaemonFrame::OperatorView(view))).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(end)) => break end,
+                    Err(_) => break End::PeerGone("the executor stopped reading".into()),
+                }
+            }
             _ = sleep_until(deadline) => break End::Closed(CloseReason::LeaseExpired),
             _ = credential_check.tick() => {
                 if bridge.credentials.still_issued(&peer.credential, &peer.executor_id) == Some(false) {
@@ -268,6 +312,9 @@ where
         linger(sink, stream).await;
     }
 }
+
+/// How long after a change the next `operatorView` goes: at most four a second.
+const VIEW_COALESCE: Duration = Duration::from_millis(250);
 
 /// How long a closing session keeps reading for the executor's answering
 /// close frame before it drops the connection.

@@ -252,7 +252,13 @@ async fn a_held_worker_waits_and_continue_now_resumes_it_once() {
     let human = rig.working("human").await;
     let hold = Hold::AwaitingHuman;
     rig.plane
-        .execute(Request::SetHold { actor: human.clone(), target: human.clone(), hold, reason: "which db?".into() })
+        .execute(Request::SetHold {
+            actor: human.clone(),
+            target: human.clone(),
+            hold,
+            reason: "which db?".into(),
+            ask: None,
+        })
         .unwrap();
     let paused = rig.working("paused").await;
     let root = rig.root.clone();
@@ -262,6 +268,7 @@ async fn a_held_worker_waits_and_continue_now_resumes_it_once() {
             target: paused.clone(),
             hold: Hold::Paused,
             reason: "look".into(),
+            ask: None,
         })
         .unwrap();
     for _ in 0..3 {

@@ -28,10 +28,16 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                 vec![EventBody::ContinuationPolicyChanged { worker_id: target.clone(), policy: *policy }]
             })
         }
-        Request::SetHold { actor, target, hold, reason } => {
+        Request::SetHold { actor, target, hold, reason, ask } => {
             let (run, acting_worker) = acting(state, actor)?;
             require_open(run)?;
             check_text("reason", reason, TEXT_MAX)?;
+            if let Some(ask) = ask {
+                if *hold != Hold::AwaitingHuman {
+                    return Err(Refusal::BadAsk("choices and context go with a question to a person".into()));
+                }
+                ask.check().map_err(Refusal::BadAsk)?;
+            }
             let own_wait = actor == target && matches!(hold, Hold::AwaitingHuman | Hold::AwaitingDependency);
             if !own_wait && !acting_worker.is_root() {
                 return Err(Refusal::RootOnly);
@@ -47,6 +53,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                     worker_id: target.clone(),
                     hold: Some(*hold),
                     reason: Some(reason.clone()),
+                    ask: ask.clone().filter(|a| *a != protocol::operator::Ask::default()),
                 }]
             })
         }
@@ -140,6 +147,7 @@ fn due(state: &State, action: &Action) -> Result<Vec<EventBody>, Refusal> {
                         "no progress in {attempts_without_progress} attempts and {} minutes; worker_resume to go on",
                         quiet_ms / 60_000
                     )),
+                    ask: None,
                 });
             }
             events
@@ -171,6 +179,7 @@ fn release(worker: &Worker) -> Option<EventBody> {
         worker_id: worker.id.clone(),
         hold: None,
         reason: None,
+        ask: None,
     })
 }
 
@@ -201,7 +210,7 @@ mod tests {
     }
 
     fn hold(actor: &WorkerId, target: &WorkerId, hold: Hold) -> Request {
-        Request::SetHold { actor: actor.clone(), target: target.clone(), hold, reason: "why".into() }
+        Request::SetHold { actor: actor.clone(), target: target.clone(), hold, reason: "why".into(), ask: None }
     }
 
     #[test]

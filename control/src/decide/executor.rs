@@ -310,7 +310,7 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
             Ok(super::attribution::block_changed(worker, *blocked, protocol::BlockedBy::Person, None))
         }
         // Sightings are the bridge's to match with calls, not the log's.
-        ExecutorFrame::CallerSeen { .. } => Err(Refusal::SessionFrame),
+        ExecutorFrame::CallerSeen { .. } | ExecutorFrame::OperatorAct { .. } => Err(Refusal::SessionFrame),
     }
 }
 
@@ -408,6 +408,7 @@ fn continuity_effects(worker: &Worker, code: ErrorCode, detail: &str, seen: Seen
         worker_id: worker.id.clone(),
         hold: Some(protocol::continuity::Hold::Paused),
         reason: Some(reason),
+        ask: None,
     }]
 }
 

@@ -260,6 +260,8 @@ pub enum Request {
         hold: protocol::continuity::Hold,
         /// Why (the question, the dependency).
         reason: String,
+        /// A question's choices and context (a wait for a person only).
+        ask: Option<protocol::operator::Ask>,
     },
     /// Releases a worker's hold (`worker_resume`): root, or the worker itself.
     ReleaseHold {

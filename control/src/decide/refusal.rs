@@ -57,7 +57,7 @@ pub enum Refusal {
     #[error("{0} is not a host state")]
     NotAHostState(ErrorCode),
     /// `hello` or `heartbeat` handed to the plane as a report.
-    #[error("hello and heartbeat are session frames, not reports")]
+    #[error("hello, heartbeat, callerSeen and operatorAct are session frames, not reports")]
     SessionFrame,
     /// A follow-up number on a report that names no work.
     #[error("only progress, completion and failure name their work")]
@@ -182,6 +182,10 @@ pub enum Refusal {
     /// A continuation policy out of its bounds.
     #[error("continuation policy refused: {0}")]
     BadPolicy(String),
+    /// A question's choices or context out of bounds, or given with a hold
+    /// that is no question.
+    #[error("question refused: {0}")]
+    BadAsk(String),
     /// A stall hold asked for by a caller: only the stall guard sets it.
     #[error("only the stall guard pauses a worker for a stall; use paused")]
     StallIsTheGuards,
@@ -221,6 +225,7 @@ impl Refusal {
             | WorkNotNamed
             | NoSuchFollowup { .. }
             | BadPolicy(_)
+            | BadAsk(_)
             | StallIsTheGuards
             | BadAttribution => ErrorCode::InvalidArgument,
             RequestReplayed(_) => ErrorCode::UnidentifiedCaller,

@@ -18,7 +18,13 @@ use wasm_bindgen::prelude::*;
 use web_sys::{CloseEvent, MessageEvent, WebSocket};
 
 use super::{call, from_js, now_ms, object, random_hex, set_timeout, sleep, storage_get, storage_set, to_js};
-use crate::messages::{PageReply, Report, Submission, ToPage};
+use crate::messages::{FromOverlay, FromPopup, PageReply, Report, Settings, Submission, ToPage};
+use protocol::operator::{Action, View};
+
+/// Notification ids: this prefix and the worker's id.
+const NOTICE_PREFIX: &str = "needs-you:";
+/// The notifications' icon: a 32×32 square in the surfaces' accent colour.
+const NOTICE_ICON: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAACAAAAAgCAYAAABzenr0AAAAL0lEQVR42u3OIQEAAAgDMHIQjPKEgRg3E/Ornr2kEhAQEBAQEBAQEBAQEBAQSAcee1AoiJDX30AAAAAASUVORK5CYII=";
 
 /// The shared executor core, with tab ids as handles.
 type Core = executor_core::Core<i32>;
@@ -142,15 +148,30 @@ pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
             let from_extension_page =
                 sender_url.zip(extension_origin()).is_some_and(|(url, origin)| url.starts_with(&origin));
             if from_extension_page {
-                if let Ok(crate::messages::FromPopup::Block { tab, blocked }) = from_js(&first)
-                    && let Some(worker_id) = bg.core.borrow().worker_of(&(tab as i32)).cloned()
-                {
-                    bg.emit(vec![ExecutorFrame::ConversationBlock { worker_id, blocked }]);
+                match from_js(&first) {
+                    Ok(FromPopup::Block { tab, blocked }) => {
+                        if let Some(worker_id) = bg.core.borrow().worker_of(&(tab as i32)).cloned() {
+                            bg.emit(vec![ExecutorFrame::ConversationBlock { worker_id, blocked }]);
+                        }
+                    }
+                    Ok(FromPopup::Act { action, worker_id, run_id, text }) => bg.act(action, worker_id, run_id, text),
+                    Ok(FromPopup::Open { worker_id }) => bg.bring_forward(&worker_id),
+                    Err(_) => {}
                 }
                 return;
             }
             // Unsolicited page reports; only managed tabs count (see Core::page_report).
             let tab = Reflect::get(&second, &"tab".into()).ok().and_then(|t| Reflect::get(&t, &"id".into()).ok());
+            // The overlay of a managed tab: its controls act on that tab's worker only.
+            if let (Some(tab), Ok(FromOverlay::Act { action, text })) =
+                (tab.as_ref().and_then(|t| t.as_f64()), from_js(&first))
+            {
+                let worker = bg.core.borrow().worker_of(&(tab as i32)).map(ToString::to_string);
+                if let Some(worker) = worker.filter(|_| !action.is_run_level()) {
+                    bg.act(action, Some(worker), None, text);
+                }
+                return;
+            }
             match (tab.and_then(|t| t.as_f64()), from_js(&first)) {
                 (Some(tab), Ok(PageReply::Report(report))) => bg.on_report(tab as i32, &report),
                 (Some(tab), Ok(PageReply::Progress)) => {
@@ -196,7 +217,15 @@ pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
                 });
             }
         }
-        "alarm" => bg.connect(),
+        "alarm" => {
+            bg.connect();
+            wasm_bindgen_futures::spawn_local(async move { bg.raise_notices().await });
+        }
+        "notification_clicked" => {
+            if let Some(worker) = first.as_string().and_then(|id| id.strip_prefix(NOTICE_PREFIX).map(str::to_owned)) {
+                bg.bring_forward(&worker);
+            }
+        }
         "installed" => {
             // A fresh install has nothing to connect with: show the person the
             // pairing form at once instead of leaving them to find it.
@@ -311,7 +340,7 @@ impl Background {
                     executor_id: bg.executor_id.borrow().clone(),
                     instance_id: bg.instance_id.clone(),
                     kind: ExecutorKind::Webext,
-                    capabilities: vec![],
+                    capabilities: vec![protocol::executor::OPERATOR_CAPABILITY.into()],
                     host: MachineFacts { browser: user_agent(), ..MachineFacts::default() },
                 }));
             }
@@ -349,7 +378,17 @@ impl Background {
     fn on_closed(self: &Rc<Self>, code: u16, reason: &str) {
         self.socket.borrow_mut().take();
         self.stop_heartbeat();
-        let why = if reason.is_empty() { format!("disconnected ({code})") } else { format!("disconnected: {reason}") };
+        // In words, with what to do (docs/executor-protocol.md, close reasons).
+        let why = match code {
+            4001 => format!("the daemon refused this pairing ({reason}): run `orchestrator pair` and pair again"),
+            4002 => {
+                format!("the daemon speaks another protocol version ({reason}): update the extension or the daemon")
+            }
+            _ if reason.is_empty() => {
+                "the daemon is not reachable: is `orchestrator serve` running at the paired address?".to_owned()
+            }
+            _ => format!("disconnected: {reason}"),
+        };
         self.set_connection(&why);
         self.schedule_reconnect();
     }
@@ -426,6 +465,25 @@ impl Background {
                     });
                 }
             }
+            Ok(DaemonFrame::OperatorView(view)) => {
+                let bg = self.clone();
+                wasm_bindgen_futures::spawn_local(async move {
+                    let _ = storage_set("local", "operator", to_js(&view)).await;
+                    bg.raise_notices().await;
+                });
+            }
+            // The popup shows how its last control went.
+            Ok(DaemonFrame::OperatorActed { act_id, changed, error, detail }) => {
+                let acted = object(&[
+                    ("actId", act_id.into()),
+                    ("changed", changed.into()),
+                    ("error", error.map(|e| e.as_str()).unwrap_or_default().into()),
+                    ("detail", detail.into()),
+                ]);
+                wasm_bindgen_futures::spawn_local(async move {
+                    let _ = storage_set("local", "acted", acted).await;
+                });
+            }
             // A frame this build does not understand: the daemon is not ours to guess about.
             Err(_) => self.disconnect_and_retry("unreadable daemon frame"),
         }
@@ -456,7 +514,71 @@ impl Background {
         self.schedule_reconnect();
     }
 
+    /// A person's control, sent on as `operatorAct` (the daemon answers
+    /// `operatorActed`, which the popup shows).
+    fn act(&self, action: Action, worker_id: Option<String>, run_id: Option<String>, text: Option<String>) {
+        let worker_id = worker_id.and_then(|w| w.parse().ok());
+        let run_id = run_id.and_then(|r| r.parse().ok());
+        self.send(&ExecutorFrame::OperatorAct { act_id: random_hex(), action, worker_id, run_id, text });
+    }
+
+    /// Brings a worker's managed tab (and its window) to the front.
+    fn bring_forward(&self, worker_id: &str) {
+        let tab = self.core.borrow().workers().find(|(w, _)| w.to_string() == worker_id).and_then(|(_, m)| m.tab);
+        let Some(tab) = tab else { return };
+        wasm_bindgen_futures::spawn_local(async move {
+            if let Ok(info) = call("tabs.update", &[tab.into(), object(&[("active", true.into())])]).await
+                && let Some(window) = Reflect::get(&info, &"windowId".into()).ok().filter(|w| w.as_f64().is_some())
+            {
+                let _ = call("windows.update", &[window, object(&[("focused", true.into())])]).await;
+            }
+        });
+    }
+
+    /// Raises a browser notification for each worker that has needed a
+    /// person for 30 s (unless the person turned them off), once per wait,
+    /// and looks again when the next one falls due.
+    async fn raise_notices(self: &Rc<Self>) {
+        let Some(view) = storage_get("local", "operator").await.and_then(|v| from_js::<View>(&v).ok()) else { return };
+        let settings: Settings =
+            storage_get("local", "settings").await.and_then(|v| from_js(&v).ok()).unwrap_or_default();
+        let mut raised: Vec<String> =
+            storage_get("local", "notified").await.and_then(|v| from_js(&v).ok()).unwrap_or_default();
+        let (due, next) = crate::operator::notices_due(&view, now_ms(), &raised);
+        if settings.no_notifications {
+            return;
+        }
+        for notice in due {
+            let options = object(&[
+                ("type", "basic".into()),
+                ("iconUrl", NOTICE_ICON.into()),
+                ("title", notice.title.as_str().into()),
+                ("message", notice.message.as_str().into()),
+            ]);
+            let id = format!("{NOTICE_PREFIX}{}", notice.worker_id);
+            let _ = call("notifications.create", &[id.into(), options]).await;
+            raised.push(notice.key);
+        }
+        // Bounded: the oldest waits are forgotten first.
+        let excess = raised.len().saturating_sub(256);
+        raised.drain(..excess);
+        let _ = storage_set("local", "notified", to_js(&raised)).await;
+        if let Some(at) = next {
+            let bg = self.clone();
+            let later = Closure::once_into_js(move || {
+                wasm_bindgen_futures::spawn_local(async move { bg.raise_notices().await });
+            });
+            set_timeout(later.unchecked_ref(), (at.saturating_sub(now_ms()) + 50).min(60_000) as i32);
+        }
+    }
+
     fn on_report(self: &Rc<Self>, tab: i32, report: &Report) {
+        // A managed tab's content script shows the overlay for its worker.
+        if let Some(worker_id) = self.core.borrow().worker_of(&tab).map(ToString::to_string) {
+            wasm_bindgen_futures::spawn_local(async move {
+                let _ = ask(tab, &ToPage::Overlay { worker_id }).await;
+            });
+        }
         let frames = self.core.borrow_mut().page_report(&tab, &report.url, report.state, report.error);
         if !frames.is_empty() {
             self.emit(frames);

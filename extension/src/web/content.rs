@@ -317,6 +317,10 @@ async fn handle(request: ToPage) -> PageReply {
             callers::look_now(&request_id);
             PageReply::Report(report(&dom()))
         }
+        ToPage::Overlay { worker_id } => {
+            super::overlay::show(&worker_id);
+            PageReply::Report(report(&dom()))
+        }
     }
 }
 

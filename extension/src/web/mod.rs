@@ -4,6 +4,7 @@
 
 mod background;
 mod content;
+mod overlay;
 mod pages;
 
 use js_sys::{Array, Function, JSON, Promise, Reflect};

@@ -6,8 +6,11 @@ use js_sys::{Function, Reflect};
 use wasm_bindgen::prelude::*;
 use web_sys::{Document, HtmlInputElement};
 
+use protocol::operator::{Action, View};
+
 use super::background::{Pairing, Status};
 use super::{call, from_js, storage_get, storage_set, to_js};
+use crate::messages::{FromPopup, Settings};
 
 fn document() -> Document {
     web_sys::window().and_then(|w| w.document()).expect("extension pages have a document")
@@ -61,6 +64,26 @@ fn rerender_on_change() {
     }
 }
 
+/// The two settings' checkboxes: shown as saved, saved on change.
+async fn settings_form() {
+    let settings: Settings = storage_get("local", "settings").await.and_then(|v| from_js(&v).ok()).unwrap_or_default();
+    for (id, on) in [("hide-overlay", settings.hide_overlay), ("no-notifications", settings.no_notifications)] {
+        if let Some(checkbox) = input(id) {
+            checkbox.set_checked(on);
+            let save = Closure::<dyn FnMut()>::new(|| {
+                let checked = |id: &str| input(id).is_some_and(|i| i.checked());
+                let settings =
+                    Settings { hide_overlay: checked("hide-overlay"), no_notifications: checked("no-notifications") };
+                wasm_bindgen_futures::spawn_local(async move {
+                    let _ = storage_set("local", "settings", to_js(&settings)).await;
+                });
+            })
+            .into_js_value();
+            let _ = checkbox.add_event_listener_with_callback("change", save.unchecked_ref());
+        }
+    }
+}
+
 /// The options page.
 #[wasm_bindgen]
 pub async fn options_main() {
@@ -91,6 +114,7 @@ pub async fn options_main() {
     if let Some(form) = document().get_element_by_id("pairing") {
         let _ = form.add_event_listener_with_callback("submit", save.unchecked_ref());
     }
+    settings_form().await;
     rerender_on_change();
     render_status().await;
     // Tells automation (and people reading the DOM) that the form is live and the status shown.
@@ -150,7 +174,7 @@ async fn block_chat(blocked: bool) {
         set_text("block-status", "no chatgpt.com tab is active");
         return;
     };
-    let request = to_js(&crate::messages::FromPopup::Block { tab, blocked });
+    let request = to_js(&FromPopup::Block { tab, blocked });
     let sent = call("runtime.sendMessage", &[request]).await.is_ok();
     let said = match (sent, blocked) {
         (false, _) => "the extension's background did not answer",
@@ -160,11 +184,114 @@ async fn block_chat(blocked: bool) {
     set_text("block-status", &format!("tab {tab}: {said}"));
 }
 
+/// Whether a person is typing an answer in the popup (a live refresh waits).
+fn typing() -> bool {
+    let Ok(inputs) = document().query_selector_all("input[data-answer]") else { return false };
+    let active = document().active_element();
+    (0..inputs.length())
+        .filter_map(|i| inputs.item(i)?.dyn_into::<HtmlInputElement>().ok())
+        .any(|input| !input.value().is_empty() || active.as_ref().is_some_and(|a| a.is_same_node(Some(&input))))
+}
+
+/// The popup's live part, from the daemon's view (seed §17.2).
+async fn render_popup() {
+    let status: Status = storage_get("local", "status").await.and_then(|v| from_js(&v).ok()).unwrap_or_default();
+    let (live, words) = crate::operator::connection_words(&status.connection);
+    if let Some(line) = document().get_element_by_id("connection") {
+        line.set_text_content(Some(&words));
+        let _ = line.set_attribute("class", if live { "live" } else { "" });
+    }
+    set_text("executor-id", &status.executor_id);
+    if typing() {
+        return;
+    }
+    let Some(view) = storage_get("local", "operator").await.and_then(|v| from_js::<View>(&v).ok()) else { return };
+    let current_tab = current_chatgpt_tab().await.map(|(tab, _)| tab as i32);
+    let current = status.workers.iter().find(|w| w.tab.is_some() && w.tab == current_tab).map(|w| w.worker_id.clone());
+    let has_tab = |id: &str| status.workers.iter().any(|w| w.worker_id == id && w.tab.is_some());
+    let html = crate::operator::popup_html(&view, super::now_ms(), current.as_deref(), &has_tab);
+    if let Some(main) = document().get_element_by_id("live") {
+        main.set_inner_html(&html);
+    }
+}
+
+/// How the last control went, in words.
+async fn render_acted() {
+    let Some(acted) = storage_get("local", "acted").await else { return };
+    let field = |k: &str| Reflect::get(&acted, &k.into()).ok();
+    let error = field("error").and_then(|e| e.as_string()).unwrap_or_default();
+    let text = if error.is_empty() {
+        let changed = field("changed").and_then(|c| c.as_f64()).unwrap_or(0.0);
+        if changed > 0.0 { "Done.".to_owned() } else { "Nothing to change: it was already so.".to_owned() }
+    } else {
+        format!("Refused ({error}): {}", field("detail").and_then(|d| d.as_string()).unwrap_or_default())
+    };
+    set_text("acted", &text);
+}
+
+/// A click on a control in the live part: sent to the background, which
+/// sends it to the daemon.
+fn on_control(event: web_sys::Event) {
+    let Some(button) = event
+        .target()
+        .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+        .and_then(|e| e.closest("button").ok().flatten())
+    else {
+        return;
+    };
+    let data = |k: &str| button.get_attribute(k);
+    if let (Some(worker_id), Some(_)) = (data("data-worker"), data("data-open")) {
+        send(FromPopup::Open { worker_id });
+        return;
+    }
+    let Some(action) = data("data-act").and_then(|a| serde_json::from_value::<Action>(a.into()).ok()) else { return };
+    let worker_id = data("data-worker");
+    let mut text = None;
+    if action == Action::Answer {
+        text = data("data-choice").or_else(|| {
+            let selector = format!("input[data-answer=\"{}\"]", worker_id.as_deref().unwrap_or_default());
+            let input: HtmlInputElement = document().query_selector(&selector).ok()??.dyn_into().ok()?;
+            let typed = input.value().trim().to_owned();
+            input.set_value("");
+            (!typed.is_empty()).then_some(typed)
+        });
+        if text.is_none() {
+            set_text("acted", "Write the answer first.");
+            return;
+        }
+    }
+    set_text("acted", "Sending…");
+    send(FromPopup::Act { action, worker_id, run_id: data("data-run"), text });
+}
+
+fn send(message: FromPopup) {
+    let message = to_js(&message);
+    wasm_bindgen_futures::spawn_local(async move {
+        if call("runtime.sendMessage", &[message]).await.is_err() {
+            set_text("acted", "The extension's background did not answer.");
+        }
+    });
+}
+
 /// The popup.
 #[wasm_bindgen]
 pub async fn popup_main() {
-    rerender_on_change();
-    render_status().await;
+    let listener = Closure::<dyn FnMut()>::new(|| {
+        wasm_bindgen_futures::spawn_local(async {
+            render_popup().await;
+            render_acted().await;
+        })
+    })
+    .into_js_value();
+    if let Ok(on) = super::path(super::api(), "storage.onChanged") {
+        let add: Function = Reflect::get(&on, &"addListener".into()).unwrap().unchecked_into();
+        let _ = add.call1(&on, &listener);
+    }
+    render_popup().await;
+    let controls = Closure::<dyn FnMut(web_sys::Event)>::new(on_control).into_js_value();
+    if let Some(main) = document().get_element_by_id("live") {
+        let _ = main.add_event_listener_with_callback("click", controls.unchecked_ref());
+    }
     let check = Closure::<dyn FnMut()>::new(|| wasm_bindgen_futures::spawn_local(check_page())).into_js_value();
     if let Some(button) = document().get_element_by_id("check") {
         let _ = button.add_event_listener_with_callback("click", check.unchecked_ref());

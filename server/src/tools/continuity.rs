@@ -25,6 +25,26 @@ pub struct AwaitArgs {
     pub reason: String,
 }
 
+/// `worker_await_human` arguments (seed §14.1).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AwaitHumanArgs {
+    /// Your capability.
+    pub capability: String,
+    /// Optional: your own worker id; any other id is refused.
+    #[serde(default)]
+    #[schemars(with = "Option<WorkerId>")]
+    pub worker_id: Option<String>,
+    /// The question for a person, in one or two sentences.
+    pub reason: String,
+    /// Optional answers to offer (at most 8, each at most 200 bytes).
+    #[serde(default)]
+    pub choices: Vec<String>,
+    /// Optional: what a person needs to know to answer (at most 4096 bytes).
+    #[serde(default)]
+    pub context: Option<String>,
+}
+
 /// Root names one worker.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -106,11 +126,17 @@ impl Tools {
     }
 
     /// A command the caller issues about itself (its own wait).
-    async fn own_hold(&self, args: AwaitArgs, hold: Hold) -> Result<Json<ContinuityChanged>, ToolError> {
+    async fn own_hold(
+        &self,
+        args: AwaitArgs,
+        hold: Hold,
+        ask: Option<protocol::operator::Ask>,
+    ) -> Result<Json<ContinuityChanged>, ToolError> {
         let tools = self.clone();
         on_blocking_pool(move || {
             let me = acting_as(&tools.plane, &args.capability, args.worker_id.as_deref())?;
-            let request = Request::SetHold { actor: me.id.clone(), target: me.id.clone(), hold, reason: args.reason };
+            let request =
+                Request::SetHold { actor: me.id.clone(), target: me.id.clone(), hold, reason: args.reason, ask };
             tools.continuity_changed(request, &me.id)
         })
         .await
@@ -178,12 +204,14 @@ impl Tools {
     ))]
     async fn worker_await_human(
         &self,
-        Parameters(args): Parameters<AwaitArgs>,
+        Parameters(args): Parameters<AwaitHumanArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<ContinuityChanged>, ToolError> {
         let args = args?;
         self.prove(&ctx, &args.capability, "worker_await_human").await?;
-        self.own_hold(args, Hold::AwaitingHuman).await
+        let ask = protocol::operator::Ask { choices: args.choices, context: args.context };
+        let wait = AwaitArgs { capability: args.capability, worker_id: args.worker_id, reason: args.reason };
+        self.own_hold(wait, Hold::AwaitingHuman, Some(ask)).await
     }
 
     /// Declare that another worker or system must change before you can go on. Name the dependency.
@@ -201,7 +229,7 @@ impl Tools {
     ) -> Result<Json<ContinuityChanged>, ToolError> {
         let args = args?;
         self.prove(&ctx, &args.capability, "worker_await_dependency").await?;
-        self.own_hold(args, Hold::AwaitingDependency).await
+        self.own_hold(args, Hold::AwaitingDependency, None).await
     }
 
     /// Pause a worker's automatic turns after its current one (it stays unfinished; not a stop). Root only.
@@ -223,8 +251,13 @@ impl Tools {
         on_blocking_pool(move || {
             let root = root_only(&tools.plane, &args.capability)?;
             let target: WorkerId = parse(&args.worker_id)?;
-            let hold =
-                Request::SetHold { actor: root.id, target: target.clone(), hold: Hold::Paused, reason: args.reason };
+            let hold = Request::SetHold {
+                actor: root.id,
+                target: target.clone(),
+                hold: Hold::Paused,
+                reason: args.reason,
+                ask: None,
+            };
             tools.continuity_changed(hold, &target)
         })
         .await
@@ -354,6 +387,69 @@ impl Tools {
         })
         .await
     }
+
+    /// Pause every unfinished worker of your run after its current turn (you are not paused). Root only.
+    #[tool(annotations(
+        title = "Pause all workers",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn run_pause_all(
+        &self,
+        Parameters(args): Parameters<CapabilityArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<RunHoldsOut>, ToolError> {
+        let args = args?;
+        self.prove(&ctx, &args.capability, "run_pause_all").await?;
+        self.run_holds(args.capability, protocol::operator::Action::PauseAll).await
+    }
+
+    /// Resume every paused or stalled worker of your run (not those waiting on a person or dependency). Root only.
+    #[tool(annotations(
+        title = "Resume all workers",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn run_resume_all(
+        &self,
+        Parameters(args): Parameters<CapabilityArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<RunHoldsOut>, ToolError> {
+        let args = args?;
+        self.prove(&ctx, &args.capability, "run_resume_all").await?;
+        self.run_holds(args.capability, protocol::operator::Action::ResumeAll).await
+    }
+}
+
+impl Tools {
+    /// A run-level control as root: the operator surfaces' own rule.
+    async fn run_holds(
+        &self,
+        capability: String,
+        action: protocol::operator::Action,
+    ) -> Result<Json<RunHoldsOut>, ToolError> {
+        let plane = self.plane.clone();
+        on_blocking_pool(move || -> Result<_, Error> {
+            let root = root_only(&plane, &capability)?;
+            let changed = control::operator::run_control(&plane, &root.run_id, &root.id, action)?;
+            let run = plane.run(&root.run_id).ok_or_else(|| Error::from(Refusal::NoRun(root.run_id.clone())))?;
+            Ok(RunHoldsOut { changed, cursor: run.cursor })
+        })
+        .await
+    }
+}
+
+/// `run_pause_all` and `run_resume_all` output.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunHoldsOut {
+    /// How many workers changed (the others were already so).
+    pub changed: u32,
+    /// The run's cursor after the change.
+    pub cursor: u64,
 }
 
 /// `run_continuation_set_default` output.

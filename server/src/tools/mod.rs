@@ -427,7 +427,7 @@ mod catalogue {
         serde_json::to_string(&Tools::stamped_router().list_all()).expect("tools serialize").len()
     }
 
-    /// The budget for `tools/list`: 104 KB (about 26k tokens) for 33 tools.
+    /// The budget for `tools/list`: 106 KB (about 26.5k tokens) for 35 tools.
     /// Every worker conversation carries the catalogue in its context, so
     /// growth is a decision: it was 179.5 KB before the schemas were made
     /// lean (`schema::lean`, compact error codes and events), 77.5 KB after,
@@ -436,8 +436,11 @@ mod catalogue {
     /// worker view brought it to about 99 KB, 3.2 KB a tool as before.
     /// Caller attribution (#20) added `worker_block`/`worker_unblock`
     /// (compact outputs) and the run's policy: about 102.5 KB for 33 tools,
-    /// so the budget moved to 104 KB, on purpose.
-    const BUDGET: usize = 104_000;
+    /// so the budget moved to 104 KB, on purpose. The operator surfaces
+    /// (#32) added `run_pause_all`/`run_resume_all` (0.9 KB each) and a
+    /// question's choices and context: 105.3 KB, budget 106 KB. Issue 33
+    /// asks for at most 60 KB: the next change here is a cut.
+    const BUDGET: usize = 106_000;
 
     #[test]
     fn the_tool_catalogue_stays_under_its_budget() {
