@@ -145,23 +145,65 @@ impl Firefox {
         self.until(&options, "document.querySelector('#connection').textContent === 'connected'").await
     }
 
-    /// The top-level context showing the add-on's page `path`, waiting for
-    /// the add-on to open it (20 s).
-    pub async fn extension_page(&mut self, path: &str) -> anyhow::Result<String> {
-        let prefix = format!("moz-extension://{UUID}{path}");
+    /// Calls `function` (a JS function declaration) with `this` the
+    /// overlay's shadow root in `context`, which BiDi serializes even when
+    /// closed (`includeShadowTree: "all"`); `None` when the page has no
+    /// overlay or it is hidden.
+    pub async fn in_overlay(&mut self, context: &str, function: &str, args: Value) -> anyhow::Result<Option<Value>> {
+        let host = json!({"expression": "document.querySelector('[data-orchestrator-overlay]:not([hidden])')",
+            "target": {"context": context}, "awaitPromise": false,
+            "serializationOptions": {"maxDomDepth": 1, "includeShadowTree": "all"}});
+        let out = self.command("script.evaluate", host).await?;
+        let Some(shadow) = out["result"]["value"]["shadowRoot"]["sharedId"].as_str().map(str::to_owned) else {
+            return Ok(None);
+        };
+        let arguments: Vec<Value> =
+            args.as_array().into_iter().flatten().map(|a| json!({"type": "string", "value": a})).collect();
+        let call = json!({"functionDeclaration": function, "this": {"sharedId": shadow}, "arguments": arguments,
+            "target": {"context": context}, "awaitPromise": false});
+        let out = self.command("script.callFunction", call).await?;
+        Ok(Some(out["result"]["value"].clone()))
+    }
+
+    /// The overlay's text in `context` (its buttons and lines), if it shows.
+    pub async fn overlay_text(&mut self, context: &str) -> anyhow::Result<Option<String>> {
+        let text =
+            "function() { return [...this.querySelectorAll('button, p, h2')].map(e => e.textContent).join(' | '); }";
+        Ok(self.in_overlay(context, text, json!([])).await?.and_then(|v| v.as_str().map(str::to_owned)))
+    }
+
+    /// Clicks the overlay's button whose text starts with `label`.
+    pub async fn click_overlay(&mut self, context: &str, label: &str) -> anyhow::Result<()> {
+        let click = "function(label) { const b = [...this.querySelectorAll('button')].find(b => b.textContent.startsWith(label)); \
+                     if (!b) return false; b.click(); return true; }";
+        match self.in_overlay(context, click, json!([label])).await? {
+            Some(Value::Bool(true)) => Ok(()),
+            other => bail!("no overlay button {label:?} ({other:?})"),
+        }
+    }
+
+    /// The top-level context whose URL contains `part` (20 s).
+    pub async fn context_of(&mut self, part: &str) -> anyhow::Result<String> {
         for _ in 0..200 {
             let tree = self.command("browsingContext.getTree", json!({"maxDepth": 0})).await?;
             let found = tree["contexts"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .find(|c| c["url"].as_str().is_some_and(|u| u.starts_with(&prefix)));
+                .find(|c| c["url"].as_str().is_some_and(|u| u.contains(part)));
             if let Some(context) = found.and_then(|c| c["context"].as_str()) {
                 return Ok(context.to_owned());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        bail!("the add-on never opened {prefix}")
+        bail!("no tab shows {part}")
+    }
+
+    /// The top-level context showing the add-on's page `path`, waiting for
+    /// the add-on to open it (20 s).
+    pub async fn extension_page(&mut self, path: &str) -> anyhow::Result<String> {
+        let prefix = format!("moz-extension://{UUID}{path}");
+        self.context_of(&prefix).await.with_context(|| format!("the add-on never opened {prefix}"))
     }
 }
 

@@ -321,3 +321,30 @@ async fn the_dashboard_loads_with_256_workers() {
     }
     drop(browser);
 }
+
+/// Root's run-level tools (seed §17.5, as MCP tools): `run_pause_all`
+/// pauses every unfinished worker but root and says how many it changed;
+/// again changes nothing; `run_resume_all` releases the paused ones and
+/// never a worker waiting for a person.
+#[test]
+fn run_pause_all_and_run_resume_all_hold_and_release_every_worker_but_root() {
+    let world = World::start(&[]);
+    let a = world.worker("a");
+    let b = world.worker("b");
+    let asks = world.worker("asks");
+    world.as_worker(&asks, "worker_await_human", json!({"reason": "Which branch?", "choices": ["main", "dev"]}));
+    assert_eq!(world.root("run_pause_all", json!({}))["changed"], 2, "a and b; asks is held already");
+    assert_eq!(world.root("run_pause_all", json!({}))["changed"], 0);
+    let held = |id: &str| {
+        let listed = world.root("worker_list", json!({}));
+        let w = listed["workers"].as_array().unwrap().iter().find(|w| w["worker_id"] == id).unwrap().clone();
+        w["disposition"].as_str().unwrap().to_owned()
+    };
+    assert_eq!((held(&a.id), held(&b.id)), ("paused".into(), "paused".into()));
+    assert_eq!(world.root("run_resume_all", json!({}))["changed"], 2);
+    assert_eq!(held(&asks.id), "awaiting_human", "a question is answered, never resumed away");
+    let too_many: Vec<String> = (0..9).map(|i| format!("c{i}")).collect();
+    let refused =
+        world.root.call("worker_await_human", json!({"capability": asks.cap, "reason": "?", "choices": too_many}));
+    assert!(format!("{refused:?}").contains("INVALID_ARGUMENT"), "{refused:?}");
+}

@@ -21,6 +21,9 @@ use e2e::surfaces::{axe, axe_overlay, click_overlay, overlay_html, overlay_text,
 use mcp_client::Client;
 use serde_json::{Value, json};
 
+/// One browser at a time: two on two cores starve each other's timings.
+static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn orchestrator() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_orchestrator"))
 }
@@ -141,6 +144,7 @@ async fn stays(for_: Duration, what: &str, check: impl Fn() -> bool) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_person_runs_the_pool_from_the_popup_the_overlay_and_the_dashboard() {
+    let _one = ONE_BROWSER.lock().await;
     let world = World::start(orchestrator(), &[]).await.unwrap();
     let mut root = Root { client: Client::connect(&world.daemon.mcp_url()).await.unwrap(), cap: String::new() };
     let created = root.client.call("run_create", json!({"title": "Backend migration"})).await.unwrap().unwrap();
@@ -195,6 +199,7 @@ async fn a_person_runs_the_pool_from_the_popup_the_overlay_and_the_dashboard() {
     assert!(eval::<bool>(&popup, "!!document.querySelector('button[data-choice=\"postgres\"]')").await.unwrap());
     seen(&popup, row(&ui, "Working")).await;
     overlay_seen(&ui_tab, "Working").await;
+    screenshot(&ui_tab, "overlay-working").await.unwrap();
     let summary = eval::<String>(&popup, "document.getElementById('summary').textContent").await.unwrap();
     assert!(summary.contains("Needs you 1"), "{summary}");
     let connection = eval::<String>(&popup, "document.getElementById('connection').textContent").await.unwrap();
@@ -253,6 +258,7 @@ async fn a_person_runs_the_pool_from_the_popup_the_overlay_and_the_dashboard() {
     for (surface, t) in [("popup", p), ("overlay", o), ("dashboard", d)] {
         measure("Paused", surface, at, t);
     }
+    screenshot(&popup, "popup-paused").await.unwrap();
     let alpha_c = conversation[&alpha].clone();
     let deadline = Instant::now() + Duration::from_secs(30);
     while page_of(&world, &alpha_c)["state"] != "idle" {
@@ -281,7 +287,7 @@ async fn a_person_runs_the_pool_from_the_popup_the_overlay_and_the_dashboard() {
     let stopped = root.event(&ui, "worker.state_changed", |e| e["data"]["to"] == "cancelled").await;
     let at = stopped["at_ms"].as_u64().unwrap();
     let (p, o, d) = tokio::join!(
-        seen(&popup, format!("!document.querySelector('[data-worker-row=\"{ui}\"]')")),
+        seen(&popup, format!("!document.querySelector('section.run [data-worker-row=\"{ui}\"]')")),
         overlay_seen(&ui_tab, "Stopped"),
         seen(&dashboard, row(&ui, "Stopped"))
     );
@@ -330,9 +336,138 @@ async fn a_person_runs_the_pool_from_the_popup_the_overlay_and_the_dashboard() {
     assert_eq!(answers.len(), 1, "{answers:#?}");
     assert_eq!(answers[0]["data"]["body"], "postgres");
 
+    // Open tab brings a worker's exact tab to the front.
+    let front = format!("chrome.tabs.query({{active: true}}).then(ts => ts.some(t => t.url.includes({alpha_c:?})))");
+    ui_tab.bring_to_front().await.unwrap();
+    assert!(!eval::<bool>(&popup, &front).await.unwrap(), "alpha's tab is in front already");
+    assert!(eval::<bool>(&popup, &click(&format!("button[data-worker=\"{alpha}\"][data-open]"))).await.unwrap());
+    until(&popup, &front).await.unwrap();
+
+    // Settings: the overlay can be hidden everywhere (popup and dashboard keep every control).
+    let options = world.chromium.open(&world.chromium.extension_url("options.html")).await.unwrap();
+    until(&options, "document.body.hasAttribute('data-ready')").await.unwrap();
+    let grave = axe(&options).await.unwrap();
+    assert!(grave.is_empty(), "axe-core on the options page: {grave:#?}");
+    assert!(eval::<bool>(&options, &click("#hide-overlay")).await.unwrap());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while overlay_text(&db_tab).await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "the overlay stayed after it was hidden in Settings");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     for (state, surface, ms) in &latencies {
         eprintln!("operator surfaces: {state} reached the {surface} {ms} ms after its event");
     }
     assert_eq!(world.chromium.extension_errors().await.unwrap(), Vec::<String>::new());
     world.shutdown().await;
+}
+
+/// The same surfaces in headless Firefox ESR (add-on built for Firefox,
+/// fakechat with its strict CSP): the popup, the overlay and the dashboard
+/// show a question and a running worker; Stop from the overlay ends the worker and not its
+/// generation; a person answers from the popup and the worker goes on once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn firefox_shows_the_pool_in_the_popup_and_the_overlay_and_takes_their_controls() {
+    let _one = ONE_BROWSER.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = e2e::Daemon::start(orchestrator(), &dir.path().join("state"), "127.0.0.1:0", &[]).unwrap();
+    let fake =
+        fakechat::start("127.0.0.1:0".parse().unwrap(), Some(daemon.mcp_url()), fakechat::server::Csp::Strict, None)
+            .await
+            .unwrap();
+    e2e::install_apps(&fake.hub, e2e::APP_LABEL, fakechat::render::AppState::Enabled);
+    let mut ff = e2e::firefox::Firefox::launch(
+        &e2e::firefox_dist().unwrap(),
+        fake.addr.port(),
+        &fake.ca_pem,
+        &dir.path().join("ff"),
+    )
+    .await
+    .unwrap();
+    ff.pair(&daemon.executor_url(), &daemon.credential().unwrap()).await.unwrap();
+    let oracle = |c: &str| fake.hub.oracle()["conversations"][c].clone();
+    let turns = |c: &str| oracle(c)["user_turns"].as_array().map_or(0, Vec::len);
+
+    let mut root = Root { client: Client::connect(&daemon.mcp_url()).await.unwrap(), cap: String::new() };
+    let created = root.client.call("run_create", json!({"title": "Firefox pool"})).await.unwrap().unwrap();
+    root.cap = created["root_capability"].as_str().unwrap().to_owned();
+    root.call("run_continuation_set_default", json!({"policy": {"mode": "auto"}})).await;
+    let db = root
+        .spawn("db", r#"progress "reading"; await_human "Which database?|postgres|sqlite"; complete "migrated""#)
+        .await;
+    let ui = root.spawn("ui", r#"progress "building the UI"; hang"#).await;
+    let mut conversation = std::collections::HashMap::new();
+    for w in [&db, &ui] {
+        let bound = root.event(w, "conversation.bound", |_| true).await;
+        conversation.insert(w.clone(), bound["data"]["conversation_id"].as_str().unwrap().to_owned());
+    }
+    let (db_c, ui_c) = (conversation[&db].clone(), conversation[&ui].clone());
+    let db_tab = ff.context_of(&db_c).await.unwrap();
+    let ui_tab = ff.context_of(&ui_c).await.unwrap();
+
+    // The popup as a tab of its own (Firefox refuses automation navigating
+    // to an extension page; the add-on's own page opens it).
+    let options = ff.extension_page("/options.html").await.unwrap();
+    ff.eval(&options, "browser.tabs.create({url: browser.runtime.getURL('popup.html')}).then(() => true)")
+        .await
+        .unwrap();
+    let popup = ff.extension_page("/popup.html").await.unwrap();
+    ff.until(&popup, "document.body.hasAttribute('data-ready')").await.unwrap();
+
+    // The dashboard, from `orchestrator ui`'s link, in a tab of its own.
+    let tab = ff.command("browsingContext.create", json!({"type": "tab"})).await.unwrap();
+    let dashboard = tab["context"].as_str().unwrap().to_owned();
+    let link = daemon.ui_link().unwrap();
+    ff.command("browsingContext.navigate", json!({"context": dashboard, "url": link, "wait": "complete"}))
+        .await
+        .unwrap();
+
+    let asked = root.event(&db, "worker.hold_changed", |e| e["data"]["hold"] == "awaiting_human").await;
+    ff.until(&popup, &row(&db, "Needs you")).await.unwrap();
+    let popup_ms = now_ms().saturating_sub(asked["at_ms"].as_u64().unwrap());
+    ff.until(&dashboard, &row(&db, "Needs you")).await.unwrap();
+    let dashboard_ms = now_ms().saturating_sub(asked["at_ms"].as_u64().unwrap());
+    ff.until(&popup, &row(&ui, "Working")).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ff.overlay_text(&db_tab).await.unwrap().is_some_and(|t| t.contains("Needs you")) {
+        assert!(Instant::now() < deadline, "db's overlay never said Needs you");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let overlay_ms = now_ms().saturating_sub(asked["at_ms"].as_u64().unwrap());
+    eprintln!(
+        "operator surfaces (Firefox): Needs you reached the popup {popup_ms} ms, the dashboard {dashboard_ms} ms \
+         and the overlay {overlay_ms} ms after its event (each polled in turn)"
+    );
+    let shot = ff.command("browsingContext.captureScreenshot", json!({"context": popup})).await.unwrap();
+    let png = base64_decode(shot["data"].as_str().unwrap());
+    std::fs::write(e2e::workspace().join("docs/screenshots/popup-firefox.png"), png).unwrap();
+
+    // Stop from ui's overlay: the worker ends; its generation goes on.
+    ff.click_overlay(&ui_tab, "Orchestrated").await.unwrap();
+    ff.click_overlay(&ui_tab, "Stop worker").await.unwrap();
+    root.event(&ui, "worker.state_changed", |e| e["data"]["to"] == "cancelled").await;
+    ff.until(&dashboard, &row(&ui, "Stopped")).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ff.overlay_text(&ui_tab).await.unwrap().is_some_and(|t| t.contains("Stopped")) {
+        assert!(Instant::now() < deadline, "ui's overlay never said Stopped");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!((oracle(&ui_c)["state"].as_str(), oracle(&ui_c)["stop_clicks"].as_u64()), (Some("generating"), Some(0)));
+
+    // A person answers db from the popup: once, and db goes on once.
+    let before = turns(&db_c);
+    let choose = click(&format!("button[data-worker=\"{db}\"][data-choice=\"postgres\"]"));
+    assert_eq!(ff.eval(&popup, &choose).await.unwrap(), Value::Bool(true));
+    root.event(&db, "worker.completed", |_| true).await;
+    stays(Duration::from_secs(6), "the answered worker was resumed more than once", || turns(&db_c) == before + 1)
+        .await;
+    let answers =
+        root.events().await.into_iter().filter(|e| e["type"] == "worker.message" && e["data"]["to"] == db.as_str());
+    assert_eq!(answers.map(|e| e["data"]["body"].clone()).collect::<Vec<_>>(), [json!("postgres")]);
+    daemon.kill();
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(text).unwrap()
 }

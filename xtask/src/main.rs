@@ -131,7 +131,7 @@ fn prerequisites(task: &str) -> &'static [Tool] {
         "ci" | "install" => EVERYTHING,
         "dist" => BUILD,
         "demo" | "canary" => DEMO,
-        "canary-firefox" => CANARY_FIREFOX,
+        "canary-firefox" | "screenshots" => CANARY_FIREFOX,
         _ => &[],
     }
 }
@@ -303,6 +303,20 @@ fn main() -> anyhow::Result<()> {
             run(Command::new(demo).env("ORCHESTRATOR_BIN", daemon).env("CARGO_MANIFEST_DIR", root().join("e2e")))
         }
         Some("canary") => canary(),
+        // The tests that show each operator surface write its pictures into docs/screenshots/.
+        Some("screenshots") => {
+            install(prerequisites("screenshots"))?;
+            dist::dist()?;
+            run(Command::new("cargo").args([
+                "test",
+                "-p",
+                "server",
+                "--test",
+                "dashboard",
+                "--test",
+                "operator_surfaces",
+            ]))
+        }
         Some("torture") => torture(),
         Some("skill") => skills(),
         Some("errors-doc") => {
@@ -310,7 +324,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         _ => bail!(
-            "usage: cargo xtask <ci | install | dist | demo | canary [--carrier cdp|webext|firefox] [--receipts DIR] | torture [--minutes N] [--seed S] | errors-doc | skill>"
+            "usage: cargo xtask <ci | install | dist | demo | canary [--carrier cdp|webext|firefox] [--receipts DIR] | screenshots | torture [--minutes N] [--seed S] | errors-doc | skill>"
         ),
     }
 }
