@@ -5,8 +5,9 @@
 //! root so the rules that check root's MCP tools check a person's clicks.
 
 use protocol::continuity::{ContinuationMode, Hold};
-use protocol::operator::{Action, Run as RunView, Status, View, Worker as WorkerView};
+use protocol::operator::{ANSWER_MAX, Action, Run as RunView, Status, View, Worker as WorkerView};
 use protocol::{ErrorCode, MessageKind, RunId, WorkerId, WorkerState};
+use sha2::{Digest, Sha256};
 
 use crate::decide::Request;
 use crate::model::{Run, Worker};
@@ -14,6 +15,22 @@ use crate::plane::ControlPlane;
 
 /// Most runs a view holds (newest first).
 pub const RUNS_SHOWN: usize = 20;
+/// Most bytes of a worker's `why` in a view (its whole question is in the
+/// log): a view stays readable and small whatever a worker wrote.
+pub const WHY_SHOWN: usize = 600;
+
+/// `text` cut to at most `max` bytes at a character boundary, with "…".
+fn clip(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max - '…'.len_utf8();
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
 /// The most bytes a view may take on the wire: a view over it sheds the
 /// finished workers of its oldest runs, then its oldest runs, so it always
 /// fits an executor frame with room to spare.
@@ -61,11 +78,12 @@ pub fn status(w: &Worker, waiting: Option<&protocol::Waiting>) -> (Status, Strin
     match w.continuity.hold {
         Some(Hold::AwaitingHuman) => (Status::NeedsYou, said("it asked a person")),
         Some(Hold::AwaitingDependency) => (Status::Waiting, said("another worker or a deploy must change first")),
-        _ if w.state == WorkerState::Waiting => (Status::Waiting, why("root's answer")),
+        // A person's pause shows as theirs even while the worker also waits on root.
         Some(Hold::Paused) => (Status::Paused, said("paused: its current turn may finish, no next one starts")),
         Some(Hold::Stalled) => {
             (Status::Stalled, said("no progress across its resumes: look at its conversation, then Resume"))
         }
+        None if w.state == WorkerState::Waiting => (Status::Waiting, why("root's answer")),
         None if w.continuity.in_flight.is_some() => (Status::Resuming, "a continuation is being delivered".into()),
         None => (Status::Working, why(w.last_progress.as_deref().unwrap_or(""))),
     }
@@ -74,6 +92,7 @@ pub fn status(w: &Worker, waiting: Option<&protocol::Waiting>) -> (Status, Strin
 /// One worker as the surfaces show it.
 pub fn worker_view(w: &Worker, run: &Run, waiting: Option<&protocol::Waiting>) -> WorkerView {
     let (status, why) = status(w, waiting);
+    let why = clip(why, WHY_SHOWN);
     let since_ms = match status {
         Status::NeedsYou | Status::Paused | Status::Stalled | Status::Waiting => {
             w.continuity.hold_since_ms.unwrap_or(w.updated_at_ms)
@@ -103,9 +122,15 @@ pub fn worker_view(w: &Worker, run: &Run, waiting: Option<&protocol::Waiting>) -
     }
 }
 
-/// The newest `RUNS_SHOWN` runs and their workers; `live` are the executors
-/// with a session (what a worker waits for depends on them).
+/// The newest `RUNS_SHOWN` runs and their workers, at most [`VIEW_BYTES_MAX`]
+/// on the wire (an executor frame); `live` are the executors with a session
+/// (what a worker waits for depends on them).
 pub fn view(plane: &ControlPlane, live: &[String]) -> View {
+    fit(view_all(plane, live), VIEW_BYTES_MAX)
+}
+
+/// The same, unbounded: for the dashboard, which is no frame.
+pub fn view_all(plane: &ControlPlane, live: &[String]) -> View {
     let mut runs: Vec<(u64, RunId)> =
         plane.with_state(|s| s.runs.values().map(|r| (r.created_at_ms, r.id.clone())).collect());
     runs.sort_by(|a, b| b.cmp(a));
@@ -124,33 +149,41 @@ pub fn view(plane: &ControlPlane, live: &[String]) -> View {
                 .collect(),
         })
         .collect();
-    fit(View { at_ms: plane.now_ms(), runs }, VIEW_BYTES_MAX)
+    View { at_ms: plane.now_ms(), runs, omitted_runs: 0 }
 }
 
 /// Sheds what matters least until the view takes at most `max` bytes:
-/// finished workers of the oldest runs first, then the oldest runs.
+/// finished workers of the older runs first, then the questions' context,
+/// then the older runs (counted in `omitted_runs`); the newest run stays.
 fn fit(mut view: View, max: usize) -> View {
     let size = |v: &View| serde_json::to_vec(v).map_or(usize::MAX, |b| b.len());
-    for i in (0..view.runs.len()).rev() {
-        if size(&view) <= max {
-            return view;
-        }
-        view.runs[i].workers.retain(|w| !w.status.is_final());
+    if size(&view) <= max {
+        return view;
     }
-    while size(&view) > max && !view.runs.is_empty() {
+    for run in view.runs.iter_mut().skip(1) {
+        run.workers.retain(|w| !w.status.is_final());
+    }
+    if size(&view) > max {
+        for ask in view.runs.iter_mut().flat_map(|r| &mut r.workers).filter_map(|w| w.ask.as_mut()) {
+            ask.context = None;
+        }
+    }
+    while size(&view) > max && view.runs.len() > 1 {
         view.runs.pop();
+        view.omitted_runs += 1;
     }
     view
 }
 
 /// Applies a person's control as the run's root; returns how many workers
-/// (or runs) it changed: 0 when they were already so.
+/// (or runs) it changed: 0 when they were already so (or an answer was
+/// already delivered under its key).
 pub fn apply(plane: &ControlPlane, control: &Control) -> Result<u32, Refused> {
     let refused = |e: crate::Error| (e.code(), e.to_string());
     let not_found = |what: &str| (ErrorCode::NotFound, format!("no such {what}"));
     let changed = |events: Vec<protocol::Event>| u32::from(!events.is_empty());
-    if control.action.is_run_level() {
-        let run = control.run_id.as_ref().ok_or((ErrorCode::InvalidArgument, "run_id is required".into()))?;
+    control.check()?;
+    if let (true, Some(run)) = (control.action.is_run_level(), &control.run_id) {
         let actor = plane.run(run).ok_or_else(|| not_found("run"))?.root;
         return run_control(plane, run, &actor, control.action).map_err(refused);
     }
@@ -158,25 +191,7 @@ pub fn apply(plane: &ControlPlane, control: &Control) -> Result<u32, Refused> {
     let w = plane.worker(&target).ok_or_else(|| not_found("worker"))?;
     let actor = plane.run(&w.run_id).ok_or_else(|| not_found("run"))?.root;
     let request = match control.action {
-        Action::Answer => {
-            // Durable first (a message from root), then the hold goes: the
-            // worker's next turn carries the answer, once.
-            let text = control.text.as_deref().map(str::trim).filter(|t| !t.is_empty());
-            let text = text.ok_or((ErrorCode::InvalidArgument, "the answer is empty".into()))?;
-            if text.len() > protocol::operator::ANSWER_MAX {
-                return Err((
-                    ErrorCode::TooLarge,
-                    format!("an answer is at most {} bytes", protocol::operator::ANSWER_MAX),
-                ));
-            }
-            let root = plane.worker(&actor).ok_or_else(|| not_found("root"))?;
-            let key = control.key.as_deref().map(|k| format!("operator-answer:{k}"));
-            plane.send(&root, &target, MessageKind::Answer, text, None, key.as_deref()).map_err(refused)?;
-            if w.continuity.hold.is_none() {
-                return Ok(1);
-            }
-            Request::ReleaseHold { actor, target }
-        }
+        Action::Answer => return answer(plane, control, &w, actor),
         Action::Pause => {
             Request::SetHold { actor, target, hold: Hold::Paused, reason: "paused by a person".into(), ask: None }
         }
@@ -189,9 +204,62 @@ pub fn apply(plane: &ControlPlane, control: &Control) -> Result<u32, Refused> {
                 if control.action == Action::AutoResumeOn { ContinuationMode::Auto } else { ContinuationMode::Manual };
             Request::SetContinuation { actor, target: Some(target), policy }
         }
-        Action::PauseAll | Action::ResumeAll | Action::StopRun => unreachable!("run actions return above"),
+        Action::PauseAll | Action::ResumeAll | Action::StopRun => {
+            return Err((ErrorCode::InvalidArgument, "a run action names run_id".into()));
+        }
     };
     plane.execute(request).map(changed).map_err(refused)
+}
+
+/// A person's answer to `w`'s question (its own, or one to root): durable
+/// first (a message from root, once per key), then its wait for a person,
+/// and only that, is released, so its next turn carries the answer once. A
+/// replayed key changes nothing; a worker that asks nothing is refused.
+fn answer(plane: &ControlPlane, control: &Control, w: &Worker, actor: WorkerId) -> Result<u32, Refused> {
+    let asked = w.continuity.hold == Some(Hold::AwaitingHuman);
+    if !asked && w.state != WorkerState::Waiting {
+        return Err((ErrorCode::InvalidTransition, "the worker asks nothing now (answered already?)".into()));
+    }
+    let text = control.text.as_deref().map(str::trim).unwrap_or_default();
+    let root = plane.worker(&actor).ok_or((ErrorCode::NotFound, "no root".into()))?;
+    // Any client key, hashed to a bounded one of its own namespace.
+    let key = control.key.as_deref().map(|k| {
+        let digest = Sha256::digest(k.as_bytes());
+        format!("operator-answer:{}", digest[..16].iter().map(|b| format!("{b:02x}")).collect::<String>())
+    });
+    let messages = || plane.with_state(|s| s.runs.get(&w.run_id).map_or(0, |r| r.messages.len()));
+    let before = messages();
+    let refused = |e: crate::Error| (e.code(), e.to_string());
+    plane.send(&root, &w.id, MessageKind::Answer, text, None, key.as_deref()).map_err(refused)?;
+    if messages() == before {
+        return Ok(0);
+    }
+    if asked {
+        plane.execute(Request::ReleaseHold { actor, target: w.id.clone() }).map_err(refused)?;
+    }
+    Ok(1)
+}
+
+impl Control {
+    /// The control's shape and bounds: a worker action names a worker, a
+    /// run action a run; an answer has 1 to [`ANSWER_MAX`] bytes of text and
+    /// nothing else does.
+    pub fn check(&self) -> Result<(), Refused> {
+        let invalid = |why: &str| Err((ErrorCode::InvalidArgument, why.to_owned()));
+        let run_level = self.action.is_run_level();
+        if run_level != self.run_id.is_some() || run_level == self.worker_id.is_some() {
+            return invalid("a worker action names worker_id, a run action run_id");
+        }
+        match (&self.text, self.action) {
+            (Some(text), Action::Answer) if text.len() > ANSWER_MAX => {
+                Err((ErrorCode::TooLarge, format!("an answer is at most {ANSWER_MAX} bytes")))
+            }
+            (Some(text), Action::Answer) if !text.trim().is_empty() => Ok(()),
+            (_, Action::Answer) => invalid("the answer is empty"),
+            (Some(_), _) => invalid("text comes with an answer only"),
+            (None, _) => Ok(()),
+        }
+    }
 }
 
 /// A run-level control (seed §17.5) as `actor`, the run's root: pause every
@@ -218,7 +286,8 @@ pub fn run_control(plane: &ControlPlane, run: &RunId, actor: &WorkerId, action: 
             }
             _ => continue,
         };
-        changed += u32::from(!plane.execute(request)?.is_empty());
+        // One worker's refusal (it ended meanwhile) does not stop the others.
+        changed += plane.execute(request).map_or(0, |events| u32::from(!events.is_empty()));
     }
     Ok(changed)
 }
@@ -256,13 +325,26 @@ mod tests {
         };
         let new = run("new", vec![worker("a", Status::Working), worker("b", Status::Complete)]);
         let old = run("old", vec![worker("c", Status::Working), worker("d", Status::Complete)]);
-        let view = View { at_ms: 0, runs: vec![new.clone(), old] };
+        let view = View { at_ms: 0, runs: vec![new.clone(), old], omitted_runs: 0 };
         let size = serde_json::to_vec(&view).unwrap().len();
         let fitted = fit(view.clone(), size - 500);
         assert_eq!(fitted.runs[0], new, "the newest run is whole");
         assert_eq!(fitted.runs[1].workers.len(), 1, "the old run's finished worker went");
-        let smaller = fit(view, 1500);
-        assert_eq!(smaller.runs.len(), 1, "then the oldest run goes");
-        assert!(serde_json::to_vec(&smaller).unwrap().len() <= 1500);
+        let newest_only = View { at_ms: 0, runs: vec![new.clone()], omitted_runs: 0 };
+        let smaller = fit(view, serde_json::to_vec(&newest_only).unwrap().len() + 20);
+        assert_eq!(
+            (smaller.runs.as_slice(), smaller.omitted_runs),
+            (&[new][..], 1),
+            "then the older run goes, counted"
+        );
+        let never_empty = fit(newest_only, 10);
+        assert_eq!(never_empty.runs.len(), 1, "the newest run stays whatever its size");
+    }
+
+    #[test]
+    fn a_long_why_is_clipped_at_a_character_boundary() {
+        let clipped = clip("é".repeat(400), WHY_SHOWN);
+        assert!(clipped.len() <= WHY_SHOWN && clipped.ends_with('…'), "{}", clipped.len());
+        assert_eq!(clip("short".into(), WHY_SHOWN), "short");
     }
 }

@@ -1074,7 +1074,20 @@ fn a_question_keeps_its_choices_and_a_persons_answer_releases_it_once() {
     };
     assert_eq!(control::operator::apply(&w.plane, &answer), Ok(1));
     assert_eq!(w.plane.worker(&a).unwrap().continuity.hold, None, "answered: released");
-    control::operator::apply(&w.plane, &answer).unwrap();
+    let again = control::operator::apply(&w.plane, &answer).unwrap_err();
+    assert_eq!(again.0, protocol::ErrorCode::InvalidTransition, "a second click: it asks nothing now");
+    // It asks again; the first answer's key replayed delivers nothing and
+    // leaves the new question standing.
+    w.plane.execute(hold(Hold::AwaitingHuman, None)).unwrap();
+    assert_eq!(control::operator::apply(&w.plane, &answer), Ok(0));
+    assert_eq!(w.plane.worker(&a).unwrap().continuity.hold, Some(Hold::AwaitingHuman));
     let answers = w.plane.with_state(|s| s.runs.values().map(|r| r.messages.len()).sum::<usize>());
     assert_eq!(answers, 1, "the same key delivers the answer once");
+    // A pause is a person's own: an answer never lifts it.
+    let pause = control::operator::Control { action: Action::Pause, text: None, key: None, ..answer.clone() };
+    let fresh = control::operator::Control { key: Some("k2".into()), ..answer };
+    control::operator::apply(&w.plane, &fresh).unwrap();
+    control::operator::apply(&w.plane, &pause).unwrap();
+    assert_eq!(control::operator::apply(&w.plane, &fresh).unwrap_err().0, protocol::ErrorCode::InvalidTransition);
+    assert_eq!(w.plane.worker(&a).unwrap().continuity.hold, Some(Hold::Paused));
 }

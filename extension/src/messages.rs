@@ -296,6 +296,8 @@ pub enum FromPopup {
 pub enum FromOverlay {
     /// A person's control on this tab's worker.
     Act {
+        /// The worker the overlay shows: acted on only if it is still the tab's.
+        worker_id: String,
         /// What to do (worker actions only).
         action: protocol::operator::Action,
         /// The answer (`answer`).

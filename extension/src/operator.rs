@@ -47,16 +47,6 @@ pub fn glyph(status: Status) -> &'static str {
     }
 }
 
-/// "Attempt 3 · 5 auto resumes", or nothing before the first attempt.
-pub fn attempts(w: &Worker) -> String {
-    match (w.attempt, w.auto_resumes) {
-        (0, _) => String::new(),
-        (n, 0) => format!("Attempt {n}"),
-        (n, 1) => format!("Attempt {n} · 1 auto resume"),
-        (n, a) => format!("Attempt {n} · {a} auto resumes"),
-    }
-}
-
 /// The overlay's collapsed line: "● Working · Attempt 4".
 pub fn collapsed(w: &Worker) -> String {
     let attempt =
@@ -162,7 +152,7 @@ fn worker_html(w: &Worker, now_ms: u64, tab_of: &dyn Fn(&str) -> bool) -> String
     if !w.why.is_empty() {
         out.push_str(&format!("<p class=\"why\">{}</p>", escape(&w.why)));
     }
-    let attempts = attempts(w);
+    let attempts = w.attempts_label();
     if !attempts.is_empty() {
         out.push_str(&format!("<p><small>{attempts}</small></p>"));
     }
@@ -178,13 +168,13 @@ fn worker_html(w: &Worker, now_ms: u64, tab_of: &dyn Fn(&str) -> bool) -> String
             ));
         }
         out.push_str(&format!(
-            "<label>Answer <input type=\"text\" data-answer=\"{id}\" aria-label=\"Answer {name}\"></label>\
+            "<label>Answer <input type=\"text\" maxlength=\"16384\" data-answer=\"{id}\" aria-label=\"Answer {name}\"></label>\
              <button data-worker=\"{id}\" data-act=\"answer\" aria-label=\"Send the answer to {name}\">Send</button></div>"
         ));
     }
     let mut buttons = String::new();
     for (action, label) in controls(w) {
-        let act = serde_json::to_value(action).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let act = action.as_str();
         let pressed = match action {
             Action::AutoResumeOff => " aria-pressed=\"true\"",
             Action::AutoResumeOn => " aria-pressed=\"false\"",
@@ -207,8 +197,9 @@ fn worker_html(w: &Worker, now_ms: u64, tab_of: &dyn Fn(&str) -> bool) -> String
     out
 }
 
-/// The popup's live part (seed §17.2): the summary, what needs the person,
-/// the current tab's worker, then every run's workers.
+/// The popup's live part (seed §17.2): the summary, the current tab's
+/// worker, then every run's unfinished workers (a question with its
+/// choices and an answer box where a person's answer releases it).
 pub fn popup_html(view: &View, now_ms: u64, current: Option<&str>, tab_of: &dyn Fn(&str) -> bool) -> String {
     let (active, working, resuming, needs) = counts(view);
     let mut out = format!(
@@ -255,6 +246,12 @@ pub fn popup_html(view: &View, now_ms: u64, current: Option<&str>, tab_of: &dyn 
         }
         out.push_str("</section>");
     }
+    if view.omitted_runs > 0 {
+        out.push_str(&format!(
+            "<p><small>{} older runs are not shown (the dashboard has them).</small></p>",
+            view.omitted_runs
+        ));
+    }
     out
 }
 
@@ -294,6 +291,7 @@ mod tests {
                 state: protocol::RunState::Active,
                 workers,
             }],
+            omitted_runs: 0,
         }
     }
 

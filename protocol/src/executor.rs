@@ -445,10 +445,6 @@ fn bounded(field: &str, value: &str, max: usize) -> Result<(), FrameRefusal> {
     Ok(())
 }
 
-fn valid_act_id(id: &str) -> bool {
-    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
 impl ExecutorFrame {
     /// Checks every string an executor can put into the log against its
     /// bound, and conversation URLs against the allow-list
@@ -509,21 +505,16 @@ impl ExecutorFrame {
                 }
                 Ok(())
             }
-            ExecutorFrame::OperatorAct { act_id, action, worker_id, run_id, text } => {
-                let refuse = |detail: String| Err(FrameRefusal { code: ErrorCode::InvalidArgument, detail });
-                if !valid_act_id(act_id) {
-                    return refuse("actId must be 1-64 of [A-Za-z0-9_-]".into());
+            // Its shape and bounds are the daemon's to answer (`operatorActed`
+            // with the refusal): a person's typo never ends the session.
+            ExecutorFrame::OperatorAct { act_id, .. } => {
+                if !valid_executor_id(act_id) {
+                    return Err(FrameRefusal {
+                        code: ErrorCode::InvalidArgument,
+                        detail: "actId must be 1-64 of [A-Za-z0-9_-]".into(),
+                    });
                 }
-                if action.is_run_level() != run_id.is_some() || action.is_run_level() == worker_id.is_some() {
-                    return refuse(format!(
-                        "{action:?} names exactly one {}",
-                        if action.is_run_level() { "runId" } else { "workerId" }
-                    ));
-                }
-                if (*action == crate::operator::Action::Answer) != text.is_some() {
-                    return refuse("text comes with an answer, and only with one".into());
-                }
-                bounded("text", text.as_deref().unwrap_or_default(), crate::operator::ANSWER_MAX)
+                Ok(())
             }
             ExecutorFrame::Heartbeat { .. }
             | ExecutorFrame::Ack { .. }

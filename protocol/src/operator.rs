@@ -132,6 +132,18 @@ pub struct Worker {
     pub executor_id: Option<String>,
 }
 
+impl Worker {
+    /// "Attempt 3 · 2 auto resumes"; empty before the first attempt.
+    pub fn attempts_label(&self) -> String {
+        match (self.attempt, self.auto_resumes) {
+            (0, _) => String::new(),
+            (n, 0) => format!("Attempt {n}"),
+            (n, 1) => format!("Attempt {n} · 1 auto resume"),
+            (n, a) => format!("Attempt {n} · {a} auto resumes"),
+        }
+    }
+}
+
 /// A run on an operator surface.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -154,6 +166,13 @@ pub struct View {
     pub at_ms: u64,
     /// The newest runs, newest first.
     pub runs: Vec<Run>,
+    /// Older runs left out to keep the view within its bound.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted_runs: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A person's control (seed §15, §17.5). Pause, Continue now and Stop are
@@ -186,6 +205,22 @@ pub enum Action {
 }
 
 impl Action {
+    /// Its wire name (`pause`, `auto_resume_on`, `stop_run`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Pause => "pause",
+            Action::Resume => "resume",
+            Action::Continue => "continue",
+            Action::Stop => "stop",
+            Action::Answer => "answer",
+            Action::AutoResumeOn => "auto_resume_on",
+            Action::AutoResumeOff => "auto_resume_off",
+            Action::PauseAll => "pause_all",
+            Action::ResumeAll => "resume_all",
+            Action::StopRun => "stop_run",
+        }
+    }
+
     /// Whether it names a run (else a worker).
     pub fn is_run_level(self) -> bool {
         matches!(self, Action::PauseAll | Action::ResumeAll | Action::StopRun)
@@ -194,3 +229,27 @@ impl Action {
 
 /// Most bytes of a person's answer.
 pub const ANSWER_MAX: usize = 16 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_actions_name_is_its_wire_name() {
+        let all = [
+            Action::Pause,
+            Action::Resume,
+            Action::Continue,
+            Action::Stop,
+            Action::Answer,
+            Action::AutoResumeOn,
+            Action::AutoResumeOff,
+            Action::PauseAll,
+            Action::ResumeAll,
+            Action::StopRun,
+        ];
+        for action in all {
+            assert_eq!(serde_json::to_value(action).unwrap(), action.as_str());
+        }
+    }
+}

@@ -186,7 +186,7 @@ impl Ui {
                 })
                 .collect()
         });
-        let view = control::operator::view(plane, &live);
+        let view = control::operator::view_all(plane, &live);
         let runs = view
             .runs
             .into_iter()
@@ -283,16 +283,6 @@ fn when(ms: u64) -> String {
     }
 }
 
-/// "Attempt 3 · 2 auto resumes", or a dash before the first.
-pub fn attempts(attempt: u32, auto_resumes: u32) -> String {
-    match (attempt, auto_resumes) {
-        (0, _) => "—".into(),
-        (n, 0) => format!("Attempt {n}"),
-        (n, 1) => format!("Attempt {n} · 1 auto resume"),
-        (n, a) => format!("Attempt {n} · {a} auto resumes"),
-    }
-}
-
 /// The page's main element.
 pub fn render(snapshot: &Snapshot, csrf: &str) -> String {
     let mut out = format!(
@@ -316,15 +306,15 @@ pub fn render(snapshot: &Snapshot, csrf: &str) -> String {
     }
     for run in &snapshot.runs {
         let rid = escape(&run.run.run_id);
+        let title = escape(&run.run.title);
         let _ = write!(
             out,
-            "<section aria-labelledby=\"r-{rid}\"><h2 id=\"r-{rid}\">Run “{}” <small>{:?} · {rid}</small></h2>\
-             <p><button data-run=\"{rid}\" data-act=\"pause_all\">Pause all</button>\
-             <button data-run=\"{rid}\" data-act=\"resume_all\">Resume all</button>\
-             <button data-run=\"{rid}\" data-act=\"stop_run\">Stop run</button></p>\
+            "<section aria-labelledby=\"r-{rid}\"><h2 id=\"r-{rid}\">Run “{title}” <small>{:?} · {rid}</small></h2>\
+             <p><button data-run=\"{rid}\" data-act=\"pause_all\" aria-label=\"Pause all ({title})\">Pause all</button>\
+             <button data-run=\"{rid}\" data-act=\"resume_all\" aria-label=\"Resume all ({title})\">Resume all</button>\
+             <button class=\"stop\" data-run=\"{rid}\" data-act=\"stop_run\" aria-label=\"Stop run ({title})\">Stop run</button></p>\
              <table><thead><tr><th scope=\"col\">Worker</th><th scope=\"col\">Status</th><th scope=\"col\">Why</th>\
              <th scope=\"col\">Since</th><th scope=\"col\">Attempts</th><th scope=\"col\">Conversation</th><th scope=\"col\">Controls</th></tr></thead><tbody>",
-            escape(&run.run.title),
             run.run.state
         );
         for w in &run.run.workers {
@@ -399,7 +389,7 @@ pub fn render(snapshot: &Snapshot, csrf: &str) -> String {
                 w.status.label(),
                 escape(&w.why),
                 when(w.since_ms),
-                attempts(w.attempt, w.auto_resumes)
+                Some(w.attempts_label()).filter(|a| !a.is_empty()).unwrap_or_else(|| "—".into())
             );
         }
         out.push_str("</tbody></table>");
@@ -536,14 +526,15 @@ async fn act(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: axum::body::By
     }
 }
 
-/// The page's control, typed: a clear refusal for anything else.
+/// The page's control, typed: a clear refusal for anything else (its
+/// shape and bounds are `Control::check`'s).
 fn parse_act(body: &[u8]) -> Result<control::operator::Control, String> {
     let act: Act = serde_json::from_slice(body).map_err(|e| format!("INVALID_ARGUMENT: {e}"))?;
     let worker_id = act.worker_id.map(|w| w.parse::<WorkerId>()).transpose().map_err(|_| "INVALID_ID: worker_id")?;
     let run_id = act.run_id.map(|r| r.parse::<RunId>()).transpose().map_err(|_| "INVALID_ID: run_id")?;
-    if act.action.is_run_level() != run_id.is_some() || act.action.is_run_level() == worker_id.is_some() {
-        return Err("INVALID_ARGUMENT: a worker action names worker_id, a run action run_id".into());
+    if act.key.as_ref().is_some_and(|k| k.len() > 64) {
+        return Err("INVALID_ARGUMENT: key is at most 64 bytes".into());
     }
-    let key = act.key.filter(|k| k.len() <= 64).map(|k| format!("ui:{k}"));
+    let key = act.key.map(|k| format!("ui:{k}"));
     Ok(control::operator::Control { action: act.action, worker_id, run_id, text: act.text, key })
 }

@@ -205,6 +205,30 @@ async fn a_person_runs_the_pool_from_the_popup_the_overlay_and_the_dashboard() {
     let connection = eval::<String>(&popup, "document.getElementById('connection').textContent").await.unwrap();
     assert!(connection.starts_with("Live"), "{connection}");
 
+    // Pause from the popup during alpha's first turn: nothing more is submitted.
+    let alpha_c = conversation[&alpha].clone();
+    assert_eq!(page_of(&world, &alpha_c)["state"], "generating", "alpha's first turn already ended");
+    assert!(
+        eval::<bool>(&popup, &click(&format!("button[data-worker=\"{alpha}\"][data-act=\"pause\"]"))).await.unwrap()
+    );
+    let paused = root.event(&alpha, "worker.hold_changed", |e| e["data"]["hold"] == "paused").await;
+    let at = paused["at_ms"].as_u64().unwrap();
+    let (p, o, d) = tokio::join!(
+        seen(&popup, row(&alpha, "Paused")),
+        overlay_seen(&alpha_tab, "Paused"),
+        seen(&dashboard, row(&alpha, "Paused"))
+    );
+    for (surface, t) in [("popup", p), ("overlay", o), ("dashboard", d)] {
+        measure("Paused", surface, at, t);
+    }
+    screenshot(&popup, "popup-paused").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while page_of(&world, &alpha_c)["state"] != "idle" {
+        assert!(Instant::now() < deadline, "alpha's first turn never ended");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stays(Duration::from_secs(6), "a paused worker was given a turn", || turns(&world, &alpha_c) == 1).await;
+
     // The pictures and the accessibility check, with a question on screen.
     click_overlay(&db_tab, "Orchestrated").await.unwrap();
     overlay_seen(&db_tab, "Send").await;
@@ -222,8 +246,15 @@ async fn a_person_runs_the_pool_from_the_popup_the_overlay_and_the_dashboard() {
 
     // The overlay only in managed tabs, and over none of ChatGPT's controls.
     let mine = world.chromium.open("https://chatgpt.com/").await.unwrap();
-    e2e::browser::chat_by_hand(&mine, "a chat of my own").await.unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mine_c = e2e::browser::chat_by_hand(&mine, "a chat of my own").await.unwrap();
+    // Its turn ran and ended: its content script reported each change to the
+    // background, which shows an overlay only for the tabs it manages.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while page_of(&world, &mine_c)["state"] != "idle" {
+        assert!(Instant::now() < deadline, "my own chat's turn never ended");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(overlay_text(&mine).await.unwrap(), None, "an overlay in a tab the extension does not manage");
     let covered: Vec<String> = eval(
         &ui_tab,
@@ -243,29 +274,6 @@ async fn a_person_runs_the_pool_from_the_popup_the_overlay_and_the_dashboard() {
         eval::<bool>(&ui_tab, "document.activeElement === document.querySelector('#prompt-textarea')").await.unwrap(),
         "a click on ChatGPT's composer did not reach it"
     );
-
-    // Pause from the popup during alpha's first turn: nothing more is submitted.
-    assert!(
-        eval::<bool>(&popup, &click(&format!("button[data-worker=\"{alpha}\"][data-act=\"pause\"]"))).await.unwrap()
-    );
-    let paused = root.event(&alpha, "worker.hold_changed", |e| e["data"]["hold"] == "paused").await;
-    let at = paused["at_ms"].as_u64().unwrap();
-    let (p, o, d) = tokio::join!(
-        seen(&popup, row(&alpha, "Paused")),
-        overlay_seen(&alpha_tab, "Paused"),
-        seen(&dashboard, row(&alpha, "Paused"))
-    );
-    for (surface, t) in [("popup", p), ("overlay", o), ("dashboard", d)] {
-        measure("Paused", surface, at, t);
-    }
-    screenshot(&popup, "popup-paused").await.unwrap();
-    let alpha_c = conversation[&alpha].clone();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while page_of(&world, &alpha_c)["state"] != "idle" {
-        assert!(Instant::now() < deadline, "alpha's first turn never ended");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    stays(Duration::from_secs(6), "a paused worker was given a turn", || turns(&world, &alpha_c) == 1).await;
 
     // From alpha's overlay: Auto Resume off, then Continue now: exactly one prompt.
     click_overlay(&alpha_tab, "Orchestrated").await.unwrap();

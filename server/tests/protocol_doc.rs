@@ -594,8 +594,8 @@ async fn next_of(rx: &mut mpsc::UnboundedReceiver<Result<Value, u16>>, kind: &st
 /// The operator channel, as the doc says: a v3 session declaring
 /// `"operator"` hears `operatorView` after `welcome` and whenever the pool
 /// changes, in Execution Continuity's terms; its `operatorAct` is applied as
-/// root and answered by `operatorActed` (0 changed when already so); a
-/// malformed act closes it with 4003. Without the capability no view comes
+/// root and answered by `operatorActed` (0 changed when already so, the
+/// refusal's code for a slip); an `actId` outside its form closes it (4003). Without the capability no view comes
 /// and an act is refused (4003); in a v2 session `operatorAct` is a frame of
 /// a newer version (4003).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -635,8 +635,17 @@ async fn an_operator_executor_hears_the_pool_and_its_acts_are_made_as_root() {
     sink.send(act("a2", json!({"action": "pause", "workerId": worker}))).await.unwrap();
     assert_eq!(next_of(&mut rx, "operatorActed").await.unwrap()["changed"], 0, "already paused");
     let run_id = run["runId"].as_str().unwrap();
+    // A person's slip is answered, never a closed session.
     sink.send(act("a3", json!({"action": "continue", "runId": run_id}))).await.unwrap();
-    assert_eq!(next_of(&mut rx, "operatorActed").await, Err(4003), "a worker action naming a run");
+    let slip = next_of(&mut rx, "operatorActed").await.unwrap();
+    assert_eq!((slip["actId"].as_str(), slip["error"].as_str()), (Some("a3"), Some("INVALID_ARGUMENT")), "{slip}");
+    let long = "x".repeat(16 * 1024 + 1);
+    sink.send(act("a4", json!({"action": "answer", "workerId": worker, "text": long}))).await.unwrap();
+    assert_eq!(next_of(&mut rx, "operatorActed").await.unwrap()["error"], "TOO_LARGE");
+    sink.send(act("a5", json!({"action": "answer", "workerId": worker, "text": "main"}))).await.unwrap();
+    assert_eq!(next_of(&mut rx, "operatorActed").await.unwrap()["error"], "INVALID_TRANSITION", "it asks nothing");
+    sink.send(act("not an id", json!({"action": "resume", "workerId": worker}))).await.unwrap();
+    assert_eq!(next_of(&mut rx, "operatorActed").await, Err(4003), "an actId outside its form");
 
     let (mut plain, mut rx) = operator_session(&daemon, state.path(), "ops-2", 3, json!([])).await;
     next_of(&mut rx, "welcome").await.unwrap();

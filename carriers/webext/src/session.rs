@@ -247,7 +247,7 @@ where
                         )));
                     }
                     Ok(ExecutorFrame::OperatorAct { act_id, action, worker_id, run_id, text }) => {
-                        let key = Some(format!("{}:{act_id}", peer.executor_id));
+                        let key = Some(format!("exec:{}:{act_id}", peer.executor_id));
                         let control = control::operator::Control { action, worker_id, run_id, text, key };
                         let plane = bridge.plane.clone();
                         let done = tokio::task::spawn_blocking(move || control::operator::apply(&plane, &control)).await;

@@ -84,6 +84,10 @@ struct Background {
     heartbeat_seq: Cell<u64>,
     backoff_ms: Cell<u32>,
     reconnect_pending: Cell<bool>,
+    /// Whether notices are being raised now (one pass at a time).
+    raising: Cell<bool>,
+    /// The timer of the next notice falling due.
+    notice_timer: Cell<Option<i32>>,
 }
 
 thread_local! {
@@ -121,11 +125,23 @@ pub async fn bg_start() {
         heartbeat_seq: Cell::new(0),
         backoff_ms: Cell::new(BACKOFF_MIN_MS),
         reconnect_pending: Cell::new(false),
+        raising: Cell::new(false),
+        notice_timer: Cell::new(None),
     });
+    // A view is only as good as the connection that brought it.
+    forget_view();
     BACKGROUND.with(|b| *b.borrow_mut() = Some(bg.clone()));
     let _ = call("alarms.create", &["keepalive".into(), object(&[("periodInMinutes", 0.5.into())])]).await;
     bg.reattach_tabs().await;
     bg.connect();
+}
+
+/// Drops the last `operatorView`: the popup and overlays then show no
+/// controls over a pool the extension no longer hears from.
+fn forget_view() {
+    wasm_bindgen_futures::spawn_local(async {
+        let _ = call("storage.local.remove", &["operator".into()]).await;
+    });
 }
 
 /// This extension's own origin (`chrome-extension://<id>/`,
@@ -162,13 +178,14 @@ pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
             }
             // Unsolicited page reports; only managed tabs count (see Core::page_report).
             let tab = Reflect::get(&second, &"tab".into()).ok().and_then(|t| Reflect::get(&t, &"id".into()).ok());
-            // The overlay of a managed tab: its controls act on that tab's worker only.
-            if let (Some(tab), Ok(FromOverlay::Act { action, text })) =
+            // The overlay of a managed tab: its controls act on that tab's worker
+            // only, and only if it is still the worker the overlay showed.
+            if let (Some(tab), Ok(FromOverlay::Act { worker_id, action, text })) =
                 (tab.as_ref().and_then(|t| t.as_f64()), from_js(&first))
             {
-                let worker = bg.core.borrow().worker_of(&(tab as i32)).map(ToString::to_string);
-                if let Some(worker) = worker.filter(|_| !action.is_run_level()) {
-                    bg.act(action, Some(worker), None, text);
+                let holder = bg.core.borrow().worker_of(&(tab as i32)).map(ToString::to_string);
+                if holder.as_deref() == Some(worker_id.as_str()) && !action.is_run_level() {
+                    bg.act(action, Some(worker_id), None, text);
                 }
                 return;
             }
@@ -377,6 +394,7 @@ impl Background {
 
     fn on_closed(self: &Rc<Self>, code: u16, reason: &str) {
         self.socket.borrow_mut().take();
+        forget_view();
         self.stop_heartbeat();
         // In words, with what to do (docs/executor-protocol.md, close reasons).
         let why = match code {
@@ -484,6 +502,10 @@ impl Background {
                     let _ = storage_set("local", "acted", acted).await;
                 });
             }
+            // A newer daemon's view this build cannot read: shown no more, never a reconnect loop.
+            Err(_) if serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v["type"] == "operatorView") => {
+                forget_view();
+            }
             // A frame this build does not understand: the daemon is not ours to guess about.
             Err(_) => self.disconnect_and_retry("unreadable daemon frame"),
         }
@@ -515,11 +537,32 @@ impl Background {
     }
 
     /// A person's control, sent on as `operatorAct` (the daemon answers
-    /// `operatorActed`, which the popup shows).
+    /// `operatorActed`, which the popup shows). What cannot be sent is said
+    /// there too, never dropped in silence.
     fn act(&self, action: Action, worker_id: Option<String>, run_id: Option<String>, text: Option<String>) {
-        let worker_id = worker_id.and_then(|w| w.parse().ok());
-        let run_id = run_id.and_then(|r| r.parse().ok());
-        self.send(&ExecutorFrame::OperatorAct { act_id: random_hex(), action, worker_id, run_id, text });
+        let act_id = random_hex();
+        let parsed = (worker_id.map(|w| w.parse()).transpose(), run_id.map(|r| r.parse()).transpose());
+        let refusal = match parsed {
+            (Ok(worker_id), Ok(run_id)) => {
+                let frame = ExecutorFrame::OperatorAct { act_id: act_id.clone(), action, worker_id, run_id, text };
+                let open = self.socket.borrow().as_ref().is_some_and(|s| s.ready_state() == WebSocket::OPEN);
+                if open && frame.validate().is_ok() {
+                    self.send(&frame);
+                    return;
+                }
+                if open { "the control is malformed" } else { "not connected to the orchestrator: nothing was sent" }
+            }
+            _ => "the control names no known worker or run",
+        };
+        let acted = object(&[
+            ("actId", act_id.into()),
+            ("changed", 0.into()),
+            ("error", "NOT_SENT".into()),
+            ("detail", refusal.into()),
+        ]);
+        wasm_bindgen_futures::spawn_local(async move {
+            let _ = storage_set("local", "acted", acted).await;
+        });
     }
 
     /// Brings a worker's managed tab (and its window) to the front.
@@ -539,6 +582,15 @@ impl Background {
     /// person for 30 s (unless the person turned them off), once per wait,
     /// and looks again when the next one falls due.
     async fn raise_notices(self: &Rc<Self>) {
+        // One at a time (each reads and writes `notified`), and one timer.
+        if self.raising.replace(true) {
+            return;
+        }
+        self.raise_notices_now().await;
+        self.raising.set(false);
+    }
+
+    async fn raise_notices_now(self: &Rc<Self>) {
         let Some(view) = storage_get("local", "operator").await.and_then(|v| from_js::<View>(&v).ok()) else { return };
         let settings: Settings =
             storage_get("local", "settings").await.and_then(|v| from_js(&v).ok()).unwrap_or_default();
@@ -563,12 +615,18 @@ impl Background {
         let excess = raised.len().saturating_sub(256);
         raised.drain(..excess);
         let _ = storage_set("local", "notified", to_js(&raised)).await;
+        if let Some(old) = self.notice_timer.take() {
+            let clear: Function = Reflect::get(&js_sys::global(), &"clearTimeout".into()).unwrap().unchecked_into();
+            let _ = clear.call1(&JsValue::NULL, &old.into());
+        }
         if let Some(at) = next {
             let bg = self.clone();
             let later = Closure::once_into_js(move || {
+                bg.notice_timer.set(None);
                 wasm_bindgen_futures::spawn_local(async move { bg.raise_notices().await });
             });
-            set_timeout(later.unchecked_ref(), (at.saturating_sub(now_ms()) + 50).min(60_000) as i32);
+            let id = set_timeout(later.unchecked_ref(), (at.saturating_sub(now_ms()) + 50).min(60_000) as i32);
+            self.notice_timer.set(Some(id));
         }
     }
 

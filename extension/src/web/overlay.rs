@@ -2,10 +2,13 @@
 //! neither ChatGPT's styles nor its scripts reach it and it depends on none
 //! of ChatGPT's components. Collapsed by default to one line ("● Working ·
 //! Attempt 4") at the top right, below ChatGPT's header and clear of the
-//! composer; only its own box takes pointer events, and its keys are
-//! handled on its own elements, never the page's. A click opens a drawer
-//! with the worker's state and the popup's controls. Built with DOM calls
-//! (no HTML strings), so a page's Trusted Types policy has nothing to say.
+//! composer; only its own box takes pointer events. Keys and input typed in
+//! it stop at its box (they would otherwise bubble out of the shadow root to
+//! ChatGPT's own shortcuts); a page's capture-phase listeners still see them,
+//! so an answer typed here is not secret from the page (the popup's is). A
+//! click opens a drawer with the worker's state and the popup's controls.
+//! Built with DOM calls (no HTML strings), so a page's Trusted Types policy
+//! has nothing to say. It re-renders only when what it shows changed.
 
 use std::cell::RefCell;
 
@@ -16,7 +19,7 @@ use web_sys::{Document, Element, HtmlInputElement, ShadowRoot, ShadowRootInit, S
 
 use super::{call, from_js, now_ms, storage_get, to_js};
 use crate::messages::{FromOverlay, Settings};
-use crate::operator::{attempts, collapsed, controls, duration, find};
+use crate::operator::{collapsed, controls, duration, find};
 
 const STYLE: &str = ":host{all:initial}\
 .box{position:fixed;top:64px;right:16px;z-index:2147483646;max-width:22rem;font:13px/1.4 system-ui,sans-serif;color:#111}\
@@ -35,6 +38,8 @@ struct Overlay {
     open: bool,
     /// The answer being typed survives re-renders.
     draft: String,
+    /// What it shows now (worker, drawer open, hidden): nothing else re-renders it.
+    shown: Option<(Option<Worker>, bool, bool)>,
 }
 
 thread_local! {
@@ -63,7 +68,14 @@ pub(super) fn show(worker_id: &str) {
         if let Some(html) = document.document_element() {
             let _ = html.append_child(&host);
         }
-        *o = Some(Overlay { host, root, worker_id: worker_id.to_owned(), open: false, draft: String::new() });
+        *o = Some(Overlay {
+            host,
+            root,
+            worker_id: worker_id.to_owned(),
+            open: false,
+            draft: String::new(),
+            shown: None,
+        });
         true
     });
     if fresh {
@@ -119,6 +131,12 @@ fn el(document: &Document, tag: &str, attrs: &[(&str, &str)], text: &str) -> Ele
 }
 
 fn render(o: &mut Overlay, view: &View, settings: &Settings) {
+    let worker = find(view, &o.worker_id).map(|(_, w)| w.clone());
+    let now = (worker.clone(), o.open, settings.hide_overlay);
+    if o.shown.as_ref() == Some(&now) {
+        return;
+    }
+    o.shown = Some(now);
     // Keep what a person is typing across live refreshes.
     if let Ok(Some(input)) = o.root.query_selector("input") {
         o.draft = input.unchecked_into::<HtmlInputElement>().value();
@@ -127,7 +145,6 @@ fn render(o: &mut Overlay, view: &View, settings: &Settings) {
     while let Some(child) = o.root.first_child() {
         let _ = o.root.remove_child(&child);
     }
-    let worker = find(view, &o.worker_id).map(|(_, w)| w.clone());
     o.host.toggle_attribute_with_force("hidden", settings.hide_overlay || worker.is_none()).ok();
     let Some(w) = worker else { return };
     let d = document();
@@ -153,15 +170,17 @@ fn render(o: &mut Overlay, view: &View, settings: &Settings) {
     }
     let _ = o.root.append_child(&style);
     let _ = o.root.append_child(&boxed);
-    // Escape closes the drawer: handled on the overlay's own box only.
-    let keys = Closure::<dyn FnMut(web_sys::KeyboardEvent)>::new(|e: web_sys::KeyboardEvent| {
-        if e.key() == "Escape" {
-            e.stop_propagation();
+    // What is typed here stays here; Escape closes the drawer.
+    let keys = Closure::<dyn FnMut(web_sys::Event)>::new(|e: web_sys::Event| {
+        e.stop_propagation();
+        if e.type_() == "keydown" && e.dyn_ref::<web_sys::KeyboardEvent>().is_some_and(|k| k.key() == "Escape") {
             toggle(Some(false));
         }
     })
     .into_js_value();
-    let _ = boxed.add_event_listener_with_callback("keydown", keys.unchecked_ref());
+    for kind in ["keydown", "keyup", "keypress", "beforeinput", "input", "paste"] {
+        let _ = boxed.add_event_listener_with_callback(kind, keys.unchecked_ref());
+    }
     if let Some(key) = focused
         && let Ok(Some(again)) = o.root.query_selector(&format!("[data-key=\"{key}\"]"))
     {
@@ -186,7 +205,7 @@ fn drawer(d: &Document, w: &Worker, draft: &str) -> Element {
     for line in [
         format!("{} · for {since}", w.status.label()),
         w.why.clone(),
-        attempts(w),
+        w.attempts_label(),
         format!("Auto Resume {}", if w.auto_resume { "on" } else { "off" }),
     ] {
         if !line.is_empty() {
@@ -212,7 +231,12 @@ fn drawer(d: &Document, w: &Worker, draft: &str) -> Element {
         let input = el(
             d,
             "input",
-            &[("type", "text"), ("data-key", "answer"), ("aria-label", &format!("Answer {}", w.path))],
+            &[
+                ("type", "text"),
+                ("maxlength", "16384"),
+                ("data-key", "answer"),
+                ("aria-label", &format!("Answer {}", w.path)),
+            ],
             "",
         );
         input.clone().unchecked_into::<HtmlInputElement>().set_value(draft);
@@ -247,6 +271,7 @@ fn toggle(open: Option<bool>) {
     OVERLAY.with(|o| {
         if let Some(o) = o.borrow_mut().as_mut() {
             o.open = open.unwrap_or(!o.open);
+            o.shown = None;
         }
     });
     wasm_bindgen_futures::spawn_local(refresh());
@@ -276,10 +301,20 @@ fn on_click(button: &Element, act: Option<(Action, Option<String>)>) {
             }
             _ => None,
         };
-        if action == Action::Answer {
-            OVERLAY.with(|o| o.borrow_mut().as_mut().map(|o| o.draft.clear()));
-        }
-        let message = to_js(&FromOverlay::Act { action, text });
+        // The worker this overlay shows: the background refuses any other.
+        let worker_id = OVERLAY.with(|o| {
+            let mut o = o.borrow_mut();
+            let o = o.as_mut()?;
+            if action == Action::Answer {
+                o.draft.clear();
+                if let Ok(Some(input)) = o.root.query_selector("input") {
+                    input.unchecked_into::<HtmlInputElement>().set_value("");
+                }
+            }
+            Some(o.worker_id.clone())
+        });
+        let Some(worker_id) = worker_id else { return };
+        let message = to_js(&FromOverlay::Act { worker_id, action, text });
         wasm_bindgen_futures::spawn_local(async move {
             let _ = call("runtime.sendMessage", &[message]).await;
         });

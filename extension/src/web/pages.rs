@@ -184,20 +184,55 @@ async fn block_chat(blocked: bool) {
     set_text("block-status", &format!("tab {tab}: {said}"));
 }
 
-/// Whether a person is typing an answer in the popup (a live refresh waits).
+/// Whether a person is in an answer box now (a live refresh waits for them).
 fn typing() -> bool {
-    let Ok(inputs) = document().query_selector_all("input[data-answer]") else { return false };
-    let active = document().active_element();
-    (0..inputs.length())
-        .filter_map(|i| inputs.item(i)?.dyn_into::<HtmlInputElement>().ok())
-        .any(|input| !input.value().is_empty() || active.as_ref().is_some_and(|a| a.is_same_node(Some(&input))))
+    document().active_element().is_some_and(|a| a.has_attribute("data-answer"))
+}
+
+/// The answers typed so far, by worker, and the focused control: a live
+/// refresh puts them back.
+fn keep() -> (Vec<(String, String)>, Option<String>) {
+    let mut typed = Vec::new();
+    if let Ok(inputs) = document().query_selector_all("input[data-answer]") {
+        for input in (0..inputs.length()).filter_map(|i| inputs.item(i)?.dyn_into::<HtmlInputElement>().ok()) {
+            if !input.value().is_empty() {
+                typed.push((input.get_attribute("data-answer").unwrap_or_default(), input.value()));
+            }
+        }
+    }
+    let focused = document().active_element().filter(|e| e.tag_name() == "BUTTON").map(|b| {
+        ["data-worker", "data-run", "data-act", "data-choice", "data-open"]
+            .iter()
+            .filter_map(|k| b.get_attribute(k).map(|v| format!("[{k}=\"{}\"]", v.replace('"', "\\\""))))
+            .collect::<String>()
+    });
+    (typed, focused.filter(|f| !f.is_empty()))
+}
+
+fn restore((typed, focused): (Vec<(String, String)>, Option<String>)) {
+    for (worker, text) in typed {
+        if let Ok(Some(input)) = document().query_selector(&format!("input[data-answer=\"{worker}\"]"))
+            && let Ok(input) = input.dyn_into::<HtmlInputElement>()
+        {
+            input.set_value(&text);
+        }
+    }
+    if let Some(selector) = focused
+        && let Ok(Some(button)) = document().query_selector(&format!("button{selector}"))
+        && let Ok(button) = button.dyn_into::<web_sys::HtmlElement>()
+    {
+        let _ = button.focus();
+    }
 }
 
 /// The popup's live part, from the daemon's view (seed §17.2).
 async fn render_popup() {
     let status: Status = storage_get("local", "status").await.and_then(|v| from_js(&v).ok()).unwrap_or_default();
     let (live, words) = crate::operator::connection_words(&status.connection);
-    if let Some(line) = document().get_element_by_id("connection") {
+    // Written only when it changes: it is a live region.
+    if let Some(line) = document().get_element_by_id("connection")
+        && line.text_content().as_deref() != Some(words.as_str())
+    {
         line.set_text_content(Some(&words));
         let _ = line.set_attribute("class", if live { "live" } else { "" });
     }
@@ -205,13 +240,21 @@ async fn render_popup() {
     if typing() {
         return;
     }
-    let Some(view) = storage_get("local", "operator").await.and_then(|v| from_js::<View>(&v).ok()) else { return };
-    let current_tab = current_chatgpt_tab().await.map(|(tab, _)| tab as i32);
-    let current = status.workers.iter().find(|w| w.tab.is_some() && w.tab == current_tab).map(|w| w.worker_id.clone());
-    let has_tab = |id: &str| status.workers.iter().any(|w| w.worker_id == id && w.tab.is_some());
-    let html = crate::operator::popup_html(&view, super::now_ms(), current.as_deref(), &has_tab);
+    let html = match storage_get("local", "operator").await.and_then(|v| from_js::<View>(&v).ok()) {
+        Some(view) => {
+            let current_tab = current_chatgpt_tab().await.map(|(tab, _)| tab as i32);
+            let current =
+                status.workers.iter().find(|w| w.tab.is_some() && w.tab == current_tab).map(|w| w.worker_id.clone());
+            let has_tab = |id: &str| status.workers.iter().any(|w| w.worker_id == id && w.tab.is_some());
+            crate::operator::popup_html(&view, super::now_ms(), current.as_deref(), &has_tab)
+        }
+        // No view without a live connection: no controls over a pool not heard from.
+        None => "<section><p>The pool shows here once the orchestrator is connected.</p></section>".to_owned(),
+    };
     if let Some(main) = document().get_element_by_id("live") {
+        let kept = keep();
         main.set_inner_html(&html);
+        restore(kept);
     }
 }
 
@@ -224,6 +267,12 @@ async fn render_acted() {
         let changed = field("changed").and_then(|c| c.as_f64()).unwrap_or(0.0);
         if changed > 0.0 { "Done.".to_owned() } else { "Nothing to change: it was already so.".to_owned() }
     } else {
+        // A refused control can be used again at once.
+        if let Ok(buttons) = document().query_selector_all("#live button[disabled]") {
+            for b in (0..buttons.length()).filter_map(|i| buttons.item(i)?.dyn_into::<web_sys::Element>().ok()) {
+                let _ = b.remove_attribute("disabled");
+            }
+        }
         format!("Refused ({error}): {}", field("detail").and_then(|d| d.as_string()).unwrap_or_default())
     };
     set_text("acted", &text);
@@ -245,17 +294,19 @@ fn on_control(event: web_sys::Event) {
         return;
     }
     let Some(action) = data("data-act").and_then(|a| serde_json::from_value::<Action>(a.into()).ok()) else { return };
+    // One click, one act: the control waits for the next view.
+    let _ = button.set_attribute("disabled", "");
     let worker_id = data("data-worker");
     let mut text = None;
     if action == Action::Answer {
+        // This button's own box (a worker can be listed twice: the current tab's, and in its run).
         text = data("data-choice").or_else(|| {
-            let selector = format!("input[data-answer=\"{}\"]", worker_id.as_deref().unwrap_or_default());
-            let input: HtmlInputElement = document().query_selector(&selector).ok()??.dyn_into().ok()?;
-            let typed = input.value().trim().to_owned();
-            input.set_value("");
+            let input = button.closest(".answer").ok()??.query_selector("input").ok()??;
+            let typed = input.dyn_into::<HtmlInputElement>().ok()?.value().trim().to_owned();
             (!typed.is_empty()).then_some(typed)
         });
         if text.is_none() {
+            let _ = button.remove_attribute("disabled");
             set_text("acted", "Write the answer first.");
             return;
         }
@@ -276,10 +327,17 @@ fn send(message: FromPopup) {
 /// The popup.
 #[wasm_bindgen]
 pub async fn popup_main() {
-    let listener = Closure::<dyn FnMut()>::new(|| {
-        wasm_bindgen_futures::spawn_local(async {
-            render_popup().await;
-            render_acted().await;
+    // Only what the popup shows: the journal and the registry change often.
+    let listener = Closure::<dyn FnMut(JsValue)>::new(|changes: JsValue| {
+        let has = |k: &str| Reflect::has(&changes, &k.into()).unwrap_or(false);
+        let (pool, acted) = (has("operator") || has("status"), has("acted"));
+        wasm_bindgen_futures::spawn_local(async move {
+            if pool {
+                render_popup().await;
+            }
+            if acted {
+                render_acted().await;
+            }
         })
     })
     .into_js_value();
