@@ -288,6 +288,9 @@ pub struct Continuity {
     pub attempts: u32,
     /// Of those, how many Auto Resume started (the operator surfaces show it).
     pub auto_resumes: u32,
+    /// Its last Execution Continuity events (type, when), newest last, at
+    /// most [`RECENT_KEPT`]: the overlay's drawer lists them.
+    pub recent: Vec<(&'static str, u64)>,
     /// What started the latest attempt.
     pub last_reason: Option<AttemptReason>,
     /// The continuation command queued or submitted and not yet finished:
@@ -323,6 +326,19 @@ pub struct Continuity {
     /// still showed its incident): asked again up to
     /// [`RECOVERY_ATTEMPTS_MAX`], then the worker is held for a person.
     pub recoveries_undelivered: u32,
+}
+
+/// How many continuity events a worker's record keeps for the surfaces.
+pub const RECENT_KEPT: usize = 5;
+
+impl Continuity {
+    /// Notes a continuity event about the worker (the oldest goes past [`RECENT_KEPT`]).
+    pub fn noted(&mut self, kind: &'static str, at_ms: u64) {
+        if self.recent.len() == RECENT_KEPT {
+            self.recent.remove(0);
+        }
+        self.recent.push((kind, at_ms));
+    }
 }
 
 /// How many recoveries in a row may go undelivered before the worker is

@@ -618,8 +618,26 @@ impl State {
                 self.current_requests.insert(worker_id.clone(), request_id.clone());
             }
         }
+        // The operator surfaces show each worker's last continuity events (seed §17.3).
+        if let Some(w) = continuity_subject(&event.body).and_then(|id| self.workers.get_mut(id)) {
+            w.continuity.noted(event.body.kind(), at);
+        }
         self.runtime.apply(event).map_err(|e| fail(&e.to_string()))?;
         Ok(())
+    }
+}
+
+/// The worker an Execution Continuity event is about, if it is one.
+fn continuity_subject(body: &EventBody) -> Option<&WorkerId> {
+    match body {
+        EventBody::WorkerHoldChanged { worker_id, .. }
+        | EventBody::ContinuationRequested { worker_id, .. }
+        | EventBody::ExecutionScheduled { worker_id, .. }
+        | EventBody::ContinuationStalled { worker_id, .. }
+        | EventBody::ContinuationTurnStalled { worker_id, .. }
+        | EventBody::ContinuationRateLimited { worker_id, .. }
+        | EventBody::ContinuationPolicyChanged { worker_id: Some(worker_id), .. } => Some(worker_id),
+        _ => None,
     }
 }
 

@@ -119,6 +119,12 @@ pub fn worker_view(w: &Worker, run: &Run, waiting: Option<&protocol::Waiting>) -
             .map(|(_, url)| url.clone())
             .filter(|url| url.starts_with(protocol::executor::URL_PREFIX)),
         executor_id: w.executor_id.clone(),
+        recent: w
+            .continuity
+            .recent
+            .iter()
+            .map(|(kind, at_ms)| protocol::operator::Recent { kind: (*kind).to_owned(), at_ms: *at_ms })
+            .collect(),
     }
 }
 
@@ -312,6 +318,7 @@ mod tests {
             root: false,
             conversation_url: None,
             executor_id: None,
+            recent: vec![],
         }
     }
 

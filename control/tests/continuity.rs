@@ -1064,6 +1064,7 @@ fn a_question_keeps_its_choices_and_a_persons_answer_releases_it_once() {
     let shown = view.runs[0].workers.iter().find(|v| v.worker_id == a.to_string()).unwrap();
     assert_eq!((shown.status, shown.why.as_str(), shown.answerable), (Status::NeedsYou, "which db?", true));
     assert_eq!(shown.ask.as_ref().unwrap().choices, ["postgres", "sqlite"]);
+    assert_eq!(shown.recent.last().map(|r| r.words()), Some("its hold changed"), "{:?}", shown.recent);
 
     let answer = control::operator::Control {
         action: Action::Answer,

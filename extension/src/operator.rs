@@ -279,6 +279,7 @@ mod tests {
             root: false,
             conversation_url: None,
             executor_id: None,
+            recent: vec![],
         }
     }
 

@@ -130,6 +130,35 @@ pub struct Worker {
     /// The executor holding it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor_id: Option<String>,
+    /// Its last Execution Continuity events, newest last (at most 5).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent: Vec<Recent>,
+}
+
+/// One Execution Continuity event of a worker, as a surface lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Recent {
+    /// The event's type (`execution.scheduled`, `worker.hold_changed`, …).
+    pub kind: String,
+    /// When (ms since the Unix epoch).
+    pub at_ms: u64,
+}
+
+impl Recent {
+    /// The event in a person's words.
+    pub fn words(&self) -> &str {
+        match self.kind.as_str() {
+            "execution.scheduled" => "a turn was scheduled",
+            "continuation.requested" => "a turn was asked for",
+            "worker.hold_changed" => "its hold changed",
+            "continuation.stalled" => "no progress across its resumes",
+            "continuation.turn_stalled" => "a turn ran long with no progress",
+            "continuation.rate_limited" => "ChatGPT said too many requests",
+            "continuation.policy_changed" => "its Auto Resume policy changed",
+            other => other,
+        }
+    }
 }
 
 impl Worker {

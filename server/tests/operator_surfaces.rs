@@ -278,6 +278,7 @@ async fn a_person_runs_the_pool_from_the_popup_the_overlay_and_the_dashboard() {
     // From alpha's overlay: Auto Resume off, then Continue now: exactly one prompt.
     click_overlay(&alpha_tab, "Orchestrated").await.unwrap();
     overlay_seen(&alpha_tab, "Auto Resume: on").await;
+    overlay_seen(&alpha_tab, "its hold changed").await;
     click_overlay(&alpha_tab, "Auto Resume: on").await.unwrap();
     overlay_seen(&alpha_tab, "Auto Resume: off").await;
     click_overlay(&alpha_tab, "Continue now").await.unwrap();

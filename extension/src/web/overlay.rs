@@ -27,7 +27,7 @@ button{font:inherit;cursor:pointer;border:1px solid #444;border-radius:6px;backg
 button:focus-visible,input:focus-visible{outline:3px solid #1a56db;outline-offset:2px}\
 .pill{border-radius:999px;box-shadow:0 1px 4px rgba(0,0,0,.25);padding:3px 10px}\
 .drawer{margin-top:6px;background:#fff;border:1px solid #444;border-radius:8px;padding:8px 10px;box-shadow:0 2px 10px rgba(0,0,0,.25)}\
-.drawer h2{font-size:14px;margin:0 0 4px}.drawer p{margin:2px 0}.stop{border-color:#8a1c00;color:#8a1c00}\
+.drawer h2{font-size:14px;margin:0 0 4px}.drawer p{margin:2px 0}.drawer ul{margin:4px 0;padding-left:18px;color:#333}.stop{border-color:#8a1c00;color:#8a1c00}\
 button[aria-pressed=true]{background:#e8f0fe}input{font:inherit;width:12rem}\
 @media (prefers-reduced-motion:reduce){*{transition:none!important;animation:none!important}}";
 
@@ -247,6 +247,14 @@ fn drawer(d: &Document, w: &Worker, draft: &str) -> Element {
         let _ = answer.append_child(&label);
         let _ = answer.append_child(&send);
         let _ = drawer.append_child(&answer);
+    }
+    if !w.recent.is_empty() {
+        let list = el(d, "ul", &[("aria-label", "Recent Execution Continuity events")], "");
+        for event in w.recent.iter().rev() {
+            let line = format!("{} · {} ago", event.words(), duration(now_ms(), event.at_ms));
+            let _ = list.append_child(&el(d, "li", &[], &line));
+        }
+        let _ = drawer.append_child(&list);
     }
     let row = el(d, "p", &[], "");
     for (action, label) in controls(w) {
