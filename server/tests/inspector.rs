@@ -94,7 +94,7 @@ async fn the_inspector_lists_every_tool_without_warnings_and_calls_each() {
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(listed.len(), 33, "{listed:?}");
+    assert_eq!(listed.len(), 35, "{listed:?}");
 
     let mut c = Caller { url, called: BTreeSet::new() };
     // The Inspector is a plain MCP client no browser sees: capability-only identity.
@@ -161,9 +161,12 @@ async fn the_inspector_lists_every_tool_without_warnings_and_calls_each() {
     assert_eq!(paused["disposition"], "paused", "{paused}");
     let resumed = c.call("worker_continue_now", &[cap(), arg("worker_id", &b_id)]);
     assert!(resumed.get("hold").is_none(), "continue now clears the pause: {resumed}");
+    assert_eq!(c.call("run_pause_all", &[cap()])["changed"], 1, "beta; alpha is stopped");
+    assert_eq!(c.call("run_resume_all", &[cap()])["changed"], 1);
     c.call("worker_await_dependency", &[cap_b.clone(), arg("reason", "A's API")]);
     c.call("worker_resume", &[cap_b.clone(), arg("worker_id", &b_id)]);
-    let waiting = c.call("worker_await_human", &[cap_b.clone(), arg("reason", "which database?")]);
+    let choices = arg("choices", json!(["postgres", "sqlite"]));
+    let waiting = c.call("worker_await_human", &[cap_b.clone(), arg("reason", "which database?"), choices]);
     assert_eq!(waiting["disposition"], "awaiting_human", "{waiting}");
     c.call("worker_fail", &[cap_b, arg("reason", "B cannot be built")]);
     let listed_workers = c.call("worker_list", &[cap()]);

@@ -16,6 +16,43 @@
 
 use serde_json::{Map, Value};
 
+/// The schema keywords an output keeps: its shape (types, fields, values).
+const SHAPE: &[&str] = &["type", "properties", "items", "enum", "const", "$defs", "$ref", "anyOf", "oneOf", "allOf"];
+
+/// An output schema reduced to its shape: what a result holds, typed, with
+/// the names that say what each field is. Field prose, defaults, id
+/// patterns, bounds, `required` and `additionalProperties` go: a model
+/// reads the result itself (every result is also its JSON as text), and
+/// these were seven tenths of the catalogue every worker conversation
+/// carries. A client validating a result against it still can.
+pub fn outline(mut schema: Map<String, Value>) -> Map<String, Value> {
+    shape(&mut schema);
+    schema
+}
+
+fn shape(object: &mut Map<String, Value>) {
+    object.retain(|key, _| SHAPE.contains(&key.as_str()));
+    for (key, child) in object.iter_mut() {
+        match (key.as_str(), child) {
+            // Names, each with a schema.
+            ("properties" | "$defs", Value::Object(named)) => {
+                for schema in named.values_mut() {
+                    if let Value::Object(schema) = schema {
+                        shape(schema);
+                    }
+                }
+            }
+            ("items", Value::Object(schema)) => shape(schema),
+            ("anyOf" | "oneOf" | "allOf", Value::Array(schemas)) => {
+                for schema in schemas.iter_mut().filter_map(Value::as_object_mut) {
+                    shape(schema);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// `schema` with every `$ref` into its `$defs` replaced by the definition
 /// itself (the referring object's own keys, such as its description, win),
 /// and `$defs` gone once nothing refers to it. For arguments: clients build
