@@ -31,8 +31,6 @@ pub struct Run {
     pub updated_at_ms: u64,
     /// Workers in creation order, root first.
     pub workers: Vec<WorkerId>,
-    /// Messages sent in this run, with their recipient (for `in_reply_to` checks).
-    pub messages: HashMap<MessageId, WorkerId>,
     /// Worker paths in use.
     pub paths: HashSet<String>,
     /// The continuation policy workers spawned from now on start with.
@@ -169,8 +167,12 @@ pub struct FoldError {
 /// All runs and workers.
 #[derive(Debug, Default, Clone)]
 pub struct State {
-    /// Runs by id.
+    /// Runs by id. A run holds nothing that grows with its history, so
+    /// reading one costs the same on its first day and its hundredth.
     pub runs: HashMap<RunId, Run>,
+    /// Every message, with its run and recipient (for `in_reply_to` checks
+    /// and fresh message ids): kept out of [`Run`] so a run is cheap to copy.
+    pub messages: HashMap<MessageId, (RunId, WorkerId)>,
     /// Workers by id, across runs.
     pub workers: HashMap<WorkerId, Worker>,
     /// Executor commands by id.
@@ -282,7 +284,6 @@ impl State {
                     created_at_ms: at,
                     updated_at_ms: at,
                     workers: Vec::new(),
-                    messages: HashMap::new(),
                     paths: HashSet::new(),
                     continuation_default: ContinuationPolicy::default(),
                     attribution: protocol::Attribution::default(),
@@ -342,7 +343,7 @@ impl State {
                 for w in [from, to] {
                     touch(&mut self.workers, w, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 }
-                run.messages.insert(message_id.clone(), to.clone());
+                self.messages.insert(message_id.clone(), (event.run_id.clone(), to.clone()));
                 // Speaking is progress; being spoken to is a reason for a turn.
                 if let Some(sender) = self.workers.get_mut(from) {
                     sender.continuity.progressed(at);

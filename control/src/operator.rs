@@ -233,11 +233,9 @@ fn answer(plane: &ControlPlane, control: &Control, w: &Worker, actor: WorkerId) 
         let digest = Sha256::digest(k.as_bytes());
         format!("operator-answer:{}", digest[..16].iter().map(|b| format!("{b:02x}")).collect::<String>())
     });
-    let messages = || plane.with_state(|s| s.runs.get(&w.run_id).map_or(0, |r| r.messages.len()));
-    let before = messages();
     let refused = |e: crate::Error| (e.code(), e.to_string());
-    plane.send(&root, &w.id, MessageKind::Answer, text, None, key.as_deref()).map_err(refused)?;
-    if messages() == before {
+    let (_, sent) = plane.send_fresh(&root, &w.id, MessageKind::Answer, text, None, key.as_deref()).map_err(refused)?;
+    if !sent {
         return Ok(0);
     }
     if asked {

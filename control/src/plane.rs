@@ -565,6 +565,20 @@ impl ControlPlane {
         in_reply_to: Option<&MessageId>,
         idem: Option<&str>,
     ) -> Result<MessageId, Error> {
+        self.send_fresh(actor, to, kind, body, in_reply_to, idem).map(|(id, _)| id)
+    }
+
+    /// [`Self::send`], also saying whether this call sent it (`false`: an
+    /// idempotent replay of an earlier one).
+    pub fn send_fresh(
+        &self,
+        actor: &Worker,
+        to: &WorkerId,
+        kind: MessageKind,
+        body: &str,
+        in_reply_to: Option<&MessageId>,
+        idem: Option<&str>,
+    ) -> Result<(MessageId, bool), Error> {
         let idem = Self::idem_key(format!("message_send:{}", actor.id), idem)?;
         self.commit(idem, &(to, kind, body, in_reply_to), |_| {
             let message_id = MessageId::from_uuid_bytes(new_uuid());
@@ -578,7 +592,7 @@ impl ControlPlane {
             };
             (cmd, message_id)
         })
-        .map(|(r, _)| r)
+        .map(|(id, events)| (id, !events.is_empty()))
     }
 
     /// Root messages every unfinished worker; returns the message ids (the
@@ -859,7 +873,7 @@ impl ControlPlane {
 
     /// A page of the run's events after `after`, filtered for `viewer`.
     pub fn events(&self, run: &RunId, after: u64, limit: usize, viewer: &Viewer) -> Result<Page, Error> {
-        let head = self.run(run).ok_or_else(|| Refusal::NoRun(run.clone()))?.cursor;
+        let head = self.with_state(|s| s.runs.get(run).map(|r| r.cursor)).ok_or_else(|| Refusal::NoRun(run.clone()))?;
         if after > head {
             return Err(Error::InvalidArgument(format!("after_cursor {after} is beyond the run's last cursor {head}")));
         }
@@ -872,9 +886,14 @@ impl ControlPlane {
         let mut full = false;
         while events.len() < limit && cursor < head && !full {
             // The tail may lag the state by the publisher's hop: then the store.
-            let batch: Vec<Event> = match self.broker.tail_after(run, cursor, EVENTS_PAGE_MAX) {
+            // Root sees every event: read no more than the page still needs.
+            let wanted = match viewer {
+                Viewer::Root => limit - events.len(),
+                Viewer::Worker(_) => EVENTS_PAGE_MAX,
+            };
+            let batch: Vec<Event> = match self.broker.tail_after(run, cursor, wanted) {
                 Some(tail) if !tail.is_empty() => tail.iter().map(|e| Event::clone(e)).collect(),
-                _ => self.store.events_after(run, cursor, EVENTS_PAGE_MAX)?,
+                _ => self.store.events_after(run, cursor, wanted)?,
             };
             if batch.is_empty() {
                 break;

@@ -19,7 +19,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                 return Err(Refusal::MessageRecipient);
             }
             if let Some(reply_to) = in_reply_to {
-                match run.messages.get(reply_to) {
+                match state.messages.get(reply_to).filter(|(r, _)| *r == run.id).map(|(_, to)| to) {
                     Some(addressee) if addressee == actor => {}
                     Some(_) => {
                         return Err(Refusal::ReplyToOthers);
@@ -27,7 +27,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                     None => return Err(Refusal::NoMessageInRun(reply_to.clone())),
                 }
             }
-            if state.runs.values().any(|r| r.messages.contains_key(message_id)) {
+            if state.messages.contains_key(message_id) {
                 return Err(Refusal::IdTaken("message id"));
             }
             let mut events = vec![EventBody::WorkerMessage {
