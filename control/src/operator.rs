@@ -137,13 +137,9 @@ pub fn view(plane: &ControlPlane, live: &[String]) -> View {
 
 /// The same, unbounded: for the dashboard, which is no frame.
 pub fn view_all(plane: &ControlPlane, live: &[String]) -> View {
-    let mut runs: Vec<(u64, RunId)> =
-        plane.with_state(|s| s.runs.values().map(|r| (r.created_at_ms, r.id.clone())).collect());
-    runs.sort_by(|a, b| b.cmp(a));
-    let runs: Vec<RunView> = runs
+    let runs: Vec<RunView> = plane
+        .newest_runs(RUNS_SHOWN)
         .into_iter()
-        .take(RUNS_SHOWN)
-        .filter_map(|(_, id)| plane.run(&id))
         .map(|run| RunView {
             run_id: run.id.to_string(),
             title: run.title.clone(),

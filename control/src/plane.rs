@@ -214,6 +214,14 @@ impl ControlPlane {
         self.read().workers.get(id).cloned()
     }
 
+    /// The newest `n` runs, newest first.
+    pub fn newest_runs(&self, n: usize) -> Vec<Run> {
+        let state = self.read();
+        let mut runs: Vec<&Run> = state.runs.values().collect();
+        runs.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
+        runs.into_iter().take(n).cloned().collect()
+    }
+
     /// The run's workers in creation order, root first.
     pub fn workers_of(&self, run: &RunId) -> Vec<Worker> {
         let state = self.read();

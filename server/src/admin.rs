@@ -224,12 +224,9 @@ pub async fn ui_link(addr: &str, state_dir: &Path) -> anyhow::Result<String> {
 async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
     let live = admin.bridge.connected().await;
     let plane = &admin.plane;
-    let mut runs: Vec<_> = plane.with_state(|s| s.runs.values().map(|r| (r.created_at_ms, r.id.clone())).collect());
-    runs.sort_by(|a, b| b.cmp(a));
-    let runs = runs
+    let runs = plane
+        .newest_runs(RUNS_SHOWN)
         .into_iter()
-        .take(RUNS_SHOWN)
-        .filter_map(|(_, id)| plane.run(&id))
         .map(|run| RunSummary {
             run_id: run.id.to_string(),
             title: run.title.clone(),

@@ -626,8 +626,10 @@ async fn the_documented_cdp_recipe_works_as_written_and_a_worker_waits_for_the_b
     std::os::unix::fs::symlink(e2e::workspace().join("dist"), cwd.join("dist")).unwrap();
     let shell = |line: &str| {
         let mut cmd = std::process::Command::new("sh");
+        // `exec`: the shell becomes the command, so killing it stops the agent
+        // (a forked one outlived the test and held its output pipes open).
         cmd.arg("-c")
-            .arg(line.replacen("orchestrator ", &format!("{} ", orchestrator().display()), 1))
+            .arg(format!("exec {}", line.replacen("orchestrator ", &format!("{} ", orchestrator().display()), 1)))
             .current_dir(&cwd)
             .env("XDG_STATE_HOME", &xdg_state)
             .env("XDG_CONFIG_HOME", &xdg_config)
