@@ -37,10 +37,14 @@ impl Daemon {
         format!("ws://{}/executor", self.addr)
     }
 
-    /// A new executor credential, as `orchestrator pair` issues it: each
-    /// call pairs one more executor (the extension adopts the credential's id).
+    /// A new executor credential, as `orchestrator pair --operator` issues
+    /// it for a person's browser: each call pairs one more executor (the
+    /// extension adopts the credential's id).
     pub fn credential(&self) -> anyhow::Result<String> {
-        let out = Command::new(&self.binary).args(["pair", "--json", "--state-dir"]).arg(&self.state_dir).output()?;
+        let out = Command::new(&self.binary)
+            .args(["pair", "--json", "--operator", "--state-dir"])
+            .arg(&self.state_dir)
+            .output()?;
         anyhow::ensure!(out.status.success(), "`orchestrator pair` failed: {}", String::from_utf8_lossy(&out.stderr));
         let paired: serde_json::Value = serde_json::from_slice(&out.stdout)?;
         paired["credential"].as_str().map(str::to_owned).context("`orchestrator pair` printed no credential")

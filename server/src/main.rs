@@ -257,6 +257,11 @@ struct PairArgs {
     /// The daemon's address, for the printed endpoint.
     #[arg(long, default_value = "127.0.0.1:7777")]
     listen: SocketAddr,
+    /// Grant this executor a person's controls over the whole pool (the
+    /// extension's popup and overlay: see every run, pause, stop, answer).
+    /// Only for an executor a person uses; a host agent needs none.
+    #[arg(long, conflicts_with_all = ["list", "revoke"])]
+    operator: bool,
 }
 
 #[derive(Subcommand)]
@@ -563,7 +568,7 @@ impl ExecutorArgs {
 
 /// `orchestrator pair` and its management flags.
 fn pair(args: PairArgs) -> anyhow::Result<()> {
-    let PairArgs { state_dir, executor_id, list, revoke, rotate, json, credential_file, listen } = args;
+    let PairArgs { state_dir, executor_id, list, revoke, rotate, json, credential_file, listen, operator } = args;
     let path = state_path(state_dir)?;
     std::fs::create_dir_all(&path)?;
     {
@@ -576,14 +581,15 @@ fn pair(args: PairArgs) -> anyhow::Result<()> {
         if json {
             let rows: Vec<_> = issued
                 .iter()
-                .map(|i| serde_json::json!({"executorId": i.executor_id, "issuedMs": i.issued_ms}))
+                .map(|i| serde_json::json!({"executorId": i.executor_id, "issuedMs": i.issued_ms, "operator": i.operator}))
                 .collect();
             println!("{}", serde_json::Value::Array(rows));
         } else if issued.is_empty() {
             println!("no executor is paired; run `orchestrator pair`");
         } else {
             for i in issued {
-                println!("{}  issued {} ms", i.executor_id, i.issued_ms);
+                let operator = if i.operator { "  operator" } else { "" };
+                println!("{}  issued {} ms{operator}", i.executor_id, i.issued_ms);
             }
         }
         return Ok(());
@@ -616,7 +622,7 @@ fn pair(args: PairArgs) -> anyhow::Result<()> {
         getrandom::fill(&mut bytes).expect("the OS random source is available");
         format!("exec-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
     });
-    let credential = credentials.issue(&id)?;
+    let credential = credentials.issue_with(&id, operator)?;
     if let Some(file) = &credential_file {
         server::exposure::write_private(file, &format!("{credential}\n"))
             .with_context(|| format!("writing {}", file.display()))?;
@@ -626,7 +632,7 @@ fn pair(args: PairArgs) -> anyhow::Result<()> {
         println!("{out}");
     } else {
         println!("endpoint:   ws://{listen}/executor");
-        println!("executor:   {id}");
+        println!("executor:   {id}{}", if operator { " (with a person's controls over the pool)" } else { "" });
         match &credential_file {
             Some(file) => println!("credential: written to {} (owner-only)", file.display()),
             None => println!("credential: {credential}"),
@@ -939,7 +945,8 @@ fn state_path(state_dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 }
 
 const PAIRING_STEPS: &str = "\
-To pair the browser extension:
+To pair the browser extension (issue its credential with --operator for the popup's and
+the overlay's view of the pool and their controls):
   1. Open the extension's options page (about:addons in Firefox, chrome://extensions in Chromium).
   2. Set the endpoint to the URL above and paste the credential into the Credential field.
   3. Save: the status shows \"connected\" once the daemon accepts the hello.

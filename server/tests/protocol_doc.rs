@@ -544,12 +544,13 @@ async fn a_continuation_whose_turn_is_never_reported_running_is_reported_never_s
     assert_eq!(raw.no_command_within(Duration::from_millis(100)).await, Ok(()));
 }
 
-/// One raw session of protocol `version` declaring `capabilities`: its
-/// welcome, then what the daemon sends (frames, or the close code).
+/// One raw session of protocol `version` declaring `capabilities`, paired
+/// with the operator grant when `granted`: its welcome, then what the daemon
+/// sends (frames, or the close code).
 async fn operator_session(
     daemon: &Daemon,
     state: &std::path::Path,
-    id: &str,
+    (id, granted): (&str, bool),
     version: u32,
     capabilities: Value,
 ) -> (
@@ -561,7 +562,8 @@ async fn operator_session(
 ) {
     let (socket, _) = tokio_tungstenite::connect_async(ws_url(daemon)).await.unwrap();
     let (mut sink, mut stream) = socket.split();
-    let hello = json!({"type": "hello", "protocolVersion": version, "token": credential(state, id), "executorId": id,
+    let token = carrier_webext::Credentials::open_or_create(&state.join("executors")).unwrap().issue_with(id, granted);
+    let hello = json!({"type": "hello", "protocolVersion": version, "token": token.unwrap(), "executorId": id,
         "executorInstanceId": format!("{id}-1"), "executorKind": "webext", "capabilities": capabilities,
         "host": {"os": "linux"}});
     sink.send(Message::Text(hello.to_string().into())).await.unwrap();
@@ -592,12 +594,14 @@ async fn next_of(rx: &mut mpsc::UnboundedReceiver<Result<Value, u16>>, kind: &st
 }
 
 /// The operator channel, as the doc says: a v3 session declaring
-/// `"operator"` hears `operatorView` after `welcome` and whenever the pool
-/// changes, in Execution Continuity's terms; its `operatorAct` is applied as
-/// root and answered by `operatorActed` (0 changed when already so, the
-/// refusal's code for a slip); an `actId` outside its form closes it (4003). Without the capability no view comes
-/// and an act is refused (4003); in a v2 session `operatorAct` is a frame of
-/// a newer version (4003).
+/// `"operator"`, paired with `--operator`, hears `operatorView` after
+/// `welcome` and whenever the pool changes, in Execution Continuity's
+/// terms; its `operatorAct` is applied as root and answered by
+/// `operatorActed` (0 changed when already so, the refusal's code for a
+/// slip); an `actId` outside its form closes it (4003). Without the
+/// capability, or without the pairing's grant, no view comes and an act is
+/// refused (4003); in a v2 session `operatorAct` is a frame of a newer
+/// version (4003).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_executor_hears_the_pool_and_its_acts_are_made_as_root() {
     let state = tempfile::tempdir().unwrap();
@@ -605,7 +609,7 @@ async fn an_operator_executor_hears_the_pool_and_its_acts_are_made_as_root() {
     let root = Root::new(&daemon, json!({"title": "ops", "attribution": "capability_only"}));
     let (worker, _) = root.spawn("w");
 
-    let (mut sink, mut rx) = operator_session(&daemon, state.path(), "ops-1", 3, json!(["operator"])).await;
+    let (mut sink, mut rx) = operator_session(&daemon, state.path(), ("ops-1", true), 3, json!(["operator"])).await;
     assert_eq!(next_of(&mut rx, "welcome").await.unwrap()["protocolVersion"], 3);
     let view = next_of(&mut rx, "operatorView").await.unwrap();
     let run = &view["runs"][0];
@@ -647,14 +651,17 @@ async fn an_operator_executor_hears_the_pool_and_its_acts_are_made_as_root() {
     sink.send(act("not an id", json!({"action": "resume", "workerId": worker}))).await.unwrap();
     assert_eq!(next_of(&mut rx, "operatorActed").await, Err(4003), "an actId outside its form");
 
-    let (mut plain, mut rx) = operator_session(&daemon, state.path(), "ops-2", 3, json!([])).await;
-    next_of(&mut rx, "welcome").await.unwrap();
-    let quiet = tokio::time::timeout(Duration::from_secs(1), next_of(&mut rx, "operatorView")).await;
-    assert!(quiet.is_err(), "a view to a session without the capability");
-    plain.send(act("b1", json!({"action": "resume", "workerId": worker}))).await.unwrap();
-    assert_eq!(next_of(&mut rx, "operatorActed").await, Err(4003));
+    // Without the capability, or claiming it without the pairing's grant: no view, no act.
+    for (id, granted, capabilities) in [("ops-2", true, json!([])), ("ops-4", false, json!(["operator"]))] {
+        let (mut plain, mut rx) = operator_session(&daemon, state.path(), (id, granted), 3, capabilities).await;
+        next_of(&mut rx, "welcome").await.unwrap();
+        let quiet = tokio::time::timeout(Duration::from_secs(1), next_of(&mut rx, "operatorView")).await;
+        assert!(quiet.is_err(), "a view to {id}");
+        plain.send(act("b1", json!({"action": "resume", "workerId": worker}))).await.unwrap();
+        assert_eq!(next_of(&mut rx, "operatorActed").await, Err(4003), "{id}");
+    }
 
-    let (mut old, mut rx) = operator_session(&daemon, state.path(), "ops-3", 2, json!(["operator"])).await;
+    let (mut old, mut rx) = operator_session(&daemon, state.path(), ("ops-3", true), 2, json!(["operator"])).await;
     assert_eq!(next_of(&mut rx, "welcome").await.unwrap()["protocolVersion"], 2);
     old.send(act("c1", json!({"action": "resume", "workerId": worker}))).await.unwrap();
     assert_eq!(next_of(&mut rx, "operatorView").await, Err(4003), "operatorAct in a v2 session");

@@ -5,7 +5,9 @@
 //!
 //! A credential reads `exc1.<executor id>.<64 hex>` (256 random bits). Only
 //! its SHA-256 is stored, in `<state-dir>/executors` (mode 0600, one line per
-//! executor: `<id> <sha256 hex> <issued ms>`), so the file leaks nothing
+//! executor: `<id> <sha256 hex> <issued ms>[ operator]`; `operator` grants
+//! a person's controls over the whole pool, protocol v3's operator channel,
+//! and only `pair --operator` writes it), so the file leaks nothing
 //! that connects. It travels in the executor's first frame (browsers cannot
 //! set WebSocket headers; URLs get logged) and is never logged by the daemon.
 //! Revoking one (`pair --revoke ID`) or all (`pair --rotate`) rewrites the
@@ -62,7 +64,12 @@ pub struct Issued {
     pub executor_id: String,
     /// When it was issued, ms since the epoch.
     pub issued_ms: u64,
+    /// Whether it grants the operator channel (`pair --operator`).
+    pub operator: bool,
 }
+
+/// A line of the file: id, digest, issued ms, operator grant.
+type Line = (String, String, u64, bool);
 
 /// The credential file.
 #[derive(Debug, Clone)]
@@ -98,9 +105,9 @@ impl Credentials {
         Error::Io { path: self.path.display().to_string(), source }
     }
 
-    /// Every line: `(id, digest, issued ms)`. Fails closed on a file others
-    /// can read or a malformed line.
-    fn read(&self) -> Result<Vec<(String, String, u64)>, Error> {
+    /// Every line: `(id, digest, issued ms, operator)`. Fails closed on a
+    /// file others can read or a malformed line.
+    fn read(&self) -> Result<Vec<Line>, Error> {
         let mode = fs::metadata(&self.path).map_err(|e| self.io(e))?.permissions().mode();
         if mode & 0o077 != 0 {
             return Err(Error::Exposed { path: self.path.display().to_string(), mode: mode & 0o777 });
@@ -112,21 +119,27 @@ impl Credentials {
             .map(|(n, line)| {
                 let malformed = || Error::Malformed { path: self.path.display().to_string(), line: n + 1 };
                 let mut parts = line.split(' ');
-                let (Some(id), Some(hash), Some(ms), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+                let (Some(id), Some(hash), Some(ms), grant, None) =
+                    (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
                 else {
                     return Err(malformed());
+                };
+                let operator = match grant {
+                    None => false,
+                    Some("operator") => true,
+                    Some(_) => return Err(malformed()),
                 };
                 let ms = ms.parse().map_err(|_| malformed())?;
                 let hash_ok = hash.len() == 64 && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
                 if !valid_executor_id(id) || !hash_ok {
                     return Err(malformed());
                 }
-                Ok((id.to_owned(), hash.to_owned(), ms))
+                Ok((id.to_owned(), hash.to_owned(), ms, operator))
             })
             .collect()
     }
 
-    fn write(&self, lines: &[(String, String, u64)]) -> Result<(), Error> {
+    fn write(&self, lines: &[Line]) -> Result<(), Error> {
         // A temporary name of this writer's own: two `pair` runs at once never
         // rename each other's half-written file into place.
         let mut nonce = [0u8; 8];
@@ -134,7 +147,10 @@ impl Credentials {
         let suffix: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
         let tmp = self.path.with_extension(format!("tmp-{suffix}"));
         let mut f = OpenOptions::new().create_new(true).write(true).mode(0o600).open(&tmp).map_err(|e| self.io(e))?;
-        let text: String = lines.iter().map(|(id, hash, ms)| format!("{id} {hash} {ms}\n")).collect();
+        let text: String = lines
+            .iter()
+            .map(|(id, hash, ms, operator)| format!("{id} {hash} {ms}{}\n", if *operator { " operator" } else { "" }))
+            .collect();
         f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| self.io(e))?;
         fs::rename(&tmp, &self.path).map_err(|e| self.io(e))
     }
@@ -143,14 +159,19 @@ impl Credentials {
     /// earlier one for that id. The credential is shown once; only its
     /// digest is kept.
     pub fn issue(&self, executor_id: &str) -> Result<String, Error> {
+        self.issue_with(executor_id, false)
+    }
+
+    /// [`Self::issue`], granting the operator channel when `operator`.
+    pub fn issue_with(&self, executor_id: &str, operator: bool) -> Result<String, Error> {
         if !valid_executor_id(executor_id) {
             return Err(Error::InvalidId);
         }
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).expect("the OS random source is available");
         let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let mut lines: Vec<_> = self.read()?.into_iter().filter(|(id, _, _)| id != executor_id).collect();
-        lines.push((executor_id.to_owned(), digest(&secret), now_ms()));
+        let mut lines: Vec<_> = self.read()?.into_iter().filter(|(id, ..)| id != executor_id).collect();
+        lines.push((executor_id.to_owned(), digest(&secret), now_ms(), operator));
         self.write(&lines)?;
         Ok(format!("{PREFIX}.{executor_id}.{secret}"))
     }
@@ -159,8 +180,15 @@ impl Credentials {
     pub fn verify(&self, credential: &str) -> Option<String> {
         let (id, secret) = parse(credential)?;
         let lines = self.read().ok()?;
-        let (_, hash, _) = lines.iter().find(|(known, _, _)| known == id)?;
+        let (_, hash, ..) = lines.iter().find(|(known, ..)| known == id)?;
         same(hash, &digest(secret)).then(|| id.to_owned())
+    }
+
+    /// Whether `credential` is issued and grants the operator channel.
+    pub fn grants_operator(&self, credential: &str) -> bool {
+        let Some((id, secret)) = parse(credential) else { return false };
+        let Ok(lines) = self.read() else { return false };
+        lines.iter().any(|(known, hash, _, operator)| known == id && *operator && same(hash, &digest(secret)))
     }
 
     /// Whether `credential` is still issued to `executor_id`: `Some(false)`
@@ -170,14 +198,14 @@ impl Credentials {
         let (id, secret) = parse(credential)?;
         let lines = self.read().ok()?;
         let issued =
-            lines.iter().find(|(known, _, _)| known == id).is_some_and(|(_, hash, _)| same(hash, &digest(secret)));
+            lines.iter().find(|(known, ..)| known == id).is_some_and(|(_, hash, ..)| same(hash, &digest(secret)));
         Some(issued && id == executor_id)
     }
 
     /// Revokes `executor_id`'s credential; whether there was one.
     pub fn revoke(&self, executor_id: &str) -> Result<bool, Error> {
         let lines = self.read()?;
-        let kept: Vec<_> = lines.iter().filter(|(id, _, _)| id != executor_id).cloned().collect();
+        let kept: Vec<_> = lines.iter().filter(|(id, ..)| id != executor_id).cloned().collect();
         let found = kept.len() != lines.len();
         if found {
             self.write(&kept)?;
@@ -194,8 +222,11 @@ impl Credentials {
 
     /// The issued credentials, oldest first.
     pub fn list(&self) -> Result<Vec<Issued>, Error> {
-        let mut out: Vec<Issued> =
-            self.read()?.into_iter().map(|(executor_id, _, issued_ms)| Issued { executor_id, issued_ms }).collect();
+        let mut out: Vec<Issued> = self
+            .read()?
+            .into_iter()
+            .map(|(executor_id, _, issued_ms, operator)| Issued { executor_id, issued_ms, operator })
+            .collect();
         out.sort_by_key(|i| i.issued_ms);
         Ok(out)
     }
@@ -231,6 +262,13 @@ mod tests {
         assert_eq!(file.verify(&a2), None);
         assert_eq!(file.verify(&b).as_deref(), Some("desktop"));
         assert_eq!(file.list().unwrap().iter().map(|i| i.executor_id.as_str()).collect::<Vec<_>>(), ["desktop"]);
+        // The operator channel only where `pair --operator` granted it.
+        assert!(!file.grants_operator(&b));
+        let op = file.issue_with("popup", true).unwrap();
+        assert!(file.grants_operator(&op) && !file.grants_operator(&op.replace("popup", "desktop")));
+        assert_eq!(file.list().unwrap().iter().filter(|i| i.operator).count(), 1);
+        assert!(file.revoke("popup").unwrap());
+        assert!(!file.grants_operator(&op));
         assert_eq!(file.revoke_all().unwrap(), 1);
         assert_eq!(file.verify(&b), None);
         assert!(file.issue("bad id").is_err());

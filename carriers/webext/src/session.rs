@@ -183,10 +183,12 @@ where
             return;
         }
     };
-    // A person's interface (protocol v3): it hears the pool and sends controls.
+    // A person's interface (protocol v3): it hears the pool and sends
+    // controls, if its pairing granted that (`pair --operator`).
     let operator = peer.version >= 3
         && matches!(&hello, ExecutorFrame::Hello { capabilities, .. }
-            if capabilities.iter().any(|c| c == protocol::executor::OPERATOR_CAPABILITY));
+            if capabilities.iter().any(|c| c == protocol::executor::OPERATOR_CAPABILITY))
+        && bridge.credentials.grants_operator(&peer.credential);
     // Registered before the welcome: a refused claimant hears nothing but its
     // close reason; replayed commands wait in the outbox behind the welcome.
     let (tx, mut outbox) = mpsc::unbounded_channel();
@@ -242,7 +244,8 @@ where
                     Ok(seen @ ExecutorFrame::CallerSeen { .. }) => bridge.caller_seen(&peer.executor_id, seen),
                     Ok(ExecutorFrame::OperatorAct { .. }) if !operator => {
                         break End::Closed(CloseReason::Violation(format!(
-                            "operatorAct needs the {} capability in hello",
+                            "operatorAct needs the {} capability in hello and a pairing that grants it \
+                             (orchestrator pair --operator)",
                             protocol::executor::OPERATOR_CAPABILITY
                         )));
                     }

@@ -248,7 +248,11 @@ async fn render_popup() {
             let has_tab = |id: &str| status.workers.iter().any(|w| w.worker_id == id && w.tab.is_some());
             crate::operator::popup_html(&view, super::now_ms(), current.as_deref(), &has_tab)
         }
-        // No view without a live connection: no controls over a pool not heard from.
+        // No view without a live connection (no controls over a pool not
+        // heard from), or without the pairing's grant.
+        None if live => "<section><p>This browser's pairing shows no pool. To see and steer it here, pair \
+                         again with <code>orchestrator pair --operator</code>.</p></section>"
+            .to_owned(),
         None => "<section><p>The pool shows here once the orchestrator is connected.</p></section>".to_owned(),
     };
     if let Some(main) = document().get_element_by_id("live") {
