@@ -82,6 +82,9 @@ pub struct Worker {
     pub state_checked_at_ms: u64,
     /// The last error the executor reported about the conversation.
     pub last_error: Option<protocol::ErrorCode>,
+    /// When the page's reported state or error last changed (0: never
+    /// reported): since when a page that needs a person has needed one.
+    pub page_since_ms: u64,
     /// Set when the executor reported a different conversation than the bound
     /// one: nothing more is dispatched until the pool reconciles.
     pub fenced: bool,
@@ -332,6 +335,7 @@ impl State {
                         conversation_state: None,
                         state_checked_at_ms: at,
                         last_error: None,
+                        page_since_ms: 0,
                         fenced: false,
                         continuity: Continuity::new(run.continuation_default, at),
                         blocked: None,
@@ -505,6 +509,9 @@ impl State {
             }
             EventBody::ConversationStateChanged { worker_id, state, error } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                if w.conversation_state != Some(*state) || w.last_error != *error {
+                    w.page_since_ms = at;
+                }
                 w.conversation_state = Some(*state);
                 w.state_checked_at_ms = at;
                 match state {

@@ -93,10 +93,12 @@ pub fn status(w: &Worker, waiting: Option<&protocol::Waiting>) -> (Status, Strin
 pub fn worker_view(w: &Worker, run: &Run, waiting: Option<&protocol::Waiting>) -> WorkerView {
     let (status, why) = status(w, waiting);
     let why = clip(why, WHY_SHOWN);
-    let since_ms = match status {
-        Status::NeedsYou | Status::Paused | Status::Stalled | Status::Waiting => {
-            w.continuity.hold_since_ms.unwrap_or(w.updated_at_ms)
-        }
+    let since_ms = match (status, w.continuity.hold_since_ms) {
+        // A wait of its own (a question, a pause, a stall): since it began.
+        (Status::NeedsYou | Status::Paused | Status::Stalled | Status::Waiting, Some(since)) => since,
+        // Its page needs a person (a tool-approval card): since the page said so,
+        // however often the worker changes meanwhile.
+        (Status::NeedsYou, None) if w.page_since_ms > 0 => w.page_since_ms,
         _ => w.updated_at_ms,
     };
     WorkerView {

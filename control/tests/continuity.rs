@@ -1092,3 +1092,27 @@ fn a_question_keeps_its_choices_and_a_persons_answer_releases_it_once() {
     assert_eq!(control::operator::apply(&w.plane, &fresh).unwrap_err().0, protocol::ErrorCode::InvalidTransition);
     assert_eq!(w.plane.worker(&a).unwrap().continuity.hold, Some(Hold::Paused));
 }
+
+/// A page that needs a person (ChatGPT's tool-approval card) reads "Needs
+/// you" since the page said so, however often the worker changes meanwhile:
+/// the 30 s notice is counted from the card, not from the last event.
+#[test]
+fn a_tool_approval_needs_you_since_the_card_appeared() {
+    use protocol::operator::Status;
+    let w = world();
+    let a = w.working("a", "55555555-5555-4555-8555-555555555555");
+    w.observe(&a, ConversationState::Generating);
+    w.advance(MINUTE);
+    let card = w.plane.now_ms();
+    let error = Some(protocol::ErrorCode::ToolApprovalRequired);
+    w.report(ExecutorFrame::ConversationState { worker_id: a.clone(), state: ConversationState::Error, error });
+    let shown = |w: &World| {
+        let view = control::operator::view(&w.plane, &["ext".to_owned()]);
+        view.runs[0].workers.iter().find(|v| v.worker_id == a.to_string()).map(|v| (v.status, v.since_ms)).unwrap()
+    };
+    assert_eq!(shown(&w), (Status::NeedsYou, card));
+    w.advance(20_000);
+    w.progress(&a);
+    w.report(ExecutorFrame::ConversationState { worker_id: a.clone(), state: ConversationState::Error, error });
+    assert_eq!(shown(&w), (Status::NeedsYou, card), "the same card, reported again, and progress: the same wait");
+}
