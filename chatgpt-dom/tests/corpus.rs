@@ -140,6 +140,8 @@ fn the_in_editor_app_mention_is_the_binding_and_the_prompt_goes_after_it() {
         "inspect-page names the mention as the app pill"
     );
     // A tool pill a person chose (no plugin id) is their draft, not a binding.
+    // No public capture shows a tool pill's attributes: this one is made up
+    // (`data-system-hint-type="search"`), and the adapter fails closed on it.
     let tool = Page::parse(&text.replace(
         "</span>&nbsp;</p>",
         "</span>&nbsp;<span data-inline-selection-pill=\"\" data-system-hint-type=\"search\">Search</span></p>",

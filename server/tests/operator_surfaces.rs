@@ -310,7 +310,9 @@ async fn a_person_runs_the_pool_from_the_popup_the_overlay_and_the_dashboard() {
         "{ui_page}"
     );
 
-    // db has waited for a person more than 30 s: one browser notification.
+    // db has waited for a person more than 30 s: the background decides on one
+    // browser notification (headless Chromium refuses `notifications.create`
+    // itself, so what is checked is the decision, recorded once per wait).
     let notified =
         format!("chrome.storage.local.get('notified').then(s => (s.notified || []).some(k => k.startsWith({db:?})))");
     let deadline = Instant::now() + Duration::from_secs(45);
