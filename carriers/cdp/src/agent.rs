@@ -90,16 +90,7 @@ impl Agent {
     /// prompt its earlier self already did.
     pub fn start(config: Config) -> Result<Agent, JournalError> {
         let core = load(&config.state_file)?;
-        let shared = Arc::new(Shared {
-            config,
-            core: Mutex::new(core),
-            browser: tokio::sync::Mutex::new(None),
-            launched: tokio::sync::Mutex::new(Launched::default()),
-            version: Mutex::new(None),
-            outbox: Mutex::new(None),
-            connected: AtomicBool::new(false),
-            stop: CancellationToken::new(),
-        });
+        let shared = Arc::new(Shared::new(config, core));
         let task = tokio::spawn(run(shared.clone()));
         // Conversations kept from an earlier process are watched again at once.
         supervise(shared.clone());
@@ -190,8 +181,27 @@ enum Unanswered {
 }
 
 impl Shared {
+    fn new(config: Config, core: Core<String>) -> Shared {
+        Shared {
+            config,
+            core: Mutex::new(core),
+            browser: tokio::sync::Mutex::new(None),
+            launched: tokio::sync::Mutex::new(Launched::default()),
+            version: Mutex::new(None),
+            outbox: Mutex::new(None),
+            connected: AtomicBool::new(false),
+            stop: CancellationToken::new(),
+        }
+    }
+
+    /// Sends `frame` on the live session, if any; a halted agent sends
+    /// nothing more (see [`Shared::halt`]).
     fn send(&self, frame: &ExecutorFrame) {
-        if let Some(outbox) = self.outbox.lock().unwrap().as_ref() {
+        let outbox = self.outbox.lock().unwrap();
+        if self.stop.is_cancelled() {
+            return;
+        }
+        if let Some(outbox) = outbox.as_ref() {
             let _ = outbox.send(text(frame));
         }
     }
@@ -206,9 +216,17 @@ impl Shared {
     }
 
     /// Stops everything this agent runs: its daemon session, its browser
-    /// connection and watcher; commands still finishing write nothing more.
+    /// connection and watcher. Commands still finishing neither write the
+    /// journal nor tell the daemon anything more, from the same instant: a
+    /// completion the daemon heard of but the journal did not keep would
+    /// leave a restarted agent without that worker's conversation, never
+    /// to be replayed (its calls could then never be attributed).
     async fn halt(&self) {
-        self.stop.cancel();
+        {
+            let mut outbox = self.outbox.lock().unwrap();
+            self.stop.cancel();
+            *outbox = None;
+        }
         *self.browser.lock().await = None;
         self.launched.lock().await.stop().await;
     }
@@ -1052,6 +1070,35 @@ fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The race a restart mid-flow once lost: the old agent's command
+    /// finishing after the halt must not report what its journal refused.
+    #[tokio::test]
+    async fn a_halted_agent_neither_journals_nor_tells_the_daemon_anything_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            daemon: "ws://127.0.0.1:9/executor".into(),
+            token: String::new(),
+            executor_id: "cdp-test".into(),
+            browser: Endpoint::UserDataDir(dir.path().join("profile")),
+            bundle: crate::page::Bundle::empty(),
+            state_file: dir.path().join("agent.json"),
+            connect_timeout: Duration::from_secs(1),
+            reconnect_delay: Duration::from_secs(1),
+            capacity: None,
+            dedicated: None,
+        };
+        let shared = Shared::new(config, Core::default());
+        let (outbox, mut daemon) = mpsc::unbounded_channel();
+        *shared.outbox.lock().unwrap() = Some(outbox);
+        assert!(shared.persist(), "a live agent keeps its journal");
+        shared.send(&ExecutorFrame::Heartbeat { seq: 1 });
+        assert!(daemon.try_recv().is_ok(), "a live agent's frame reaches the daemon");
+        shared.halt().await;
+        assert!(!shared.persist(), "halted: the journal is not written");
+        shared.send(&ExecutorFrame::Heartbeat { seq: 2 });
+        assert!(daemon.try_recv().is_err(), "halted: nothing reaches the daemon");
+    }
 
     #[test]
     fn a_journal_that_cannot_be_read_is_refused_and_a_missing_one_starts_fresh() {

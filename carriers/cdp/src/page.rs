@@ -60,6 +60,12 @@ pub struct BundleError {
 }
 
 impl Bundle {
+    /// A bundle with nothing to run, for tests that reach no page.
+    #[cfg(test)]
+    pub(crate) fn empty() -> Bundle {
+        Bundle { source: String::new(), page_script: String::new() }
+    }
+
     /// Loads `extension_cs.js` and `extension_cs_bg.wasm` from `dir` (the
     /// `pkg` folder of `dist/chromium`), and its WebAssembly-free build
     /// when there is one, and wraps them with the shim.
