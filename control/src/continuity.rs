@@ -7,6 +7,8 @@
 
 use std::collections::{BTreeSet, HashSet};
 
+use serde::{Deserialize, Serialize};
+
 use protocol::continuity::{
     AttemptReason, ContinuationMode, ContinuationPolicy, Hold, StallLevel, TurnStall, Wake, threshold,
 };
@@ -237,7 +239,7 @@ pub(crate) fn workers_with_open_commands(state: &State) -> HashSet<&WorkerId> {
 }
 
 /// The durable, coalesced request for one more turn, not yet delivered.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Intent {
     /// Every reason given so far; one delivery answers them all.
     pub wakes: BTreeSet<Wake>,
@@ -262,7 +264,7 @@ impl Intent {
 }
 
 /// Progress as the stall guard counts it (seed §16.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Progress {
     /// Consecutive attempts that ended with no durable progress.
     pub attempts_without: u32,
@@ -271,7 +273,7 @@ pub struct Progress {
 }
 
 /// One worker's continuity record, folded from its events.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Continuity {
     /// Its policy (the run's default at spawn, then its own changes).
     pub policy: ContinuationPolicy,
@@ -290,7 +292,7 @@ pub struct Continuity {
     pub auto_resumes: u32,
     /// Its last Execution Continuity events (type, when), newest last, at
     /// most [`RECENT_KEPT`]: the overlay's drawer lists them.
-    pub recent: Vec<(&'static str, u64)>,
+    pub recent: Vec<(String, u64)>,
     /// What started the latest attempt.
     pub last_reason: Option<AttemptReason>,
     /// The continuation command queued or submitted and not yet finished:
@@ -337,7 +339,7 @@ impl Continuity {
         if self.recent.len() == RECENT_KEPT {
             self.recent.remove(0);
         }
-        self.recent.push((kind, at_ms));
+        self.recent.push((kind.to_owned(), at_ms));
     }
 }
 
@@ -347,7 +349,7 @@ pub const RECOVERY_ATTEMPTS_MAX: u32 = 3;
 
 /// What the page showed while a prompt of the worker was being submitted:
 /// its turn can start and end before the submission's result arrives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum Sending {
     /// No prompt is being submitted.
     #[default]

@@ -1,19 +1,21 @@
-//! In-memory state: a pure fold over the event log. Restart rebuilds it by
-//! replaying the store; nothing here is persisted on its own.
+//! In-memory state: a pure fold over the event log. Restart rebuilds it
+//! from the store's latest snapshot of it and the events after (or the
+//! whole log); nothing here is authoritative on its own.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use serde::{Deserialize, Serialize};
 
 use protocol::continuity::{ContinuationPolicy, Wake};
 use protocol::executor::{CommandOutcome, ConversationState};
 
 use crate::continuity::{Continuity, Finish};
 use protocol::{
-    Assignment, CommandId, CommandIntent, ConversationId, Event, EventBody, MessageId, RunId, RunState, WorkerId,
-    WorkerState,
+    Assignment, CommandId, CommandIntent, ConversationId, Event, EventBody, RunId, RunState, WorkerId, WorkerState,
 };
 
 /// A run as the log describes it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Run {
     /// Its id.
     pub id: RunId,
@@ -40,7 +42,7 @@ pub struct Run {
 }
 
 /// A logical worker as the log describes it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Worker {
     /// Its id.
     pub id: WorkerId,
@@ -100,7 +102,7 @@ pub struct Worker {
 }
 
 /// Where an executor command is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CommandPhase {
     /// Durable intent; no executor has it yet.
     Queued,
@@ -115,7 +117,7 @@ pub enum CommandPhase {
 }
 
 /// A durable executor command.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueuedCommand {
     /// Its id.
     pub id: CommandId,
@@ -167,15 +169,19 @@ pub struct FoldError {
     pub reason: String,
 }
 
-/// All runs and workers.
-#[derive(Debug, Default, Clone)]
+/// How many request ids of each worker's turns the state keeps. An older
+/// turn's id is no longer refused here, but it cannot attribute a call all
+/// the same: the page check takes only the page's newest id.
+pub const ATTRIBUTED_KEPT: usize = 64;
+
+/// All runs and workers. Nothing in it grows with a run's history (messages
+/// and events stay in the store): its size is that of the runs, workers
+/// and commands, which is what a snapshot of it costs.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct State {
     /// Runs by id. A run holds nothing that grows with its history, so
     /// reading one costs the same on its first day and its hundredth.
     pub runs: HashMap<RunId, Run>,
-    /// Every message, with its run and recipient (for `in_reply_to` checks
-    /// and fresh message ids): kept out of [`Run`] so a run is cheap to copy.
-    pub messages: HashMap<MessageId, (RunId, WorkerId)>,
     /// Workers by id, across runs.
     pub workers: HashMap<WorkerId, Worker>,
     /// Executor commands by id.
@@ -204,11 +210,13 @@ pub struct State {
     /// Each executor's kind and process start, from its latest `hello`
     /// (a deployment's identity names them).
     pub executor_starts: HashMap<String, (protocol::executor::ExecutorKind, String)>,
-    /// Every request id that attributed calls, and whose: an id attributes
+    /// The request ids that attributed calls, and whose: an id attributes
     /// one worker's calls only, and only while it is that worker's newest.
+    /// The last [`ATTRIBUTED_KEPT`] of each worker.
     pub attributed_requests: HashMap<String, WorkerId>,
-    /// Each worker's newest attributed request id (its current turn's).
-    pub current_requests: HashMap<WorkerId, String>,
+    /// Each worker's kept attributed request ids, oldest first: the last is
+    /// its current turn's.
+    pub attributed_by_worker: HashMap<WorkerId, VecDeque<String>>,
 }
 
 impl State {
@@ -218,7 +226,10 @@ impl State {
     pub fn request_usable(&self, request_id: &str, worker: &WorkerId) -> bool {
         match self.attributed_requests.get(request_id) {
             None => true,
-            Some(owner) => owner == worker && self.current_requests.get(worker).is_some_and(|c| c == request_id),
+            Some(owner) => {
+                owner == worker
+                    && self.attributed_by_worker.get(worker).and_then(VecDeque::back).is_some_and(|c| c == request_id)
+            }
         }
     }
 
@@ -343,11 +354,10 @@ impl State {
                     },
                 );
             }
-            EventBody::WorkerMessage { message_id, from, to, .. } => {
+            EventBody::WorkerMessage { from, to, .. } => {
                 for w in [from, to] {
                     touch(&mut self.workers, w, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 }
-                self.messages.insert(message_id.clone(), (event.run_id.clone(), to.clone()));
                 // Speaking is progress; being spoken to is a reason for a turn.
                 if let Some(sender) = self.workers.get_mut(from) {
                     sender.continuity.progressed(at);
@@ -623,7 +633,13 @@ impl State {
                 if self.attributed_requests.insert(request_id.clone(), worker_id.clone()).is_some() {
                     return Err(fail("a request id attributed twice"));
                 }
-                self.current_requests.insert(worker_id.clone(), request_id.clone());
+                let kept = self.attributed_by_worker.entry(worker_id.clone()).or_default();
+                kept.push_back(request_id.clone());
+                if kept.len() > ATTRIBUTED_KEPT
+                    && let Some(oldest) = kept.pop_front()
+                {
+                    self.attributed_requests.remove(&oldest);
+                }
             }
         }
         // The operator surfaces show each worker's last continuity events (seed §17.3).

@@ -125,7 +125,7 @@ pub fn worker_view(w: &Worker, run: &Run, waiting: Option<&protocol::Waiting>) -
             .continuity
             .recent
             .iter()
-            .map(|(kind, at_ms)| protocol::operator::Recent { kind: (*kind).to_owned(), at_ms: *at_ms })
+            .map(|(kind, at_ms)| protocol::operator::Recent { kind: kind.clone(), at_ms: *at_ms })
             .collect(),
     }
 }

@@ -14,6 +14,13 @@
 //! commits share one durable write. A failed write fails its whole group and
 //! everything decided on top of it, and the working state is rebuilt from
 //! the readers' state: memory and disk stay as they were.
+//!
+//! **Snapshots.** Every [`SNAPSHOT_EVERY`] committed events the leader of a
+//! flush saves the readers' state in the store (no other write can be in
+//! flight then), so a start folds that state and only the events after it.
+//! A snapshot is a cache of the log, never a source: one this build cannot
+//! read, or one the events after it do not fold onto, is passed over for
+//! the whole log.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -71,6 +78,69 @@ pub struct IdemKey<'a> {
     key: &'a str,
 }
 
+/// How many committed events, by default, between two snapshots of the
+/// state: a start folds at most about this many events after the snapshot.
+pub const SNAPSHOT_EVERY: u64 = 10_000;
+
+/// The snapshot's format, bumped whenever [`State`]'s shape changes: a
+/// snapshot of another format is passed over (see the module doc).
+const SNAPSHOT_FORMAT: u32 = 1;
+
+#[derive(Serialize)]
+struct SnapshotOut<'a> {
+    format: u32,
+    state: &'a State,
+}
+
+#[derive(serde::Deserialize)]
+struct SnapshotFormat {
+    format: u32,
+}
+
+#[derive(serde::Deserialize)]
+struct SnapshotIn {
+    state: State,
+}
+
+/// The state `store`'s log folds to: its latest snapshot's and the events
+/// after it, or (no snapshot, or one passed over) the whole log. Fails
+/// (`Corrupt`) only when the whole log does not fold.
+pub fn fold_store(store: &dyn Store) -> Result<State, StoreError> {
+    let fold = |state: &mut State, position: u64| {
+        store.replay_after(position, &mut |event| state.apply(&event).map_err(|e| StoreError::Corrupt(e.to_string())))
+    };
+    if let Some(snapshot) = store.snapshot()? {
+        let format = serde_json::from_slice::<SnapshotFormat>(&snapshot.state).map(|f| f.format);
+        let read = match format {
+            Ok(SNAPSHOT_FORMAT) => serde_json::from_slice::<SnapshotIn>(&snapshot.state).map_err(|e| e.to_string()),
+            Ok(other) => Err(format!("format {other}, this build reads {SNAPSHOT_FORMAT}")),
+            Err(e) => Err(e.to_string()),
+        };
+        match read {
+            Ok(SnapshotIn { mut state }) => match fold(&mut state, snapshot.position) {
+                Ok(()) => return Ok(state),
+                Err(StoreError::Corrupt(e)) => {
+                    tracing::warn!(
+                        "the log after the state's snapshot does not fold onto it ({e}); folding the whole log"
+                    );
+                }
+                Err(e) => return Err(e),
+            },
+            Err(e) => tracing::warn!("the state's snapshot is passed over ({e}); folding the whole log"),
+        }
+    }
+    let mut state = State::default();
+    fold(&mut state, 0)?;
+    Ok(state)
+}
+
+/// Saves `state` as the store's snapshot (see the module doc).
+pub fn save_snapshot(store: &dyn Store, state: &State) -> Result<(), StoreError> {
+    let bytes = serde_json::to_vec(&SnapshotOut { format: SNAPSHOT_FORMAT, state })
+        .map_err(|e| StoreError::Backend(format!("the state does not serialize: {e}")))?;
+    store.save_snapshot(&bytes)
+}
+
 /// How many of the newest failed tickets keep their outcome for waiters.
 const FAILED_KEPT: u64 = 100_000;
 
@@ -124,6 +194,9 @@ pub struct ControlPlane {
     broken: std::sync::atomic::AtomicBool,
     /// Where and how new worker conversations are created.
     chatgpt: ChatgptSetup,
+    /// Events committed since the last snapshot, and how many make the next.
+    since_snapshot: std::sync::atomic::AtomicU64,
+    snapshot_every: u64,
 }
 
 /// The operator's one-time ChatGPT setup, as the daemon was told about it:
@@ -141,8 +214,7 @@ impl ControlPlane {
     /// Rebuilds the state from `store`. A log that does not fold cleanly is
     /// reported as corrupt (`RECONCILE_REQUIRED`) rather than half-loaded.
     pub fn open(store: Arc<dyn Store>, clock: Arc<dyn Clock>, keys: Keyring) -> Result<Self, Error> {
-        let mut state = State::default();
-        store.replay(&mut |event| state.apply(&event).map_err(|e| StoreError::Corrupt(e.to_string())))?;
+        let state = fold_store(store.as_ref())?;
         let broker = Arc::new(Broker::new());
         for run in state.runs.values() {
             broker.prime(&run.id, run.cursor);
@@ -173,7 +245,32 @@ impl ControlPlane {
             changes,
             broken: std::sync::atomic::AtomicBool::new(false),
             chatgpt: ChatgptSetup::default(),
+            since_snapshot: std::sync::atomic::AtomicU64::new(0),
+            snapshot_every: SNAPSHOT_EVERY,
         })
+    }
+
+    /// The same plane, saving a snapshot every `events` committed events.
+    pub fn with_snapshot_every(mut self, events: u64) -> Self {
+        self.snapshot_every = events.max(1);
+        self
+    }
+
+    /// Saves a snapshot when enough events were committed since the last.
+    /// Called by a flush's leader only, after its group folded: no write
+    /// is in flight, so the readers' state holds exactly what is durable.
+    fn snapshot_if_due(&self, committed: usize) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let since = self.since_snapshot.fetch_add(committed as u64, SeqCst) + committed as u64;
+        if since < self.snapshot_every {
+            return;
+        }
+        let saved = save_snapshot(self.store.as_ref(), &self.state.read().expect("state lock"));
+        match saved {
+            Ok(()) => self.since_snapshot.store(0, SeqCst),
+            // Only a start is slower without it: tried again at the next flush.
+            Err(e) => tracing::warn!("cannot save the state's snapshot: {e}"),
+        }
     }
 
     /// The same plane, creating conversations per `host`.
@@ -378,7 +475,13 @@ impl ControlPlane {
                     return Settled::Unfolded("writes are refused after a fold failure; restart".into());
                 }
                 match self.store.append_group(&batches) {
-                    Ok(()) => self.fold_durable(&batches),
+                    Ok(()) => {
+                        let settled = self.fold_durable(&batches);
+                        if matches!(settled, Settled::Durable) {
+                            self.snapshot_if_due(batches.iter().map(|b| b.events.len()).sum());
+                        }
+                        settled
+                    }
                     Err(e) => self.roll_back(e),
                 }
             }));
@@ -588,6 +691,7 @@ impl ControlPlane {
         idem: Option<&str>,
     ) -> Result<(MessageId, bool), Error> {
         let idem = Self::idem_key(format!("message_send:{}", actor.id), idem)?;
+        let replied = in_reply_to.map(|id| self.store.message(id)).transpose()?.flatten();
         self.commit(idem, &(to, kind, body, in_reply_to), |_| {
             let message_id = MessageId::from_uuid_bytes(new_uuid());
             let cmd = Request::Send {
@@ -597,6 +701,7 @@ impl ControlPlane {
                 kind,
                 body: body.to_owned(),
                 in_reply_to: in_reply_to.cloned(),
+                replied,
             };
             (cmd, message_id)
         })
@@ -1095,4 +1200,66 @@ fn hash_json(value: &impl Serialize) -> String {
 /// A time-ordered UUIDv7 as bytes.
 fn new_uuid() -> [u8; 16] {
     *uuid::Uuid::now_v7().as_bytes()
+}
+
+/// A run `prune` took (or, dry, would take).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PrunedRun {
+    /// The run.
+    pub run_id: RunId,
+    /// Its title.
+    pub title: String,
+    /// Its state (ended).
+    pub state: protocol::RunState,
+    /// When it last changed.
+    pub updated_at_ms: u64,
+}
+
+/// What `prune` found, and what it removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PruneReport {
+    /// The runs.
+    pub runs: Vec<PrunedRun>,
+    /// What went with them.
+    pub pruned: crate::store::Pruned,
+}
+
+/// The retention policy, on a store no plane has open: removes every run
+/// that ended (completed, failed or cancelled) and has not changed for
+/// `older_than_ms` before `now_ms`, unless an executor may still answer
+/// one of its commands (that provenance is still needed); then saves a
+/// snapshot of what is left, so the next start folds no more than before.
+/// With `dry`, only says what it would remove.
+pub fn prune(store: &dyn Store, now_ms: u64, older_than_ms: u64, dry: bool) -> Result<PruneReport, StoreError> {
+    let state = fold_store(store)?;
+    let cutoff = now_ms.saturating_sub(older_than_ms);
+    let answerable: std::collections::HashSet<&WorkerId> = (state.open_commands.iter())
+        .filter_map(|id| state.commands.get(id))
+        .filter(|c| c.in_flight())
+        .map(|c| &c.worker_id)
+        .collect();
+    let mut runs: Vec<PrunedRun> = state
+        .runs
+        .values()
+        .filter(|run| run.state.is_terminal() && run.updated_at_ms <= cutoff)
+        .filter(|run| !run.workers.iter().chain([&run.root]).any(|w| answerable.contains(w)))
+        .map(|run| PrunedRun {
+            run_id: run.id.clone(),
+            title: run.title.clone(),
+            state: run.state,
+            updated_at_ms: run.updated_at_ms,
+        })
+        .collect();
+    runs.sort_by(|a, b| (a.updated_at_ms, a.run_id.as_str()).cmp(&(b.updated_at_ms, b.run_id.as_str())));
+    let ids: Vec<RunId> = runs.iter().map(|r| r.run_id.clone()).collect();
+    let mut owners: std::collections::HashSet<String> = ids.iter().map(|r| r.to_string()).collect();
+    for run in ids.iter().filter_map(|id| state.runs.get(id)) {
+        owners.extend(run.workers.iter().chain([&run.root]).map(|w| w.to_string()));
+    }
+    drop(state);
+    let pruned = store.prune(&ids, &owners, dry)?;
+    if !dry && !ids.is_empty() {
+        save_snapshot(store, &fold_store(store)?)?;
+    }
+    Ok(PruneReport { runs, pruned })
 }

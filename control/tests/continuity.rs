@@ -1082,7 +1082,13 @@ fn a_question_keeps_its_choices_and_a_persons_answer_releases_it_once() {
     w.plane.execute(hold(Hold::AwaitingHuman, None)).unwrap();
     assert_eq!(control::operator::apply(&w.plane, &answer), Ok(0));
     assert_eq!(w.plane.worker(&a).unwrap().continuity.hold, Some(Hold::AwaitingHuman));
-    let answers = w.plane.with_state(|s| s.messages.len());
+    let mut answers = 0;
+    w.store
+        .replay(&mut |e| {
+            answers += usize::from(matches!(e.body, protocol::EventBody::WorkerMessage { .. }));
+            Ok(())
+        })
+        .unwrap();
     assert_eq!(answers, 1, "the same key delivers the answer once");
     // A pause is a person's own: an answer never lifts it.
     let pause = control::operator::Control { action: Action::Pause, text: None, key: None, ..answer.clone() };

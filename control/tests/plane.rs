@@ -7,7 +7,7 @@ use std::time::Duration;
 use control::decide::Request;
 use control::plane::Viewer;
 use control::store::{MemoryStore, SqliteStore, Store};
-use control::{ControlPlane, Error, Keyring, ManualClock};
+use control::{Clock, ControlPlane, Error, Keyring, ManualClock};
 use protocol::{Assignment, ErrorCode, EventBody, MessageKind, RunState, WorkerState};
 
 fn assignment(objective: &str) -> Assignment {
@@ -437,11 +437,32 @@ impl Store for SlowStore {
         self.batches.fetch_add(group.len(), SeqCst);
         self.inner.append_group(group)
     }
-    fn replay(
+    fn replay_after(
         &self,
+        position: u64,
         visit: &mut dyn FnMut(protocol::Event) -> Result<(), control::store::StoreError>,
     ) -> Result<(), control::store::StoreError> {
-        self.inner.replay(visit)
+        self.inner.replay_after(position, visit)
+    }
+    fn save_snapshot(&self, state: &[u8]) -> Result<(), control::store::StoreError> {
+        self.inner.save_snapshot(state)
+    }
+    fn snapshot(&self) -> Result<Option<control::store::Snapshot>, control::store::StoreError> {
+        self.inner.snapshot()
+    }
+    fn message(
+        &self,
+        id: &protocol::MessageId,
+    ) -> Result<Option<(protocol::RunId, protocol::WorkerId)>, control::store::StoreError> {
+        self.inner.message(id)
+    }
+    fn prune(
+        &self,
+        runs: &[protocol::RunId],
+        owners: &std::collections::HashSet<String>,
+        dry: bool,
+    ) -> Result<control::store::Pruned, control::store::StoreError> {
+        self.inner.prune(runs, owners, dry)
     }
     fn events_after(
         &self,
@@ -537,4 +558,159 @@ fn a_failed_group_write_fails_what_was_decided_on_top_of_it_and_the_next_commit_
     p.spawn(&root, "c", &assignment("z"), Some("c")).unwrap();
     assert_eq!(p.workers_of(&run).len(), 2, "root and c: the failed two left nothing behind");
     assert_eq!(plane_on(store.clone()).run(&run).unwrap().cursor, p.run(&run).unwrap().cursor);
+}
+
+/// Two runs with interleaved histories: spawns (and their create commands),
+/// a question and its answer, follow-ups, attributed turns, a broadcast;
+/// the first completes, the second is cancelled when `end_both`.
+fn history(p: &ControlPlane, clock: &ManualClock, end_both: bool) -> (protocol::RunId, protocol::RunId) {
+    let (one, root1) = p.create_run("one", None).unwrap();
+    let (two, root2) = p.create_run("two", None).unwrap();
+    let mut workers = Vec::new();
+    for (root_id, name) in [(&root1, "a"), (&root2, "b"), (&root1, "c")] {
+        let root = p.worker(root_id).unwrap();
+        let w = p.spawn(&root, name, &assignment(name), None).unwrap();
+        p.execute(Request::Attach { worker_id: w.clone() }).unwrap();
+        workers.push(w);
+        clock.advance(10);
+    }
+    for turn in 0..3 {
+        for (w, root_id) in workers.iter().zip([&root1, &root2, &root1]) {
+            let me = p.worker(w).unwrap();
+            let request_id = format!("req-{w}-{turn}");
+            p.execute(Request::Attributed { worker_id: w.clone(), request_id, tool: "message_send".into() }).unwrap();
+            let q = p.send(&me, root_id, MessageKind::Question, &format!("turn {turn}?"), None, None).unwrap();
+            let root = p.worker(root_id).unwrap();
+            p.send(&root, w, MessageKind::Answer, "yes", Some(&q), None).unwrap();
+            clock.advance(10);
+        }
+    }
+    let root = p.worker(&root1).unwrap();
+    p.broadcast(&root, MessageKind::Information, "all hands", None).unwrap();
+    p.followup(&root, &workers[0], "and one more thing", None).unwrap();
+    for w in [&workers[0], &workers[2], &root1] {
+        p.execute(Request::Complete { actor: w.clone(), summary: "done".into(), artifacts: vec![] }).unwrap();
+    }
+    if end_both {
+        p.execute(Request::CancelRun { actor: root2.clone(), reason: "enough".into() }).unwrap();
+    }
+    (one, two)
+}
+
+fn whole_log(store: &dyn Store) -> control::model::State {
+    let mut state = control::model::State::default();
+    store
+        .replay(&mut |e| {
+            state.apply(&e).unwrap();
+            Ok(())
+        })
+        .unwrap();
+    state
+}
+
+/// The state a start folds from the latest snapshot and the events after
+/// it is the state the whole log folds to, and the live plane's; a snapshot
+/// this build cannot read, or that the log after it does not fold onto, is
+/// passed over for the whole log.
+#[test]
+fn a_snapshot_and_the_events_after_it_fold_to_the_whole_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("state.db")).unwrap());
+    let clock = Arc::new(ManualClock::at(1_000));
+    let p = ControlPlane::open(store.clone(), clock.clone(), Keyring::new([3; 32])).unwrap().with_snapshot_every(7);
+    let (_, two) = history(&p, &clock, false);
+    let snapshot = store.snapshot().unwrap().expect("snapshots were taken");
+    let mut after = 0;
+    store
+        .replay_after(snapshot.position, &mut |_| {
+            after += 1;
+            Ok(())
+        })
+        .unwrap();
+    assert!(after < 7, "a start folds only the events after the snapshot ({after})");
+    let whole = whole_log(store.as_ref());
+    assert_eq!(p.with_state(Clone::clone), whole, "the live plane's state");
+    assert_eq!(control::plane::fold_store(store.as_ref()).unwrap(), whole);
+    drop(p);
+    assert_eq!(plane_on(store.clone()).with_state(Clone::clone), whole, "a restart");
+    let other = serde_json::to_vec(&serde_json::json!({"format": 0, "state": {}})).unwrap();
+    for passed_over in [other, b"not json".to_vec()] {
+        store.save_snapshot(&passed_over).unwrap();
+        assert_eq!(control::plane::fold_store(store.as_ref()).unwrap(), whole);
+    }
+    // A snapshot the events after it do not fold onto (an empty state, and
+    // then an event of a run it lacks).
+    control::plane::save_snapshot(store.as_ref(), &control::model::State::default()).unwrap();
+    let run = &whole.runs[&two];
+    let progress = EventBody::WorkerProgress { worker_id: run.workers[1].clone(), summary: "on".into(), percent: None };
+    let next = protocol::Event { cursor: run.cursor + 1, run_id: two.clone(), at_ms: 2_000, body: progress };
+    store.append(&control::store::Batch { events: vec![next], idempotency: None }).unwrap();
+    let whole = whole_log(store.as_ref());
+    assert_eq!(whole.runs[&two].cursor, run.cursor + 1);
+    assert_eq!(control::plane::fold_store(store.as_ref()).unwrap(), whole);
+}
+
+/// The retention policy: ended runs older than the cutoff go whole (a dry
+/// run only lists them); a run still active, or ended too recently, stays,
+/// and a restart rebuilds every kept run as it was.
+#[test]
+fn prune_takes_the_ended_runs_and_a_restart_rebuilds_the_kept_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("state.db")).unwrap());
+    let clock = Arc::new(ManualClock::at(1_000));
+    let p = ControlPlane::open(store.clone(), clock.clone(), Keyring::new([3; 32])).unwrap();
+    let (old, cancelled) = history(&p, &clock, true);
+    clock.advance(86_400_000);
+    let (active, _) = history(&p, &clock, false);
+    let before = p.with_state(Clone::clone);
+    drop(p);
+    let day = 86_400_000;
+    let now = clock.now_ms();
+    let listed = control::plane::prune(store.as_ref(), now, day, true).unwrap();
+    let names: Vec<&protocol::RunId> = listed.runs.iter().map(|r| &r.run_id).collect();
+    assert_eq!(names, [&old, &cancelled], "the ended runs older than a day");
+    assert_eq!(whole_log(store.as_ref()), before, "a dry run changes nothing");
+    let pruned = control::plane::prune(store.as_ref(), now, day, false).unwrap();
+    assert_eq!(pruned.runs, listed.runs);
+    assert_eq!(pruned.pruned, listed.pruned);
+    assert!(pruned.pruned.events > 40, "{:?}", pruned.pruned);
+    let after = plane_on(store.clone()).with_state(Clone::clone);
+    assert!(!after.runs.contains_key(&old) && !after.runs.contains_key(&cancelled));
+    for (id, run) in &before.runs {
+        if *id == old || *id == cancelled {
+            continue;
+        }
+        assert_eq!(after.runs.get(id), Some(run), "every kept run as it was");
+        for w in run.workers.iter().chain([&run.root]) {
+            assert_eq!(after.workers.get(w), before.workers.get(w));
+        }
+    }
+    assert!(after.runs.contains_key(&active));
+    assert!(store.snapshot().unwrap().is_some(), "the next start folds from a snapshot");
+    assert_eq!(control::plane::prune(store.as_ref(), now, day, false).unwrap().runs, vec![]);
+}
+
+/// A worker's attributed turns are kept to the last `ATTRIBUTED_KEPT`: the
+/// state stays bounded however long it lives, its newest turn's id still
+/// attributes its calls, and every kept earlier one is still refused.
+#[test]
+fn attributed_request_ids_are_kept_per_worker_within_a_bound() {
+    use control::model::ATTRIBUTED_KEPT;
+    let p = plane();
+    let (_, root_id) = p.create_run("long", None).unwrap();
+    let root = p.worker(&root_id).unwrap();
+    let w = p.spawn(&root, "w", &assignment("talk a lot"), None).unwrap();
+    let turns = ATTRIBUTED_KEPT + 6;
+    for turn in 0..turns {
+        let request_id = format!("turn-{turn}");
+        p.execute(Request::Attributed { worker_id: w.clone(), request_id, tool: "worker_progress".into() }).unwrap();
+    }
+    p.with_state(|s| {
+        assert_eq!(s.attributed_requests.len(), ATTRIBUTED_KEPT);
+        assert_eq!(s.attributed_by_worker[&w].len(), ATTRIBUTED_KEPT);
+        assert!(s.request_usable(&format!("turn-{}", turns - 1), &w), "the current turn");
+        assert!(!s.request_usable(&format!("turn-{}", turns - ATTRIBUTED_KEPT), &w), "a kept earlier turn");
+    });
+    let replay = Request::Attributed { worker_id: w.clone(), request_id: "turn-10".into(), tool: "x".into() };
+    assert_eq!(code(p.execute(replay)), ErrorCode::UnidentifiedCaller, "a kept earlier turn is a replay");
 }

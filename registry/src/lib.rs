@@ -18,7 +18,7 @@ use protocol::executor::CommandOutcome;
 use protocol::{CommandIntent, ConversationId, ErrorCode, Event, EventBody, RunId, SlotHealth, WorkerId};
 
 /// One managed carrier.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CarrierRecord {
     /// Stable id: `mc-<run>-<slot>`.
     pub managed_carrier_id: String,
@@ -55,13 +55,35 @@ pub struct CarrierRecord {
 }
 
 /// The registry of every run's pool.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Registry {
+    #[serde(with = "pairs")]
     records: BTreeMap<(RunId, u32), CarrierRecord>,
     by_worker: HashMap<WorkerId, (RunId, u32)>,
     by_conversation: HashMap<ConversationId, (RunId, u32)>,
     /// Commands issued for slots' workers: create/open/close, to fold outcomes.
     commands: HashMap<protocol::CommandId, (WorkerId, CommandIntent)>,
+}
+
+/// A map keyed by tuples, serialized as a list of pairs (a JSON object's
+/// keys are strings).
+mod pairs {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer, K: Serialize, V: Serialize>(
+        map: &BTreeMap<K, V>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(map.iter())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, K: Deserialize<'de> + Ord, V: Deserialize<'de>>(
+        deserializer: D,
+    ) -> Result<BTreeMap<K, V>, D::Error> {
+        Vec::<(K, V)>::deserialize(deserializer).map(|pairs| pairs.into_iter().collect())
+    }
 }
 
 /// The log contradicts the registry: fail closed.

@@ -5,7 +5,7 @@ use super::*;
 /// The message commands (routed here by [`super::decide`]).
 pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusal> {
     match command {
-        Request::Send { actor, message_id, to, kind, body, in_reply_to } => {
+        Request::Send { actor, message_id, to, kind, body, in_reply_to, replied } => {
             let (run, sender) = acting(state, actor)?;
             require_open(run)?;
             require_working(sender)?;
@@ -19,16 +19,13 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                 return Err(Refusal::MessageRecipient);
             }
             if let Some(reply_to) = in_reply_to {
-                match state.messages.get(reply_to).filter(|(r, _)| *r == run.id).map(|(_, to)| to) {
+                match replied.as_ref().filter(|(r, _)| *r == run.id).map(|(_, to)| to) {
                     Some(addressee) if addressee == actor => {}
                     Some(_) => {
                         return Err(Refusal::ReplyToOthers);
                     }
                     None => return Err(Refusal::NoMessageInRun(reply_to.clone())),
                 }
-            }
-            if state.messages.contains_key(message_id) {
-                return Err(Refusal::IdTaken("message id"));
             }
             let mut events = vec![EventBody::WorkerMessage {
                 message_id: message_id.clone(),
@@ -92,7 +89,15 @@ mod tests {
 
     fn send(g: &mut Given, from: &WorkerId, to: &WorkerId, kind: MessageKind, body: &str) -> Request {
         let message_id = MessageId::from_uuid_bytes(g.id());
-        Request::Send { actor: from.clone(), message_id, to: to.clone(), kind, body: body.into(), in_reply_to: None }
+        Request::Send {
+            actor: from.clone(),
+            message_id,
+            to: to.clone(),
+            kind,
+            body: body.into(),
+            in_reply_to: None,
+            replied: None,
+        }
     }
 
     #[test]

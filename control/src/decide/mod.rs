@@ -104,6 +104,9 @@ pub enum Request {
         body: String,
         /// A message addressed to the sender that this one answers.
         in_reply_to: Option<MessageId>,
+        /// That message's run and recipient, as the store's index has them
+        /// (read before deciding: the state keeps no messages).
+        replied: Option<(RunId, WorkerId)>,
     },
     /// Root sends one message to every unfinished worker.
     Broadcast {

@@ -1,9 +1,11 @@
 //! The contract every [`Store`] must keep, as a suite of checks that any
 //! implementation's tests call with a factory for fresh, empty stores.
 
-use protocol::{Event, EventBody, RunId, WorkerId};
+use std::collections::HashSet;
 
-use super::{Batch, IdempotencyRecord, Store, StoreError};
+use protocol::{Event, EventBody, MessageId, MessageKind, RunId, WorkerId};
+
+use super::{Batch, IdempotencyRecord, Pruned, Store, StoreError};
 
 fn run(n: u8) -> RunId {
     RunId::from_uuid_bytes([n; 16])
@@ -53,7 +55,101 @@ pub fn check_all<S: Store>(make: impl Fn() -> S) {
     cursors_must_continue_the_log(&make());
     a_refused_batch_commits_nothing(&make());
     idempotency_keys_are_unique(&make());
-    replay_keeps_runs_in_creation_order(&make());
+    replay_keeps_commit_order(&make());
+    a_snapshot_holds_what_was_committed_before_it(&make());
+    messages_are_found_by_id(&make());
+    a_prune_removes_runs_whole(&make());
+}
+
+fn tail<S: Store>(store: &S, position: u64) -> Vec<(RunId, u64)> {
+    let mut out = Vec::new();
+    store
+        .replay_after(position, &mut |e| {
+            out.push((e.run_id, e.cursor));
+            Ok(())
+        })
+        .unwrap();
+    out
+}
+
+fn message(run_id: &RunId, cursor: u64, id: u8, to: u8) -> Event {
+    let body = EventBody::WorkerMessage {
+        message_id: MessageId::from_uuid_bytes([id; 16]),
+        from: WorkerId::from_uuid_bytes([0xee; 16]),
+        to: WorkerId::from_uuid_bytes([to; 16]),
+        kind: MessageKind::Information,
+        body: "hello".into(),
+        in_reply_to: None,
+    };
+    Event { cursor, run_id: run_id.clone(), at_ms: 1_000 + cursor, body }
+}
+
+/// A snapshot stands after every event committed before it: the events
+/// after it replay on their own, in commit order; a later snapshot
+/// replaces it.
+pub fn a_snapshot_holds_what_was_committed_before_it<S: Store>(store: &S) {
+    assert_eq!(store.snapshot().unwrap(), None);
+    let (a, b) = (run(1), run(2));
+    store.append(&batch(vec![event(&a, 1), event(&b, 1)])).unwrap();
+    store.save_snapshot(b"first").unwrap();
+    let first = store.snapshot().unwrap().unwrap();
+    assert_eq!(first.state, b"first");
+    assert_eq!(tail(store, first.position), vec![]);
+    store.append(&batch(vec![event(&b, 2), event(&a, 2)])).unwrap();
+    store.append(&batch(vec![event(&b, 3)])).unwrap();
+    assert_eq!(tail(store, first.position), vec![(b.clone(), 2), (a.clone(), 2), (b.clone(), 3)]);
+    assert_eq!(tail(store, 0).len(), 5, "position 0 is the whole log");
+    store.save_snapshot(b"second").unwrap();
+    let second = store.snapshot().unwrap().unwrap();
+    assert!(second.position > first.position);
+    assert_eq!(second.state, b"second");
+    assert_eq!(tail(store, second.position), vec![]);
+}
+
+/// A message is found by its id: its run and recipient.
+pub fn messages_are_found_by_id<S: Store>(store: &S) {
+    let r = run(1);
+    store.append(&batch(vec![event(&r, 1), message(&r, 2, 5, 6)])).unwrap();
+    let found = store.message(&MessageId::from_uuid_bytes([5; 16])).unwrap();
+    assert_eq!(found, Some((r, WorkerId::from_uuid_bytes([6; 16]))));
+    assert_eq!(store.message(&MessageId::from_uuid_bytes([7; 16])).unwrap(), None);
+}
+
+/// A prune removes the runs named, whole: events, messages, the records
+/// their ids own, every snapshot; a dry one only counts. Other runs keep
+/// everything, and a pruned run's id may start a log again.
+pub fn a_prune_removes_runs_whole<S: Store>(store: &S) {
+    let (gone, kept) = (run(1), run(2));
+    let owned = |scope: &str, key: &str| IdempotencyRecord {
+        scope: scope.into(),
+        key: key.into(),
+        request_hash: "h".into(),
+        response: "{}".into(),
+    };
+    let created = IdempotencyRecord { response: format!("{{\"run_id\":\"{gone}\"}}"), ..owned("run_create", "c") };
+    store
+        .append(&Batch {
+            events: vec![event(&gone, 1), message(&gone, 2, 5, 6)],
+            idempotency: Some(owned(&format!("message_send:{}", WorkerId::from_uuid_bytes([0xee; 16])), "m")),
+        })
+        .unwrap();
+    store.append(&Batch { events: vec![], idempotency: Some(created) }).unwrap();
+    store
+        .append(&Batch { events: vec![event(&kept, 1)], idempotency: Some(owned(&format!("x:{kept}"), "k")) })
+        .unwrap();
+    store.save_snapshot(b"state").unwrap();
+    let owners: HashSet<String> = [gone.to_string(), WorkerId::from_uuid_bytes([0xee; 16]).to_string()].into();
+    let expected = Pruned { runs: 1, events: 2, idempotency_records: 2 };
+    assert_eq!(store.prune(std::slice::from_ref(&gone), &owners, true).unwrap(), expected);
+    assert_eq!(tail(store, 0).len(), 3, "a dry prune removes nothing");
+    assert!(store.snapshot().unwrap().is_some());
+    assert_eq!(store.prune(std::slice::from_ref(&gone), &owners, false).unwrap(), expected);
+    assert_eq!(tail(store, 0), vec![(kept.clone(), 1)]);
+    assert_eq!(store.snapshot().unwrap(), None, "the snapshot held the pruned run");
+    assert_eq!(store.message(&MessageId::from_uuid_bytes([5; 16])).unwrap(), None);
+    assert_eq!(store.idempotency("run_create", "c").unwrap(), None);
+    assert!(store.idempotency(&format!("x:{kept}"), "k").unwrap().is_some());
+    store.append(&batch(vec![event(&gone, 1)])).unwrap();
 }
 
 /// Events come back exactly as appended, paged by cursor.
@@ -109,16 +205,16 @@ pub fn idempotency_keys_are_unique<S: Store>(store: &S) {
     assert_eq!(store.idempotency("elsewhere", "k").unwrap(), Some(other_scope));
 }
 
-/// Replay yields each run's events in cursor order, runs in creation order,
-/// even when their appends interleave.
-pub fn replay_keeps_runs_in_creation_order<S: Store>(store: &S) {
+/// Replay yields the events in commit order, runs interleaved as their
+/// appends were (the order the live state folded them in).
+pub fn replay_keeps_commit_order<S: Store>(store: &S) {
     let (a, b) = (run(7), run(3));
     store.append(&batch(vec![event(&a, 1)])).unwrap();
     store.append(&batch(vec![event(&b, 1)])).unwrap();
     store.append(&batch(vec![event(&a, 2)])).unwrap();
     store.append(&batch(vec![event(&b, 2), event(&a, 3)])).unwrap();
     let order: Vec<(RunId, u64)> = all(store).into_iter().map(|e| (e.run_id, e.cursor)).collect();
-    assert_eq!(order, vec![(a.clone(), 1), (a.clone(), 2), (a, 3), (b.clone(), 1), (b, 2)]);
+    assert_eq!(order, vec![(a.clone(), 1), (b.clone(), 1), (a.clone(), 2), (b, 2), (a, 3)]);
 }
 
 /// A group is one transaction: its batches continue each other, and one

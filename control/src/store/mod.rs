@@ -1,9 +1,12 @@
 //! Durable storage behind one small trait.
 //!
-//! The store keeps two things: the per-run event logs and the idempotency
-//! records. A [`Batch`] of both commits atomically or not at all, and the
-//! store itself refuses a batch that would leave a gap or a repeat in a run's
-//! cursors, so the log stays gapless even if a caller is wrong.
+//! The store keeps the per-run event logs and the idempotency records; a
+//! [`Batch`] of both commits atomically or not at all, and the store itself
+//! refuses a batch that would leave a gap or a repeat in a run's cursors,
+//! so the log stays gapless even if a caller is wrong. Derived from the log
+//! and kept with it: an index of messages (the state keeps none), and the
+//! latest snapshot of the fold, so a start folds the snapshot's state and
+//! only the events after it. Ended runs can be pruned whole.
 
 mod memory;
 mod sqlite;
@@ -13,7 +16,7 @@ pub mod contract;
 pub use memory::MemoryStore;
 pub use sqlite::SqliteStore;
 
-use protocol::{Event, RunId};
+use protocol::{Event, EventBody, MessageId, RunId, WorkerId};
 
 /// A stored idempotency record: the request's hash and the response it got.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +39,27 @@ pub struct Batch {
     pub events: Vec<Event>,
     /// The idempotency record, if any.
     pub idempotency: Option<IdempotencyRecord>,
+}
+
+/// A saved state of the fold, and where in the log it stands: it holds
+/// every event committed before it was saved, none after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The store's position of the last event it holds (opaque, increasing).
+    pub position: u64,
+    /// The state, serialized by the control plane.
+    pub state: Vec<u8>,
+}
+
+/// What a prune removed (or, dry, would remove).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Runs removed.
+    pub runs: usize,
+    /// Their events.
+    pub events: u64,
+    /// Idempotency records of theirs.
+    pub idempotency_records: u64,
 }
 
 /// Why the store refused or failed. A failed append committed nothing.
@@ -84,15 +108,60 @@ pub trait Store: Send + Sync + 'static {
     /// refuse on its own fails the whole group. The plane's group commit.
     fn append_group(&self, group: &[Batch]) -> Result<(), StoreError>;
 
-    /// Calls `visit` with every event of every run, each run in cursor order,
-    /// runs in the order they were created. Used to rebuild state on start.
-    fn replay(&self, visit: &mut dyn FnMut(Event) -> Result<(), StoreError>) -> Result<(), StoreError>;
+    /// Calls `visit` with every event in commit order (so each run's in
+    /// cursor order). Used to rebuild state on start.
+    fn replay(&self, visit: &mut dyn FnMut(Event) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        self.replay_after(0, visit)
+    }
+
+    /// Like [`Store::replay`], with only the events committed after
+    /// `position` (a [`Snapshot`]'s).
+    fn replay_after(
+        &self,
+        position: u64,
+        visit: &mut dyn FnMut(Event) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// Saves `state` as the snapshot holding every event committed so far
+    /// (the caller makes sure none is being committed), replacing any
+    /// earlier one.
+    fn save_snapshot(&self, state: &[u8]) -> Result<(), StoreError>;
+
+    /// The latest snapshot, if any.
+    fn snapshot(&self) -> Result<Option<Snapshot>, StoreError>;
+
+    /// The run and recipient of a message in the log.
+    fn message(&self, id: &MessageId) -> Result<Option<(RunId, WorkerId)>, StoreError>;
+
+    /// Removes `runs` whole: their events, messages, and the idempotency
+    /// records whose scope ends in `:<id>` for an id of `owners` (the runs'
+    /// own and their workers'), and every snapshot (it holds those runs);
+    /// with `dry`, only counts. Never called while a plane has the store open.
+    fn prune(
+        &self,
+        runs: &[RunId],
+        owners: &std::collections::HashSet<String>,
+        dry: bool,
+    ) -> Result<Pruned, StoreError>;
 
     /// Up to `limit` events of `run` with a cursor greater than `after`.
     fn events_after(&self, run: &RunId, after: u64, limit: usize) -> Result<Vec<Event>, StoreError>;
 
     /// The idempotency record for `scope` and `key`, if one was committed.
     fn idempotency(&self, scope: &str, key: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
+}
+
+/// The index entry of a `worker.message` event: its id, run and recipient.
+pub(crate) fn message_entry(event: &Event) -> Option<(&MessageId, &RunId, &WorkerId)> {
+    match &event.body {
+        EventBody::WorkerMessage { message_id, to, .. } => Some((message_id, &event.run_id, to)),
+        _ => None,
+    }
+}
+
+/// The id an idempotency scope ends with (`tool:<id>`).
+pub(crate) fn scope_owner(scope: &str) -> &str {
+    scope.rsplit(':').next().unwrap_or(scope)
 }
 
 /// Checks that the group's events continue each run's log and that no

@@ -6,13 +6,14 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use protocol::{Event, RunId};
+use protocol::{Event, MessageId, RunId, WorkerId};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Batch, IdempotencyRecord, Store, StoreError, check_group};
+use super::{Batch, IdempotencyRecord, Pruned, Snapshot, Store, StoreError, check_group, message_entry, scope_owner};
 
 /// Numbered migrations; `MIGRATIONS[i]` moves the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE events (
         seq     INTEGER PRIMARY KEY,
         run_id  TEXT    NOT NULL,
@@ -29,7 +30,23 @@ const MIGRATIONS: &[&str] = &["
         response     TEXT NOT NULL,
         PRIMARY KEY (scope, key)
     );
-"];
+",
+    "
+    CREATE TABLE messages (
+        message_id TEXT PRIMARY KEY,
+        run_id     TEXT NOT NULL,
+        recipient  TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX messages_by_run ON messages (run_id);
+    INSERT OR IGNORE INTO messages (message_id, run_id, recipient)
+        SELECT json_extract(body, '$.data.message_id'), run_id, json_extract(body, '$.data.to')
+        FROM events WHERE kind = 'worker.message';
+    CREATE TABLE snapshots (
+        position INTEGER PRIMARY KEY,
+        state    BLOB NOT NULL
+    );
+",
+];
 
 /// SQLite-backed store.
 pub struct SqliteStore {
@@ -128,26 +145,115 @@ impl Store for SqliteStore {
                         body
                     ])
                     .map_err(backend)?;
+                if let Some((id, run, to)) = message_entry(event) {
+                    tx.prepare_cached(
+                        "INSERT OR IGNORE INTO messages (message_id, run_id, recipient) VALUES (?1, ?2, ?3)",
+                    )
+                    .and_then(|mut m| m.execute(params![id.as_str(), run.as_str(), to.as_str()]))
+                    .map_err(backend)?;
+                }
             }
         }
         tx.commit().map_err(backend)
     }
 
-    fn replay(&self, visit: &mut dyn FnMut(Event) -> Result<(), StoreError>) -> Result<(), StoreError> {
+    fn replay_after(
+        &self,
+        position: u64,
+        visit: &mut dyn FnMut(Event) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         let conn = self.conn.lock().expect("store lock");
-        // Runs in creation order (the seq of their first event), each in cursor order.
-        let mut stmt = conn
-            .prepare(
-                "SELECT e.body FROM events e
-                 JOIN (SELECT run_id, MIN(seq) AS first FROM events GROUP BY run_id) r ON r.run_id = e.run_id
-                 ORDER BY r.first, e.cursor",
-            )
-            .map_err(backend)?;
-        let mut rows = stmt.query([]).map_err(backend)?;
+        // Commit order: each run's cursor order, and the order the live
+        // state folded them in (so a restart's state is the live one).
+        let mut stmt = conn.prepare("SELECT body FROM events WHERE seq > ?1 ORDER BY seq").map_err(backend)?;
+        let mut rows = stmt.query([position as i64]).map_err(backend)?;
         while let Some(row) = rows.next().map_err(backend)? {
             visit(decode(row.get(0).map_err(backend)?)?)?;
         }
         Ok(())
+    }
+
+    fn save_snapshot(&self, state: &[u8]) -> Result<(), StoreError> {
+        let mut conn = self.conn.lock().expect("store lock");
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+        let position: i64 =
+            tx.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get(0)).map_err(backend)?;
+        tx.execute("DELETE FROM snapshots", []).map_err(backend)?;
+        tx.execute("INSERT INTO snapshots (position, state) VALUES (?1, ?2)", params![position, state])
+            .map_err(backend)?;
+        tx.commit().map_err(backend)
+    }
+
+    fn snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
+        let conn = self.conn.lock().expect("store lock");
+        conn.query_row("SELECT position, state FROM snapshots ORDER BY position DESC LIMIT 1", [], |r| {
+            Ok(Snapshot { position: r.get::<_, i64>(0)? as u64, state: r.get(1)? })
+        })
+        .optional()
+        .map_err(backend)
+    }
+
+    fn message(&self, id: &MessageId) -> Result<Option<(RunId, WorkerId)>, StoreError> {
+        let conn = self.conn.lock().expect("store lock");
+        let found = conn
+            .prepare_cached("SELECT run_id, recipient FROM messages WHERE message_id = ?1")
+            .and_then(|mut q| {
+                q.query_row([id.as_str()], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).optional()
+            })
+            .map_err(backend)?;
+        let Some((run, to)) = found else { return Ok(None) };
+        let corrupt = |what: &str| StoreError::Corrupt(format!("message index: {what}"));
+        Ok(Some((run.parse().map_err(|_| corrupt("run id"))?, to.parse().map_err(|_| corrupt("worker id"))?)))
+    }
+
+    fn prune(
+        &self,
+        runs: &[RunId],
+        owners: &std::collections::HashSet<String>,
+        dry: bool,
+    ) -> Result<Pruned, StoreError> {
+        let mut conn = self.conn.lock().expect("store lock");
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(backend)?;
+        let mut pruned = Pruned { runs: runs.len(), ..Pruned::default() };
+        for run in runs {
+            let events: i64 = tx
+                .query_row("SELECT COUNT(*) FROM events WHERE run_id = ?1", [run.as_str()], |r| r.get(0))
+                .map_err(backend)?;
+            pruned.events += events as u64;
+            if !dry {
+                tx.execute("DELETE FROM events WHERE run_id = ?1", [run.as_str()]).map_err(backend)?;
+                tx.execute("DELETE FROM messages WHERE run_id = ?1", [run.as_str()]).map_err(backend)?;
+            }
+        }
+        // A record is theirs when its scope names one of them, or (a scope
+        // naming nothing, as `run_create`'s) its response names a pruned run.
+        let records: Vec<(String, String, String)> = {
+            let mut all = tx.prepare("SELECT scope, key, response FROM idempotency").map_err(backend)?;
+            let rows = all.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(backend)?;
+            rows.collect::<Result<_, _>>().map_err(backend)?
+        };
+        for (scope, key, response) in records {
+            let theirs = if scope.contains(':') {
+                owners.contains(scope_owner(&scope))
+            } else {
+                runs.iter().any(|run| response.contains(run.as_str()))
+            };
+            if theirs {
+                pruned.idempotency_records += 1;
+                if !dry {
+                    tx.execute("DELETE FROM idempotency WHERE scope = ?1 AND key = ?2", [&scope, &key])
+                        .map_err(backend)?;
+                }
+            }
+        }
+        if dry {
+            return Ok(pruned);
+        }
+        tx.execute("DELETE FROM snapshots", []).map_err(backend)?;
+        tx.commit().map_err(backend)?;
+        // The space goes back to the file system, not only to SQLite's free list.
+        conn.execute_batch("VACUUM").map_err(backend)?;
+        Ok(pruned)
     }
 
     fn events_after(&self, run: &RunId, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
