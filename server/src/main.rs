@@ -129,6 +129,24 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Remove the runs that ended (completed, failed or cancelled) more than
+    /// `--older-than` days ago, whole: their events, messages and
+    /// idempotency records; then reclaim the space and save a snapshot. The
+    /// daemon must be stopped (the state directory's lock says so).
+    Prune {
+        /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// Keep every run that changed within this many days (0 to 36500).
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=36_500))]
+        older_than: u64,
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// What the running daemon is doing: setup, executors, the newest runs
     /// and their workers (what each waits for). Asks its admin read.
     Status {
@@ -937,6 +955,39 @@ next: pair a carrier for it: orchestrator pair --state-dir {}
     Ok(())
 }
 
+/// `orchestrator prune`: the retention policy on a stopped daemon's store.
+fn prune(path: &std::path::Path, older_than_days: u64, dry: bool, json: bool) -> anyhow::Result<()> {
+    let dir = StateDir::open(path).context("prune works on a stopped daemon's state directory")?;
+    let store = SqliteStore::open(&dir.database()).context("opening the store")?;
+    let now = control::Clock::now_ms(&SystemClock);
+    let report = control::plane::prune(&store, now, older_than_days * 86_400_000, dry)
+        .map_err(|e| anyhow::anyhow!("the store cannot be pruned: {e}"))?;
+    let (runs, pruned) = (&report.runs, &report.pruned);
+    if json {
+        let out = serde_json::json!({
+            "dry_run": dry,
+            "older_than_days": older_than_days,
+            "runs": runs,
+            "events": pruned.events,
+            "idempotency_records": pruned.idempotency_records,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    let verb = if dry { "would remove" } else { "removed" };
+    println!(
+        "{verb} {} run(s) that ended more than {older_than_days} day(s) ago: {} event(s), {} idempotency record(s)",
+        runs.len(),
+        pruned.events,
+        pruned.idempotency_records
+    );
+    for run in runs {
+        let state = serde_json::to_value(run.state)?;
+        println!("  {}  {:<10} {}", run.run_id, state.as_str().unwrap_or("ended"), run.title);
+    }
+    Ok(())
+}
+
 fn state_path(state_dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     match state_dir {
         Some(p) => Ok(p),
@@ -1123,6 +1174,9 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!("stopped");
         }
         Cmd::Pair(args) => pair(args)?,
+        Cmd::Prune { state_dir, older_than, dry_run, json } => {
+            prune(&state_path(state_dir)?, older_than, dry_run, json)?
+        }
         Cmd::Expose { state_dir, host, rotate, json } => {
             let hostname = |h: &str| {
                 !h.is_empty()
