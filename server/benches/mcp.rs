@@ -4,11 +4,14 @@
 //! use, against a bare rmcp echo server answering the same form in the same
 //! run: the limit for an MCP server on this machine. Prints req/s, p50 and
 //! p99 for `run_get` and `message_send` at 1 and 16 concurrent clients, the
-//! same over a kept session, their ratios to the echo, then `run_get`,
+//! same over a kept session, their ratios to the echo; the daemon's peak
+//! resident memory after `MCP_BENCH_LOAD_SECONDS` (default 60) of 16
+//! concurrent stateless clients alternating the two; then `run_get`,
 //! `events_list` (limit 10) and `message_send` again after a run's history
-//! grew by `MCP_BENCH_MESSAGES` messages (default 10,000), as ratios to the
-//! fresh run, and the daemon's peak resident memory. Asserts nothing.
-//! `MCP_BENCH_SECONDS` (default 3) sets each measurement's length.
+//! grew by `MCP_BENCH_MESSAGES` messages (default 100,000), as ratios to the
+//! fresh run, and the peak memory again. `MCP_BENCH_SECONDS` (default 3)
+//! sets each measurement's length. Asserts nothing. Run without `--bench`
+//! (as `cargo test` does) it is a quick pass of the same steps.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -100,6 +103,32 @@ async fn measure(url: &str, stateless: bool, clients: usize, tool: &str, args: V
     Rate { per_sec: all.len() as f64 / length.as_secs_f64(), p50: at(0.5).unwrap_or(0.0), p99: at(0.99).unwrap_or(0.0) }
 }
 
+/// `clients` concurrent stateless clients, each calling `calls` in turn
+/// for `length`; the rate of all their calls.
+async fn sustain(url: &str, clients: usize, calls: &[(&str, &Value)], length: Duration) -> f64 {
+    let until = Instant::now() + length;
+    let calls: Vec<(String, Value)> = calls.iter().map(|(t, a)| ((*t).to_owned(), (*a).clone())).collect();
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (url, calls) = (url.to_owned(), calls.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut client = Client::stateless(&url).unwrap();
+            let mut made = 0u64;
+            while Instant::now() < until {
+                let (tool, args) = &calls[made as usize % calls.len()];
+                client.call(tool, args.clone()).await.unwrap().unwrap_or_else(|e| panic!("{tool}: {e}"));
+                made += 1;
+            }
+            made
+        }));
+    }
+    let mut made = 0;
+    for task in tasks {
+        made += task.await.unwrap();
+    }
+    made as f64 / length.as_secs_f64()
+}
+
 fn line(what: &str, rate: &Rate, against: Option<&Rate>) {
     let ratio = against.map_or(String::new(), |a| format!("  ({:.3}× echo)", rate.per_sec / a.per_sec));
     println!("{what:<44} {:>9.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms{ratio}", rate.per_sec, rate.p50, rate.p99);
@@ -118,8 +147,12 @@ fn env_number(name: &str, default: u64) -> u64 {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    let length = Duration::from_secs(env_number("MCP_BENCH_SECONDS", 3));
-    let history = env_number("MCP_BENCH_MESSAGES", 10_000);
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let length =
+        if quick { Duration::from_millis(200) } else { Duration::from_secs(env_number("MCP_BENCH_SECONDS", 3)) };
+    let load =
+        if quick { Duration::from_secs(1) } else { Duration::from_secs(env_number("MCP_BENCH_LOAD_SECONDS", 60)) };
+    let history = if quick { 200 } else { env_number("MCP_BENCH_MESSAGES", 100_000) };
     let echo = echo_server().await;
     let state = tempfile::tempdir().unwrap();
     let daemon = Path::new(env!("CARGO_BIN_EXE_orchestrator"));
@@ -152,10 +185,15 @@ async fn main() {
         }
     }
     let events_fresh = measure(&url, true, 1, "events_list", events.clone(), length).await;
-    println!("peak RSS after the load: {:.1} MiB", peak_rss_mib(daemon.pid()));
+    let sustained = sustain(&url, 16, &[("run_get", &run_get), ("message_send", &send)], load).await;
+    println!(
+        "{:.0} s of 16 stateless clients alternating run_get and message_send: {:.0} req/s; peak RSS {:.1} MiB",
+        load.as_secs_f64(),
+        sustained,
+        peak_rss_mib(daemon.pid())
+    );
 
     // History: many more messages in the run, then the same calls again.
-    let sent_before: u64 = fresh.iter().map(|(_, r)| (r.per_sec * length.as_secs_f64()) as u64).sum();
     let started = Instant::now();
     let mut senders = Vec::new();
     for _ in 0..4 {
@@ -170,11 +208,10 @@ async fn main() {
     for s in senders {
         s.await.unwrap();
     }
+    let logged = root.call("run_get", run_get.clone()).await.unwrap().unwrap()["run"]["cursor"].clone();
     println!(
-        "{} more messages in {:.1} s (about {} in the run)",
-        history,
-        started.elapsed().as_secs_f64(),
-        history + sent_before
+        "{history} more messages in {:.1} s (the run's log now holds {logged} events)",
+        started.elapsed().as_secs_f64()
     );
     for (tool, before) in &fresh {
         let args = if *tool == "run_get" { &run_get } else { &send };

@@ -59,6 +59,7 @@ pub fn check_all<S: Store>(make: impl Fn() -> S) {
     a_snapshot_holds_what_was_committed_before_it(&make());
     messages_are_found_by_id(&make());
     a_prune_removes_runs_whole(&make());
+    a_snapshot_and_its_tail_fold_to_the_whole_log(make());
 }
 
 fn tail<S: Store>(store: &S, position: u64) -> Vec<(RunId, u64)> {
@@ -234,4 +235,38 @@ pub fn a_group_commits_every_batch_or_none<S: Store>(store: &S) {
     assert_eq!(store.append_group(&twice), Err(StoreError::DuplicateKey));
     assert_eq!(all(store).len(), 3, "a refused group commits nothing");
     assert!(store.idempotency("test", "k3").unwrap().is_none());
+}
+
+/// Through the control plane, saving a snapshot every few events: the
+/// state folded from the latest snapshot and the events after it is the
+/// state the whole log folds to, and the live plane's.
+pub fn a_snapshot_and_its_tail_fold_to_the_whole_log<S: Store>(store: S) {
+    use crate::decide::Request;
+    let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(store);
+    let clock = std::sync::Arc::new(crate::ManualClock::at(1_000));
+    let plane = crate::ControlPlane::open(store.clone(), clock, crate::Keyring::new([9; 32])).unwrap();
+    let plane = plane.with_snapshot_every(4);
+    let (_, root_id) = plane.create_run("snapshots", None).unwrap();
+    let root = plane.worker(&root_id).unwrap();
+    let objective = protocol::Assignment::from_objective("fold");
+    let workers: Vec<WorkerId> =
+        (0..2).map(|i| plane.spawn(&root, &format!("w{i}"), &objective, None).unwrap()).collect();
+    for w in &workers {
+        plane.execute(Request::Attach { worker_id: w.clone() }).unwrap();
+        let me = plane.worker(w).unwrap();
+        let q = plane.send(&me, &root_id, MessageKind::Question, "which?", None, None).unwrap();
+        plane.send(&plane.worker(&root_id).unwrap(), w, MessageKind::Answer, "this", Some(&q), None).unwrap();
+    }
+    plane.execute(Request::Complete { actor: workers[0].clone(), summary: "done".into(), artifacts: vec![] }).unwrap();
+    let snapshot = store.snapshot().unwrap().expect("snapshots were saved");
+    assert!(snapshot.position > 0);
+    let mut whole = crate::model::State::default();
+    store
+        .replay(&mut |e| {
+            whole.apply(&e).unwrap();
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(crate::plane::fold_store(store.as_ref()).unwrap(), whole);
+    assert_eq!(plane.with_state(Clone::clone), whole);
 }
