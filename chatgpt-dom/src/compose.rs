@@ -105,6 +105,24 @@ pub fn draft<D: Dom>(dom: &D, editor: &D::Node) -> String {
     normalized(&text.replace('\u{feff}', ""))
 }
 
+/// Whether the tab may be closed to free capacity (it is reopened on its
+/// exact conversation later): only an idle conversation (or an empty new
+/// chat) with nothing in the composer. A draft, a running or unsettled turn, an incident or a
+/// person's question keeps it open (`TAB_IN_USE`); a changed UI refuses as
+/// such. Read-only.
+pub fn parkable<D: Dom>(dom: &D) -> Result<(), Refusal> {
+    let snapshot = classify(dom).map_err(|e| Refusal::new(e.code(), format!("{:?}: {}", e.element, e.detail)))?;
+    if !matches!(snapshot.state, PageState::Idle | PageState::Ready) {
+        let reading = crate::classify::reading(dom);
+        return Err(Refusal::new(ErrorCode::TabInUse, format!("the page is not idle ({reading})")));
+    }
+    let editor = resolve(dom, Element::Editor).map_err(ui)?;
+    if !draft(dom, &editor).is_empty() {
+        return Err(Refusal::new(ErrorCode::TabInUse, "the composer holds a draft"));
+    }
+    Ok(())
+}
+
 /// A prompt typed into the empty editor and not sent yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Typed {

@@ -478,3 +478,35 @@ fn no_composer_operation_clicks_while_an_approval_card_waits() {
     assert!(page.clicks.borrow().is_empty(), "clicked {}", page.describe(page.clicks.borrow()[0]));
     assert!(page.typed.borrow().is_none(), "the typed prompt is removed");
 }
+
+/// Only an idle conversation with an empty composer may have its tab closed
+/// to free capacity: a draft, a running turn, an incident or a person's
+/// question keeps it open, in every generation.
+#[test]
+fn only_an_idle_page_with_an_empty_composer_is_parkable() {
+    use chatgpt_dom::compose::parkable;
+    for name in ["b-2026-09-thread-idle-finished", "a-2026-02-idle-articles", "b-2026-09-app-mention-in-editor"] {
+        let page = support::fixture(&format!("corpus/{name}"));
+        assert_eq!(parkable(&page), Ok(()), "{name}");
+    }
+    for name in [
+        "b-2026-09-draft-send",
+        "a-2026-draft-send-prompt",
+        "a-2026-ko-draft",
+        "b-2026-09-streaming",
+        "a-2026-09-working-status",
+        "b-2026-10-approval-card-en",
+        "a-2026-06-error-delivery-timeout",
+        "a-2026-09-conversation-too-long",
+    ] {
+        let page = support::fixture(&format!("corpus/{name}"));
+        let refused = parkable(&page).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::TabInUse, "{name}: {refused:?}");
+        assert!(page.clicks.borrow().is_empty() && page.typed.borrow().is_none(), "{name}: read only");
+    }
+    // A person's draft typed into an idle conversation keeps its tab.
+    let page = support::fixture("corpus/b-2026-09-thread-idle-finished");
+    let editor = resolve(&page, Element::Editor).unwrap();
+    assert!(chatgpt_dom::compose::Act::insert_text(&page, &editor, "half a thought"));
+    assert_eq!(parkable(&page).unwrap_err().detail, "the composer holds a draft");
+}

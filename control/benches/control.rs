@@ -177,7 +177,7 @@ fn idle_workers(n: usize) -> Arc<ControlPlane> {
         let assignment = Assignment::from_objective("tick");
         workers.extend((0..n / 2).map(|i| plane.spawn(&root_w, &format!("w{run}-{i}"), &assignment, None).unwrap()));
     }
-    let limits = Limits { max_launches: n, max_active: n };
+    let limits = Limits { max_launches: n, max_active: n, max_open_tabs: None };
     for d in plane.next_dispatches(&["ext".to_owned()], limits) {
         plane.dispatch(&d, 60_000).unwrap();
     }

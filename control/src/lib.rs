@@ -41,6 +41,7 @@ pub mod queue;
 pub mod schedule;
 pub mod scheduler;
 pub mod store;
+pub mod tabs;
 pub mod waiting;
 
 pub use clock::{Clock, ManualClock, SystemClock};

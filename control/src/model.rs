@@ -92,6 +92,11 @@ pub struct Worker {
     pub fenced: bool,
     /// Execution Continuity: its policy, holds, attempts and pending turn.
     pub continuity: Continuity,
+    /// Its tab was closed to keep its executor within its tab capacity
+    /// (`park`): its conversation is bound still, and an `open` reopens it
+    /// before its next command.
+    #[serde(default)]
+    pub parked: bool,
     /// Who blocked its chat, while it is blocked: its calls are refused
     /// with `CHAT_BLOCKED` (not a cancel; nothing else changes).
     pub blocked: Option<protocol::BlockedBy>,
@@ -349,6 +354,7 @@ impl State {
                         page_since_ms: 0,
                         fenced: false,
                         continuity: Continuity::new(run.continuation_default, at),
+                        parked: false,
                         blocked: None,
                         turn_followups: None,
                     },
@@ -447,6 +453,11 @@ impl State {
                 let refused_create = c.intent == CommandIntent::Create
                     && matches!(outcome, CommandOutcome::Error { code, .. } if code.is_host_state());
                 let inspected = c.intent == CommandIntent::Inspect;
+                let tab = match (&c.intent, outcome) {
+                    (CommandIntent::Park, CommandOutcome::Ok { .. }) => Some(true),
+                    (CommandIntent::Open, CommandOutcome::Ok { .. }) => Some(false),
+                    _ => None,
+                };
                 let worker_id = c.worker_id.clone();
                 self.open_commands.retain(|id| id != command_id);
                 let sent =
@@ -458,6 +469,9 @@ impl State {
                 };
                 let sends = matches!(c.intent, CommandIntent::Send { .. });
                 if let Some(w) = self.workers.get_mut(&worker_id) {
+                    if let Some(parked) = tab {
+                        w.parked = parked;
+                    }
                     let ended_early = sends && w.continuity.send_finished();
                     if w.continuity.in_flight.as_ref() == Some(command_id) {
                         w.continuity.command_finished(finish, ended_early, at);

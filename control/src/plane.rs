@@ -795,6 +795,29 @@ impl ControlPlane {
         .map(|(n, _)| n)
     }
 
+    /// Queues the parks and reopens tab capacity asks for now (see
+    /// [`crate::tabs`]); returns how many. One commit. The
+    /// [`crate::scheduler`] task calls it when a capacity is configured.
+    pub fn tabs(&self, policy: crate::tabs::TabPolicy) -> Result<usize, Error> {
+        if crate::tabs::due(&self.read(), policy, self.clock.now_ms()).is_empty() {
+            return Ok(0);
+        }
+        self.commit(None, &(), |state| {
+            let due = crate::tabs::due(state, policy, self.clock.now_ms());
+            let ids = |workers: Vec<WorkerId>| -> Vec<_> {
+                workers.into_iter().map(|w| (w, CommandId::from_uuid_bytes(new_uuid()))).collect()
+            };
+            let n = due.parks.len() + due.opens.len();
+            (Request::Tabs { parks: ids(due.parks), opens: ids(due.opens) }, n)
+        })
+        .map(|(n, _)| n)
+    }
+
+    /// When an idle tab may next be parked where room is short, if ever.
+    pub fn next_tabs_at(&self, policy: crate::tabs::TabPolicy) -> Option<u64> {
+        crate::tabs::next_due_at(&self.read(), policy)
+    }
+
     /// Queues again the create of every spawned worker that waits for its
     /// browser and whose pause is over (see [`crate::schedule`]); returns
     /// how many. One commit. The [`crate::scheduler`] task calls it.
@@ -960,13 +983,14 @@ impl ControlPlane {
                     CommandOp::ConversationSend { conversation_id, prompt, app: self.chatgpt.app_label.clone() }
                 }
             }
-            CommandIntent::Open | CommandIntent::Close | CommandIntent::Inspect => {
+            CommandIntent::Open | CommandIntent::Close | CommandIntent::Park | CommandIntent::Inspect => {
                 let (conversation_id, url) =
                     worker.conversation.clone().ok_or_else(|| Refusal::Unbound(worker.id.clone()))?;
                 match command.intent {
                     CommandIntent::Open => CommandOp::ConversationOpen { conversation_id, url },
                     CommandIntent::Inspect => CommandOp::ConversationInspect { conversation_id },
-                    _ => CommandOp::ConversationClose { conversation_id },
+                    CommandIntent::Park => CommandOp::ConversationClose { conversation_id, park: true },
+                    _ => CommandOp::ConversationClose { conversation_id, park: false },
                 }
             }
         };
@@ -1123,7 +1147,10 @@ fn stamp(state: &State, command: &Request, bodies: Vec<EventBody>, at_ms: u64) -
                 | EventBody::ContinuationStalled { worker_id, .. }
                 | EventBody::ContinuationTurnStalled { worker_id, .. }
                 | EventBody::WorkerHoldChanged { worker_id, .. }
-                    if matches!(command, Request::ContinuityDue { .. } | Request::Relaunch { .. }) =>
+                    if matches!(
+                        command,
+                        Request::ContinuityDue { .. } | Request::Relaunch { .. } | Request::Tabs { .. }
+                    ) =>
                 {
                     state.workers[worker_id].run_id.clone()
                 }
@@ -1145,7 +1172,11 @@ fn run_of(state: &State, command: &Request) -> RunId {
         Request::CreateRun { run_id, .. } => return run_id.clone(),
         Request::ExecutorConnected { .. } | Request::ExecutorDisconnected { .. } => return RunId::system(),
         Request::Dispatch { command_id, .. } => &state.commands[command_id].worker_id,
-        Request::Recheck { .. } | Request::Relaunch { .. } | Request::Round { .. } | Request::ContinuityDue { .. } => {
+        Request::Recheck { .. }
+        | Request::Tabs { .. }
+        | Request::Relaunch { .. }
+        | Request::Round { .. }
+        | Request::ContinuityDue { .. } => {
             unreachable!("each dispatch, inspect or continuity event names its worker")
         }
         Request::Answering { report, .. } => return run_of(state, report),

@@ -20,6 +20,9 @@
 //! - an inspect (read-only) overtakes queued commands of its worker: it is
 //!   how a send held by a stale `generating` learns the turn ended. It still
 //!   waits for an in-flight command of its worker;
+//! - with a tab capacity (`max_open_tabs`, see [`crate::tabs`]), a create
+//!   or a reopen goes only to an executor with a tab to spare; a parked
+//!   worker's sends and inspects wait for its reopen, which overtakes them;
 //! - a dispatched command belongs to its executor forever: it is replayed to
 //!   that executor on reconnect, never re-routed (re-routing could duplicate
 //!   the effect).
@@ -38,11 +41,13 @@ pub struct Limits {
     pub max_launches: usize,
     /// Managed worker conversations (active or being created) at once.
     pub max_active: usize,
+    /// Managed tabs open at once per executor, if capped.
+    pub max_open_tabs: Option<usize>,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_launches: 2, max_active: 4 }
+        Self { max_launches: 2, max_active: 4, max_open_tabs: None }
     }
 }
 
@@ -91,14 +96,24 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
         }
     }
 
+    let mut tabs: HashMap<String, usize> =
+        crate::tabs::open_tabs(state).into_iter().map(|(e, n)| (e.to_owned(), n)).collect();
+    let room = |tabs: &HashMap<String, usize>, executor: &str| {
+        limits.max_open_tabs.is_none_or(|max| tabs.get(executor).copied().unwrap_or(0) < max)
+    };
     let mut out = Vec::new();
     for command in state.open_commands.iter().filter_map(|id| state.commands.get(id)) {
-        let overtakes = command.intent == CommandIntent::Inspect;
+        let Some(worker) = state.workers.get(&command.worker_id) else { continue };
+        // A parked worker's prompt or inspect waits for its reopen, which
+        // goes first whenever it was queued.
+        let parked_waits =
+            worker.parked && matches!(command.intent, CommandIntent::Send { .. } | CommandIntent::Inspect);
+        let overtakes =
+            command.intent == CommandIntent::Inspect || (worker.parked && command.intent == CommandIntent::Open);
         let blocked = if overtakes { &in_flight } else { &busy };
-        if command.phase != CommandPhase::Queued || blocked.contains(&command.worker_id) {
+        if command.phase != CommandPhase::Queued || blocked.contains(&command.worker_id) || parked_waits {
             continue;
         }
-        let Some(worker) = state.workers.get(&command.worker_id) else { continue };
         // Queue order per worker: a later command never overtakes an earlier one.
         busy.insert(&command.worker_id);
         if command.not_before_ms.is_some_and(|t| t > now_ms) {
@@ -118,7 +133,7 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
                 };
                 let roomiest = load
                     .iter()
-                    .filter(|(id, n)| **n < capacity(id))
+                    .filter(|(id, n)| **n < capacity(id) && room(&tabs, id))
                     .min_by_key(|(id, n)| (**n * 1_000_000 / capacity(id), **id));
                 let Some((executor, _)) = roomiest else { continue };
                 executor.to_string()
@@ -140,15 +155,19 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
                 }
                 executor.clone()
             }
-            CommandIntent::Open | CommandIntent::Close | CommandIntent::Inspect => {
+            CommandIntent::Open | CommandIntent::Close | CommandIntent::Park | CommandIntent::Inspect => {
                 let (Some(executor), Some(_)) = (&worker.executor_id, &worker.conversation) else { continue };
-                if !load.contains_key(executor.as_str()) {
+                let reopens = worker.parked && command.intent == CommandIntent::Open;
+                if !load.contains_key(executor.as_str()) || (reopens && !room(&tabs, executor)) {
                     continue;
                 }
                 executor.clone()
             }
         };
         in_flight.insert(&command.worker_id);
+        if command.intent == CommandIntent::Create || (worker.parked && command.intent == CommandIntent::Open) {
+            *tabs.entry(executor.clone()).or_default() += 1;
+        }
         if command.intent == CommandIntent::Create {
             launches += 1;
             active += 1;

@@ -59,11 +59,13 @@ pub struct Policy {
     pub recheck_after_ms: u64,
     /// The account-wide budget for automatic continuation attempts.
     pub pacing: crate::continuity::Pacing,
+    /// Tab capacity per executor, if any (see [`crate::tabs`]).
+    pub tabs: Option<crate::tabs::TabPolicy>,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { recheck_after_ms: 30_000, pacing: crate::continuity::Pacing::default() }
+        Self { recheck_after_ms: 30_000, pacing: crate::continuity::Pacing::default(), tabs: None }
     }
 }
 
@@ -95,7 +97,8 @@ fn recheck_at(state: &State, worker: &Worker, connected: &[String], policy: Poli
     let blocking = approval
         || matches!(worker.conversation_state, Some(ConversationState::Generating | ConversationState::Loading));
     let unconfirmed = worker.continuity.turn_unconfirmed(worker.conversation_state);
-    if !(blocking || unconfirmed) || worker.conversation.is_none() || worker.fenced {
+    // A parked tab is idle by definition; its next send reopens it.
+    if !(blocking || unconfirmed) || worker.conversation.is_none() || worker.fenced || worker.parked {
         return None;
     }
     let open = state.open_commands.iter().filter_map(|id| state.commands.get(id)).filter(|c| c.worker_id == worker.id);

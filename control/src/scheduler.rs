@@ -31,7 +31,11 @@ pub async fn run(
         let executors = connected.borrow_and_update().clone();
         let turn_began = plane.now_ms();
         let failed = in_place(|| {
-            plane.recheck(&executors, policy).and(plane.relaunch(&executors)).and(plane.continue_due(policy.pacing))
+            plane
+                .recheck(&executors, policy)
+                .and(plane.relaunch(&executors))
+                .and(plane.continue_due(policy.pacing))
+                .and(policy.tabs.map_or(Ok(0), |tabs| plane.tabs(tabs)))
         })
         .err();
         if let Some(e) = &failed {
@@ -47,6 +51,7 @@ pub async fn run(
                 plane.next_recheck_at(&executors, policy),
                 plane.next_relaunch_at(&executors),
                 plane.next_continue_at(policy.pacing),
+                policy.tabs.and_then(|tabs| plane.next_tabs_at(tabs)),
             ]
             .into_iter()
             .flatten()

@@ -205,7 +205,7 @@ fn creates_go_to_the_executor_with_the_most_room_and_none_past_its_capacity() {
     // Host A takes one conversation, host B three.
     declare("host-a", 1);
     declare("host-b", 3);
-    let limits = Limits { max_launches: 8, max_active: 8 };
+    let limits = Limits { max_launches: 8, max_active: 8, max_open_tabs: None };
     let workers: Vec<WorkerId> = (0..5).map(|i| w.spawn(&format!("w{i}"))).collect();
     let placed: Vec<String> = w
         .plane
@@ -243,7 +243,7 @@ fn a_create_held_by_full_executors_says_so() {
     let live = World::connected(&["host-a"]);
     let step = |worker: &WorkerId| w.plane.waiting_for(&w.plane.worker(worker).unwrap(), &live).unwrap().next_step;
     assert!(step(&second).contains("--max-launches"), "room left: the launch limits hold it");
-    for d in w.plane.next_dispatches(&live, Limits { max_launches: 8, max_active: 8 }) {
+    for d in w.plane.next_dispatches(&live, Limits { max_launches: 8, max_active: 8, max_open_tabs: None }) {
         w.plane.dispatch(&d, 60_000).unwrap();
     }
     assert_eq!(w.plane.worker(&first).unwrap().executor_id.as_deref(), Some("host-a"));
@@ -782,4 +782,87 @@ fn a_tool_approval_card_waits_for_a_person_and_holds_every_send() {
     assert!(w.plane.waiting_for(&w.plane.worker(&a).unwrap(), &ext).is_none());
     w.observe(&a, ConversationState::Idle);
     assert_eq!(w.pump(&["ext"]).len(), 1, "the wake, once");
+}
+
+/// Tab capacity (two tabs): a third worker's create waits until an idle
+/// worker's tab is parked, once its grace is over; a page that refuses
+/// keeps its tab and its grace restarts; a follow-up to a parked worker
+/// reopens its exact conversation before the prompt, parking another idle
+/// tab to make room.
+#[test]
+fn tab_capacity_parks_idle_tabs_and_reopens_the_exact_conversation_before_a_prompt() {
+    use control::tabs::TabPolicy;
+    let w = world();
+    let policy = TabPolicy { max_open: 2, idle_grace_ms: 60_000 };
+    let limits = Limits { max_open_tabs: Some(2), ..Limits::default() };
+    let pump = || -> Vec<(WorkerId, CommandOp)> {
+        let mut out = Vec::new();
+        for d in w.plane.next_dispatches(&World::connected(&["ext"]), limits) {
+            let wire = w.plane.dispatch(&d, 60_000).unwrap();
+            out.push((wire.worker_id, wire.op));
+        }
+        out
+    };
+    let result = |worker: &WorkerId, outcome: CommandOutcome| {
+        let command_id = w.open_command(worker);
+        w.plane.report("ext", ExecutorFrame::Result { command_id, outcome }).unwrap();
+    };
+    let done = |worker: &WorkerId| {
+        w.plane.execute(Request::Attach { worker_id: worker.clone() }).unwrap();
+        w.plane.execute(Request::Complete { actor: worker.clone(), summary: "ok".into(), artifacts: vec![] }).unwrap();
+    };
+    let (a, b, c) = (w.spawn("a"), w.spawn("b"), w.spawn("c"));
+    assert_eq!(pump().len(), 2);
+    w.complete_create("ext", &a, CONV_A);
+    w.complete_create("ext", &b, CONV_B);
+    done(&a);
+    w.clock.advance(1_000);
+    done(&b);
+    assert!(pump().is_empty(), "the third create waits for a tab");
+    assert_eq!(w.plane.tabs(policy).unwrap(), 0, "nothing is parked within its grace");
+    let a_idle_at = w.plane.worker(&a).unwrap().updated_at_ms;
+    assert_eq!(w.plane.next_tabs_at(policy), Some(a_idle_at + 60_000));
+    w.clock.advance(60_000);
+    assert_eq!(w.plane.tabs(policy).unwrap(), 1, "one tab for the waiting create");
+    let parked = pump();
+    assert!(
+        matches!(&parked[..], [(x, CommandOp::ConversationClose { park: true, .. })] if *x == a),
+        "the longest idle: {parked:?}"
+    );
+    // Its page holds a draft: the tab stays and its grace starts again.
+    result(&a, CommandOutcome::Error { code: ErrorCode::TabInUse, detail: "the composer holds a draft".into() });
+    assert!(!w.plane.worker(&a).unwrap().parked);
+    assert!(pump().is_empty());
+    assert_eq!(w.plane.tabs(policy).unwrap(), 1, "b's grace is over; a's started again");
+    let parked = pump();
+    assert!(matches!(&parked[..], [(x, CommandOp::ConversationClose { park: true, .. })] if *x == b), "{parked:?}");
+    result(&b, CommandOutcome::Ok { conversation_id: Some(CONV_B.parse().unwrap()) });
+    assert!(w.plane.worker(&b).unwrap().parked);
+    let created = pump();
+    assert!(matches!(&created[..], [(x, CommandOp::ConversationCreate { .. })] if *x == c), "{created:?}");
+    w.complete_create("ext", &c, "0196b2c4-8e1f-7a3b-9c2d-4e5f60718295");
+    done(&c);
+    // A follow-up to the parked worker: its exact conversation is reopened
+    // first, once an idle tab (a's, now past its grace) makes room.
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.followup(&root, &b, "one more thing", None).unwrap();
+    assert!(pump().is_empty(), "the prompt waits for its tab");
+    w.clock.advance(60_000);
+    assert_eq!(w.plane.tabs(policy).unwrap(), 2, "a reopen, and a park to make room for it");
+    let parked = pump();
+    assert!(matches!(&parked[..], [(x, CommandOp::ConversationClose { park: true, .. })] if *x == a), "{parked:?}");
+    result(&a, CommandOutcome::Ok { conversation_id: Some(CONV_A.parse().unwrap()) });
+    let reopened = pump();
+    assert!(
+        matches!(&reopened[..], [(x, CommandOp::ConversationOpen { conversation_id, .. })] if *x == b && conversation_id.to_string() == CONV_B),
+        "{reopened:?}"
+    );
+    result(&b, CommandOutcome::Ok { conversation_id: Some(CONV_B.parse().unwrap()) });
+    assert!(!w.plane.worker(&b).unwrap().parked);
+    let sent = pump();
+    assert!(
+        matches!(&sent[..], [(x, CommandOp::ConversationSend { conversation_id, .. })] if *x == b && conversation_id.to_string() == CONV_B),
+        "{sent:?}"
+    );
+    assert_eq!(w.plane.tabs(policy).unwrap(), 0, "two tabs open, nothing waits");
 }

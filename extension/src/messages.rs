@@ -31,6 +31,10 @@ pub enum ToPage {
         /// The worker.
         worker_id: String,
     },
+    /// May this tab be closed to free capacity (`chatgpt_dom::compose::
+    /// parkable`)? Read-only: a [`PageReply::Report`] when it may, else a
+    /// [`PageReply::Refused`] (`TAB_IN_USE`).
+    MayClose,
 }
 
 /// A prompt to submit in a page.

@@ -40,7 +40,10 @@ fn main() {
         Arc::new(Pool::new(plane.clone(), PoolConfig { max_workers: 16, pacing_ms, provisioning_ttl_ms: 600_000 }));
     let credentials = Credentials::open_or_create(&dir.path().join("executors")).unwrap();
     let credential = credentials.issue("bench").unwrap();
-    let config = BridgeConfig { limits: Limits { max_launches: 4, max_active: 64 }, ..BridgeConfig::default() };
+    let config = BridgeConfig {
+        limits: Limits { max_launches: 4, max_active: 64, max_open_tabs: None },
+        ..BridgeConfig::default()
+    };
     let fake = rt.block_on(async {
         let bridge = Bridge::start(plane.clone(), config, credentials.clone(), CancellationToken::new());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -46,9 +46,10 @@ impl World {
     /// Plays the executor for everything dispatchable: creates conversations
     /// (binding each, completing the create), or settles opens and closes.
     fn executor_runs(&mut self) {
-        for d in
-            self.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits { max_launches: 16, max_active: 64 })
-        {
+        for d in self.plane.next_dispatches(
+            &[EXEC.to_string()],
+            control::queue::Limits { max_launches: 16, max_active: 64, max_open_tabs: None },
+        ) {
             let wire = self.plane.dispatch(&d, 60_000).unwrap();
             let intent = self.plane.command(&d.command_id).unwrap().intent;
             self.plane.report(EXEC, ExecutorFrame::Ack { command_id: d.command_id.clone() }).unwrap();
@@ -201,7 +202,10 @@ fn a_response_lost_before_or_after_creation_is_reconciled_not_repeated() {
     let w = world();
     w.pool.ensure(&w.root, 2).unwrap();
     // Slot 0: dispatched, then the executor went silent (before creation or its result).
-    let d = w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits { max_launches: 16, max_active: 64 });
+    let d = w.plane.next_dispatches(
+        &[EXEC.to_string()],
+        control::queue::Limits { max_launches: 16, max_active: 64, max_open_tabs: None },
+    );
     w.plane.dispatch(&d[0], 60_000).unwrap();
     // Slot 1: created and bound, but the result was lost.
     w.plane.dispatch(&d[1], 60_000).unwrap();
@@ -469,7 +473,9 @@ fn an_operation_on_one_target_never_reaches_another() {
     let d = w.plane.next_dispatches(&[EXEC.to_string()], control::queue::Limits::default());
     assert_eq!(d.len(), 1);
     let wire = w.plane.dispatch(&d[0], 60_000).unwrap();
-    let protocol::executor::CommandOp::ConversationClose { conversation_id } = wire.op else { panic!("a close") };
+    let protocol::executor::CommandOp::ConversationClose { conversation_id, park: false } = wire.op else {
+        panic!("a close")
+    };
     assert_eq!(Some(conversation_id.to_string()), conversations[2], "the close names exactly slot 2's conversation");
     assert_eq!(wire.worker_id, w.worker_of(2));
     // Another executor cannot report on this slot's conversation.
@@ -581,7 +587,10 @@ fn after_a_browser_restart_one_ensure_reopens_every_exact_conversation() {
     assert!(out.provisioned.is_empty(), "no new logical worker: {out:?}");
     let ops: Vec<_> = w
         .plane
-        .next_dispatches(&[EXEC.to_string()], control::queue::Limits { max_launches: 16, max_active: 64 })
+        .next_dispatches(
+            &[EXEC.to_string()],
+            control::queue::Limits { max_launches: 16, max_active: 64, max_open_tabs: None },
+        )
         .iter()
         .map(|d| w.plane.dispatch(d, 60_000).unwrap().op)
         .collect();
@@ -622,7 +631,7 @@ fn a_parked_pool_conversation_holds_its_place_after_its_task() {
     w.plane.execute(done).unwrap();
     w.pool.ensure(&w.root, 3).unwrap();
     let creates = |max_active| {
-        let limits = control::queue::Limits { max_launches: 16, max_active };
+        let limits = control::queue::Limits { max_launches: 16, max_active, max_open_tabs: None };
         let dispatches = w.plane.next_dispatches(&[EXEC.to_string()], limits);
         dispatches
             .into_iter()

@@ -123,6 +123,8 @@ error_codes! {
     AdapterBlocked = "ADAPTER_BLOCKED", "Rebuild the extension (or the CDP agent's bundle) with `cargo xtask dist`, which ships the WebAssembly-free build such pages need, reload it, then run runtime_recover.";
     /// ChatGPT asks a person in that conversation to allow or deny a tool call ("Allow ChatGPT to use <App>?"); nothing was clicked or typed.
     ToolApprovalRequired = "TOOL_APPROVAL_REQUIRED", "A person must answer ChatGPT's tool-approval card in that chat; the worker goes on once they do. To stop it recurring, allow the app's actions in ChatGPT's settings (docs/setup.md).";
+    /// A managed tab was not closed to free capacity: it holds a draft, a running turn, an incident or a person's question.
+    TabInUse = "TAB_IN_USE", "Nothing to do: the tab stays open and another idle one is closed instead, or this one later.";
 }
 
 impl ErrorCode {

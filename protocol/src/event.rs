@@ -36,6 +36,10 @@ pub enum CommandIntent {
     Open,
     /// Close the worker's managed tab (scale-down, stop).
     Close,
+    /// Close the worker's idle tab to keep its executor within its tab
+    /// capacity; the conversation stays bound and an `open` reopens it
+    /// before its next command.
+    Park,
     /// Re-read the conversation's state: the daemon's last observation may be
     /// stale (it predates the executor's reconnect, or a send has waited on
     /// it past the recheck bound). Read-only; may overtake a waiting send.

@@ -410,6 +410,13 @@ pub enum CommandOp {
     ConversationClose {
         /// The bound conversation.
         conversation_id: ConversationId,
+        /// Close it only to free tab capacity (v3): the binding is kept and
+        /// a later `conversation_open` reopens the exact conversation. The
+        /// executor closes it only while its page is idle with an empty
+        /// composer, and otherwise answers `TAB_IN_USE` and leaves it open.
+        /// Absent: false (the tab goes for good, and the binding with it).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        park: bool,
     },
 }
 

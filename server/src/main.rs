@@ -510,6 +510,15 @@ struct ExecutorArgs {
     /// Managed worker conversations at once.
     #[arg(long, default_value_t = 4)]
     max_active_workers: usize,
+    /// Managed tabs open at once per executor (1 to 1000; default: no cap):
+    /// idle workers' tabs are closed above it and reopened on their exact
+    /// conversation before their next prompt.
+    #[arg(long)]
+    max_open_tabs: Option<usize>,
+    /// How long a worker stays idle before its tab may be closed for
+    /// capacity, in ms (1000 to 86400000).
+    #[arg(long, default_value_t = control::tabs::TabPolicy::DEFAULT_GRACE_MS)]
+    tab_idle_grace_ms: u64,
     /// Extension id allowed to connect (repeatable; default: any extension origin).
     #[arg(long = "extension-id")]
     extension_ids: Vec<String>,
@@ -564,12 +573,25 @@ impl ExecutorArgs {
         if !(1_000..=86_400_000).contains(&self.rate_limit_wait_ms) {
             bail!("--rate-limit-wait-ms must be between 1000 and 86400000");
         }
+        if self.max_open_tabs.is_some_and(|n| !(1..=1_000).contains(&n)) {
+            bail!("--max-open-tabs must be between 1 and 1000");
+        }
+        if !(1_000..=86_400_000).contains(&self.tab_idle_grace_ms) {
+            bail!("--tab-idle-grace-ms must be between 1000 and 86400000");
+        }
+        let tabs = self
+            .max_open_tabs
+            .map(|max_open| control::tabs::TabPolicy { max_open, idle_grace_ms: self.tab_idle_grace_ms });
         Ok(BridgeConfig {
             heartbeat_ms: self.executor_heartbeat_ms,
             lease_ms: self.executor_lease_ms,
             create_timeout_ms: self.executor_create_timeout_ms,
             send_timeout_ms: self.executor_send_timeout_ms,
-            limits: Limits { max_launches: self.max_launches, max_active: self.max_active_workers },
+            limits: Limits {
+                max_launches: self.max_launches,
+                max_active: self.max_active_workers,
+                max_open_tabs: self.max_open_tabs,
+            },
             recheck: control::schedule::Policy {
                 recheck_after_ms: self.executor_recheck_after_ms,
                 pacing: control::continuity::Pacing {
@@ -577,6 +599,7 @@ impl ExecutorArgs {
                     rate_limit_wait_ms: self.rate_limit_wait_ms,
                     stalled_turn_after_ms: self.stalled_turn_after_ms,
                 },
+                tabs,
             },
             extension_ids: self.extension_ids,
             ..BridgeConfig::default()

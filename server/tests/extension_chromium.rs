@@ -339,7 +339,7 @@ async fn a_tab_the_extension_did_not_open_is_never_touched_and_commands_naming_i
         ),
         command(2, CommandOp::ConversationInspect { conversation_id: conversation_id.clone() }),
         command(3, CommandOp::ConversationOpen { conversation_id: conversation_id.clone(), url }),
-        command(4, CommandOp::ConversationClose { conversation_id }),
+        command(4, CommandOp::ConversationClose { conversation_id, park: false }),
     ];
     let impostor = tokio::spawn(command_the_extension(listener, commands));
     chromium.pair(&endpoint, &format!("exc1.impostor.{}", "0".repeat(64))).await.unwrap();

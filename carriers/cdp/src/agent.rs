@@ -850,6 +850,26 @@ async fn perform(shared: &Arc<Shared>, command: &Command, plan: Plan<String>) ->
                 },
             }
         }
+        // The page says whether it may go; the binding is kept (and
+        // journaled) before the target closes, so its closing reports nothing.
+        Plan::Park { tab } => {
+            let deadline = command.deadline_ms.min(now_ms() + 10_000);
+            match shared.ask(&browser, &tab, &ToPage::MayClose, deadline).await {
+                Ok(PageReply::Report(_)) => {
+                    let parked = shared.core.lock().unwrap().parked(worker);
+                    if !shared.persist() {
+                        return error(ErrorCode::Internal, "the agent cannot keep its journal; the tab stays open");
+                    }
+                    if let Some(tab) = parked {
+                        shared.close(&browser, &tab).await;
+                    }
+                    shared.core.lock().unwrap().ok(worker)
+                }
+                Ok(PageReply::Refused { code, detail }) => error(code, &detail),
+                Err(Unanswered::NotStarted(why)) => why.outcome(),
+                _ => error(ErrorCode::TabInUse, "the managed target does not answer; it stays open"),
+            }
+        }
         Plan::Close { tab } => {
             let ok = shared.core.lock().unwrap().ok(worker);
             if let Some(tab) = tab {
@@ -1024,6 +1044,7 @@ fn plan_kind(plan: &Plan<String>) -> &'static str {
         Plan::Open { .. } => "open",
         Plan::Inspect { .. } => "inspect",
         Plan::Close { .. } => "close",
+        Plan::Park { .. } => "park",
     }
 }
 
@@ -1035,6 +1056,7 @@ fn request_kind(request: &ToPage) -> &'static str {
         ToPage::Inspect => "inspect",
         ToPage::Callers { .. } => "callers",
         ToPage::Overlay { .. } => "overlay",
+        ToPage::MayClose => "may-close",
     }
 }
 

@@ -150,6 +150,14 @@ pub enum Plan<H> {
         /// The managed tab, if still open.
         tab: Option<H>,
     },
+    /// Close the managed tab to free capacity, keeping the binding (a
+    /// `conversation_open` reopens it): first ask the page whether it may
+    /// go (idle, nothing in the composer; else `TAB_IN_USE`), then
+    /// [`Core::parked`], persist, close.
+    Park {
+        /// The managed tab.
+        tab: H,
+    },
 }
 
 /// What to do with an arriving command.
@@ -435,8 +443,15 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
             CommandOp::ConversationInspect { conversation_id } => {
                 open_tab(conversation_id).map(|tab| Plan::Inspect { tab })
             }
-            CommandOp::ConversationClose { conversation_id } => {
+            CommandOp::ConversationClose { conversation_id, park: false } => {
                 bound(conversation_id).map(|m| Plan::Close { tab: m.tab.clone() })
+            }
+            // Already parked (or its tab lost): nothing to close.
+            CommandOp::ConversationClose { conversation_id, park: true } => {
+                bound(conversation_id).map(|m| match &m.tab {
+                    Some(tab) => Plan::Park { tab: tab.clone() },
+                    None => Plan::Reply(CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }),
+                })
             }
         }
     }
@@ -501,6 +516,14 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
             return self.workers.remove(worker).and_then(|m| m.tab);
         }
         None
+    }
+
+    /// The worker's tab is being closed to free capacity (the page said it
+    /// may go): the binding stays, the tab is forgotten first (so its
+    /// closing reports nothing), and a `conversation_open` reopens it.
+    /// Returns the tab to close.
+    pub fn parked(&mut self, worker: &WorkerId) -> Option<H> {
+        self.workers.get_mut(worker).and_then(|m| m.tab.take())
     }
 
     /// A tab went away. For a managed tab, the worker's conversation is closed.

@@ -165,8 +165,12 @@ fn commands_naming_conversations_this_executor_did_not_create_are_refused() {
         |plan: Plan<i32>| matches!(plan, Plan::Reply(CommandOutcome::Error { code: ErrorCode::UnmanagedTarget, .. }));
     assert!(refused(plan_at(&mut core, &send(2, &w, OTHER), 0)), "another conversation");
     assert!(refused(plan_at(&mut core, &send(3, &worker(2), CONV), 0)), "another worker");
-    let close =
-        command(4, &worker(3), "close-4", CommandOp::ConversationClose { conversation_id: CONV.parse().unwrap() });
+    let close = command(
+        4,
+        &worker(3),
+        "close-4",
+        CommandOp::ConversationClose { conversation_id: CONV.parse().unwrap(), park: false },
+    );
     assert!(refused(plan_at(&mut core, &close, 0)));
     let open = command(
         5,
@@ -388,7 +392,8 @@ fn the_handshake_frames_follow_the_protocol() {
 #[test]
 fn a_conversation_the_daemon_closed_is_reported_once_and_forgotten() {
     let (mut core, w) = bound_worker();
-    let close = command(8, &w, "close-8", CommandOp::ConversationClose { conversation_id: CONV.parse().unwrap() });
+    let close =
+        command(8, &w, "close-8", CommandOp::ConversationClose { conversation_id: CONV.parse().unwrap(), park: false });
     assert_eq!(plan_at(&mut core, &close, 0), Plan::Close { tab: Some(7) });
     assert_eq!(core.closed_by_daemon(&w), vec![ExecutorFrame::ConversationClosed { worker_id: w.clone() }]);
     assert!(core.managed(&w).is_none());
@@ -418,4 +423,36 @@ fn a_create_resumed_after_its_deadline_gives_its_tab_up_and_a_retry_starts_clean
         CommandOp::ConversationCreate { prompt: "boot".into(), project_url: None, app: None },
     );
     assert!(matches!(plan_at(&mut core, &retry, 0), Plan::Create { .. }), "not a CONFLICT");
+}
+
+/// A park closes the tab and keeps the binding, across a restart: its
+/// closing reports nothing, a send waits for the reopen, the reopen opens
+/// the exact conversation, and a park of a tab already gone is done.
+#[test]
+fn a_parked_tab_keeps_its_binding_and_is_reopened_on_its_exact_conversation() {
+    let (mut core, w) = bound_worker();
+    let park =
+        command(2, &w, "park-2", CommandOp::ConversationClose { conversation_id: CONV.parse().unwrap(), park: true });
+    assert_eq!(plan_at(&mut core, &park, 0), Plan::Park { tab: 7 });
+    assert_eq!(core.parked(&w), Some(7));
+    let mut core = restart(&core);
+    assert!(core.tab_removed(&7).is_empty(), "the parked tab's closing reports nothing");
+    assert_eq!(core.worker_of(&7), None);
+    assert!(
+        matches!(plan_at(&mut core, &send(3, &w, CONV), 0), Plan::Reply(CommandOutcome::Error { .. })),
+        "no tab: the daemon reopens it first"
+    );
+    let again =
+        command(4, &w, "park-4", CommandOp::ConversationClose { conversation_id: CONV.parse().unwrap(), park: true });
+    assert!(matches!(plan_at(&mut core, &again, 0), Plan::Reply(CommandOutcome::Ok { .. })), "already parked");
+    let url = format!("https://chatgpt.com/c/{CONV}");
+    let open = command(
+        5,
+        &w,
+        "open-5",
+        CommandOp::ConversationOpen { conversation_id: CONV.parse().unwrap(), url: url.clone() },
+    );
+    assert_eq!(plan_at(&mut core, &open, 0), Plan::Open { url });
+    core.tab_opened(&w, 8);
+    assert!(matches!(plan_at(&mut core, &send(6, &w, CONV), 0), Plan::Submit { tab: 8, .. }));
 }

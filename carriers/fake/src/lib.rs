@@ -789,6 +789,19 @@ fn perform(shared: &Shared, outbox: &Outbox, command: &Command, plan: Plan<u64>,
             }
             core.ok(worker)
         }
+        // The simulated page may go while idle (it never holds a draft).
+        Plan::Park { tab } => {
+            let idle =
+                shared.browser.lock().unwrap().tabs.get(&tab).is_some_and(|p| p.state == ConversationState::Idle);
+            if !idle {
+                return error(ErrorCode::TabInUse, "the page is not idle");
+            }
+            let mut core = shared.core.lock().unwrap();
+            if let Some(tab) = core.parked(worker) {
+                shared.browser.lock().unwrap().tabs.remove(&tab);
+            }
+            core.ok(worker)
+        }
         Plan::Close { tab } => {
             let closed = tab.is_some_and(|tab| shared.browser.lock().unwrap().tabs.remove(&tab).is_some());
             let mut core = shared.core.lock().unwrap();

@@ -101,7 +101,10 @@ fn main() {
     let credentials = Credentials::open_or_create(&dir.path().join("executors")).unwrap();
     let credential = credentials.issue("bench").unwrap();
     // Finished workers free their slots: raise the limits so only the bridge is measured.
-    let config = BridgeConfig { limits: Limits { max_launches: 64, max_active: 100_000 }, ..BridgeConfig::default() };
+    let config = BridgeConfig {
+        limits: Limits { max_launches: 64, max_active: 100_000, max_open_tabs: None },
+        ..BridgeConfig::default()
+    };
     let (fake, addr) = rt.block_on(async {
         let bridge = Bridge::start(plane.clone(), config, credentials.clone(), CancellationToken::new());
         let addr = serve_bridge(bridge).await;

@@ -24,6 +24,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
         }
         Request::Dispatch { command_id, executor_id } => Ok(vec![dispatched(state, command_id, executor_id)?]),
         Request::Recheck { inspections } => inspects(state, inspections),
+        Request::Tabs { parks, opens } => tabs(state, parks, opens),
         Request::Relaunch { relaunches } => relaunched(state, relaunches),
         Request::Round { dispatches } => dispatched_all(state, dispatches),
         Request::ExecutorReport { executor_id, frame } => report(state, executor_id, frame),
@@ -83,6 +84,34 @@ fn inspects(state: &State, inspections: &[(WorkerId, CommandId)]) -> Result<Vec<
             })
         })
         .collect()
+}
+
+/// The parks and reopens of tab capacity: a park only of a placed, bound,
+/// unparked worker, a reopen only of a parked one.
+fn tabs(
+    state: &State,
+    parks: &[(WorkerId, CommandId)],
+    opens: &[(WorkerId, CommandId)],
+) -> Result<Vec<EventBody>, Refusal> {
+    let each = |(worker_id, command_id): &(WorkerId, CommandId), intent: CommandIntent| {
+        let worker = state.worker(worker_id).ok_or_else(|| Refusal::NoWorker(worker_id.clone()))?;
+        if worker.conversation.is_none() || worker.executor_id.is_none() {
+            return Err(Refusal::NoConversation(worker_id.clone()));
+        }
+        if worker.parked != (intent == CommandIntent::Open) {
+            return Err(Refusal::WorkerIs(worker.state));
+        }
+        let verb = if intent == CommandIntent::Open { "reopen" } else { "park" };
+        Ok(EventBody::CommandQueued {
+            command_id: command_id.clone(),
+            worker_id: worker_id.clone(),
+            intent,
+            idempotency_key: format!("{verb}:{command_id}"),
+            not_before_ms: None,
+        })
+    };
+    let parks = parks.iter().map(|p| each(p, CommandIntent::Park));
+    parks.chain(opens.iter().map(|o| each(o, CommandIntent::Open))).collect()
 }
 
 /// The dispatches of a round, each as [`dispatched`].

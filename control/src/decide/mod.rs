@@ -292,6 +292,13 @@ pub enum Request {
         /// (worker, the id for its new create command) pairs.
         relaunches: Vec<(WorkerId, CommandId)>,
     },
+    /// Queue the parks and reopens of tab capacity (see `crate::tabs`).
+    Tabs {
+        /// (worker, the id for its park command) pairs.
+        parks: Vec<(WorkerId, CommandId)>,
+        /// (worker, the id for its open command) pairs.
+        opens: Vec<(WorkerId, CommandId)>,
+    },
     /// Queue an inspect of each worker's conversation (see `crate::schedule`).
     Recheck {
         /// (worker, the id for its inspect command) pairs.
@@ -386,6 +393,7 @@ pub fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusa
         | Request::ExecutorDisconnected { .. }
         | Request::Dispatch { .. }
         | Request::Recheck { .. }
+        | Request::Tabs { .. }
         | Request::Relaunch { .. }
         | Request::Round { .. }
         | Request::ExecutorReport { .. }

@@ -736,6 +736,21 @@ impl Background {
                 self.persist().await;
                 ok
             }
+            // The page says whether it may go; the binding is kept (and
+            // journaled) before the tab closes, so its closing reports nothing.
+            Plan::Park { tab } => match ask(tab, &ToPage::MayClose).await {
+                Ok(PageReply::Report(_)) => {
+                    let parked = self.core.borrow_mut().parked(&command.worker_id);
+                    self.persist().await;
+                    if let Some(tab) = parked {
+                        let _ = call("tabs.remove", &[tab.into()]).await;
+                    }
+                    self.ok(command)
+                }
+                Ok(PageReply::Refused { code, detail }) => error(code, &detail),
+                Ok(PageReply::NotStarted(why)) => why.outcome(),
+                _ => error(ErrorCode::TabInUse, "the managed tab does not answer; it stays open"),
+            },
         }
     }
 

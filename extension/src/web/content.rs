@@ -321,6 +321,10 @@ async fn handle(request: ToPage) -> PageReply {
             super::overlay::show(&worker_id);
             PageReply::Report(report(&dom()))
         }
+        ToPage::MayClose => match chatgpt_dom::compose::parkable(&dom()) {
+            Ok(()) => PageReply::Report(report(&dom())),
+            Err(refusal) => PageReply::Refused { code: refusal.code, detail: refusal.detail },
+        },
     }
 }
 

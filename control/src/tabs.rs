@@ -1,0 +1,174 @@
+//! Tab capacity: each executor keeps at most `max_open` managed tabs open
+//! (`serve --max-open-tabs`). Pure, like [`crate::schedule`]: the state and
+//! `now` in, what to queue out; the [`crate::scheduler`] task commits it and
+//! [`crate::queue`] dispatches it.
+//!
+//! - A worker holds a tab on its executor from its create's dispatch until
+//!   its tab is parked, closed or lost; a parked worker whose `open` is in
+//!   flight holds one again.
+//! - When an executor has more tabs open than its capacity, or a parked
+//!   worker's reopen or a create waits for room on it, the tabs of its idle
+//!   workers are parked, the longest idle first. A worker is idle when its
+//!   conversation reads idle, no command of it is queued or in flight,
+//!   Execution Continuity wants no turn of it, and nothing happened to it
+//!   for `idle_grace_ms`. Root's tab (Main) is never parked. The executor
+//!   closes a tab only if its page agrees (idle, nothing in the composer;
+//!   else `TAB_IN_USE`, and the refusal's own events restart the grace).
+//! - A parked worker with a prompt to deliver gets an `open` first (the
+//!   exact conversation, in a new tab); the queue dispatches it ahead of
+//!   the prompt once its executor has room.
+
+use std::collections::HashMap;
+
+use protocol::executor::ConversationState;
+use protocol::{CommandIntent, WorkerId};
+
+use crate::model::{CommandPhase, QueuedCommand, State, Worker};
+
+/// The capacity and the grace before an idle tab may be parked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TabPolicy {
+    /// Managed tabs open at once per executor.
+    pub max_open: usize,
+    /// How long a worker stays idle before its tab may be parked.
+    pub idle_grace_ms: u64,
+}
+
+impl TabPolicy {
+    /// The grace when none is configured: a minute, as people expect a tab
+    /// they just watched finish to stay a little.
+    pub const DEFAULT_GRACE_MS: u64 = 60_000;
+}
+
+/// What to queue now: parks and reopens.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Due {
+    /// Workers whose idle tab is to be parked.
+    pub parks: Vec<WorkerId>,
+    /// Parked workers to reopen in their exact conversation.
+    pub opens: Vec<WorkerId>,
+}
+
+impl Due {
+    /// Whether there is nothing to queue.
+    pub fn is_empty(&self) -> bool {
+        self.parks.is_empty() && self.opens.is_empty()
+    }
+}
+
+fn open_commands<'a>(state: &'a State, worker: &'a WorkerId) -> impl Iterator<Item = &'a QueuedCommand> + 'a {
+    state.open_commands.iter().filter_map(|id| state.commands.get(id)).filter(move |c| &c.worker_id == worker)
+}
+
+/// Whether `worker` holds a tab on its executor now.
+pub fn holds_tab(state: &State, worker: &Worker) -> bool {
+    if worker.executor_id.is_none() {
+        return false;
+    }
+    if worker.parked {
+        return open_commands(state, &worker.id).any(|c| c.intent == CommandIntent::Open && c.in_flight());
+    }
+    worker.conversation_state != Some(ConversationState::Closed)
+}
+
+/// How many managed tabs each executor holds open.
+pub fn open_tabs(state: &State) -> HashMap<&str, usize> {
+    let mut open = HashMap::new();
+    for w in state.workers.values().filter(|w| holds_tab(state, w)) {
+        *open.entry(w.executor_id.as_deref().expect("holds a tab")).or_default() += 1;
+    }
+    open
+}
+
+/// Whether `worker` has a prompt waiting that its parked tab keeps from it.
+fn waits_for_its_tab(state: &State, worker: &Worker) -> bool {
+    worker.parked
+        && open_commands(state, &worker.id).any(|c| matches!(c.intent, CommandIntent::Send { .. }))
+        && !open_commands(state, &worker.id).any(|c| c.intent == CommandIntent::Open)
+}
+
+/// When `worker`'s tab may be parked (its grace's end), if it is idle.
+fn idle_since(state: &State, worker: &Worker) -> Option<u64> {
+    let idle = worker.executor_id.is_some()
+        && !worker.parked
+        && !worker.is_root()
+        && worker.conversation.is_some()
+        && worker.conversation_state == Some(ConversationState::Idle)
+        && worker.continuity.in_flight.is_none()
+        && worker.continuity.intent.is_none()
+        && open_commands(state, &worker.id).next().is_none();
+    idle.then_some(worker.updated_at_ms)
+}
+
+/// How many tabs each executor must give up: over its capacity, plus its
+/// parked workers waiting to reopen, plus one when a create waits and it
+/// is full; less the parks already under way there.
+fn shortfall(state: &State, policy: TabPolicy) -> HashMap<String, usize> {
+    let creates_wait = state
+        .open_commands
+        .iter()
+        .filter_map(|id| state.commands.get(id))
+        .any(|c| c.intent == CommandIntent::Create && c.phase == CommandPhase::Queued);
+    let open = open_tabs(state);
+    let mut want: HashMap<String, usize> = open.iter().map(|(e, n)| ((*e).to_owned(), *n)).collect();
+    let reopening = |w: &&Worker| {
+        w.parked
+            && open_commands(state, &w.id).any(|c| {
+                c.phase == CommandPhase::Queued && matches!(c.intent, CommandIntent::Open | CommandIntent::Send { .. })
+            })
+    };
+    for w in state.workers.values().filter(reopening) {
+        if let Some(e) = &w.executor_id {
+            *want.entry(e.clone()).or_default() += 1;
+        }
+    }
+    let mut short = HashMap::new();
+    for (executor, wanted) in want {
+        let open_here = open.get(executor.as_str()).copied().unwrap_or(0);
+        let extra = usize::from(creates_wait && open_here >= policy.max_open);
+        let parking = state
+            .workers
+            .values()
+            .filter(|w| w.executor_id.as_deref() == Some(executor.as_str()))
+            .filter(|w| open_commands(state, &w.id).any(|c| c.intent == CommandIntent::Park))
+            .count();
+        let need = (wanted + extra).saturating_sub(policy.max_open).saturating_sub(parking);
+        if need > 0 {
+            short.insert(executor, need);
+        }
+    }
+    short
+}
+
+/// What to queue now.
+pub fn due(state: &State, policy: TabPolicy, now_ms: u64) -> Due {
+    let mut opens: Vec<WorkerId> =
+        state.workers.values().filter(|w| waits_for_its_tab(state, w)).map(|w| w.id.clone()).collect();
+    opens.sort();
+    let mut parks = Vec::new();
+    for (executor, need) in shortfall(state, policy) {
+        let mut idle: Vec<(u64, &WorkerId)> = state
+            .workers
+            .values()
+            .filter(|w| w.executor_id.as_deref() == Some(executor.as_str()))
+            .filter_map(|w| idle_since(state, w).map(|since| (since, &w.id)))
+            .filter(|(since, _)| since.saturating_add(policy.idle_grace_ms) <= now_ms)
+            .collect();
+        idle.sort();
+        parks.extend(idle.into_iter().take(need).map(|(_, id)| id.clone()));
+    }
+    parks.sort();
+    Due { parks, opens }
+}
+
+/// When an idle tab next may be parked where room is short, if any.
+pub fn next_due_at(state: &State, policy: TabPolicy) -> Option<u64> {
+    let short = shortfall(state, policy);
+    state
+        .workers
+        .values()
+        .filter(|w| w.executor_id.as_ref().is_some_and(|e| short.contains_key(e)))
+        .filter_map(|w| idle_since(state, w))
+        .map(|since| since.saturating_add(policy.idle_grace_ms))
+        .min()
+}
