@@ -505,3 +505,94 @@ pub async fn approval_wait(mcp_url: &str, hub: &fakechat::hub::Hub, budget: Dura
     }
     Ok(out)
 }
+
+/// What the tab-capacity scenario saw.
+#[derive(Debug)]
+pub struct TabCapacity {
+    /// The most managed tabs ever open at once (sampled at every event).
+    pub most: usize,
+    /// How many reopens of parked workers were queued.
+    pub reopened: usize,
+}
+
+/// Tab capacity (the daemon runs with `--max-open-tabs 3`): eight workers
+/// each complete their assignment, then a follow-up to each of the eight
+/// wakes it in its own conversation. `tabs` counts the managed tabs open
+/// now. Fails unless every conversation holds exactly its bootstrap and its
+/// wake, each worker was bound to one conversation only, parked workers
+/// were reopened, and never more than three tabs were open.
+pub async fn tab_capacity<'a>(
+    mcp_url: &str,
+    hub: &fakechat::hub::Hub,
+    tabs: impl Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = usize> + Send + 'a>> + Send,
+    budget: Duration,
+) -> anyhow::Result<TabCapacity> {
+    let mut root = Root::start(mcp_url, "tab capacity").await?;
+    root.call("run_continuation_set_default", json!({"policy": {"mode": "manual"}})).await?;
+    let mut out = Outcome::default();
+    for i in 0..8 {
+        root.spawn(&mut out, &format!("w{i}"), &format!("complete \"w{i} built\"")).await?;
+    }
+    let workers = out.workers.clone();
+    let mut most = 0;
+    for round in ["built", "again"] {
+        let mut done = std::collections::HashSet::new();
+        while done.len() < workers.len() {
+            let event = root.wait(&mut out, budget, |_| true).await?;
+            most = most.max(tabs().await);
+            if event["type"] == "worker.completed"
+                && event["data"]["summary"].as_str().is_some_and(|s| s.ends_with(round))
+            {
+                done.insert(event["data"]["worker_id"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+        if round == "built" {
+            for (i, worker) in workers.iter().enumerate() {
+                let instructions = format!("Again.\nscenario: complete \"w{i} again\"");
+                root.call("worker_followup", json!({"worker_id": worker, "instructions": instructions})).await?;
+            }
+        }
+    }
+    root.catch_up(&mut out).await?;
+    let log = root.log_of_run().await?;
+    let reopened =
+        log.iter().filter(|e| e["type"] == "executor.command_queued" && e["data"]["intent"]["op"] == "open").count();
+    let oracle = hub.oracle();
+    let conversations = oracle["conversations"].as_object().cloned().unwrap_or_default();
+    if conversations.len() != workers.len() {
+        bail!("{} conversations for {} workers: {oracle:#}", conversations.len(), workers.len());
+    }
+    for (id, c) in &conversations {
+        let turns = c["user_turns"].as_array().cloned().unwrap_or_default();
+        let bootstraps: Vec<bool> = turns.iter().map(|t| t["bootstrap"].as_bool().unwrap_or(false)).collect();
+        if bootstraps != [true, false] || c["errors"] != json!([]) {
+            bail!("{id}: not its bootstrap then its wake, each once: {c:#}");
+        }
+    }
+    for worker in &workers {
+        let bound: Vec<&String> = out.bound.iter().filter(|(w, _)| w == worker).map(|(_, c)| c).collect();
+        if bound.is_empty() || bound.iter().any(|c| *c != bound[0]) || !conversations.contains_key(bound[0]) {
+            bail!("{worker} was not bound to one conversation of its own: {bound:?}");
+        }
+    }
+    if most > 3 || reopened < 5 {
+        bail!("{most} tabs open at most, {reopened} reopens; trace:\n{}", out.trace.join("\n"));
+    }
+    Ok(TabCapacity { most, reopened })
+}
+
+impl Root {
+    /// Every event of the run, in order.
+    async fn log_of_run(&mut self) -> anyhow::Result<Vec<Value>> {
+        let (mut after, mut all) = (0, Vec::new());
+        loop {
+            let page = self.call("events_list", json!({"after_cursor": after, "limit": 500})).await?;
+            let events = page["events"].as_array().cloned().unwrap_or_default();
+            all.extend(events.iter().cloned());
+            match page["cursor"].as_u64() {
+                Some(cursor) if !events.is_empty() && cursor > after => after = cursor,
+                _ => return Ok(all),
+            }
+        }
+    }
+}

@@ -925,3 +925,60 @@ async fn command_the_agent(
         }
     }
 }
+
+/// The chatgpt.com pages open in the agent's browser now, from DevTools'
+/// own list of targets (`/json/list`), not from the agent.
+fn chat_pages(chromium: &e2e::cdp::AuthorizedChromium) -> usize {
+    use std::io::{BufRead, Read, Write};
+    let ws = chromium.ws_url().unwrap();
+    let addr = ws.trim_start_matches("ws://").split('/').next().unwrap().to_owned();
+    // DevTools keeps the connection open: read exactly the body it announces.
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(stream, "GET /json/list HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut reader = std::io::BufReader::new(stream);
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let targets: Vec<Value> = serde_json::from_slice(&body).unwrap();
+    targets
+        .iter()
+        .filter(|t| t["type"] == "page" && t["url"].as_str().is_some_and(|u| u.starts_with("https://chatgpt.com/")))
+        .count()
+}
+
+/// Tab capacity through the CDP carrier (`e2e::scenario::tab_capacity`):
+/// eight workers with at most three targets open; an idle worker's target
+/// is closed only when its page agrees, and a follow-up reopens its exact
+/// conversation in a new target, where the wake lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_workers_in_three_targets_each_wake_in_its_exact_conversation() {
+    let _one = ONE_BROWSER.lock().await;
+    let args = ["--max-open-tabs", "3", "--tab-idle-grace-ms", "1000", "--max-active-workers", "8"];
+    let world = start(&args).await;
+    let seen = e2e::scenario::tab_capacity(
+        &world.daemon.mcp_url(),
+        &world.fake.hub,
+        || {
+            let chromium = &world.chromium;
+            Box::pin(async move { tokio::task::block_in_place(|| chat_pages(chromium)) })
+        },
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("eight workers through the CDP carrier: {seen:?}");
+    assert!(world.agent.targets().len() <= 3);
+}

@@ -829,76 +829,20 @@ async fn eight_workers_in_three_tabs_each_wake_in_its_exact_conversation() {
     e2e(eight_workers_in_three_tabs_body).await;
 }
 
-/// Tab capacity through the extension: eight workers with at most three
-/// tabs open (`--max-open-tabs 3`): creates wait for an idle worker's tab to
-/// be parked, and a follow-up to each of the eight reopens its exact
-/// conversation, where the wake lands; never more than three tabs, every
-/// prompt once.
+/// Tab capacity through the extension (`e2e::scenario::tab_capacity`):
+/// eight workers with at most three tabs open; creates wait for an idle
+/// worker's tab to be parked, and a follow-up to each of the eight reopens
+/// its exact conversation, where the wake lands.
 async fn eight_workers_in_three_tabs_body() {
     let args = ["--max-open-tabs", "3", "--tab-idle-grace-ms", "1000", "--max-active-workers", "8"];
     let world = World::start(orchestrator(), &args).await.unwrap();
-    let mut most = 0;
-    let mut root = Root::connect(&world.daemon.mcp_url()).await;
-    let mut workers = Vec::new();
-    for i in 0..8 {
-        let assignment = json!({"objective": format!("Build w{i}\nscenario: complete \"w{i} built\"")});
-        let spawned = root.call("worker_spawn", json!({"name": format!("w{i}"), "assignment": assignment})).await;
-        workers.push(spawned["worker"]["worker_id"].as_str().unwrap().to_owned());
-    }
-    let url = world.daemon.mcp_url();
-    // Every event is a moment to count the tabs: the most ever open.
-    let mut done = std::collections::HashSet::new();
-    while done.len() < workers.len() {
-        let event = root.wait(&url, "an event", |_| true).await;
-        most = most.max(chat_tabs(&world.chromium).await);
-        if event["type"] == "worker.completed" {
-            done.insert(event["data"]["worker_id"].as_str().unwrap().to_owned());
-        }
-    }
-    for (i, worker) in workers.iter().enumerate() {
-        let instructions = format!("Again.\nscenario: complete \"w{i} again\"");
-        root.call("worker_followup", json!({"worker_id": worker, "instructions": instructions})).await;
-    }
-    let mut again = std::collections::HashSet::new();
-    while again.len() < workers.len() {
-        let event = root.wait(&url, "an event", |_| true).await;
-        most = most.max(chat_tabs(&world.chromium).await);
-        if event["type"] == "worker.completed" {
-            again.insert(event["data"]["worker_id"].as_str().unwrap().to_owned());
-        }
-    }
-    assert!(most <= 3, "at most three tabs were ever open, saw {most}");
-    let oracle = world.fake.hub.oracle();
-    let conversations = conversations(&oracle);
-    assert_eq!(conversations.len(), 8, "one conversation per worker: {oracle:#}");
-    for (id, c) in &conversations {
-        let turns = turns(c);
-        let bootstraps: Vec<bool> = turns.iter().map(|t| t["bootstrap"].as_bool().unwrap()).collect();
-        assert_eq!(bootstraps, [true, false], "{id}: its bootstrap, then its wake, each once: {c:#}");
-        assert_eq!(c["errors"], json!([]), "{id}");
-    }
-    // Each wake landed in the worker's own conversation (the one bound to it).
-    let mut events = Vec::new();
-    loop {
-        let after = events.last().map_or(0, |e: &Value| e["cursor"].as_u64().unwrap());
-        let page = root.call("events_list", json!({"after_cursor": after, "limit": 500})).await;
-        let more = page["events"].as_array().cloned().unwrap_or_default();
-        if more.is_empty() {
-            break;
-        }
-        events.extend(more);
-    }
-    let reopened =
-        events.iter().filter(|e| e["type"] == "executor.command_queued" && e["data"]["intent"]["op"] == "open").count();
-    assert!(reopened >= 5, "parked workers were reopened ({reopened})");
-    eprintln!("eight workers: at most {most} tabs open; {reopened} reopens");
-    for worker in &workers {
-        let bound: Vec<&str> = events
-            .iter()
-            .filter(|e| e["type"] == "conversation.bound" && e["data"]["worker_id"] == worker.as_str())
-            .filter_map(|e| e["data"]["conversation_id"].as_str())
-            .collect();
-        assert!(!bound.is_empty() && bound.iter().all(|c| *c == bound[0]), "{worker}: one conversation {bound:?}");
-        assert!(conversations.contains_key(bound[0]));
-    }
+    let seen = e2e::scenario::tab_capacity(
+        &world.daemon.mcp_url(),
+        &world.fake.hub,
+        || Box::pin(chat_tabs(&world.chromium)),
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("eight workers through the extension: {seen:?}");
 }
