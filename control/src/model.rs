@@ -179,9 +179,9 @@ pub struct FoldError {
 /// the same: the page check takes only the page's newest id.
 pub const ATTRIBUTED_KEPT: usize = 64;
 
-/// All runs and workers. Nothing in it grows with a run's history (messages
-/// and events stay in the store): its size is that of the runs, workers
-/// and commands, which is what a snapshot of it costs.
+/// All runs and workers. No message or event is kept in it (they stay in
+/// the store): it grows with the runs, workers and executor commands, not
+/// with what workers say, and that is what a snapshot of it costs.
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct State {
     /// Runs by id. A run holds nothing that grows with its history, so

@@ -82,8 +82,10 @@ pub struct IdemKey<'a> {
 /// state: a start folds at most about this many events after the snapshot.
 pub const SNAPSHOT_EVERY: u64 = 10_000;
 
-/// The snapshot's format, bumped whenever [`State`]'s shape changes: a
-/// snapshot of another format is passed over (see the module doc).
+/// The snapshot's format, bumped whenever [`State`]'s shape or the rules
+/// of its fold change (a snapshot holds what the fold of its build made of
+/// the events before it): a snapshot of another format is passed over
+/// (see the module doc).
 const SNAPSHOT_FORMAT: u32 = 1;
 
 #[derive(Serialize)]
@@ -106,8 +108,19 @@ struct SnapshotIn {
 /// after it, or (no snapshot, or one passed over) the whole log. Fails
 /// (`Corrupt`) only when the whole log does not fold.
 pub fn fold_store(store: &dyn Store) -> Result<State, StoreError> {
-    let fold = |state: &mut State, position: u64| {
-        store.replay_after(position, &mut |event| state.apply(&event).map_err(|e| StoreError::Corrupt(e.to_string())))
+    fold_counting(store).map(|(state, _)| state)
+}
+
+/// [`fold_store`], and how many events it folded onto the snapshot (or from
+/// nothing): the events the next snapshot is due after.
+fn fold_counting(store: &dyn Store) -> Result<(State, u64), StoreError> {
+    let mut folded = 0;
+    let mut fold = |state: &mut State, position: u64| {
+        folded = 0;
+        store.replay_after(position, &mut |event| {
+            folded += 1;
+            state.apply(&event).map_err(|e| StoreError::Corrupt(e.to_string()))
+        })
     };
     if let Some(snapshot) = store.snapshot()? {
         let format = serde_json::from_slice::<SnapshotFormat>(&snapshot.state).map(|f| f.format);
@@ -118,7 +131,7 @@ pub fn fold_store(store: &dyn Store) -> Result<State, StoreError> {
         };
         match read {
             Ok(SnapshotIn { mut state }) => match fold(&mut state, snapshot.position) {
-                Ok(()) => return Ok(state),
+                Ok(()) => return Ok((state, folded)),
                 Err(StoreError::Corrupt(e)) => {
                     tracing::warn!(
                         "the log after the state's snapshot does not fold onto it ({e}); folding the whole log"
@@ -131,7 +144,7 @@ pub fn fold_store(store: &dyn Store) -> Result<State, StoreError> {
     }
     let mut state = State::default();
     fold(&mut state, 0)?;
-    Ok(state)
+    Ok((state, folded))
 }
 
 /// Saves `state` as the store's snapshot (see the module doc).
@@ -214,7 +227,7 @@ impl ControlPlane {
     /// Rebuilds the state from `store`. A log that does not fold cleanly is
     /// reported as corrupt (`RECONCILE_REQUIRED`) rather than half-loaded.
     pub fn open(store: Arc<dyn Store>, clock: Arc<dyn Clock>, keys: Keyring) -> Result<Self, Error> {
-        let state = fold_store(store.as_ref())?;
+        let (state, unsnapshotted) = fold_counting(store.as_ref())?;
         let broker = Arc::new(Broker::new());
         for run in state.runs.values() {
             broker.prime(&run.id, run.cursor);
@@ -245,7 +258,9 @@ impl ControlPlane {
             changes,
             broken: std::sync::atomic::AtomicBool::new(false),
             chatgpt: ChatgptSetup::default(),
-            since_snapshot: std::sync::atomic::AtomicU64::new(0),
+            // Counted across restarts: a daemon that never lives through
+            // 10,000 events still snapshots its growing log.
+            since_snapshot: std::sync::atomic::AtomicU64::new(unsnapshotted),
             snapshot_every: SNAPSHOT_EVERY,
         })
     }
@@ -266,10 +281,11 @@ impl ControlPlane {
             return;
         }
         let saved = save_snapshot(self.store.as_ref(), &self.state.read().expect("state lock"));
-        match saved {
-            Ok(()) => self.since_snapshot.store(0, SeqCst),
-            // Only a start is slower without it: tried again at the next flush.
-            Err(e) => tracing::warn!("cannot save the state's snapshot: {e}"),
+        // Only a start is slower without it: a failure is tried again after
+        // as many events, not at every flush.
+        self.since_snapshot.store(0, SeqCst);
+        if let Err(e) = saved {
+            tracing::warn!("cannot save the state's snapshot: {e}");
         }
     }
 

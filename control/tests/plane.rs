@@ -714,3 +714,18 @@ fn attributed_request_ids_are_kept_per_worker_within_a_bound() {
     let replay = Request::Attributed { worker_id: w.clone(), request_id: "turn-10".into(), tool: "x".into() };
     assert_eq!(code(p.execute(replay)), ErrorCode::UnidentifiedCaller, "a kept earlier turn is a replay");
 }
+
+/// The events since the last snapshot are counted across restarts: a
+/// daemon that never lives through a whole interval still snapshots.
+#[test]
+fn snapshots_are_due_across_restarts() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    {
+        let p = plane_on(store.clone()).with_snapshot_every(6);
+        p.create_run("one", None).unwrap();
+    }
+    assert!(store.snapshot().unwrap().is_none(), "fewer than six events: none due yet");
+    let p = plane_on(store.clone()).with_snapshot_every(6);
+    p.create_run("two", None).unwrap();
+    assert!(store.snapshot().unwrap().is_some(), "due after events of two lifetimes");
+}

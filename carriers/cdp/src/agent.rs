@@ -133,6 +133,11 @@ pub struct JournalError {
     why: String,
 }
 
+/// One journal writer per process (an agent restarted in place may still
+/// have a command of its earlier self finishing); the temporary file is per
+/// process, so two processes never rename each other's.
+static PERSISTING: Mutex<()> = Mutex::new(());
+
 struct Shared {
     config: Config,
     core: Mutex<Core<String>>,
@@ -223,6 +228,9 @@ impl Shared {
     /// to be replayed (its calls could then never be attributed).
     async fn halt(&self) {
         {
+            // Under the journal's lock too: a write that began before the
+            // halt ends before it, and none begins after it.
+            let _journal = PERSISTING.lock().unwrap();
             let mut outbox = self.outbox.lock().unwrap();
             self.stop.cancel();
             *outbox = None;
@@ -235,14 +243,10 @@ impl Shared {
     /// writer at a time, each writing the newest state. False when it could
     /// not be kept (or the agent stopped): nothing may then be acknowledged.
     fn persist(&self) -> bool {
+        let _one = PERSISTING.lock().unwrap();
         if self.stop.is_cancelled() {
             return false;
         }
-        // One writer per process (an agent restarted in place may still have
-        // a command of its earlier self finishing); the temporary file is
-        // per process, so two processes never rename each other's.
-        static PERSISTING: Mutex<()> = Mutex::new(());
-        let _one = PERSISTING.lock().unwrap();
         let json = serde_json::to_vec(&*self.core.lock().unwrap()).expect("the core serializes");
         let file = &self.config.state_file;
         let tmp = file.with_extension(format!("tmp.{}", std::process::id()));
@@ -858,6 +862,9 @@ async fn perform(shared: &Arc<Shared>, command: &Command, plan: Plan<String>) ->
                 Ok(PageReply::Report(_)) => {
                     let parked = shared.core.lock().unwrap().parked(worker);
                     if !shared.persist() {
+                        if let Some(tab) = parked {
+                            shared.core.lock().unwrap().tab_opened(worker, tab);
+                        }
                         return error(ErrorCode::Internal, "the agent cannot keep its journal; the tab stays open");
                     }
                     if let Some(tab) = parked {
