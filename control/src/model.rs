@@ -97,6 +97,10 @@ pub struct Worker {
     /// before its next command.
     #[serde(default)]
     pub parked: bool,
+    /// Reopens of its parked tab that failed in a row: the next waits
+    /// longer (see [`crate::tabs`]).
+    #[serde(default)]
+    pub reopen_failures: u32,
     /// Who blocked its chat, while it is blocked: its calls are refused
     /// with `CHAT_BLOCKED` (not a cancel; nothing else changes).
     pub blocked: Option<protocol::BlockedBy>,
@@ -204,6 +208,10 @@ pub struct State {
     /// The executors whose latest session declared the steering seam
     /// (`protocol::executor::STEER`).
     pub steering_executors: HashSet<String>,
+    /// The executors whose latest session declared they park tabs
+    /// (`protocol::executor::PARK`).
+    #[serde(default)]
+    pub parking_executors: HashSet<String>,
     /// The runtime pools' managed-carrier records.
     pub runtime: registry::Registry,
     /// When each executor's current session began (its last `executor.connected`):
@@ -282,6 +290,11 @@ impl State {
                     } else {
                         self.steering_executors.remove(executor_id);
                     }
+                    if capabilities.iter().any(|c| c == protocol::executor::PARK) {
+                        self.parking_executors.insert(executor_id.clone());
+                    } else {
+                        self.parking_executors.remove(executor_id);
+                    }
                     Ok(())
                 }
                 EventBody::ExecutorDisconnected { .. } => Ok(()),
@@ -355,6 +368,7 @@ impl State {
                         fenced: false,
                         continuity: Continuity::new(run.continuation_default, at),
                         parked: false,
+                        reopen_failures: 0,
                         blocked: None,
                         turn_followups: None,
                     },
@@ -471,6 +485,9 @@ impl State {
                 if let Some(w) = self.workers.get_mut(&worker_id) {
                     if let Some(parked) = tab {
                         w.parked = parked;
+                        w.reopen_failures = 0;
+                    } else if c.intent == CommandIntent::Open && w.parked {
+                        w.reopen_failures = w.reopen_failures.saturating_add(1);
                     }
                     let ended_early = sends && w.continuity.send_finished();
                     if w.continuity.in_flight.as_ref() == Some(command_id) {

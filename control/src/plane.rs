@@ -831,7 +831,7 @@ impl ControlPlane {
 
     /// When an idle tab may next be parked where room is short, if ever.
     pub fn next_tabs_at(&self, policy: crate::tabs::TabPolicy) -> Option<u64> {
-        crate::tabs::next_due_at(&self.read(), policy)
+        crate::tabs::next_due_at(&self.read(), policy, self.clock.now_ms())
     }
 
     /// Queues again the create of every spawned worker that waits for its

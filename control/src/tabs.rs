@@ -60,13 +60,20 @@ fn open_commands<'a>(state: &'a State, worker: &'a WorkerId) -> impl Iterator<It
     state.open_commands.iter().filter_map(|id| state.commands.get(id)).filter(move |c| &c.worker_id == worker)
 }
 
-/// Whether `worker` holds a tab on its executor now.
+/// Whether `worker` holds a tab on its executor now: its create is in
+/// flight, or its conversation is bound and its tab neither closed nor
+/// parked (unless its reopen is in flight).
 pub fn holds_tab(state: &State, worker: &Worker) -> bool {
+    let in_flight =
+        |intent: CommandIntent| open_commands(state, &worker.id).any(|c| c.intent == intent && c.in_flight());
     if worker.executor_id.is_none() {
         return false;
     }
+    if worker.conversation.is_none() {
+        return in_flight(CommandIntent::Create);
+    }
     if worker.parked {
-        return open_commands(state, &worker.id).any(|c| c.intent == CommandIntent::Open && c.in_flight());
+        return in_flight(CommandIntent::Open);
     }
     worker.conversation_state != Some(ConversationState::Closed)
 }
@@ -80,22 +87,44 @@ pub fn open_tabs(state: &State) -> HashMap<&str, usize> {
     open
 }
 
-/// Whether `worker` has a prompt waiting that its parked tab keeps from it.
-fn waits_for_its_tab(state: &State, worker: &Worker) -> bool {
-    worker.parked
+/// How long a reopen waits after `failures` in a row failed: the grace,
+/// doubling, at most five minutes.
+const REOPEN_BACKOFF_MAX_MS: u64 = 300_000;
+
+/// When `worker`, parked with a prompt waiting, is to be reopened: at once,
+/// or after a backoff when its last reopens failed.
+fn reopen_at(state: &State, worker: &Worker, policy: TabPolicy) -> Option<u64> {
+    let waits = worker.parked
         && open_commands(state, &worker.id).any(|c| matches!(c.intent, CommandIntent::Send { .. }))
-        && !open_commands(state, &worker.id).any(|c| c.intent == CommandIntent::Open)
+        && !open_commands(state, &worker.id).any(|c| c.intent == CommandIntent::Open);
+    if !waits {
+        return None;
+    }
+    if worker.reopen_failures == 0 {
+        return Some(0);
+    }
+    let backoff = policy.idle_grace_ms.saturating_mul(1 << worker.reopen_failures.min(16)).min(REOPEN_BACKOFF_MAX_MS);
+    Some(worker.updated_at_ms.saturating_add(backoff))
 }
 
-/// When `worker`'s tab may be parked (its grace's end), if it is idle.
-fn idle_since(state: &State, worker: &Worker) -> Option<u64> {
-    let idle = worker.executor_id.is_some()
-        && !worker.parked
+/// When `worker`'s tab may be parked (its grace's end), if it is idle: its
+/// page reads idle, no command of it is open, and Execution Continuity
+/// either wants no turn of it or holds that turn (a question, an answer
+/// awaited, a pause, a dependency, manual mode). Only on an executor that
+/// parks (`protocol::executor::PARK`); never root's.
+fn idle_since(state: &State, worker: &Worker, now_ms: u64) -> Option<u64> {
+    use crate::continuity::Verdict;
+    if !worker.executor_id.as_ref().is_some_and(|e| state.parking_executors.contains(e)) {
+        return None;
+    }
+    let run = state.runs.get(&worker.run_id)?;
+    let turn = worker.continuity.evaluate(run.state, worker.state, false, now_ms);
+    let idle = !worker.parked
         && !worker.is_root()
         && worker.conversation.is_some()
         && worker.conversation_state == Some(ConversationState::Idle)
         && worker.continuity.in_flight.is_none()
-        && worker.continuity.intent.is_none()
+        && matches!(turn, None | Some(Verdict::Hold(_) | Verdict::Cancel(_)))
         && open_commands(state, &worker.id).next().is_none();
     idle.then_some(worker.updated_at_ms)
 }
@@ -142,8 +171,10 @@ fn shortfall(state: &State, policy: TabPolicy) -> HashMap<String, usize> {
 
 /// What to queue now.
 pub fn due(state: &State, policy: TabPolicy, now_ms: u64) -> Due {
-    let mut opens: Vec<WorkerId> =
-        state.workers.values().filter(|w| waits_for_its_tab(state, w)).map(|w| w.id.clone()).collect();
+    let mut opens: Vec<WorkerId> = (state.workers.values())
+        .filter(|w| reopen_at(state, w, policy).is_some_and(|at| at <= now_ms))
+        .map(|w| w.id.clone())
+        .collect();
     opens.sort();
     let mut parks = Vec::new();
     for (executor, need) in shortfall(state, policy) {
@@ -151,7 +182,7 @@ pub fn due(state: &State, policy: TabPolicy, now_ms: u64) -> Due {
             .workers
             .values()
             .filter(|w| w.executor_id.as_deref() == Some(executor.as_str()))
-            .filter_map(|w| idle_since(state, w).map(|since| (since, &w.id)))
+            .filter_map(|w| idle_since(state, w, now_ms).map(|since| (since, &w.id)))
             .filter(|(since, _)| since.saturating_add(policy.idle_grace_ms) <= now_ms)
             .collect();
         idle.sort();
@@ -161,14 +192,14 @@ pub fn due(state: &State, policy: TabPolicy, now_ms: u64) -> Due {
     Due { parks, opens }
 }
 
-/// When an idle tab next may be parked where room is short, if any.
-pub fn next_due_at(state: &State, policy: TabPolicy) -> Option<u64> {
+/// When an idle tab next may be parked where room is short, or a parked
+/// worker next reopened, if any.
+pub fn next_due_at(state: &State, policy: TabPolicy, now_ms: u64) -> Option<u64> {
     let short = shortfall(state, policy);
-    state
-        .workers
-        .values()
+    let parks = (state.workers.values())
         .filter(|w| w.executor_id.as_ref().is_some_and(|e| short.contains_key(e)))
-        .filter_map(|w| idle_since(state, w))
-        .map(|since| since.saturating_add(policy.idle_grace_ms))
-        .min()
+        .filter_map(|w| idle_since(state, w, now_ms))
+        .map(|since| since.saturating_add(policy.idle_grace_ms));
+    let opens = state.workers.values().filter_map(|w| reopen_at(state, w, policy));
+    parks.chain(opens).min()
 }

@@ -793,6 +793,17 @@ fn a_tool_approval_card_waits_for_a_person_and_holds_every_send() {
 fn tab_capacity_parks_idle_tabs_and_reopens_the_exact_conversation_before_a_prompt() {
     use control::tabs::TabPolicy;
     let w = world();
+    let connect = |capabilities: Vec<String>| {
+        w.plane
+            .execute(Request::ExecutorConnected {
+                executor_id: "ext".into(),
+                executor_instance_id: "i1".into(),
+                executor_kind: protocol::executor::ExecutorKind::Webext,
+                capabilities,
+                host: Default::default(),
+            })
+            .unwrap();
+    };
     let policy = TabPolicy { max_open: 2, idle_grace_ms: 60_000 };
     let limits = Limits { max_open_tabs: Some(2), ..Limits::default() };
     let pump = || -> Vec<(WorkerId, CommandOp)> {
@@ -819,6 +830,9 @@ fn tab_capacity_parks_idle_tabs_and_reopens_the_exact_conversation_before_a_prom
     w.clock.advance(1_000);
     done(&b);
     assert!(pump().is_empty(), "the third create waits for a tab");
+    connect(vec![]);
+    assert_eq!(w.plane.next_tabs_at(policy), None, "an executor that never said it parks closes nothing");
+    connect(vec![protocol::executor::PARK.into()]);
     assert_eq!(w.plane.tabs(policy).unwrap(), 0, "nothing is parked within its grace");
     let a_idle_at = w.plane.worker(&a).unwrap().updated_at_ms;
     assert_eq!(w.plane.next_tabs_at(policy), Some(a_idle_at + 60_000));
@@ -865,4 +879,72 @@ fn tab_capacity_parks_idle_tabs_and_reopens_the_exact_conversation_before_a_prom
         "{sent:?}"
     );
     assert_eq!(w.plane.tabs(policy).unwrap(), 0, "two tabs open, nothing waits");
+}
+
+/// A worker that waits (for root's answer) with its page idle gives up its
+/// tab like a finished one; a reopen that fails is tried again only after
+/// a backoff, not at every turn.
+#[test]
+fn a_waiting_worker_is_parked_and_a_failed_reopen_backs_off() {
+    use control::tabs::TabPolicy;
+    let w = world();
+    w.plane
+        .execute(Request::ExecutorConnected {
+            executor_id: "ext".into(),
+            executor_instance_id: "i1".into(),
+            executor_kind: protocol::executor::ExecutorKind::Webext,
+            capabilities: vec![protocol::executor::PARK.into()],
+            host: Default::default(),
+        })
+        .unwrap();
+    let policy = TabPolicy { max_open: 2, idle_grace_ms: 10_000 };
+    let limits = Limits { max_open_tabs: Some(2), ..Limits::default() };
+    let pump = || -> Vec<(WorkerId, CommandOp)> {
+        let mut out = Vec::new();
+        for d in w.plane.next_dispatches(&World::connected(&["ext"]), limits) {
+            let wire = w.plane.dispatch(&d, 60_000).unwrap();
+            out.push((wire.worker_id, wire.op));
+        }
+        out
+    };
+    let result = |worker: &WorkerId, outcome: CommandOutcome| {
+        let command_id = w.open_command(worker);
+        w.plane.report("ext", ExecutorFrame::Result { command_id, outcome }).unwrap();
+    };
+    let (a, b, c) = (w.spawn("a"), w.spawn("b"), w.spawn("c"));
+    pump();
+    w.complete_create("ext", &a, CONV_A);
+    w.complete_create("ext", &b, CONV_B);
+    for x in [&a, &b] {
+        w.plane.execute(Request::Attach { worker_id: x.clone() }).unwrap();
+        let me = w.plane.worker(x).unwrap();
+        w.plane.send(&me, &w.root, protocol::MessageKind::Question, "which?", None, None).unwrap();
+        w.observe(x, ConversationState::Idle);
+    }
+    assert_eq!(w.plane.worker(&a).unwrap().state, WorkerState::Waiting);
+    w.clock.advance(10_000);
+    assert_eq!(w.plane.tabs(policy).unwrap(), 1, "a waiting worker's idle tab makes room");
+    let parked = pump();
+    let (first, _) = parked[0].clone();
+    result(&first, CommandOutcome::Ok { conversation_id: None });
+    assert!(w.plane.worker(&first).unwrap().parked);
+    assert!(matches!(&pump()[..], [(x, CommandOp::ConversationCreate { .. })] if *x == c));
+    // Root answers: a prompt for the parked worker, whose reopen fails.
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.followup(&root, &first, "go on", None).unwrap();
+    w.complete_create("ext", &c, "0196b2c4-8e1f-7a3b-9c2d-4e5f60718295");
+    w.plane.execute(Request::Interrupt { actor: w.root.clone(), target: c.clone(), reason: "enough".into() }).unwrap();
+    w.clock.advance(10_000);
+    assert_eq!(w.plane.tabs(policy).unwrap(), 2, "a reopen, and a park to make room");
+    let step = pump();
+    let parked_now = step.iter().find(|(_, op)| matches!(op, CommandOp::ConversationClose { park: true, .. }));
+    let (other, _) = parked_now.expect("a park").clone();
+    result(&other, CommandOutcome::Ok { conversation_id: None });
+    assert!(matches!(&pump()[..], [(x, CommandOp::ConversationOpen { .. })] if *x == first));
+    result(&first, CommandOutcome::Error { code: ErrorCode::BrowserControlUnavailable, detail: "gone".into() });
+    assert_eq!(w.plane.tabs(policy).unwrap(), 0, "no reopen again at once");
+    let again = w.plane.next_tabs_at(policy).expect("a reopen is scheduled");
+    assert_eq!(again, w.plane.worker(&first).unwrap().updated_at_ms + 20_000, "after twice the grace");
+    w.clock.advance(20_000);
+    assert_eq!(w.plane.tabs(policy).unwrap(), 1, "then tried again");
 }

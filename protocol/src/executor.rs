@@ -69,6 +69,12 @@ pub fn valid_tool_name(name: &str) -> bool {
 /// it, since no capture of the real chatgpt.com shows such a seam.
 pub const STEER: &str = "conversation_steer";
 
+/// The capability an executor declares in `hello` when it honours
+/// `conversation_close` with `park: true` (closes only an idle page with an
+/// empty composer, keeps the binding). The daemon parks tabs only on such
+/// executors: an older one would close the tab for good.
+pub const PARK: &str = "conversation_park";
+
 /// Which kind of carrier an executor is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -510,7 +510,7 @@ struct ExecutorArgs {
     /// Managed worker conversations at once.
     #[arg(long, default_value_t = 4)]
     max_active_workers: usize,
-    /// Managed tabs open at once per executor (1 to 1000; default: no cap):
+    /// Managed tabs open at once per executor (2 to 1000; default: no cap):
     /// idle workers' tabs are closed above it and reopened on their exact
     /// conversation before their next prompt.
     #[arg(long)]
@@ -573,8 +573,9 @@ impl ExecutorArgs {
         if !(1_000..=86_400_000).contains(&self.rate_limit_wait_ms) {
             bail!("--rate-limit-wait-ms must be between 1000 and 86400000");
         }
-        if self.max_open_tabs.is_some_and(|n| !(1..=1_000).contains(&n)) {
-            bail!("--max-open-tabs must be between 1 and 1000");
+        // One tab alone could be held by a managed root for good.
+        if self.max_open_tabs.is_some_and(|n| !(2..=1_000).contains(&n)) {
+            bail!("--max-open-tabs must be between 2 and 1000");
         }
         if !(1_000..=86_400_000).contains(&self.tab_idle_grace_ms) {
             bail!("--tab-idle-grace-ms must be between 1000 and 86400000");

@@ -820,7 +820,7 @@ fn copy_dir(from: &Path, to: &Path) {
 async fn chat_tabs(chromium: &e2e::Chromium) -> usize {
     use chromiumoxide::cdp::browser_protocol::target::GetTargetsParams;
     let targets = chromium.browser.execute(GetTargetsParams::default()).await;
-    let targets = targets.map(|r| r.result.target_infos).unwrap_or_default();
+    let targets = targets.expect("DevTools lists the browser's targets").result.target_infos;
     targets.iter().filter(|t| t.r#type == "page" && t.url.starts_with("https://chatgpt.com/")).count()
 }
 
