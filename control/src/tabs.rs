@@ -62,7 +62,7 @@ fn open_commands<'a>(state: &'a State, worker: &'a WorkerId) -> impl Iterator<It
 
 /// Whether `worker` holds a tab on its executor now: its create is in
 /// flight, or its conversation is bound and its tab neither closed nor
-/// parked (unless its reopen is in flight).
+/// parked, or its reopen (after a park or a lost tab) is in flight.
 pub fn holds_tab(state: &State, worker: &Worker) -> bool {
     let in_flight =
         |intent: CommandIntent| open_commands(state, &worker.id).any(|c| c.intent == intent && c.in_flight());
@@ -72,10 +72,10 @@ pub fn holds_tab(state: &State, worker: &Worker) -> bool {
     if worker.conversation.is_none() {
         return in_flight(CommandIntent::Create);
     }
-    if worker.parked {
+    if worker.parked || worker.conversation_state == Some(ConversationState::Closed) {
         return in_flight(CommandIntent::Open);
     }
-    worker.conversation_state != Some(ConversationState::Closed)
+    true
 }
 
 /// How many managed tabs each executor holds open.

@@ -870,12 +870,21 @@ async fn perform(shared: &Arc<Shared>, command: &Command, plan: Plan<String>) ->
                     if let Some(tab) = parked {
                         shared.close(&browser, &tab).await;
                     }
+                    shared.core.lock().unwrap().park_closed(worker);
+                    shared.persist();
                     shared.core.lock().unwrap().ok(worker)
                 }
                 Ok(PageReply::Refused { code, detail }) => error(code, &detail),
                 Err(Unanswered::NotStarted(why)) => why.outcome(),
                 _ => error(ErrorCode::TabInUse, "the managed target does not answer; it stays open"),
             }
+        }
+        // The page agreed before a restart: its target closes now.
+        Plan::FinishPark { tab } => {
+            shared.close(&browser, &tab).await;
+            shared.core.lock().unwrap().park_closed(worker);
+            shared.persist();
+            shared.core.lock().unwrap().ok(worker)
         }
         Plan::Close { tab } => {
             let ok = shared.core.lock().unwrap().ok(worker);
@@ -1052,6 +1061,7 @@ fn plan_kind(plan: &Plan<String>) -> &'static str {
         Plan::Inspect { .. } => "inspect",
         Plan::Close { .. } => "close",
         Plan::Park { .. } => "park",
+        Plan::FinishPark { .. } => "finish-park",
     }
 }
 

@@ -91,11 +91,15 @@ pub struct Managed<H> {
     pub conversation: Option<ConversationId>,
     /// The last coarse state reported to the daemon.
     pub state: Option<ConversationState>,
+    /// A tab being closed to park the conversation (its page agreed): a
+    /// restart before it closed closes it then ([`Plan::FinishPark`]).
+    #[serde(default = "Option::default", skip_serializing_if = "Option::is_none")]
+    pub closing: Option<H>,
 }
 
 impl<H> Default for Managed<H> {
     fn default() -> Self {
-        Self { tab: None, conversation: None, state: None }
+        Self { tab: None, conversation: None, state: None, closing: None }
     }
 }
 
@@ -156,6 +160,12 @@ pub enum Plan<H> {
     /// [`Core::parked`], persist, close.
     Park {
         /// The managed tab.
+        tab: H,
+    },
+    /// A park interrupted by a restart after its page agreed and before
+    /// its tab closed: close that tab now, then [`Core::park_closed`].
+    FinishPark {
+        /// The tab being closed.
         tab: H,
     },
 }
@@ -448,9 +458,10 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
             }
             // Already parked (or its tab lost): nothing to close.
             CommandOp::ConversationClose { conversation_id, park: true } => {
-                bound(conversation_id).map(|m| match &m.tab {
-                    Some(tab) => Plan::Park { tab: tab.clone() },
-                    None => Plan::Reply(CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }),
+                bound(conversation_id).map(|m| match (&m.tab, &m.closing) {
+                    (Some(tab), _) => Plan::Park { tab: tab.clone() },
+                    (None, Some(tab)) => Plan::FinishPark { tab: tab.clone() },
+                    (None, None) => Plan::Reply(CommandOutcome::Ok { conversation_id: Some(conversation_id.clone()) }),
                 })
             }
         }
@@ -522,8 +533,20 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
     /// may go): the binding stays, the tab is forgotten first (so its
     /// closing reports nothing), and a `conversation_open` reopens it.
     /// Returns the tab to close.
-    pub fn parked(&mut self, worker: &WorkerId) -> Option<H> {
-        self.workers.get_mut(worker).and_then(|m| m.tab.take())
+    pub fn parked(&mut self, worker: &WorkerId) -> Option<H>
+    where
+        H: Clone,
+    {
+        let m = self.workers.get_mut(worker)?;
+        m.closing = m.tab.take();
+        m.closing.clone()
+    }
+
+    /// The parked tab closed: nothing is left to close after a restart.
+    pub fn park_closed(&mut self, worker: &WorkerId) {
+        if let Some(m) = self.workers.get_mut(worker) {
+            m.closing = None;
+        }
     }
 
     /// A tab went away. For a managed tab, the worker's conversation is closed.

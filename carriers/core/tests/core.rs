@@ -435,6 +435,10 @@ fn a_parked_tab_keeps_its_binding_and_is_reopened_on_its_exact_conversation() {
         command(2, &w, "park-2", CommandOp::ConversationClose { conversation_id: CONV.parse().unwrap(), park: true });
     assert_eq!(plan_at(&mut core, &park, 0), Plan::Park { tab: 7 });
     assert_eq!(core.parked(&w), Some(7));
+    // A restart between the journal and the close: the replay closes that tab.
+    let mut core = restart(&core);
+    assert_eq!(plan_at(&mut core, &park, 0), Plan::FinishPark { tab: 7 });
+    core.park_closed(&w);
     let mut core = restart(&core);
     assert!(core.tab_removed(&7).is_empty(), "the parked tab's closing reports nothing");
     assert_eq!(core.worker_of(&7), None);

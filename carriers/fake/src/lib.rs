@@ -800,6 +800,13 @@ fn perform(shared: &Shared, outbox: &Outbox, command: &Command, plan: Plan<u64>,
             if let Some(tab) = core.parked(worker) {
                 shared.browser.lock().unwrap().tabs.remove(&tab);
             }
+            core.park_closed(worker);
+            core.ok(worker)
+        }
+        Plan::FinishPark { tab } => {
+            shared.browser.lock().unwrap().tabs.remove(&tab);
+            let mut core = shared.core.lock().unwrap();
+            core.park_closed(worker);
             core.ok(worker)
         }
         Plan::Close { tab } => {

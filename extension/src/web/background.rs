@@ -745,12 +745,21 @@ impl Background {
                     if let Some(tab) = parked {
                         let _ = call("tabs.remove", &[tab.into()]).await;
                     }
+                    self.core.borrow_mut().park_closed(&command.worker_id);
+                    self.persist().await;
                     self.ok(command)
                 }
                 Ok(PageReply::Refused { code, detail }) => error(code, &detail),
                 Ok(PageReply::NotStarted(why)) => why.outcome(),
                 _ => error(ErrorCode::TabInUse, "the managed tab does not answer; it stays open"),
             },
+            // The page agreed before a restart: its tab closes now.
+            Plan::FinishPark { tab } => {
+                let _ = call("tabs.remove", &[tab.into()]).await;
+                self.core.borrow_mut().park_closed(&command.worker_id);
+                self.persist().await;
+                self.ok(command)
+            }
         }
     }
 
