@@ -80,7 +80,9 @@ pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &
         ),
         Some(c) if c.phase == CommandPhase::Queued => waiting(
             WaitingFor::LaunchSlot,
-            "queued behind other launches (--max-launches, --max-active-workers)".into(),
+            "queued behind other launches (--max-launches, --max-active-workers), or for a tab to spare \
+             (--max-open-tabs: an idle worker's tab is closed to make room)"
+                .into(),
         ),
         _ => waiting(
             WaitingFor::Attach,
