@@ -96,8 +96,11 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
         }
     }
 
-    let mut tabs: HashMap<String, usize> =
-        crate::tabs::open_tabs(state).into_iter().map(|(e, n)| (e.to_owned(), n)).collect();
+    // Counted only when capped: it looks at every worker.
+    let mut tabs: HashMap<String, usize> = match limits.max_open_tabs {
+        Some(_) => crate::tabs::open_tabs(state).into_iter().map(|(e, n)| (e.to_owned(), n)).collect(),
+        None => HashMap::new(),
+    };
     let room = |tabs: &HashMap<String, usize>, executor: &str| {
         limits.max_open_tabs.is_none_or(|max| tabs.get(executor).copied().unwrap_or(0) < max)
     };

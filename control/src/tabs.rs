@@ -56,16 +56,29 @@ impl Due {
     }
 }
 
-fn open_commands<'a>(state: &'a State, worker: &'a WorkerId) -> impl Iterator<Item = &'a QueuedCommand> + 'a {
-    state.open_commands.iter().filter_map(|id| state.commands.get(id)).filter(move |c| &c.worker_id == worker)
+/// Each worker's open commands, indexed once per pass (a pass looks at
+/// every worker; scanning the queue for each would cost workers × queue).
+struct Open<'a>(HashMap<&'a WorkerId, Vec<&'a QueuedCommand>>);
+
+impl<'a> Open<'a> {
+    fn index(state: &'a State) -> Open<'a> {
+        let mut by_worker: HashMap<&WorkerId, Vec<&QueuedCommand>> = HashMap::new();
+        for c in state.open_commands.iter().filter_map(|id| state.commands.get(id)) {
+            by_worker.entry(&c.worker_id).or_default().push(c);
+        }
+        Open(by_worker)
+    }
+
+    fn of(&self, worker: &WorkerId) -> impl Iterator<Item = &'a QueuedCommand> + '_ {
+        self.0.get(worker).into_iter().flatten().copied()
+    }
 }
 
 /// Whether `worker` holds a tab on its executor now: its create is in
 /// flight, or its conversation is bound and its tab neither closed nor
 /// parked, or its reopen (after a park or a lost tab) is in flight.
-pub fn holds_tab(state: &State, worker: &Worker) -> bool {
-    let in_flight =
-        |intent: CommandIntent| open_commands(state, &worker.id).any(|c| c.intent == intent && c.in_flight());
+fn holds_tab(open: &Open, worker: &Worker) -> bool {
+    let in_flight = |intent: CommandIntent| open.of(&worker.id).any(|c| c.intent == intent && c.in_flight());
     if worker.executor_id.is_none() {
         return false;
     }
@@ -80,11 +93,15 @@ pub fn holds_tab(state: &State, worker: &Worker) -> bool {
 
 /// How many managed tabs each executor holds open.
 pub fn open_tabs(state: &State) -> HashMap<&str, usize> {
-    let mut open = HashMap::new();
-    for w in state.workers.values().filter(|w| holds_tab(state, w)) {
-        *open.entry(w.executor_id.as_deref().expect("holds a tab")).or_default() += 1;
+    tabs_of(state, &Open::index(state))
+}
+
+fn tabs_of<'a>(state: &'a State, open: &Open) -> HashMap<&'a str, usize> {
+    let mut tabs = HashMap::new();
+    for w in state.workers.values().filter(|w| holds_tab(open, w)) {
+        *tabs.entry(w.executor_id.as_deref().expect("holds a tab")).or_default() += 1;
     }
-    open
+    tabs
 }
 
 /// How long a reopen waits after `failures` in a row failed: the grace,
@@ -93,10 +110,10 @@ const REOPEN_BACKOFF_MAX_MS: u64 = 300_000;
 
 /// When `worker`, parked with a prompt waiting, is to be reopened: at once,
 /// or after a backoff when its last reopens failed.
-fn reopen_at(state: &State, worker: &Worker, policy: TabPolicy) -> Option<u64> {
+fn reopen_at(open: &Open, worker: &Worker, policy: TabPolicy) -> Option<u64> {
     let waits = worker.parked
-        && open_commands(state, &worker.id).any(|c| matches!(c.intent, CommandIntent::Send { .. }))
-        && !open_commands(state, &worker.id).any(|c| c.intent == CommandIntent::Open);
+        && open.of(&worker.id).any(|c| matches!(c.intent, CommandIntent::Send { .. }))
+        && !open.of(&worker.id).any(|c| c.intent == CommandIntent::Open);
     if !waits {
         return None;
     }
@@ -112,7 +129,7 @@ fn reopen_at(state: &State, worker: &Worker, policy: TabPolicy) -> Option<u64> {
 /// either wants no turn of it or holds that turn (a question, an answer
 /// awaited, a pause, a dependency, manual mode). Only on an executor that
 /// parks (`protocol::executor::PARK`); never root's.
-fn idle_since(state: &State, worker: &Worker, now_ms: u64) -> Option<u64> {
+fn idle_since(state: &State, open: &Open, worker: &Worker, now_ms: u64) -> Option<u64> {
     use crate::continuity::Verdict;
     if !worker.executor_id.as_ref().is_some_and(|e| state.parking_executors.contains(e)) {
         return None;
@@ -125,43 +142,41 @@ fn idle_since(state: &State, worker: &Worker, now_ms: u64) -> Option<u64> {
         && worker.conversation_state == Some(ConversationState::Idle)
         && worker.continuity.in_flight.is_none()
         && matches!(turn, None | Some(Verdict::Hold(_) | Verdict::Cancel(_)))
-        && open_commands(state, &worker.id).next().is_none();
+        && open.of(&worker.id).next().is_none();
     idle.then_some(worker.updated_at_ms)
 }
 
 /// How many tabs each executor must give up: over its capacity, plus its
 /// parked workers waiting to reopen, plus one when a create waits and it
 /// is full; less the parks already under way there.
-fn shortfall(state: &State, policy: TabPolicy) -> HashMap<String, usize> {
+fn shortfall(state: &State, open: &Open, policy: TabPolicy) -> HashMap<String, usize> {
     let creates_wait = state
         .open_commands
         .iter()
         .filter_map(|id| state.commands.get(id))
         .any(|c| c.intent == CommandIntent::Create && c.phase == CommandPhase::Queued);
-    let open = open_tabs(state);
-    let mut want: HashMap<String, usize> = open.iter().map(|(e, n)| ((*e).to_owned(), *n)).collect();
-    let reopening = |w: &&Worker| {
-        w.parked
-            && open_commands(state, &w.id).any(|c| {
+    let tabs = tabs_of(state, open);
+    let mut want: HashMap<String, usize> = tabs.iter().map(|(e, n)| ((*e).to_owned(), *n)).collect();
+    let mut parking: HashMap<&str, usize> = HashMap::new();
+    for w in state.workers.values() {
+        let Some(executor) = w.executor_id.as_deref() else { continue };
+        let reopening = w.parked
+            && open.of(&w.id).any(|c| {
                 c.phase == CommandPhase::Queued && matches!(c.intent, CommandIntent::Open | CommandIntent::Send { .. })
-            })
-    };
-    for w in state.workers.values().filter(reopening) {
-        if let Some(e) = &w.executor_id {
-            *want.entry(e.clone()).or_default() += 1;
+            });
+        if reopening {
+            *want.entry(executor.to_owned()).or_default() += 1;
+        }
+        if open.of(&w.id).any(|c| c.intent == CommandIntent::Park) {
+            *parking.entry(executor).or_default() += 1;
         }
     }
     let mut short = HashMap::new();
     for (executor, wanted) in want {
-        let open_here = open.get(executor.as_str()).copied().unwrap_or(0);
+        let open_here = tabs.get(executor.as_str()).copied().unwrap_or(0);
         let extra = usize::from(creates_wait && open_here >= policy.max_open);
-        let parking = state
-            .workers
-            .values()
-            .filter(|w| w.executor_id.as_deref() == Some(executor.as_str()))
-            .filter(|w| open_commands(state, &w.id).any(|c| c.intent == CommandIntent::Park))
-            .count();
-        let need = (wanted + extra).saturating_sub(policy.max_open).saturating_sub(parking);
+        let under_way = parking.get(executor.as_str()).copied().unwrap_or(0);
+        let need = (wanted + extra).saturating_sub(policy.max_open).saturating_sub(under_way);
         if need > 0 {
             short.insert(executor, need);
         }
@@ -171,18 +186,19 @@ fn shortfall(state: &State, policy: TabPolicy) -> HashMap<String, usize> {
 
 /// What to queue now.
 pub fn due(state: &State, policy: TabPolicy, now_ms: u64) -> Due {
+    let open = Open::index(state);
     let mut opens: Vec<WorkerId> = (state.workers.values())
-        .filter(|w| reopen_at(state, w, policy).is_some_and(|at| at <= now_ms))
+        .filter(|w| reopen_at(&open, w, policy).is_some_and(|at| at <= now_ms))
         .map(|w| w.id.clone())
         .collect();
     opens.sort();
     let mut parks = Vec::new();
-    for (executor, need) in shortfall(state, policy) {
+    for (executor, need) in shortfall(state, &open, policy) {
         let mut idle: Vec<(u64, &WorkerId)> = state
             .workers
             .values()
             .filter(|w| w.executor_id.as_deref() == Some(executor.as_str()))
-            .filter_map(|w| idle_since(state, w, now_ms).map(|since| (since, &w.id)))
+            .filter_map(|w| idle_since(state, &open, w, now_ms).map(|since| (since, &w.id)))
             .filter(|(since, _)| since.saturating_add(policy.idle_grace_ms) <= now_ms)
             .collect();
         idle.sort();
@@ -195,11 +211,12 @@ pub fn due(state: &State, policy: TabPolicy, now_ms: u64) -> Due {
 /// When an idle tab next may be parked where room is short, or a parked
 /// worker next reopened, if any.
 pub fn next_due_at(state: &State, policy: TabPolicy, now_ms: u64) -> Option<u64> {
-    let short = shortfall(state, policy);
+    let open = Open::index(state);
+    let short = shortfall(state, &open, policy);
     let parks = (state.workers.values())
         .filter(|w| w.executor_id.as_ref().is_some_and(|e| short.contains_key(e)))
-        .filter_map(|w| idle_since(state, w, now_ms))
+        .filter_map(|w| idle_since(state, &open, w, now_ms))
         .map(|since| since.saturating_add(policy.idle_grace_ms));
-    let opens = state.workers.values().filter_map(|w| reopen_at(state, w, policy));
+    let opens = state.workers.values().filter_map(|w| reopen_at(&open, w, policy));
     parks.chain(opens).min()
 }
