@@ -285,15 +285,16 @@ impl State {
                             w.last_error = w.last_error.filter(|e| !crate::schedule::waits_for_browser(*e));
                         }
                     }
-                    if capabilities.iter().any(|c| c == protocol::executor::STEER) {
-                        self.steering_executors.insert(executor_id.clone());
-                    } else {
-                        self.steering_executors.remove(executor_id);
-                    }
-                    if capabilities.iter().any(|c| c == protocol::executor::PARK) {
-                        self.parking_executors.insert(executor_id.clone());
-                    } else {
-                        self.parking_executors.remove(executor_id);
+                    // Each session says anew what its executor does.
+                    for (capability, executors) in [
+                        (protocol::executor::STEER, &mut self.steering_executors),
+                        (protocol::executor::PARK, &mut self.parking_executors),
+                    ] {
+                        if capabilities.iter().any(|c| c == capability) {
+                            executors.insert(executor_id.clone());
+                        } else {
+                            executors.remove(executor_id);
+                        }
                     }
                     Ok(())
                 }

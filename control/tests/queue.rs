@@ -62,6 +62,35 @@ impl World {
         out
     }
 
+    /// Dispatches what executor `ext` may take under `limits`: (worker, op) each.
+    fn pump_capped(&self, limits: Limits) -> Vec<(WorkerId, CommandOp)> {
+        let mut out = Vec::new();
+        for d in self.plane.next_dispatches(&Self::connected(&["ext"]), limits) {
+            let wire = self.plane.dispatch(&d, 60_000).unwrap();
+            out.push((wire.worker_id, wire.op));
+        }
+        out
+    }
+
+    /// Executor `ext` connects declaring `capabilities`.
+    fn connect_declaring(&self, capabilities: Vec<String>) {
+        self.plane
+            .execute(Request::ExecutorConnected {
+                executor_id: "ext".into(),
+                executor_instance_id: "i1".into(),
+                executor_kind: protocol::executor::ExecutorKind::Webext,
+                capabilities,
+                host: Default::default(),
+            })
+            .unwrap();
+    }
+
+    /// Executor `ext` answers `worker`'s latest dispatched command.
+    fn answer(&self, worker: &WorkerId, outcome: CommandOutcome) {
+        let command_id = self.open_command(worker);
+        self.plane.report("ext", ExecutorFrame::Result { command_id, outcome }).unwrap();
+    }
+
     fn complete_create(&self, executor: &str, worker: &WorkerId, conversation: &str) {
         let cmd = self.open_command(worker);
         self.plane.report(executor, ExecutorFrame::Ack { command_id: cmd.clone() }).unwrap();
@@ -793,31 +822,10 @@ fn a_tool_approval_card_waits_for_a_person_and_holds_every_send() {
 fn tab_capacity_parks_idle_tabs_and_reopens_the_exact_conversation_before_a_prompt() {
     use control::tabs::TabPolicy;
     let w = world();
-    let connect = |capabilities: Vec<String>| {
-        w.plane
-            .execute(Request::ExecutorConnected {
-                executor_id: "ext".into(),
-                executor_instance_id: "i1".into(),
-                executor_kind: protocol::executor::ExecutorKind::Webext,
-                capabilities,
-                host: Default::default(),
-            })
-            .unwrap();
-    };
+    let connect = |capabilities| w.connect_declaring(capabilities);
     let policy = TabPolicy { max_open: 2, idle_grace_ms: 60_000 };
-    let limits = Limits { max_open_tabs: Some(2), ..Limits::default() };
-    let pump = || -> Vec<(WorkerId, CommandOp)> {
-        let mut out = Vec::new();
-        for d in w.plane.next_dispatches(&World::connected(&["ext"]), limits) {
-            let wire = w.plane.dispatch(&d, 60_000).unwrap();
-            out.push((wire.worker_id, wire.op));
-        }
-        out
-    };
-    let result = |worker: &WorkerId, outcome: CommandOutcome| {
-        let command_id = w.open_command(worker);
-        w.plane.report("ext", ExecutorFrame::Result { command_id, outcome }).unwrap();
-    };
+    let pump = || w.pump_capped(Limits { max_open_tabs: Some(2), ..Limits::default() });
+    let result = |worker: &WorkerId, outcome| w.answer(worker, outcome);
     let done = |worker: &WorkerId| {
         w.plane.execute(Request::Attach { worker_id: worker.clone() }).unwrap();
         w.plane.execute(Request::Complete { actor: worker.clone(), summary: "ok".into(), artifacts: vec![] }).unwrap();
@@ -888,29 +896,10 @@ fn tab_capacity_parks_idle_tabs_and_reopens_the_exact_conversation_before_a_prom
 fn a_waiting_worker_is_parked_and_a_failed_reopen_backs_off() {
     use control::tabs::TabPolicy;
     let w = world();
-    w.plane
-        .execute(Request::ExecutorConnected {
-            executor_id: "ext".into(),
-            executor_instance_id: "i1".into(),
-            executor_kind: protocol::executor::ExecutorKind::Webext,
-            capabilities: vec![protocol::executor::PARK.into()],
-            host: Default::default(),
-        })
-        .unwrap();
+    w.connect_declaring(vec![protocol::executor::PARK.into()]);
     let policy = TabPolicy { max_open: 2, idle_grace_ms: 10_000 };
-    let limits = Limits { max_open_tabs: Some(2), ..Limits::default() };
-    let pump = || -> Vec<(WorkerId, CommandOp)> {
-        let mut out = Vec::new();
-        for d in w.plane.next_dispatches(&World::connected(&["ext"]), limits) {
-            let wire = w.plane.dispatch(&d, 60_000).unwrap();
-            out.push((wire.worker_id, wire.op));
-        }
-        out
-    };
-    let result = |worker: &WorkerId, outcome: CommandOutcome| {
-        let command_id = w.open_command(worker);
-        w.plane.report("ext", ExecutorFrame::Result { command_id, outcome }).unwrap();
-    };
+    let pump = || w.pump_capped(Limits { max_open_tabs: Some(2), ..Limits::default() });
+    let result = |worker: &WorkerId, outcome| w.answer(worker, outcome);
     let (a, b, c) = (w.spawn("a"), w.spawn("b"), w.spawn("c"));
     pump();
     w.complete_create("ext", &a, CONV_A);
