@@ -39,6 +39,11 @@ pub enum Incident {
     /// ChatGPT to use <App>?", the tool-approval card), or to confirm an
     /// app's write action: a question to the person, never clicked.
     ApprovalRequired,
+    /// "You've reached the maximum length for this conversation, but you
+    /// can keep talking by starting a new chat." in the last assistant
+    /// turn: the conversation takes no more turns (its "Start new chat"
+    /// button is never clicked; the worker rolls over).
+    ConversationTooLong,
     /// An error the table does not know (including "something went wrong").
     Unknown,
 }
@@ -100,6 +105,7 @@ impl PageState {
             PageState::Error(Incident::SignedOut) => "signed_out",
             PageState::Error(Incident::Challenge) => "challenge",
             PageState::Error(Incident::ApprovalRequired) => "approval_required",
+            PageState::Error(Incident::ConversationTooLong) => "conversation_too_long",
             PageState::Error(Incident::Unknown) => "error_unknown",
         }
     }
@@ -130,6 +136,15 @@ pub struct Snapshot {
 
 /// Incident texts per locale, for telling incidents apart (never for locating).
 const DELIVERY_TIMEOUT: &[&str] = &["Message delivery timed out", "メッセージ配信がタイムアウトしました"];
+/// The conversation-length notice, inside the last assistant message as
+/// `div.text-token-text-error > p` beside a "Start new chat" button
+/// (MichalMatu/local-agent `docs/CHATGPT_DOM_CONTRACT.md`, observed live
+/// 2026-09-06; XargonWan/Rekku_Freedom_Project `selenium_chatgpt.py` reads
+/// the same element for "maximum length for this conversation"); the 2023
+/// wording "The conversation is too long, please start a new one." (OpenAI
+/// community forum thread 128517). English only: no other locale's words
+/// are known, and an unknown text in the turn reads `error{unknown}`.
+const TOO_LONG: &[&str] = &["maximum length for this conversation", "conversation is too long"];
 const RATE_LIMITED: &[&str] = &[
     "Too many requests",
     "making requests too quickly",
@@ -378,7 +393,13 @@ fn turn_incident<D: Dom>(dom: &D, last: &D::Node) -> Option<Incident> {
         return None;
     }
     let text: String = errors.iter().map(|n| dom.text(n)).collect();
-    Some(if contains_any(&text, DELIVERY_TIMEOUT) { Incident::DeliveryTimeout } else { Incident::Unknown })
+    Some(if contains_any(&text, DELIVERY_TIMEOUT) {
+        Incident::DeliveryTimeout
+    } else if contains_any(&text, TOO_LONG) {
+        Incident::ConversationTooLong
+    } else {
+        Incident::Unknown
+    })
 }
 
 /// Classifies the page. `HOST_UI_CHANGED` when the composer's elements are

@@ -81,6 +81,7 @@ pub fn incident_code(incident: Incident) -> ErrorCode {
         Incident::RateLimited => ErrorCode::RateLimited,
         Incident::SignedOut => ErrorCode::ChatgptSignedOut,
         Incident::ApprovalRequired => APPROVAL_REQUIRED_CODE,
+        Incident::ConversationTooLong => ErrorCode::ConversationTooLong,
         Incident::Challenge | Incident::Unknown => ErrorCode::HostUiChanged,
     }
 }

@@ -21,6 +21,7 @@ fn every_fixture_classifies_as_named() {
         ("error-delivery-timeout", Ok(PageState::Error(Incident::DeliveryTimeout))),
         ("error-delivery-timeout-ja", Ok(PageState::Error(Incident::DeliveryTimeout))),
         ("error-something-went-wrong", Ok(PageState::Error(Incident::Unknown))),
+        ("error-too-long", Ok(PageState::Error(Incident::ConversationTooLong))),
         ("rate-limited", Ok(PageState::Error(Incident::RateLimited))),
         ("loading", Ok(PageState::Loading)),
         ("pre-hydration", Ok(PageState::Loading)),

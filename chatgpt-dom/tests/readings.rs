@@ -229,7 +229,7 @@ fn a_fragment_without_a_composer_reports_its_last_turns_error_and_takes_no_promp
     for (name, expected) in [
         ("a-2026-06-error-delivery-timeout", "delivery_timeout"),
         ("b-2026-09-ja-error-delivery-timeout", "delivery_timeout"),
-        ("a-2026-09-conversation-too-long", "error_unknown"),
+        ("a-2026-09-conversation-too-long", "conversation_too_long"),
     ] {
         let text = fixture_text(&format!("corpus/{name}"));
         let start = text.find("<form").unwrap();

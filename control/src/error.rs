@@ -29,6 +29,13 @@ pub enum Error {
     /// Missing or invalid capability.
     #[error("capability is missing or not valid")]
     Unauthorized,
+    /// The credential belongs to a conversation its worker rolled over
+    /// from: that conversation is retired.
+    #[error("this conversation was retired when its worker rolled over to a fresh one (epoch {current})")]
+    Retired {
+        /// The worker's current continuation epoch.
+        current: u32,
+    },
     /// Same idempotency key, different arguments.
     #[error("idempotency key {key:?} was already used with different arguments")]
     Conflict {
@@ -57,6 +64,7 @@ impl Error {
             Error::InvalidId(_) => ErrorCode::InvalidId,
             Error::TooLarge { .. } => ErrorCode::TooLarge,
             Error::Unauthorized => ErrorCode::Unauthorized,
+            Error::Retired { .. } => ErrorCode::ConversationRetired,
             Error::Conflict { .. } => ErrorCode::Conflict,
             Error::Store(StoreError::Corrupt(_)) => ErrorCode::ReconcileRequired,
             Error::Store(_) => ErrorCode::StoreUnavailable,

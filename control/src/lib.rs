@@ -22,6 +22,7 @@
 //! - [`operator`]: the operator surfaces' reading of the pool, and a
 //!   person's controls made as the run's root.
 //! - [`prompts`]: bootstrap and wake prompt texts, rendered at dispatch.
+//! - [`rollover`]: when a worker moves to a fresh conversation; pure.
 //! - [`waiting`]: what a worker that is not working waits for, with the next step.
 //!
 //! Architecture invariant: `model` and `decide` do no IO and read no clock;
@@ -38,6 +39,7 @@ pub mod operator;
 pub mod plane;
 pub mod prompts;
 pub mod queue;
+pub mod rollover;
 pub mod schedule;
 pub mod scheduler;
 pub mod store;

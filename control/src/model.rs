@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use protocol::continuity::{ContinuationPolicy, Wake};
 use protocol::executor::{CommandOutcome, ConversationState};
 
+use protocol::rollover::{Capsule, RolloverReason};
+
 use crate::continuity::{Continuity, Finish};
 use protocol::{
     Assignment, CommandId, CommandIntent, ConversationId, Event, EventBody, RunId, RunState, WorkerId, WorkerState,
@@ -108,6 +110,29 @@ pub struct Worker {
     /// began (its first attributed call), if a turn was ever attributed: a
     /// report that names no follow-up answers that turn's work.
     pub turn_followups: Option<u32>,
+    /// Its continuation epoch: how many times it rolled over to a fresh
+    /// conversation. Credentials of an older epoch are refused.
+    #[serde(default)]
+    pub epoch: u32,
+    /// The conversations it rolled over from, oldest first (the newest
+    /// `protocol::rollover::LINEAGE_KEPT`).
+    #[serde(default)]
+    pub retired: Vec<ConversationId>,
+    /// What its current conversation was told at its rollover.
+    #[serde(default)]
+    pub capsule: Option<Capsule>,
+    /// Its own newest checkpoint note (`worker_checkpoint`), and when.
+    #[serde(default)]
+    pub checkpoint: Option<(String, u64)>,
+    /// A rollover asked for and not yet made: why, and since when.
+    #[serde(default)]
+    pub rollover: Option<(RolloverReason, u64)>,
+    /// The context meter: bytes that passed through its current
+    /// conversation as far as the orchestrator sees them (prompts, what
+    /// attach returned, reports, messages). An estimate from below: the
+    /// model's own words are not seen.
+    #[serde(default)]
+    pub context_bytes: u64,
 }
 
 /// Where an executor command is in its life.
@@ -153,7 +178,46 @@ impl QueuedCommand {
     }
 }
 
+/// What one prompt is taken to add to a conversation's context: the
+/// prompts are short and their text is rendered at dispatch, not stored.
+pub const PROMPT_BYTES: usize = 1_000;
+
 impl Worker {
+    /// Adds `bytes` to the context meter.
+    fn metered(&mut self, bytes: usize) {
+        self.context_bytes = self.context_bytes.saturating_add(bytes as u64);
+    }
+
+    /// Its conversation retired and a fresh one coming at the capsule's
+    /// epoch: nothing of the old page's state is kept; the executor that
+    /// held it creates the new one.
+    fn rolled_over(&mut self, retired: Option<ConversationId>, capsule: Capsule, at: u64) {
+        if let Some(old) = retired {
+            self.retired.push(old);
+            let over = self.retired.len().saturating_sub(protocol::rollover::LINEAGE_KEPT);
+            self.retired.drain(..over);
+        }
+        self.epoch = capsule.epoch;
+        self.context_bytes = capsule.bytes() as u64;
+        self.capsule = Some(capsule);
+        self.rollover = None;
+        self.conversation = None;
+        self.conversation_created = false;
+        self.conversation_state = None;
+        self.last_error = None;
+        self.page_since_ms = 0;
+        self.state_checked_at_ms = at;
+        self.parked = false;
+        self.reopen_failures = 0;
+        self.turn_followups = None;
+        self.continuity.idle_since_ms = None;
+    }
+
+    /// Whether it rolled over and its fresh conversation is not yet bound.
+    pub fn rolling(&self) -> bool {
+        self.epoch > 0 && self.conversation.is_none()
+    }
+
     /// Whether this is the run's root worker.
     pub fn is_root(&self) -> bool {
         self.parent.is_none()
@@ -212,6 +276,10 @@ pub struct State {
     /// (`protocol::executor::PARK`).
     #[serde(default)]
     pub parking_executors: HashSet<String>,
+    /// The executors whose latest session declared they roll conversations
+    /// over (`protocol::executor::ROLLOVER`).
+    #[serde(default)]
+    pub rolling_executors: HashSet<String>,
     /// The runtime pools' managed-carrier records.
     pub runtime: registry::Registry,
     /// When each executor's current session began (its last `executor.connected`):
@@ -289,6 +357,7 @@ impl State {
                     for (capability, executors) in [
                         (protocol::executor::STEER, &mut self.steering_executors),
                         (protocol::executor::PARK, &mut self.parking_executors),
+                        (protocol::executor::ROLLOVER, &mut self.rolling_executors),
                     ] {
                         if capabilities.iter().any(|c| c == capability) {
                             executors.insert(executor_id.clone());
@@ -372,6 +441,12 @@ impl State {
                         reopen_failures: 0,
                         blocked: None,
                         turn_followups: None,
+                        epoch: 0,
+                        retired: Vec::new(),
+                        capsule: None,
+                        checkpoint: None,
+                        rollover: None,
+                        context_bytes: 0,
                     },
                 );
             }
@@ -380,8 +455,16 @@ impl State {
                     touch(&mut self.workers, w, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 }
                 // Speaking is progress; being spoken to is a reason for a turn.
+                let bytes = match &event.body {
+                    EventBody::WorkerMessage { body, .. } => body.len(),
+                    _ => 0,
+                };
                 if let Some(sender) = self.workers.get_mut(from) {
                     sender.continuity.progressed(at);
+                    sender.metered(bytes);
+                }
+                if let Some(recipient) = self.workers.get_mut(to).filter(|_| from != to) {
+                    recipient.metered(bytes);
                 }
                 if let Some(recipient) = self.workers.get_mut(to).filter(|w| !w.state.is_terminal() && from != to) {
                     recipient.continuity.wake(Wake::Event { kind: event.body.kind().to_owned() });
@@ -400,12 +483,17 @@ impl State {
             EventBody::WorkerAttached { worker_id, attach_count } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.attach_count = *attach_count;
+                // What attach returned: the assignment and the follow-ups.
+                let returned = w.assignment.as_ref().map_or(0, |a| serde_json::to_vec(a).map_or(0, |v| v.len()))
+                    + w.followups.iter().map(String::len).sum::<usize>();
+                w.metered(returned);
                 w.last_error = w.last_error.filter(|e| !app_setup_state(*e));
             }
             EventBody::WorkerProgress { worker_id, summary, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.last_progress = Some(summary.clone());
                 w.continuity.progressed(at);
+                w.metered(summary.len());
             }
             EventBody::WorkerFollowup { worker_id, instructions, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
@@ -416,6 +504,7 @@ impl State {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.outcome = Some(summary.clone());
                 w.completions.push((w.followups.len() as u32, summary.clone()));
+                w.metered(summary.len());
             }
             EventBody::WorkerFailed { worker_id, reason, .. } | EventBody::WorkerInterrupted { worker_id, reason } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
@@ -484,6 +573,9 @@ impl State {
                 };
                 let sends = matches!(c.intent, CommandIntent::Send { .. });
                 if let Some(w) = self.workers.get_mut(&worker_id) {
+                    if sent || (c.intent == CommandIntent::Create && matches!(outcome, CommandOutcome::Ok { .. })) {
+                        w.metered(PROMPT_BYTES);
+                    }
                     if let Some(parked) = tab {
                         w.parked = parked;
                         w.reopen_failures = 0;
@@ -658,6 +750,22 @@ impl State {
             EventBody::WorkerBlockChanged { worker_id, blocked, by, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.blocked = blocked.then_some(*by);
+            }
+            EventBody::WorkerCheckpointed { worker_id, note } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.checkpoint = Some((note.clone(), at));
+                w.metered(note.len());
+            }
+            EventBody::WorkerRolloverRequested { worker_id, reason } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.rollover = Some((*reason, at));
+            }
+            EventBody::WorkerRolledOver { worker_id, retired, capsule } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                if capsule.epoch != w.epoch + 1 {
+                    return Err(fail("worker.rolled_over out of sequence"));
+                }
+                w.rolled_over(retired.clone(), capsule.clone(), at);
             }
             EventBody::CallerAttributed { worker_id, request_id, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;

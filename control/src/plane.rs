@@ -41,7 +41,10 @@ use crate::decide::{ManagedRoot, Refusal, Request, broadcast_recipients, decide}
 use crate::error::Error;
 use crate::keys::Keyring;
 use crate::model::{QueuedCommand, Run, State, Worker};
-use crate::prompts::{bootstrap_prompt, checkpoint_prompt, followup_prompt, resume_prompt, root_bootstrap_prompt};
+use crate::prompts::{
+    bootstrap_prompt, checkpoint_prompt, followup_prompt, resume_prompt, rollover_bootstrap_prompt, rollover_prompt,
+    root_bootstrap_prompt,
+};
 use crate::queue::{Dispatch, Limits, next_dispatches, replay_for};
 use crate::schedule::{self, Policy};
 use crate::store::{Batch, IdempotencyRecord, Store, StoreError};
@@ -102,6 +105,16 @@ struct SnapshotFormat {
 #[derive(serde::Deserialize)]
 struct SnapshotIn {
     state: State,
+}
+
+/// The worker a credential of continuation `epoch` names, if that is its
+/// current conversation's: an older epoch's conversation is retired.
+fn current(worker: Option<Worker>, epoch: u32) -> Result<Worker, Error> {
+    match worker {
+        Some(w) if epoch < w.epoch => Err(Error::Retired { current: w.epoch }),
+        Some(w) if epoch == w.epoch => Ok(w),
+        _ => Err(Error::Unauthorized),
+    }
 }
 
 /// The state `store`'s log folds to: its latest snapshot's and the events
@@ -311,10 +324,18 @@ impl ControlPlane {
     }
 
     /// The worker a capability belongs to. Fails with `UNAUTHORIZED` for a
-    /// forged capability or one naming no worker of this daemon.
+    /// forged capability or one naming no worker of this daemon, and with
+    /// `CONVERSATION_RETIRED` for one of a conversation the worker rolled
+    /// over from.
     pub fn authenticate(&self, capability: &str) -> Result<Worker, Error> {
-        let id = self.keys.verify_capability(capability).ok_or(Error::Unauthorized)?;
-        self.worker(&id).ok_or(Error::Unauthorized)
+        let (id, epoch) = self.keys.verify_capability(capability).ok_or(Error::Unauthorized)?;
+        current(self.worker(&id), epoch)
+    }
+
+    /// The worker an attach identity belongs to, as [`ControlPlane::authenticate`].
+    pub fn attaching(&self, attach_identity: &str) -> Result<Worker, Error> {
+        let (id, epoch) = self.keys.verify_attach_identity(attach_identity).ok_or(Error::Unauthorized)?;
+        current(self.worker(&id), epoch)
     }
 
     /// A copy of the run, if it exists.
@@ -829,6 +850,36 @@ impl ControlPlane {
         .map(|(n, _)| n)
     }
 
+    /// Root asks `target` (or a managed root, itself) to roll over to a
+    /// fresh conversation (see [`crate::rollover`]).
+    pub fn ask_rollover(&self, actor: &WorkerId, target: &WorkerId) -> Result<Vec<Event>, Error> {
+        let command_id = CommandId::from_uuid_bytes(new_uuid());
+        self.execute(Request::AskRollover { actor: actor.clone(), target: target.clone(), command_id })
+    }
+
+    /// Queues the rollovers and checkpoint requests due now (see
+    /// [`crate::rollover`]); returns how many. One commit. The
+    /// [`crate::scheduler`] task calls it.
+    pub fn rollover(&self, policy: crate::rollover::RolloverPolicy) -> Result<usize, Error> {
+        if crate::rollover::due(&self.read(), policy, self.clock.now_ms()).is_empty() {
+            return Ok(0);
+        }
+        self.commit(None, &(), |state| {
+            let due = crate::rollover::due(state, policy, self.clock.now_ms());
+            let ids = |found: Vec<(WorkerId, protocol::rollover::RolloverReason)>| -> Vec<_> {
+                found.into_iter().map(|(w, why)| (w, why, CommandId::from_uuid_bytes(new_uuid()))).collect()
+            };
+            let n = due.rolls.len() + due.asks.len();
+            (Request::Rollover { rolls: ids(due.rolls), asks: ids(due.asks) }, n)
+        })
+        .map(|(n, _)| n)
+    }
+
+    /// When a requested rollover stops waiting for its checkpoint, if one waits.
+    pub fn next_rollover_at(&self, policy: crate::rollover::RolloverPolicy) -> Option<u64> {
+        crate::rollover::next_due_at(&self.read(), policy, self.clock.now_ms())
+    }
+
     /// When an idle tab may next be parked where room is short, if ever.
     pub fn next_tabs_at(&self, policy: crate::tabs::TabPolicy) -> Option<u64> {
         crate::tabs::next_due_at(&self.read(), policy, self.clock.now_ms())
@@ -974,12 +1025,17 @@ impl ControlPlane {
         let state = self.read();
         let command = state.commands.get(id).ok_or_else(|| Refusal::NoCommand(id.clone()))?;
         let worker = state.worker(&command.worker_id).ok_or_else(|| Refusal::NoWorker(command.worker_id.clone()))?;
-        let attach = self.keys.attach_identity(&worker.id);
+        let attach = self.keys.attach_identity_at(&worker.id, worker.epoch);
         let op = match &command.intent {
             CommandIntent::Create => CommandOp::ConversationCreate {
-                prompt: if worker.is_root() { root_bootstrap_prompt(&attach) } else { bootstrap_prompt(&attach) },
+                prompt: match (worker.is_root(), worker.epoch) {
+                    (true, 0) => root_bootstrap_prompt(&attach),
+                    (false, 0) => bootstrap_prompt(&attach),
+                    (is_root, epoch) => rollover_bootstrap_prompt(&attach, epoch, is_root),
+                },
                 project_url: self.chatgpt.project_url.clone(),
                 app: self.chatgpt.app_label.clone(),
+                replaces: worker.retired.last().filter(|_| worker.epoch > 0).cloned(),
             },
             CommandIntent::Send { prompt, steer } => {
                 let (conversation_id, _) =
@@ -989,6 +1045,7 @@ impl ControlPlane {
                     PromptRef::Followup { seq } => followup_prompt(&attach, *seq),
                     PromptRef::Resume { attempt } => resume_prompt(&attach, *attempt),
                     PromptRef::Checkpoint { attempt } => checkpoint_prompt(&attach, *attempt),
+                    PromptRef::Rollover => rollover_prompt(&attach),
                 };
                 // Decided again when sent: the executor holding the worker
                 // may have reconnected without the seam since it was queued.
@@ -1170,6 +1227,14 @@ fn stamp(state: &State, command: &Request, bodies: Vec<EventBody>, at_ms: u64) -
                 {
                     state.workers[worker_id].run_id.clone()
                 }
+                EventBody::CommandCancelled { worker_id, .. }
+                | EventBody::CommandQueued { worker_id, .. }
+                | EventBody::WorkerRolloverRequested { worker_id, .. }
+                | EventBody::WorkerRolledOver { worker_id, .. }
+                    if matches!(command, Request::Rollover { .. }) =>
+                {
+                    state.workers[worker_id].run_id.clone()
+                }
                 _ => run_of(state, command),
             };
             let cursor = next.entry(run_id.clone()).or_insert_with(|| {
@@ -1190,6 +1255,7 @@ fn run_of(state: &State, command: &Request) -> RunId {
         Request::Dispatch { command_id, .. } => &state.commands[command_id].worker_id,
         Request::Recheck { .. }
         | Request::Tabs { .. }
+        | Request::Rollover { .. }
         | Request::Relaunch { .. }
         | Request::Round { .. }
         | Request::ContinuityDue { .. } => {
@@ -1234,6 +1300,8 @@ fn run_of(state: &State, command: &Request) -> RunId {
         | Request::SetHold { actor, .. }
         | Request::ReleaseHold { actor, .. }
         | Request::ContinueNow { actor, .. }
+        | Request::Checkpoint { actor, .. }
+        | Request::AskRollover { actor, .. }
         | Request::Block { actor, .. } => actor,
     };
     state.workers[actor].run_id.clone()

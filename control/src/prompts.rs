@@ -83,6 +83,36 @@ pub fn checkpoint_prompt(attach: &str, attempt: u32) -> String {
     )
 }
 
+/// Version of the rollover wording.
+pub const ROLLOVER_VERSION: u32 = 1;
+
+/// The bootstrap of a worker's (or a managed root's) fresh conversation at
+/// continuation `epoch`: it attaches with the new epoch's identity and
+/// reads its capsule. The old conversation is not mentioned by content.
+pub fn rollover_bootstrap_prompt(attach: &str, epoch: u32, root: bool) -> String {
+    let role = if root { "the root of an orchestrated run" } else { "an orchestrated worker" };
+    format!(
+        "[orchestrator rollover bootstrap v{ROLLOVER_VERSION} epoch {epoch}] You continue the work of {role} \
+         whose earlier conversation was retired. Call the ChatGPT Orchestrator tool worker_attach with \
+         attach_identity \"{attach}\" to receive your capability, your assignment and follow-ups, and your \
+         continuation capsule (what is done, what is open, your last checkpoint). Do not redo completed work; \
+         go on from the capsule. Pass each report the followup number of the work it answers. Before ending a \
+         turn: worker_complete if finished, worker_fail if irrecoverably failed, worker_await_human if a person \
+         must act; otherwise stay active: your conversation may be resumed."
+    )
+}
+
+/// The rollover prompt: the worker's conversation is about to be
+/// replaced; it writes what is done and what is next first.
+pub fn rollover_prompt(attach: &str) -> String {
+    format!(
+        "[orchestrator rollover v{ROLLOVER_VERSION}] This conversation is about to be replaced by a fresh one. \
+         Call worker_checkpoint now with a short note (at most 8 KB): what is done, what you are doing, what \
+         is next, and anything your successor must know. Then end your turn; the work goes on in the fresh \
+         conversation. If you lost your capability, call worker_attach with attach_identity \"{attach}\" first."
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +133,16 @@ mod tests {
         assert!(text.starts_with("[orchestrator root bootstrap v1]"));
         assert!(text.contains("\"att_0123_abcd\"") && text.contains("worker_spawn") && text.contains("events_wait"));
         assert!(!text.contains("cap_"));
+    }
+
+    #[test]
+    fn rollover_prompts_name_only_the_new_attach_identity() {
+        let text = rollover_bootstrap_prompt("att_1-2_ab", 2, false);
+        assert!(text.starts_with("[orchestrator rollover bootstrap v1 epoch 2]"), "{text}");
+        assert!(text.contains("\"att_1-2_ab\"") && text.contains("capsule") && text.contains("worker"), "{text}");
+        assert!(rollover_bootstrap_prompt("att_1-2_ab", 2, true).contains("root of an orchestrated run"));
+        let ask = rollover_prompt("att_1-2_ab");
+        assert!(ask.contains("worker_checkpoint") && !ask.contains("cap_") && ask.len() < 1_000, "{ask}");
     }
 
     #[test]

@@ -20,6 +20,8 @@
 //! - an inspect (read-only) overtakes queued commands of its worker: it is
 //!   how a send held by a stale `generating` learns the turn ended. It still
 //!   waits for an in-flight command of its worker;
+//! - a rollover's create (the worker's fresh conversation) goes to the
+//!   executor that held the worker, within `max_launches` and tab room;
 //! - with a tab capacity (`max_open_tabs`, see [`crate::tabs`]), a create
 //!   or a reopen goes only to an executor with a tab to spare; a parked
 //!   worker's sends and inspects wait for its reopen, which overtakes them;
@@ -126,6 +128,14 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
             continue;
         }
         let executor = match &command.intent {
+            // A rollover's create goes to the executor that held the worker.
+            CommandIntent::Create if worker.rolling() => {
+                let Some(executor) = &worker.executor_id else { continue };
+                if launches >= limits.max_launches || !load.contains_key(executor.as_str()) || !room(&tabs, executor) {
+                    continue;
+                }
+                executor.clone()
+            }
             CommandIntent::Create => {
                 if worker.executor_id.is_some() || launches >= limits.max_launches || active >= limits.max_active {
                     continue;
@@ -171,7 +181,9 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
         if command.intent == CommandIntent::Create || (worker.parked && command.intent == CommandIntent::Open) {
             *tabs.entry(executor.clone()).or_default() += 1;
         }
-        if command.intent == CommandIntent::Create {
+        if command.intent == CommandIntent::Create && worker.rolling() {
+            launches += 1;
+        } else if command.intent == CommandIntent::Create {
             launches += 1;
             active += 1;
             *load.get_mut(executor.as_str()).expect("chosen from the connected set") += 1;

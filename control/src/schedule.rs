@@ -61,11 +61,18 @@ pub struct Policy {
     pub pacing: crate::continuity::Pacing,
     /// Tab capacity per executor, if any (see [`crate::tabs`]).
     pub tabs: Option<crate::tabs::TabPolicy>,
+    /// When workers roll over to a fresh conversation (see [`crate::rollover`]).
+    pub rollover: crate::rollover::RolloverPolicy,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { recheck_after_ms: 30_000, pacing: crate::continuity::Pacing::default(), tabs: None }
+        Self {
+            recheck_after_ms: 30_000,
+            pacing: crate::continuity::Pacing::default(),
+            tabs: None,
+            rollover: crate::rollover::RolloverPolicy::default(),
+        }
     }
 }
 

@@ -31,8 +31,10 @@ pub async fn run(
         let executors = connected.borrow_and_update().clone();
         let turn_began = plane.now_ms();
         let failed = in_place(|| {
+            // A full conversation rolls over before anything is resumed in it.
             plane
-                .recheck(&executors, policy)
+                .rollover(policy.rollover)
+                .and(plane.recheck(&executors, policy))
                 .and(plane.relaunch(&executors))
                 .and(plane.continue_due(policy.pacing))
                 .and(policy.tabs.map_or(Ok(0), |tabs| plane.tabs(tabs)))
@@ -52,6 +54,7 @@ pub async fn run(
                 plane.next_relaunch_at(&executors),
                 plane.next_continue_at(policy.pacing),
                 policy.tabs.and_then(|tabs| plane.next_tabs_at(tabs)),
+                plane.next_rollover_at(policy.rollover),
             ]
             .into_iter()
             .flatten()

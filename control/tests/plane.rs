@@ -44,7 +44,7 @@ fn root_and_two_workers_complete_a_run() {
     let b = p.spawn(&root, "b", &assignment("do B"), None).unwrap();
     assert_eq!(p.worker(&a).unwrap().state, WorkerState::LaunchRequested);
     for w in [&a, &b] {
-        let id = p.keys().verify_attach_identity(&p.keys().attach_identity(w)).unwrap();
+        let (id, _) = p.keys().verify_attach_identity(&p.keys().attach_identity(w)).unwrap();
         p.execute(Request::Attach { worker_id: id }).unwrap();
     }
     let wa = p.authenticate(&p.keys().capability(&a)).unwrap();

@@ -596,3 +596,95 @@ impl Root {
         }
     }
 }
+
+/// What the rollover scenario saw.
+#[derive(Debug)]
+pub struct Rollover {
+    /// The retired conversation and the fresh one.
+    pub conversations: (String, String),
+    /// The capsule the fresh conversation was given, as JSON bytes.
+    pub capsule_bytes: usize,
+    /// From the length notice's report to the fresh conversation's binding.
+    pub rollover: Duration,
+}
+
+/// Worker rollover (the daemon's executor declares `conversation_rollover`):
+/// a worker's conversation reaches its maximum length mid-assignment; the
+/// worker rolls into a fresh conversation and completes there. Fails
+/// unless the full conversation got its bootstrap alone (nothing typed
+/// after the notice), the fresh one exactly one rollover bootstrap, the
+/// worker was bound to exactly those two in order, the work before the
+/// notice was not redone, and the retired conversation's capability is
+/// refused with `CONVERSATION_RETIRED`.
+pub async fn rollover(mcp_url: &str, hub: &fakechat::hub::Hub, budget: Duration) -> anyhow::Result<Rollover> {
+    let mut root = Root::start(mcp_url, "rollover").await?;
+    root.call("run_continuation_set_default", json!({"policy": {"mode": "manual"}})).await?;
+    let mut out = Outcome::default();
+    let scenario = "progress \"part one\"; incident too_long; progress \"part two\"; complete \"rolled and done\"";
+    let worker = root.spawn(&mut out, "long", scenario).await?;
+    let (mut full_at, mut bound_at) = (None, None);
+    loop {
+        let event = root.wait(&mut out, budget, |_| true).await?;
+        let at = event["at_ms"].as_u64().unwrap_or_default();
+        match event["type"].as_str() {
+            Some("conversation.state_changed") if event["data"]["error"] == "CONVERSATION_TOO_LONG" => {
+                full_at.get_or_insert(at);
+            }
+            Some("conversation.bound") if full_at.is_some() => {
+                bound_at.get_or_insert(at);
+            }
+            Some("worker.completed") => break,
+            Some("worker.failed") => bail!("the worker failed: {event}"),
+            _ => {}
+        }
+    }
+    root.catch_up(&mut out).await?;
+    let bound: Vec<String> = out.bound.iter().filter(|(w, _)| *w == worker).map(|(_, c)| c.clone()).collect();
+    let [old, fresh] = &bound[..] else { bail!("bound to {bound:?}, not two conversations in turn") };
+    if old == fresh {
+        bail!("rolled over into the same conversation {old}");
+    }
+    let oracle = hub.oracle();
+    let conversation = |id: &str| oracle["conversations"][id].clone();
+    let bootstraps = |id: &str| -> Vec<bool> {
+        conversation(id)["user_turns"]
+            .as_array()
+            .map(|turns| turns.iter().map(|t| t["bootstrap"].as_bool().unwrap_or(false)).collect())
+            .unwrap_or_default()
+    };
+    if bootstraps(old) != [true] || conversation(old)["incidents"] != json!(["conversation_too_long"]) {
+        bail!("the full conversation got more than its bootstrap: {:#}", conversation(old));
+    }
+    if bootstraps(fresh) != [true] || conversation(fresh)["errors"] != json!([]) {
+        bail!("the fresh conversation did not get exactly its rollover bootstrap: {:#}", conversation(fresh));
+    }
+    let log = root.log_of(&worker).await?;
+    let progress: Vec<&str> =
+        log.iter().filter(|e| e["type"] == "worker.progress").filter_map(|e| e["data"]["summary"].as_str()).collect();
+    if progress != ["part one", "part two"] {
+        bail!("work before the notice redone or lost: {progress:?}");
+    }
+    let rolled = log
+        .iter()
+        .find(|e| e["type"] == "worker.rolled_over")
+        .ok_or_else(|| anyhow::anyhow!("no worker.rolled_over"))?;
+    if rolled["data"]["retired"] != json!(old) || rolled["data"]["capsule"]["epoch"] != 1 {
+        bail!("the rollover named the wrong conversation or epoch: {rolled}");
+    }
+    let capsule_bytes = serde_json::to_vec(&rolled["data"]["capsule"])?.len();
+    // The retired conversation's credentials change nothing now.
+    let old_capability = hub
+        .read(old, |c| c.agent.as_ref().map(|m| m.capability.clone()))
+        .flatten()
+        .ok_or_else(|| anyhow::anyhow!("the full conversation's agent kept no capability"))?;
+    let late = root.client.call("worker_progress", json!({"capability": old_capability, "summary": "late"})).await?;
+    match late {
+        Err(e) if e.code == "CONVERSATION_RETIRED" => {}
+        other => bail!("the retired conversation's call was not refused as retired: {other:?}"),
+    }
+    let rollover = match (full_at, bound_at) {
+        (Some(full), Some(bound)) => Duration::from_millis(bound.saturating_sub(full)),
+        _ => bail!("no length notice or no fresh binding seen; trace:\n{}", out.trace.join("\n")),
+    };
+    Ok(Rollover { conversations: (old.clone(), fresh.clone()), capsule_bytes, rollover })
+}

@@ -15,7 +15,11 @@
 //! Scenario language, steps separated by `;` or new lines:
 //! `progress "x"`, `ask_root "q"`, `await_answer`, `await_human "q"`,
 //! `complete "done"`, `fail "why"`, `say "text"`, `end_turn`, `sleep 2s` (or `500ms`),
-//! `incident delivery_timeout|something_went_wrong|rate_limit|deferral`.
+//! `incident delivery_timeout|something_went_wrong|rate_limit|deferral|too_long`.
+//! After `incident too_long` the conversation takes no more turns; a
+//! rollover's fresh conversation reads its capsule at attach and goes on
+//! after the incident its epoch's predecessors ended on (as a model reading
+//! "what is done" would), and a rollover prompt gets a `worker_checkpoint`.
 //! An unknown step is an error shown in the page, never skipped.
 
 use std::sync::Arc;
@@ -69,6 +73,9 @@ pub enum Incident {
     RateLimit,
     /// The deferral notice shows while the turn goes on.
     Deferral,
+    /// The conversation reaches its maximum length: the turn ends with the
+    /// length notice, and so does every later one in it.
+    TooLong,
 }
 
 /// Parses a scenario.
@@ -106,6 +113,7 @@ pub fn parse(script: &str) -> Result<Vec<Step>, String> {
                 "something_went_wrong" => Incident::SomethingWentWrong,
                 "rate_limit" => Incident::RateLimit,
                 "deferral" => Incident::Deferral,
+                "too_long" => Incident::TooLong,
                 other => return Err(format!("unknown incident `{other}`")),
             }),
             other => return Err(format!("unknown scenario step `{other}`")),
@@ -148,11 +156,20 @@ fn attach_identity(text: &str) -> Option<String> {
 
 /// Plays the model for one submitted turn.
 pub async fn respond(hub: Arc<Hub>, conversation: String, text: String) {
-    let worker_turn =
-        ["[orchestrator bootstrap v", "[orchestrator wake v", "[orchestrator resume v", "[orchestrator checkpoint v"]
-            .iter()
-            .any(|marker| text.contains(marker));
-    let outcome = if worker_turn {
+    let worker_turn = [
+        "[orchestrator bootstrap v",
+        "[orchestrator wake v",
+        "[orchestrator resume v",
+        "[orchestrator checkpoint v",
+        "[orchestrator rollover bootstrap v",
+        "[orchestrator rollover v",
+    ]
+    .iter()
+    .any(|marker| text.contains(marker));
+    let outcome = if hub.read(&conversation, |c| c.full).unwrap_or(false) {
+        hub.update(&conversation, |c| c.incidents.push("conversation_too_long".into()));
+        Ok(Some(TurnError::TooLong))
+    } else if worker_turn {
         work(&hub, &conversation, &text).await
     } else {
         stream(&hub, &conversation, &format!("You said: {text}")).await;
@@ -295,6 +312,14 @@ async fn work(hub: &Arc<Hub>, conversation: &str, text: &str) -> anyhow::Result<
         followups_seen: 0,
     });
     memory.capability = capability;
+    // Asked to checkpoint before a rollover: what is left, then end the turn.
+    if text.contains("[orchestrator rollover v") {
+        let note = format!("next: {:?}", memory.remaining.first());
+        call(&mut mcp, "worker_checkpoint", json!({"capability": memory.capability, "note": note})).await?;
+        stream(hub, conversation, "• checkpoint written\n").await;
+        hub.update(conversation, |c| c.agent = Some(memory));
+        return Ok(None);
+    }
     let steps = if followups.len() > memory.followups_seen {
         let latest = followups.last().cloned().unwrap_or_default();
         memory.followups_seen = followups.len();
@@ -314,7 +339,7 @@ async fn work(hub: &Arc<Hub>, conversation: &str, text: &str) -> anyhow::Result<
             .unwrap_or_default();
         let script = scenario_in(objective).or_else(|| constraints.iter().find_map(|c| scenario_in(c)));
         match script {
-            Some(script) => parse(script).map_err(anyhow::Error::msg)?,
+            Some(script) => after_capsule(parse(script).map_err(anyhow::Error::msg)?, &attached["continuation"]),
             // A parked pool worker's assignment says to wait for tasks: a
             // model reads that and ends its turn with nothing to report.
             None if objective.contains("Wait for targeted tasks") => vec![],
@@ -328,6 +353,19 @@ async fn work(hub: &Arc<Hub>, conversation: &str, text: &str) -> anyhow::Result<
         kept.insert(conversation.to_owned(), mcp.mcp);
     }
     result
+}
+
+/// What is left of a scenario for a fresh conversation after a rollover:
+/// the steps after the incident that ended its predecessor (the `epoch`-th
+/// `too_long`), or after the progress its capsule last reports.
+fn after_capsule(steps: Vec<Step>, capsule: &serde_json::Value) -> Vec<Step> {
+    let Some(epoch) = capsule["epoch"].as_u64().filter(|e| *e > 0) else { return steps };
+    let ends = steps.iter().enumerate().filter(|(_, s)| **s == Step::Incident(Incident::TooLong)).map(|(i, _)| i);
+    let last_progress = capsule["last_progress"].as_str();
+    let done = ends.clone().nth(epoch as usize - 1).or_else(|| {
+        steps.iter().rposition(|s| matches!(s, Step::Progress(p) if Some(p.as_str()) == last_progress))
+    });
+    steps.into_iter().skip(done.map_or(0, |i| i + 1)).collect()
 }
 
 async fn run(
@@ -421,6 +459,14 @@ async fn run(
             Step::Incident(Incident::SomethingWentWrong) => {
                 memory.remaining = steps.collect();
                 return Ok(Some(TurnError::SomethingWentWrong));
+            }
+            Step::Incident(Incident::TooLong) => {
+                memory.remaining = steps.collect();
+                hub.update(conversation, |c| {
+                    c.full = true;
+                    c.incidents.push("conversation_too_long".into());
+                });
+                return Ok(Some(TurnError::TooLong));
             }
         }
     }

@@ -84,7 +84,11 @@ pub fn all() -> Vec<(String, View)> {
         deferral.deferral = true;
         out.push((format!("{g}-generating-deferral"), deferral));
         for (name, error) in
-            [("delivery-timeout", TurnError::DeliveryTimeout), ("something-went-wrong", TurnError::SomethingWentWrong)]
+            [
+                ("delivery-timeout", TurnError::DeliveryTimeout),
+                ("something-went-wrong", TurnError::SomethingWentWrong),
+                ("too-long", TurnError::TooLong),
+            ]
         {
             let mut v = chat(generation);
             v.turns[1] = Turn {

@@ -160,6 +160,10 @@ pub struct Conversation {
     pub agent: Option<Memory>,
     /// The app its model may call.
     pub binding: Option<Binding>,
+    /// It reached its maximum length: every later turn ends at once with
+    /// the length notice (the real site lets a last message through, then
+    /// shows the notice again).
+    pub full: bool,
 }
 
 /// A browser tab as its page reports it.
@@ -488,7 +492,7 @@ impl Hub {
             len: text.len(),
             at_ms: now_ms(),
             tab: tab.map(str::to_owned),
-            bootstrap: text.contains("[orchestrator bootstrap v"),
+            bootstrap: text.contains("[orchestrator bootstrap v") || text.contains("[orchestrator rollover bootstrap v"),
         });
         c.turns.push(Turn { role: Role::User, text: text.to_owned(), finished: true, error: None, calls: Vec::new() });
         c.turns.push(Turn {
@@ -701,5 +705,6 @@ pub fn incident_name(e: TurnError) -> &'static str {
     match e {
         TurnError::DeliveryTimeout => "delivery_timeout",
         TurnError::SomethingWentWrong => "something_went_wrong",
+        TurnError::TooLong => "conversation_too_long",
     }
 }

@@ -91,6 +91,9 @@ pub enum TurnError {
     DeliveryTimeout,
     /// "Something went wrong. Please try again." with Retry.
     SomethingWentWrong,
+    /// "You've reached the maximum length for this conversation…" with
+    /// "Start new chat": the conversation takes no more turns.
+    TooLong,
 }
 
 /// One turn of the thread.
@@ -640,22 +643,45 @@ fn turn_error(view: &View, error: TurnError) -> String {
     let text = match error {
         TurnError::DeliveryTimeout => l.delivery_timeout,
         TurnError::SomethingWentWrong => l.went_wrong,
+        TurnError::TooLong => TOO_LONG,
     };
-    match view.generation {
+    match (view.generation, error) {
+        // The live 2026-09-06 observation in MichalMatu/local-agent
+        // (`docs/CHATGPT_DOM_CONTRACT.md`): the sentence in
+        // `div.text-token-text-error > p` inside the assistant message, and a
+        // secondary button with an icon, "Start new chat" (no test id, no role).
+        (Generation::A, TurnError::TooLong) => format!(
+            "<div class=\"text-token-text-error\"><div class=\"markdown\"><p>{text}</p></div></div>\
+             <button class=\"btn relative btn-secondary\"><svg width=\"16\" height=\"16\" aria-hidden=\"true\"></svg>\
+             Start new chat</button>"
+        ),
+        // No capture of generation B's notice exists: it is shown as B's
+        // other in-turn incidents are (an alert). Whatever B really renders,
+        // the adapter reads an in-turn alert it has no words for as
+        // `error{unknown}`, which types nothing.
+        (Generation::B, TurnError::TooLong) => format!(
+            "<aside role=\"alert\"><div aria-hidden=\"true\"></div><p>{text}</p>\
+             <button type=\"button\" class=\"btn\">Start new chat</button></aside>"
+        ),
         // `a-2026-06-error-delivery-timeout`: the error text and Retry inside the message.
-        Generation::A => format!(
+        (Generation::A, _) => format!(
             "<div class=\"text-token-text-error\"><div class=\"markdown\"><p>{text}</p></div></div>\
              <button data-testid=\"regenerate-thread-error-button\" class=\"btn\">{}</button>",
             l.retry
         ),
         // `b-2026-09-ja-error-delivery-timeout`: an alert in the turn, Retry without a test id.
-        Generation::B => format!(
+        (Generation::B, _) => format!(
             "<aside role=\"alert\"><div aria-hidden=\"true\"></div><p>{text}</p>\
              <button type=\"button\" class=\"btn\" data-fakechat-retry=\"true\">{}</button></aside>",
             l.retry
         ),
     }
 }
+
+/// The conversation-length notice as quoted in 2025–2026 (the curly
+/// apostrophe of the live page): English only, no other locale is known.
+const TOO_LONG: &str =
+    "You\u{2019}ve reached the maximum length for this conversation, but you can keep talking by starting a new chat.";
 
 /// The recovery notice's words: the client's default for
 /// `errors.network.reconnecting_fallback` (KobaProduction/chatgpt-booster

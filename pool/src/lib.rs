@@ -478,8 +478,7 @@ impl Pool {
     /// Admits the calling conversation's MCP peer into its slot (see the
     /// `admission` crate); returns the admitted worker.
     pub fn bootstrap(&self, attach_identity: &str, peer_fingerprint: &str) -> Result<Worker, Error> {
-        let worker = self.plane.keys().verify_attach_identity(attach_identity).ok_or(control::Error::Unauthorized)?;
-        self.plane.worker(&worker).ok_or(control::Error::Unauthorized)?;
+        let worker = self.plane.attaching(attach_identity)?.id;
         self.plane.execute(Request::RuntimeAdmit {
             worker_id: worker.clone(),
             peer_fingerprint: peer_fingerprint.to_owned(),

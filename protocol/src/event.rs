@@ -90,6 +90,9 @@ pub enum PromptRef {
         /// The attempt's sequence number.
         attempt: u32,
     },
+    /// The rollover prompt: the worker's conversation is about to be
+    /// replaced; it writes its checkpoint (`worker_checkpoint`) now.
+    Rollover,
 }
 
 /// One event in a run's log.
@@ -487,6 +490,41 @@ pub enum EventBody {
         /// Milliseconds since its last progress.
         quiet_ms: u64,
     },
+    /// The worker recorded its own checkpoint (`worker_checkpoint`): what
+    /// is done and what is next, at most `rollover::CHECKPOINT_MAX` bytes.
+    /// Its next rollover's capsule carries the newest.
+    #[serde(rename = "worker.checkpointed")]
+    WorkerCheckpointed {
+        /// The worker.
+        worker_id: WorkerId,
+        /// Its note.
+        note: String,
+    },
+    /// A rollover of the worker to a fresh conversation was asked for: the
+    /// worker is asked to write its checkpoint first (its conversation
+    /// still takes turns); the daemon rolls it once it did, its turn ended,
+    /// or the wait ran out.
+    #[serde(rename = "worker.rollover_requested")]
+    WorkerRolloverRequested {
+        /// The worker.
+        worker_id: WorkerId,
+        /// Why.
+        reason: crate::rollover::RolloverReason,
+    },
+    /// The worker's conversation was retired (left in the browser
+    /// untouched; its credentials refused from now on) and its fresh one
+    /// is being created through the create path, at continuation epoch
+    /// `capsule.epoch`, with `capsule` for its attach.
+    #[serde(rename = "worker.rolled_over")]
+    WorkerRolledOver {
+        /// The worker.
+        worker_id: WorkerId,
+        /// The conversation retired, if one was bound.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retired: Option<ConversationId>,
+        /// What the fresh conversation is told.
+        capsule: crate::rollover::Capsule,
+    },
     /// The worker's turn does not end (`stall`, for `for_ms`): nothing is
     /// submitted into it and nothing reloads it; root or the operator
     /// decides (`worker_stop`, `runtime_recover`, or waiting on).
@@ -564,6 +602,9 @@ impl EventBody {
             EventBody::ContinuationStalled { .. } => "continuation.stalled",
             EventBody::ContinuationRateLimited { .. } => "continuation.rate_limited",
             EventBody::ContinuationTurnStalled { .. } => "continuation.turn_stalled",
+            EventBody::WorkerCheckpointed { .. } => "worker.checkpointed",
+            EventBody::WorkerRolloverRequested { .. } => "worker.rollover_requested",
+            EventBody::WorkerRolledOver { .. } => "worker.rolled_over",
         }
     }
 
@@ -606,7 +647,10 @@ impl EventBody {
             | EventBody::ExecutionScheduled { worker_id, .. }
             | EventBody::ContinuationStalled { worker_id, .. }
             | EventBody::ContinuationRateLimited { worker_id, .. }
-            | EventBody::ContinuationTurnStalled { worker_id, .. } => worker_id == worker,
+            | EventBody::ContinuationTurnStalled { worker_id, .. }
+            | EventBody::WorkerCheckpointed { worker_id, .. }
+            | EventBody::WorkerRolloverRequested { worker_id, .. }
+            | EventBody::WorkerRolledOver { worker_id, .. } => worker_id == worker,
         }
     }
 }

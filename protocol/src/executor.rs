@@ -75,6 +75,12 @@ pub const STEER: &str = "conversation_steer";
 /// executors: an older one would close the tab for good.
 pub const PARK: &str = "conversation_park";
 
+/// The capability an executor declares in `hello` when it honours
+/// `conversation_create` with `replaces`: it stops managing the replaced
+/// conversation (its tab stays open, untouched) and creates the worker's
+/// fresh one. The daemon rolls workers over only on such executors.
+pub const ROLLOVER: &str = "conversation_rollover";
+
 /// Which kind of carrier an executor is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -381,6 +387,12 @@ pub enum CommandOp {
         /// prompt is submitted, and nothing is submitted if it cannot be.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         app: Option<String>,
+        /// A rollover: the worker's conversation this one replaces. The
+        /// executor stops managing it (its tab is left open, untouched) and
+        /// creates the fresh one as for a first create. Only sent to an
+        /// executor that declared [`ROLLOVER`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replaces: Option<ConversationId>,
     },
     /// Submit `prompt` into the bound conversation once it is idle.
     ConversationSend {

@@ -10,6 +10,7 @@
 //! - [`error`]: stable error codes that appear on every wire.
 //! - [`limits`]: size bounds enforced before anything is persisted.
 //! - [`operator`]: what the operator surfaces show and the controls they send.
+//! - [`rollover`]: a worker's move to a fresh conversation, and the capsule it carries.
 //! - [`catalog`]: the catalog stamp in the attach tools' descriptions (written and read).
 //!
 //! Architecture invariant: serde only, no IO, no async runtime; builds for
@@ -24,6 +25,7 @@ pub mod executor;
 pub mod ids;
 pub mod limits;
 pub mod operator;
+pub mod rollover;
 pub mod state;
 
 pub use assignment::{Assignment, Scope};

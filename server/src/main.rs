@@ -551,6 +551,17 @@ struct ExecutorArgs {
     /// (`continuation.turn_stalled`); nothing reloads it. In ms (60000 to 86400000).
     #[arg(long, default_value_t = 1_200_000)]
     stalled_turn_after_ms: u64,
+    /// The context meter's threshold: a worker whose conversation carried
+    /// this many bytes (prompts, attach, reports, messages: what the
+    /// orchestrator sees) is asked to checkpoint and roll over to a fresh
+    /// conversation; 0 turns the meter off (a full conversation still rolls
+    /// over). 10000 to 100000000.
+    #[arg(long, default_value_t = control::rollover::RolloverPolicy::DEFAULT_AT_BYTES)]
+    rollover_at_bytes: u64,
+    /// How long a requested rollover waits for the worker's checkpoint, in
+    /// ms (1000 to 3600000).
+    #[arg(long, default_value_t = control::rollover::RolloverPolicy::DEFAULT_CHECKPOINT_WAIT_MS)]
+    rollover_checkpoint_wait_ms: u64,
 }
 
 impl ExecutorArgs {
@@ -580,6 +591,16 @@ impl ExecutorArgs {
         if !(1_000..=86_400_000).contains(&self.tab_idle_grace_ms) {
             bail!("--tab-idle-grace-ms must be between 1000 and 86400000");
         }
+        if self.rollover_at_bytes != 0 && !(10_000..=100_000_000).contains(&self.rollover_at_bytes) {
+            bail!("--rollover-at-bytes must be 0 (off) or between 10000 and 100000000");
+        }
+        if !(1_000..=3_600_000).contains(&self.rollover_checkpoint_wait_ms) {
+            bail!("--rollover-checkpoint-wait-ms must be between 1000 and 3600000");
+        }
+        let rollover = control::rollover::RolloverPolicy {
+            at_bytes: (self.rollover_at_bytes > 0).then_some(self.rollover_at_bytes),
+            checkpoint_wait_ms: self.rollover_checkpoint_wait_ms,
+        };
         let tabs = self
             .max_open_tabs
             .map(|max_open| control::tabs::TabPolicy { max_open, idle_grace_ms: self.tab_idle_grace_ms });
@@ -601,6 +622,7 @@ impl ExecutorArgs {
                     stalled_turn_after_ms: self.stalled_turn_after_ms,
                 },
                 tabs,
+                rollover,
             },
             extension_ids: self.extension_ids,
             ..BridgeConfig::default()

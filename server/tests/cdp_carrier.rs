@@ -852,7 +852,12 @@ async fn after_a_restart_mid_create_a_tab_showing_its_marker_is_not_adopted() {
         worker_id: WorkerId::from_uuid_bytes([7; 16]),
         deadline_ms: now_ms() + 60_000,
         idempotency_key: key.into(),
-        op: CommandOp::ConversationCreate { prompt: "a bootstrap".into(), project_url: None, app: None },
+        op: CommandOp::ConversationCreate {
+            prompt: "a bootstrap".into(),
+            project_url: None,
+            app: None,
+            replaces: None,
+        },
     };
     // The journal an agent leaves when it stops between journaling the
     // opening and opening anything.
@@ -981,4 +986,19 @@ async fn eight_workers_in_three_targets_each_wake_in_its_exact_conversation() {
     .unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("eight workers through the CDP carrier: {seen:?}");
     assert!(world.agent.targets().len() <= 3);
+}
+
+/// Worker rollover through the CDP carrier (`e2e::scenario::rollover`):
+/// the full conversation's target is left open and unmanaged; the fresh
+/// conversation is created in a new target and the worker completes there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_conversation_rolls_over_and_the_worker_completes_in_the_fresh_one() {
+    let _one = ONE_BROWSER.lock().await;
+    let world = start(&[]).await;
+    let seen = e2e::scenario::rollover(&world.daemon.mcp_url(), &world.fake.hub, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("rollover through the CDP carrier: {seen:?}");
+    assert_eq!(world.agent.targets().len(), 1, "the agent manages only the fresh conversation's target");
+    assert_eq!(tokio::task::block_in_place(|| chat_pages(&world.chromium)), 2, "the full one is left open");
 }

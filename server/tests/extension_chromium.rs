@@ -846,3 +846,21 @@ async fn eight_workers_in_three_tabs_body() {
     .unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("eight workers through the extension: {seen:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_conversation_rolls_over_and_the_worker_completes_in_the_fresh_one() {
+    e2e(rollover_body).await;
+}
+
+/// Worker rollover through the extension (`e2e::scenario::rollover`): the
+/// page shows ChatGPT's length notice mid-assignment; the extension stops
+/// managing that tab (left open, nothing typed), creates the fresh
+/// conversation, and the worker finishes there from its capsule.
+async fn rollover_body() {
+    let world = World::start(orchestrator(), &[]).await.unwrap();
+    let seen = e2e::scenario::rollover(&world.daemon.mcp_url(), &world.fake.hub, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("rollover through the extension: {seen:?}");
+    assert_eq!(chat_tabs(&world.chromium).await, 2, "the full conversation's tab is left open, untouched");
+}

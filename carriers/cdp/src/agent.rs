@@ -631,7 +631,12 @@ async fn session(shared: &Arc<Shared>, instance: &str) {
         executor_id: shared.config.executor_id.clone(),
         instance_id: instance.to_owned(),
         kind: ExecutorKind::Cdp,
-        capabilities: vec!["conversation_create".into(), "conversation_send".into(), protocol::executor::PARK.into()],
+        capabilities: vec![
+            "conversation_create".into(),
+            "conversation_send".into(),
+            protocol::executor::PARK.into(),
+            protocol::executor::ROLLOVER.into(),
+        ],
         host: MachineFacts {
             os: std::env::consts::OS.into(),
             browser,

@@ -395,7 +395,20 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
             }
             return Ok(Plan::Reply(error(ErrorCode::DeadlineExceeded, "the command arrived after its deadline")));
         }
+        self.retire_replaced(command);
         Ok(self.plan(command).unwrap_or_else(Plan::Reply))
+    }
+
+    /// A rollover's create (`replaces`): the worker's old conversation is
+    /// no longer managed here. Its tab, if open, is left as it is (the
+    /// person may still read it); nothing it shows is reported again.
+    fn retire_replaced(&mut self, command: &Command) {
+        let CommandOp::ConversationCreate { replaces: Some(old), .. } = &command.op else { return };
+        if self.workers.get(&command.worker_id).is_some_and(|m| m.conversation.as_ref() == Some(old)) {
+            self.workers.remove(&command.worker_id);
+            self.progress_sent.remove(&command.worker_id);
+            self.attested.remove(&command.worker_id);
+        }
     }
 
     fn plan(&self, command: &Command) -> Result<Plan<H>, CommandOutcome> {

@@ -28,7 +28,7 @@ fn create(n: u8, w: &WorkerId) -> Command {
         n,
         w,
         &format!("create-{n}"),
-        CommandOp::ConversationCreate { prompt: "boot".into(), project_url: None, app: None },
+        CommandOp::ConversationCreate { prompt: "boot".into(), project_url: None, app: None, replaces: None },
     )
 }
 
@@ -150,7 +150,7 @@ fn a_restart_after_opening_the_tab_submits_there_without_opening_another() {
         5,
         &w,
         "create-other",
-        CommandOp::ConversationCreate { prompt: "x".into(), project_url: None, app: None },
+        CommandOp::ConversationCreate { prompt: "x".into(), project_url: None, app: None, replaces: None },
     );
     assert!(matches!(
         plan_at(&mut core, &other, 0),
@@ -234,20 +234,31 @@ fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
         prompt: "p".into(),
         project_url: Some("https://evil.example/g/x".into()),
         app: None,
+        replaces: None,
     };
     assert!(matches!(
         plan_at(&mut core, &command(2, &worker(2), "k2", op), 0),
         Plan::Reply(CommandOutcome::Error { code: ErrorCode::InvalidArgument, .. })
     ));
     let project = format!("https://chatgpt.com/g/g-p-{}/project", "a".repeat(32));
-    let op = CommandOp::ConversationCreate { prompt: "p".into(), project_url: Some(project.clone()), app: None };
+    let op = CommandOp::ConversationCreate {
+        prompt: "p".into(),
+        project_url: Some(project.clone()),
+        app: None,
+        replaces: None,
+    };
     assert_eq!(
         plan_at(&mut core, &command(3, &worker(3), "k3", op), 0),
         Plan::Create { url: project, prompt: "p".into() }
     );
     // An app label that cannot name an app is refused before anything opens or types.
     for label in ["", " padded", "line\nbreak"] {
-        let op = CommandOp::ConversationCreate { prompt: "p".into(), project_url: None, app: Some(label.into()) };
+        let op = CommandOp::ConversationCreate {
+            prompt: "p".into(),
+            project_url: None,
+            app: Some(label.into()),
+            replaces: None,
+        };
         assert!(matches!(
             plan_at(&mut core, &command(4, &worker(4), &format!("k4{label}"), op), 0),
             Plan::Reply(CommandOutcome::Error { code: ErrorCode::InvalidArgument, .. })
@@ -318,7 +329,12 @@ fn a_refused_create_releases_its_tab_so_a_retry_under_a_new_key_starts_clean() {
         2,
         &w,
         "create-1:retry-1",
-        CommandOp::ConversationCreate { prompt: "boot".into(), project_url: None, app: Some("Orchestrator".into()) },
+        CommandOp::ConversationCreate {
+            prompt: "boot".into(),
+            project_url: None,
+            app: Some("Orchestrator".into()),
+            replaces: None,
+        },
     );
     assert!(matches!(plan_at(&mut core, &retry, 0), Plan::Create { .. }));
     // A worker whose page already showed its conversation keeps it.
@@ -420,7 +436,7 @@ fn a_create_resumed_after_its_deadline_gives_its_tab_up_and_a_retry_starts_clean
         2,
         &w,
         "create-1:retry-1",
-        CommandOp::ConversationCreate { prompt: "boot".into(), project_url: None, app: None },
+        CommandOp::ConversationCreate { prompt: "boot".into(), project_url: None, app: None, replaces: None },
     );
     assert!(matches!(plan_at(&mut core, &retry, 0), Plan::Create { .. }), "not a CONFLICT");
 }
@@ -459,4 +475,62 @@ fn a_parked_tab_keeps_its_binding_and_is_reopened_on_its_exact_conversation() {
     assert_eq!(plan_at(&mut core, &open, 0), Plan::Open { url });
     core.tab_opened(&w, 8);
     assert!(matches!(plan_at(&mut core, &send(6, &w, CONV), 0), Plan::Submit { tab: 8, .. }));
+}
+
+/// A rollover's create: the worker's old conversation (`replaces`) stops
+/// being managed (its tab left open, never closed or reported again), the
+/// fresh one is created as a first create, and a restart at any phase
+/// resumes that create, never a second one.
+#[test]
+fn a_rollover_create_retires_the_old_conversation_and_resumes_across_restarts() {
+    let (mut core, w) = bound_worker();
+    let rollover = command(
+        9,
+        &w,
+        "rollover-1",
+        CommandOp::ConversationCreate {
+            prompt: "boot 1".into(),
+            project_url: None,
+            app: None,
+            replaces: Some(CONV.parse().unwrap()),
+        },
+    );
+    // A create without `replaces` still finds the worker managed.
+    assert!(matches!(
+        plan_at(&mut core.clone(), &create(2, &w), 0),
+        Plan::Reply(CommandOutcome::Error { code: ErrorCode::Conflict, .. })
+    ));
+    assert_eq!(
+        plan_at(&mut core, &rollover, 0),
+        Plan::Create { url: "https://chatgpt.com/".into(), prompt: "boot 1".into() }
+    );
+    assert!(core.managed(&w).is_none(), "the old conversation is no longer managed");
+    // Its tab's reports say nothing now.
+    assert!(core.tab_removed(&7).is_empty());
+    // Restarted before the new tab opened: the same plan.
+    let mut again = restart(&core);
+    assert!(matches!(plan_at(&mut again, &rollover, 0), Plan::Create { .. }));
+    // Restarted after it opened: submit there, never a second tab.
+    core.advance("rollover-1", Phase::TabOpening);
+    core.tab_opened(&w, 8);
+    let mut again = restart(&core);
+    assert_eq!(plan_at(&mut again, &rollover, 0), Plan::Submit { tab: 8, prompt: "boot 1".into() });
+    // A replaces naming another conversation retires nothing.
+    let (mut core, w) = bound_worker();
+    let stray = command(
+        10,
+        &w,
+        "rollover-x",
+        CommandOp::ConversationCreate {
+            prompt: "b".into(),
+            project_url: None,
+            app: None,
+            replaces: Some(OTHER.parse().unwrap()),
+        },
+    );
+    assert!(matches!(
+        plan_at(&mut core, &stray, 0),
+        Plan::Reply(CommandOutcome::Error { code: ErrorCode::Conflict, .. })
+    ));
+    assert!(core.managed(&w).is_some());
 }

@@ -469,7 +469,7 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
         executor_id: shared.config.executor_id.clone(),
         instance_id: instance.to_owned(),
         kind: ExecutorKind::Fake,
-        capabilities: ["conversation_create", "conversation_send", protocol::executor::PARK]
+        capabilities: ["conversation_create", "conversation_send", protocol::executor::PARK, protocol::executor::ROLLOVER]
             .into_iter()
             .chain(shared.config.steers.then_some(protocol::executor::STEER))
             .map(String::from)

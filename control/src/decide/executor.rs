@@ -191,7 +191,7 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
             }
             match (outcome, &command.intent) {
                 (CommandOutcome::Ok { conversation_id: Some(id) }, CommandIntent::Create)
-                    if worker.conversation.is_none() =>
+                    if worker.conversation.is_none() && !worker.retired.contains(id) =>
                 {
                     events.push(bind(state, worker, id, &format!("https://chatgpt.com/c/{id}"), executor_id));
                 }
@@ -212,6 +212,28 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                         code: *code,
                         detail: detail.clone(),
                     });
+                }
+                // A rollover's create refused: the worker waits, unbound, for
+                // a person or root to look (worker_rollover tries again).
+                (CommandOutcome::Error { code, detail }, CommandIntent::Create)
+                    if !code.outcome_uncertain() && worker.rolling() =>
+                {
+                    events.push(EventBody::ConversationError {
+                        worker_id: worker.id.clone(),
+                        code: *code,
+                        detail: detail.clone(),
+                    });
+                    if worker.continuity.hold.is_none() {
+                        events.push(EventBody::WorkerHoldChanged {
+                            worker_id: worker.id.clone(),
+                            hold: Some(protocol::continuity::Hold::Paused),
+                            reason: Some(format!(
+                                "{code}: the fresh conversation of its rollover was not created; \
+                                 worker_rollover tries again"
+                            )),
+                            ask: None,
+                        });
+                    }
                 }
                 (CommandOutcome::Error { code, .. }, CommandIntent::Create) if !code.outcome_uncertain() => {
                     if matches!(worker.state, WorkerState::LaunchRequested | WorkerState::Launching) {
@@ -271,6 +293,8 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
         ExecutorFrame::ConversationBound { worker_id, conversation_id, url } => {
             let worker = held_worker(state, executor_id, worker_id)?;
             match &worker.conversation {
+                // A late word from a conversation it rolled over from.
+                _ if worker.retired.contains(conversation_id) => Ok(vec![]),
                 None => Ok(vec![bind(state, worker, conversation_id, url, executor_id)]),
                 Some((bound, _)) if bound == conversation_id => Ok(vec![]),
                 Some((bound, _)) => Ok(vec![EventBody::ConversationError {
@@ -382,7 +406,7 @@ fn wake_outdated(worker: &Worker, prompt: &PromptRef) -> bool {
             (*seq as usize) < worker.followups.len() || worker.completions.iter().any(|(n, _)| n == seq)
         }
         PromptRef::Bootstrap => worker.attach_count > 0,
-        PromptRef::Resume { .. } | PromptRef::Checkpoint { .. } => true,
+        PromptRef::Resume { .. } | PromptRef::Checkpoint { .. } | PromptRef::Rollover => true,
     }
 }
 

@@ -26,6 +26,7 @@ mod continuity;
 mod executor;
 mod message;
 mod refusal;
+mod rollover;
 mod run;
 mod runtime;
 mod worker;
@@ -350,6 +351,31 @@ pub enum Request {
         /// The tool called.
         tool: String,
     },
+    /// A worker records its own checkpoint (`worker_checkpoint`).
+    Checkpoint {
+        /// The worker.
+        actor: WorkerId,
+        /// What is done and what is next.
+        note: String,
+    },
+    /// Root asks a worker (or, a managed root, itself) to roll over to a
+    /// fresh conversation: the worker is prompted to checkpoint first.
+    AskRollover {
+        /// Root.
+        actor: WorkerId,
+        /// The worker.
+        target: WorkerId,
+        /// The id for the checkpoint prompt's command.
+        command_id: CommandId,
+    },
+    /// What `crate::rollover::due` found: rollovers, each with the id for
+    /// its create, and checkpoint requests, each with its prompt's id.
+    Rollover {
+        /// (worker, why, create command) triples.
+        rolls: Vec<(WorkerId, protocol::rollover::RolloverReason, CommandId)>,
+        /// (worker, why, prompt command) triples.
+        asks: Vec<(WorkerId, protocol::rollover::RolloverReason, CommandId)>,
+    },
 }
 
 /// Caller attribution and blocked chats (decided in `attribution.rs`).
@@ -408,6 +434,9 @@ pub fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusa
         | Request::ContinueNow { .. }
         | Request::ContinuityDue { .. } => continuity::decide(state, command),
         Request::Block { .. } | Request::Attributed { .. } => attribution::decide(state, command),
+        Request::Checkpoint { .. } | Request::AskRollover { .. } | Request::Rollover { .. } => {
+            rollover::decide(state, command)
+        }
     }
 }
 

@@ -200,6 +200,15 @@ pub enum Refusal {
         /// The worker's latest.
         latest: u32,
     },
+    /// A rollover for a worker whose executor does not roll conversations over.
+    #[error("the executor holding worker {0} does not roll conversations over (it declared no conversation_rollover)")]
+    NoRolloverCarrier(WorkerId),
+    /// A rollover while a command of the worker is in flight.
+    #[error("a command of worker {0} is in flight; it rolls over once that settles")]
+    RolloverBusy(WorkerId),
+    /// A worker that rolled over as often as allowed.
+    #[error("the worker rolled over {0} times already; look at its conversations")]
+    RolloversExhausted(u32),
     /// A pool admission claim was refused.
     #[error("admission refused: {0}")]
     Admission(admission::Refusal),
@@ -245,9 +254,11 @@ impl Refusal {
             | SlotNotLost { .. }
             | SlotProtected { .. }
             | Held(_)
+            | NoRolloverCarrier(_)
+            | RolloverBusy(_)
             | AttemptOutOfSequence { .. } => ErrorCode::InvalidTransition,
             RunNotActive(_) => ErrorCode::RunNotActive,
-            RunFull(_) => ErrorCode::LimitReached,
+            RunFull(_) | RolloversExhausted(_) => ErrorCode::LimitReached,
             Superseded { .. } => ErrorCode::Conflict,
             Admission(refusal) => refusal.code(),
         }

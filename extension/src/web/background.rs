@@ -357,7 +357,11 @@ impl Background {
                     executor_id: bg.executor_id.borrow().clone(),
                     instance_id: bg.instance_id.clone(),
                     kind: ExecutorKind::Webext,
-                    capabilities: vec![protocol::executor::OPERATOR_CAPABILITY.into(), protocol::executor::PARK.into()],
+                    capabilities: vec![
+                        protocol::executor::OPERATOR_CAPABILITY.into(),
+                        protocol::executor::PARK.into(),
+                        protocol::executor::ROLLOVER.into(),
+                    ],
                     host: MachineFacts { browser: user_agent(), ..MachineFacts::default() },
                 }));
             }

@@ -13,11 +13,12 @@ fn attach_out(plane: &ControlPlane, id: &WorkerId) -> Result<WorkerAttachOut, Er
         // Its own long texts cut, as in a list: room for the newest follow-up.
         worker: WorkerView::in_list(&w),
         run_id: w.run_id.clone(),
-        capability: plane.keys().capability(id),
+        capability: plane.keys().capability_at(id, w.epoch),
         assignment: w.assignment.clone().ok_or_else(|| Error::from(Refusal::RootDoesNotAttach))?,
         followups: Vec::new(),
         followups_from: 1,
         instructions: if w.is_root() { ROOT_INSTRUCTIONS } else { WORKER_INSTRUCTIONS }.into(),
+        continuation: w.capsule.clone(),
     };
     let mut room = RESPONSE_MAX.saturating_sub(json_len(&out));
     let mut newest = Vec::new();
@@ -132,6 +133,9 @@ pub struct WorkerAttachOut {
     pub followups_from: u32,
     /// How to work with the orchestrator.
     pub instructions: String,
+    /// After a rollover: what your earlier conversations left you. Go on from it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continuation: Option<protocol::rollover::Capsule>,
 }
 
 impl Tools {
@@ -144,8 +148,7 @@ impl Tools {
         ctx: &RequestContext<RoleServer>,
         pool_only: bool,
     ) -> Result<Json<WorkerAttachOut>, ToolError> {
-        let id = self.plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
-        let worker = self.plane.worker(&id).ok_or(Error::Unauthorized)?;
+        let worker = self.plane.attaching(&args.attach_identity)?;
         // Bad input is refused at once, before any wait on attribution; a
         // stale catalog is recorded only once the caller is proven.
         other_catalog(args.catalog.as_deref())?;
@@ -175,8 +178,8 @@ impl Tools {
     /// Whether the worker named by the attach identity still has its
     /// conversation's create open (queued, sent or acknowledged).
     fn launching(&self, args: &WorkerAttachArgs) -> bool {
-        let Some(id) = self.plane.keys().verify_attach_identity(&args.attach_identity) else { return false };
-        create_open(&self.plane, &id)
+        let Ok(worker) = self.plane.attaching(&args.attach_identity) else { return false };
+        create_open(&self.plane, &worker.id)
     }
 
     async fn attach_once(
@@ -188,8 +191,7 @@ impl Tools {
         let args = args.clone();
         let (plane, pool) = (self.plane.clone(), self.pool.clone());
         on_blocking_pool(move || -> Result<_, ToolError> {
-            let id = plane.keys().verify_attach_identity(&args.attach_identity).ok_or(Error::Unauthorized)?;
-            plane.worker(&id).ok_or(Error::Unauthorized)?;
+            let id = plane.attaching(&args.attach_identity)?.id;
             check_catalog(&plane, &id, args.catalog.as_deref())?;
             // A pool worker following its bootstrap prompt lands in
             // worker_attach too: it is admitted exactly as through runtime_bootstrap.

@@ -27,13 +27,14 @@ and answer the user in plain text.";
 /// The tools only root may call. A worker calling one is refused before its
 /// call is attributed: a refused call leaves no `caller.attributed` behind
 /// (each tool still checks for itself, with `root_only`).
-const ROOT_ONLY: [&str; 20] = [
+const ROOT_ONLY: [&str; 21] = [
     "run_cancel",
     "run_continuation_set_default",
     "worker_spawn",
     "worker_list",
     "worker_stop",
     "worker_followup",
+    "worker_rollover",
     "worker_block",
     "worker_unblock",
     "worker_pause",

@@ -14,7 +14,7 @@
 //! One file per tool family, each with its own router (`#[tool_router(router
 //! = <family>_tools)]`), composed in [`Tools::new`]: `run`, `worker`,
 //! `attach` (with the catalog stamp), `message`, `events`, `runtime` (the
-//! pool and its tasks). This file holds what every family shares: the
+//! pool and its tasks), `continuity`, `rollover`, `caller`. This file holds what every family shares: the
 //! handler, authentication (`acting_as`, `root_only`), `on_blocking_pool` (where a
 //! control-plane error becomes a `ToolError`) and the views.
 //! A new family is one new file and one `+` in `Tools::router`.
@@ -44,6 +44,7 @@ mod caller;
 mod continuity;
 mod events;
 mod message;
+mod rollover;
 mod run;
 mod runtime;
 mod schema;
@@ -202,8 +203,17 @@ pub struct WorkerView {
     /// the worker's `worker.progress` / `worker.completed` events.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shortened: bool,
+    /// Times it rolled over to a fresh conversation.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub epoch: u32,
+    /// Context meter: bytes its conversation carried, as the orchestrator saw them.
+    pub context_bytes: u64,
     /// Last change (ms since epoch).
     pub updated_at_ms: u64,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl From<&Worker> for WorkerView {
@@ -219,6 +229,8 @@ impl From<&Worker> for WorkerView {
             outcome: w.outcome.clone(),
             waiting_for: None,
             shortened: false,
+            epoch: w.epoch,
+            context_bytes: w.context_bytes,
             updated_at_ms: w.updated_at_ms,
         }
     }
@@ -378,6 +390,7 @@ impl Tools {
             + Self::events_tools()
             + Self::runtime_tools()
             + Self::continuity_tools()
+            + Self::rollover_tools()
             + Self::caller_tools();
         for route in router.map.values_mut() {
             let tool = &mut route.attr;

@@ -1,0 +1,110 @@
+//! Worker rollover as tools: a worker's own checkpoint
+//! (`worker_checkpoint`), and root's request that a worker (or a managed
+//! root, itself) move to a fresh conversation (`worker_rollover`). When a
+//! rollover happens is `control::rollover`'s; what the fresh conversation
+//! is told comes back from `worker_attach` as its `continuation`.
+
+use protocol::rollover::RolloverReason;
+
+use super::*;
+
+/// `worker_checkpoint` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointArgs {
+    /// Your capability.
+    pub capability: String,
+    /// What is done, what you are doing, what is next, what a successor must know (at most 8192 bytes).
+    pub note: String,
+}
+
+/// `worker_rollover` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RolloverArgs {
+    /// Root's capability.
+    pub capability: String,
+    /// The worker to move to a fresh conversation (a managed root: its own id).
+    #[schemars(with = "WorkerId")]
+    pub worker_id: String,
+}
+
+/// A worker's conversation lifecycle, after a rollover tool.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RolloverOut {
+    /// The worker.
+    pub worker_id: WorkerId,
+    /// Its continuation epoch (how many times it rolled over).
+    pub epoch: u32,
+    /// A rollover asked for and not yet made, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollover_pending: Option<RolloverReason>,
+    /// Bytes its current conversation carried, as far as the orchestrator sees.
+    pub context_bytes: u64,
+    /// The run's cursor after the change.
+    pub cursor: u64,
+}
+
+impl Tools {
+    fn rollover_out(&self, target: &WorkerId) -> Result<RolloverOut, Error> {
+        let w = self.plane.worker(target).ok_or_else(|| Error::from(Refusal::NoWorker(target.clone())))?;
+        Ok(RolloverOut {
+            worker_id: w.id.clone(),
+            epoch: w.epoch,
+            rollover_pending: w.rollover.map(|(reason, _)| reason),
+            context_bytes: w.context_bytes,
+            cursor: self.plane.run(&w.run_id).map_or(0, |r| r.cursor),
+        })
+    }
+}
+
+#[tool_router(router = rollover_tools, vis = "pub(super)")]
+impl Tools {
+    /// Record your own checkpoint: what is done and what is next. Your next conversation reads it if you roll over.
+    #[tool(annotations(
+        title = "Checkpoint",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn worker_checkpoint(
+        &self,
+        Parameters(args): Parameters<CheckpointArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<RolloverOut>, ToolError> {
+        let args = args?;
+        let me = self.prove(&ctx, &args.capability, "worker_checkpoint").await?;
+        let tools = self.clone();
+        on_blocking_pool(move || {
+            tools.plane.execute(Request::Checkpoint { actor: me.id.clone(), note: args.note })?;
+            tools.rollover_out(&me.id)
+        })
+        .await
+    }
+
+    /// Move a worker to a fresh conversation: it checkpoints, its conversation is retired, a new one continues from a capsule. Root only.
+    #[tool(annotations(
+        title = "Roll over worker",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn worker_rollover(
+        &self,
+        Parameters(args): Parameters<RolloverArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<RolloverOut>, ToolError> {
+        let args = args?;
+        self.prove(&ctx, &args.capability, "worker_rollover").await?;
+        let tools = self.clone();
+        on_blocking_pool(move || {
+            let root = root_only(&tools.plane, &args.capability)?;
+            let target: WorkerId = parse(&args.worker_id)?;
+            tools.plane.ask_rollover(&root.id, &target)?;
+            tools.rollover_out(&target)
+        })
+        .await
+    }
+}
