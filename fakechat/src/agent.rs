@@ -167,7 +167,6 @@ pub async fn respond(hub: Arc<Hub>, conversation: String, text: String) {
     .iter()
     .any(|marker| text.contains(marker));
     let outcome = if hub.read(&conversation, |c| c.full).unwrap_or(false) {
-        hub.update(&conversation, |c| c.incidents.push("conversation_too_long".into()));
         Ok(Some(TurnError::TooLong))
     } else if worker_turn {
         work(&hub, &conversation, &text).await
@@ -462,10 +461,7 @@ async fn run(
             }
             Step::Incident(Incident::TooLong) => {
                 memory.remaining = steps.collect();
-                hub.update(conversation, |c| {
-                    c.full = true;
-                    c.incidents.push("conversation_too_long".into());
-                });
+                hub.update(conversation, |c| c.full = true);
                 return Ok(Some(TurnError::TooLong));
             }
         }
