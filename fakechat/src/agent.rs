@@ -361,9 +361,10 @@ fn after_capsule(steps: Vec<Step>, capsule: &serde_json::Value) -> Vec<Step> {
     let Some(epoch) = capsule["epoch"].as_u64().filter(|e| *e > 0) else { return steps };
     let ends = steps.iter().enumerate().filter(|(_, s)| **s == Step::Incident(Incident::TooLong)).map(|(i, _)| i);
     let last_progress = capsule["last_progress"].as_str();
-    let done = ends.clone().nth(epoch as usize - 1).or_else(|| {
-        steps.iter().rposition(|s| matches!(s, Step::Progress(p) if Some(p.as_str()) == last_progress))
-    });
+    let done = ends
+        .clone()
+        .nth(epoch as usize - 1)
+        .or_else(|| steps.iter().rposition(|s| matches!(s, Step::Progress(p) if Some(p.as_str()) == last_progress)));
     steps.into_iter().skip(done.map_or(0, |i| i + 1)).collect()
 }
 

@@ -83,13 +83,11 @@ pub fn all() -> Vec<(String, View)> {
         let mut deferral = generating.clone();
         deferral.deferral = true;
         out.push((format!("{g}-generating-deferral"), deferral));
-        for (name, error) in
-            [
-                ("delivery-timeout", TurnError::DeliveryTimeout),
-                ("something-went-wrong", TurnError::SomethingWentWrong),
-                ("too-long", TurnError::TooLong),
-            ]
-        {
+        for (name, error) in [
+            ("delivery-timeout", TurnError::DeliveryTimeout),
+            ("something-went-wrong", TurnError::SomethingWentWrong),
+            ("too-long", TurnError::TooLong),
+        ] {
             let mut v = chat(generation);
             v.turns[1] = Turn {
                 role: Role::Assistant,

@@ -492,7 +492,8 @@ impl Hub {
             len: text.len(),
             at_ms: now_ms(),
             tab: tab.map(str::to_owned),
-            bootstrap: text.contains("[orchestrator bootstrap v") || text.contains("[orchestrator rollover bootstrap v"),
+            bootstrap: text.contains("[orchestrator bootstrap v")
+                || text.contains("[orchestrator rollover bootstrap v"),
         });
         c.turns.push(Turn { role: Role::User, text: text.to_owned(), finished: true, error: None, calls: Vec::new() });
         c.turns.push(Turn {

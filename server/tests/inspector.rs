@@ -94,7 +94,7 @@ async fn the_inspector_lists_every_tool_without_warnings_and_calls_each() {
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(listed.len(), 35, "{listed:?}");
+    assert_eq!(listed.len(), 37, "{listed:?}");
 
     let mut c = Caller { url, called: BTreeSet::new() };
     // The Inspector is a plain MCP client no browser sees: capability-only identity.
@@ -206,6 +206,29 @@ async fn the_inspector_lists_every_tool_without_warnings_and_calls_each() {
     c.call("runtime_scale", &[cap(), arg("desired_workers", 2)]);
     c.call("runtime_recover", &[cap()]);
     c.call("runtime_stop", &[cap()]);
+    // Rollover on a third worker: its own checkpoint, then root's request
+    // once its conversation is bound (the fake executor rolls over).
+    let g = c.call("worker_spawn", &[cap(), arg("name", "gamma"), arg("assignment", json!({"objective": "build G"}))]);
+    let g_id = g["worker"]["worker_id"].as_str().unwrap().to_owned();
+    let att_g =
+        c.call("worker_attach", &[arg("attach_identity", attach_identity(g["bootstrap_prompt"].as_str().unwrap()))]);
+    let checkpoint = c.call(
+        "worker_checkpoint",
+        &[arg("capability", att_g["capability"].as_str().unwrap()), arg("note", "done: nothing; next: G")],
+    );
+    assert_eq!(checkpoint["epoch"], 0, "{checkpoint}");
+    let deadline = Instant::now() + WAIT;
+    let rolling = loop {
+        match c.attempt("worker_rollover", &[cap(), arg("worker_id", &g_id)]) {
+            Ok(out) => break out,
+            // Not bound yet.
+            Err(text) if text.contains("INVALID_TRANSITION") && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(text) => panic!("worker_rollover: {text}"),
+        }
+    };
+    assert_eq!(rolling["rollover_pending"], "requested", "{rolling}");
     c.call("run_cancel", &[cap(), arg("reason", "inspected")]);
 
     let missed: Vec<&String> = listed.difference(&c.called).collect();

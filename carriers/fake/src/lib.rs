@@ -469,11 +469,16 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
         executor_id: shared.config.executor_id.clone(),
         instance_id: instance.to_owned(),
         kind: ExecutorKind::Fake,
-        capabilities: ["conversation_create", "conversation_send", protocol::executor::PARK, protocol::executor::ROLLOVER]
-            .into_iter()
-            .chain(shared.config.steers.then_some(protocol::executor::STEER))
-            .map(String::from)
-            .collect(),
+        capabilities: [
+            "conversation_create",
+            "conversation_send",
+            protocol::executor::PARK,
+            protocol::executor::ROLLOVER,
+        ]
+        .into_iter()
+        .chain(shared.config.steers.then_some(protocol::executor::STEER))
+        .map(String::from)
+        .collect(),
         host: MachineFacts {
             os: std::env::consts::OS.into(),
             browser: Some(format!("simulated (fake-executor {})", env!("CARGO_PKG_VERSION"))),

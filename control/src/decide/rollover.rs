@@ -355,4 +355,72 @@ mod tests {
         page(&mut g, &a, Some(ErrorCode::ConversationTooLong));
         assert!(due(&g.state, policy, 5_000).is_empty());
     }
+
+    /// Main (a managed root) rolls over like a worker: its own request, or
+    /// its full page; its workers keep addressing it by id.
+    #[test]
+    fn a_managed_root_rolls_itself_over_and_its_workers_still_reach_it() {
+        let mut g = Given::run();
+        g.apply(Request::ExecutorConnected {
+            executor_id: "ext".into(),
+            executor_instance_id: "i1".into(),
+            executor_kind: ExecutorKind::Fake,
+            capabilities: vec![protocol::executor::ROLLOVER.into()],
+            host: Default::default(),
+        });
+        // A second run whose root the daemon launched into a conversation of its own.
+        let (run_id, root) = (protocol::RunId::from_uuid_bytes([0xB0; 16]), WorkerId::from_uuid_bytes([0xB1; 16]));
+        let managed = ManagedRoot {
+            assignment: Assignment::from_objective("coordinate"),
+            create_command: CommandId::from_uuid_bytes([0xB2; 16]),
+        };
+        g.run = run_id.clone();
+        g.root = root.clone();
+        g.apply(Request::CreateRun {
+            run_id,
+            root_id: root.clone(),
+            title: "main".into(),
+            managed: Some(managed),
+            attribution: protocol::Attribution::Required,
+        });
+        let create = g.open_command(&root);
+        g.apply(Request::Dispatch { command_id: create.clone(), executor_id: "ext".into() });
+        let conversation: protocol::ConversationId = "0196b2c4-8e1f-7a3b-9c2d-0000000000b3".parse().unwrap();
+        let outcome = CommandOutcome::Ok { conversation_id: Some(conversation.clone()) };
+        g.apply(Request::ExecutorReport {
+            executor_id: "ext".into(),
+            frame: ExecutorFrame::Result { command_id: create, outcome },
+        });
+        g.apply(Request::Attach { worker_id: root.clone() });
+        let a = g.attached("a");
+        let asked = Request::AskRollover {
+            actor: root.clone(),
+            target: root.clone(),
+            command_id: CommandId::from_uuid_bytes(g.id()),
+        };
+        assert_eq!(kinds(&g.apply(asked)), ["worker.rollover_requested", "executor.command_queued"]);
+        page(&mut g, &root, Some(ErrorCode::ConversationTooLong));
+        let found = due(&g.state, RolloverPolicy::default(), 5_000);
+        assert_eq!(found.rolls, vec![(root.clone(), RolloverReason::TooLong)], "a full page rolls at once");
+        let r = roll(&mut g, &root, RolloverReason::TooLong);
+        g.apply(r);
+        let main = &g.state.workers[&root];
+        assert!(
+            main.rolling() && main.retired == vec![conversation] && main.capsule.as_ref().is_some_and(|c| c.epoch == 1)
+        );
+        let message = Request::Send {
+            actor: a,
+            message_id: protocol::MessageId::from_uuid_bytes(g.id()),
+            to: root,
+            kind: protocol::MessageKind::Question,
+            body: "still there?".into(),
+            in_reply_to: None,
+            replied: None,
+        };
+        assert_eq!(kinds(&g.apply(message))[0], "worker.message");
+    }
+
+    fn kinds(events: &[EventBody]) -> Vec<&'static str> {
+        events.iter().map(EventBody::kind).collect()
+    }
 }

@@ -135,6 +135,7 @@ pub struct WorkerAttachOut {
     pub instructions: String,
     /// After a rollover: what your earlier conversations left you. Go on from it.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub continuation: Option<protocol::rollover::Capsule>,
 }
 

@@ -14,7 +14,7 @@ use super::*;
 pub struct CheckpointArgs {
     /// Your capability.
     pub capability: String,
-    /// What is done, what you are doing, what is next, what a successor must know (at most 8192 bytes).
+    /// What is done and next (≤ 8192 bytes).
     pub note: String,
 }
 
@@ -24,7 +24,7 @@ pub struct CheckpointArgs {
 pub struct RolloverArgs {
     /// Root's capability.
     pub capability: String,
-    /// The worker to move to a fresh conversation (a managed root: its own id).
+    /// The worker (a managed root: its own id).
     #[schemars(with = "WorkerId")]
     pub worker_id: String,
 }
@@ -34,13 +34,11 @@ pub struct RolloverArgs {
 pub struct RolloverOut {
     /// The worker.
     pub worker_id: WorkerId,
-    /// Its continuation epoch (how many times it rolled over).
+    /// Rollovers so far.
     pub epoch: u32,
-    /// A rollover asked for and not yet made, and why.
+    /// A rollover asked for, not yet made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollover_pending: Option<RolloverReason>,
-    /// Bytes its current conversation carried, as far as the orchestrator sees.
-    pub context_bytes: u64,
     /// The run's cursor after the change.
     pub cursor: u64,
 }
@@ -52,7 +50,6 @@ impl Tools {
             worker_id: w.id.clone(),
             epoch: w.epoch,
             rollover_pending: w.rollover.map(|(reason, _)| reason),
-            context_bytes: w.context_bytes,
             cursor: self.plane.run(&w.run_id).map_or(0, |r| r.cursor),
         })
     }
@@ -60,7 +57,7 @@ impl Tools {
 
 #[tool_router(router = rollover_tools, vis = "pub(super)")]
 impl Tools {
-    /// Record your own checkpoint: what is done and what is next. Your next conversation reads it if you roll over.
+    /// Record what is done and what is next; a fresh conversation of yours reads it after a rollover.
     #[tool(annotations(
         title = "Checkpoint",
         read_only_hint = false,
@@ -83,7 +80,7 @@ impl Tools {
         .await
     }
 
-    /// Move a worker to a fresh conversation: it checkpoints, its conversation is retired, a new one continues from a capsule. Root only.
+    /// Move a worker to a fresh conversation (it checkpoints first; the old one is retired). Root only.
     #[tool(annotations(
         title = "Roll over worker",
         read_only_hint = false,

@@ -56,8 +56,7 @@ pub struct WorkerProgressArgs {
     /// Rough completion, 0-100.
     #[serde(default)]
     pub percent: Option<u8>,
-    /// The follow-up number this reports on (0: the original assignment), as
-    /// the wake prompt names it; a report on superseded work is refused.
+    /// The follow-up this reports on (0: the assignment); superseded work is refused.
     #[serde(default)]
     pub followup: Option<u32>,
 }
@@ -77,8 +76,7 @@ pub struct WorkerCompleteArgs {
     /// References to what you produced (paths, commits, URLs).
     #[serde(default)]
     pub artifacts: Vec<String>,
-    /// The follow-up number this reports on (0: the original assignment), as
-    /// the wake prompt names it; a report on superseded work is refused.
+    /// The follow-up this reports on (0: the assignment); superseded work is refused.
     #[serde(default)]
     pub followup: Option<u32>,
 }
@@ -95,8 +93,7 @@ pub struct WorkerFailArgs {
     pub worker_id: Option<String>,
     /// Why you cannot finish.
     pub reason: String,
-    /// The follow-up number this reports on (0: the original assignment), as
-    /// the wake prompt names it; a report on superseded work is refused.
+    /// The follow-up this reports on (0: the assignment); superseded work is refused.
     #[serde(default)]
     pub followup: Option<u32>,
 }
