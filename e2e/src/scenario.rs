@@ -608,83 +608,176 @@ pub struct Rollover {
     pub rollover: Duration,
 }
 
-/// Worker rollover (the daemon's executor declares `conversation_rollover`):
-/// a worker's conversation reaches its maximum length mid-assignment; the
-/// worker rolls into a fresh conversation and completes there. Fails
-/// unless the full conversation got its bootstrap alone (nothing typed
-/// after the notice), the fresh one exactly one rollover bootstrap, the
-/// worker was bound to exactly those two in order, the work before the
+/// The rollover's steps in the run's log, in order: a crash test stops
+/// the daemon or the carrier right after each.
+pub const ROLLOVER_STEPS: [&str; 6] = [
+    "conversation.state_changed",
+    "worker.rolled_over",
+    "executor.command_dispatched",
+    "executor.command_acked",
+    "conversation.created",
+    "conversation.bound",
+];
+
+/// Worker rollover (the daemon's executor declares `conversation_rollover`),
+/// resumable across a crash: a worker's conversation reaches its maximum
+/// length mid-assignment; the worker rolls into a fresh conversation and
+/// completes there. [`RolloverRun::finish`] fails unless the full
+/// conversation got its bootstrap alone (nothing typed after the notice),
+/// the fresh one exactly one rollover bootstrap, the worker was bound to
+/// exactly those two in order and rolled over once, the work before the
 /// notice was not redone, and the retired conversation's capability is
 /// refused with `CONVERSATION_RETIRED`.
-pub async fn rollover(mcp_url: &str, hub: &fakechat::hub::Hub, budget: Duration) -> anyhow::Result<Rollover> {
-    let mut root = Root::start(mcp_url, "rollover").await?;
-    root.call("run_continuation_set_default", json!({"policy": {"mode": "manual"}})).await?;
-    let mut out = Outcome::default();
-    let scenario = "progress \"part one\"; incident too_long; progress \"part two\"; complete \"rolled and done\"";
-    let worker = root.spawn(&mut out, "long", scenario).await?;
-    let (mut full_at, mut bound_at) = (None, None);
-    loop {
-        let event = root.wait(&mut out, budget, |_| true).await?;
+pub struct RolloverRun {
+    root: Root,
+    out: Outcome,
+    worker: String,
+    mcp_url: String,
+    /// The step of [`ROLLOVER_STEPS`] seen last (after the notice), if any.
+    step: Option<usize>,
+    full_at: Option<u64>,
+    bound_at: Option<u64>,
+    completed: bool,
+}
+
+impl RolloverRun {
+    /// Starts the run: a worker whose conversation fills up after its first
+    /// step; its fresh conversation waits `pause` before going on (room for
+    /// a crash test's restart: a tool call into a daemon that is down fails).
+    pub async fn start(mcp_url: &str, pause: Duration) -> anyhow::Result<RolloverRun> {
+        let mut root = Root::start(mcp_url, "rollover").await?;
+        root.call("run_continuation_set_default", json!({"policy": {"mode": "manual"}})).await?;
+        let mut out = Outcome::default();
+        let scenario = format!(
+            "progress \"part one\"; incident too_long; sleep {}ms; progress \"part two\"; complete \"rolled and done\"",
+            pause.as_millis()
+        );
+        let worker = root.spawn(&mut out, "long", &scenario).await?;
+        Ok(RolloverRun {
+            root,
+            out,
+            worker,
+            mcp_url: mcp_url.to_owned(),
+            step: None,
+            full_at: None,
+            bound_at: None,
+            completed: false,
+        })
+    }
+
+    fn observe(&mut self, event: &Value) -> anyhow::Result<()> {
         let at = event["at_ms"].as_u64().unwrap_or_default();
-        match event["type"].as_str() {
-            Some("conversation.state_changed") if event["data"]["error"] == "CONVERSATION_TOO_LONG" => {
-                full_at.get_or_insert(at);
+        let kind = event["type"].as_str().unwrap_or_default();
+        if kind == "conversation.state_changed" && event["data"]["error"] == "CONVERSATION_TOO_LONG" {
+            self.full_at.get_or_insert(at);
+        }
+        if self.full_at.is_some() {
+            let next = self.step.map_or(0, |s| s + 1);
+            if ROLLOVER_STEPS.get(next) == Some(&kind) {
+                self.step = Some(next);
             }
-            Some("conversation.bound") if full_at.is_some() => {
-                bound_at.get_or_insert(at);
+            if kind == "conversation.bound" {
+                self.bound_at.get_or_insert(at);
             }
-            Some("worker.completed") => break,
-            Some("worker.failed") => bail!("the worker failed: {event}"),
+        }
+        match kind {
+            "worker.completed" => self.completed = true,
+            "worker.failed" => bail!("the worker failed: {event}"),
+            "executor.command_completed" if event["data"]["outcome"]["status"] != "ok" => {
+                self.out.trace.push(format!("    {}", event["data"]["outcome"]));
+            }
             _ => {}
         }
+        Ok(())
     }
-    root.catch_up(&mut out).await?;
-    let bound: Vec<String> = out.bound.iter().filter(|(w, _)| *w == worker).map(|(_, c)| c.clone()).collect();
-    let [old, fresh] = &bound[..] else { bail!("bound to {bound:?}, not two conversations in turn") };
-    if old == fresh {
-        bail!("rolled over into the same conversation {old}");
+
+    /// Waits until step `index` of [`ROLLOVER_STEPS`] is in the log.
+    pub async fn until(&mut self, index: usize, budget: Duration) -> anyhow::Result<()> {
+        while self.step.is_none_or(|s| s < index) {
+            let event = self.root.wait(&mut self.out, budget, |_| true).await?;
+            self.observe(&event)?;
+        }
+        Ok(())
     }
-    let oracle = hub.oracle();
-    let conversation = |id: &str| oracle["conversations"][id].clone();
-    let bootstraps = |id: &str| -> Vec<bool> {
-        conversation(id)["user_turns"]
-            .as_array()
-            .map(|turns| turns.iter().map(|t| t["bootstrap"].as_bool().unwrap_or(false)).collect())
-            .unwrap_or_default()
-    };
-    if bootstraps(old) != [true] || conversation(old)["incidents"] != json!(["conversation_too_long"]) {
-        bail!("the full conversation got more than its bootstrap: {:#}", conversation(old));
+
+    /// A new MCP session with the daemon at the same address (after its
+    /// restart), retrying for up to 10 s.
+    pub async fn reconnect(&mut self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match Client::connect(&self.mcp_url).await {
+                Ok(client) => {
+                    self.root.client = client;
+                    return Ok(());
+                }
+                Err(e) if Instant::now() > deadline => return Err(e.into()),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
     }
-    if bootstraps(fresh) != [true] || conversation(fresh)["errors"] != json!([]) {
-        bail!("the fresh conversation did not get exactly its rollover bootstrap: {:#}", conversation(fresh));
+
+    /// Waits for the worker's completion and checks what happened.
+    pub async fn finish(mut self, hub: &fakechat::hub::Hub, budget: Duration) -> anyhow::Result<Rollover> {
+        while !self.completed {
+            let event = self.root.wait(&mut self.out, budget, |_| true).await?;
+            self.observe(&event)?;
+        }
+        let (mut root, mut out, worker) = (self.root, self.out, self.worker);
+        root.catch_up(&mut out).await?;
+        let bound: Vec<String> = out.bound.iter().filter(|(w, _)| *w == worker).map(|(_, c)| c.clone()).collect();
+        let [old, fresh] = &bound[..] else { bail!("bound to {bound:?}, not two conversations in turn") };
+        if old == fresh {
+            bail!("rolled over into the same conversation {old}");
+        }
+        let oracle = hub.oracle();
+        let conversation = |id: &str| oracle["conversations"][id].clone();
+        let bootstraps = |id: &str| -> Vec<bool> {
+            conversation(id)["user_turns"]
+                .as_array()
+                .map(|turns| turns.iter().map(|t| t["bootstrap"].as_bool().unwrap_or(false)).collect())
+                .unwrap_or_default()
+        };
+        if bootstraps(old) != [true] || conversation(old)["incidents"] != json!(["conversation_too_long"]) {
+            bail!("the full conversation got more than its bootstrap: {:#}", conversation(old));
+        }
+        if bootstraps(fresh) != [true] || conversation(fresh)["errors"] != json!([]) {
+            bail!("the fresh conversation did not get exactly its rollover bootstrap: {:#}", conversation(fresh));
+        }
+        let log = root.log_of(&worker).await?;
+        let progress: Vec<&str> = log
+            .iter()
+            .filter(|e| e["type"] == "worker.progress")
+            .filter_map(|e| e["data"]["summary"].as_str())
+            .collect();
+        if progress != ["part one", "part two"] {
+            bail!("work before the notice redone or lost: {progress:?}");
+        }
+        let rolled: Vec<&Value> = log.iter().filter(|e| e["type"] == "worker.rolled_over").collect();
+        let [rolled] = rolled[..] else { bail!("{} rollovers, not one", rolled.len()) };
+        if rolled["data"]["retired"] != json!(old) || rolled["data"]["capsule"]["epoch"] != 1 {
+            bail!("the rollover named the wrong conversation or epoch: {rolled}");
+        }
+        let capsule_bytes = serde_json::to_vec(&rolled["data"]["capsule"])?.len();
+        // The retired conversation's credentials change nothing now.
+        let old_capability = hub
+            .read(old, |c| c.agent.as_ref().map(|m| m.capability.clone()))
+            .flatten()
+            .ok_or_else(|| anyhow::anyhow!("the full conversation's agent kept no capability"))?;
+        let late =
+            root.client.call("worker_progress", json!({"capability": old_capability, "summary": "late"})).await?;
+        match late {
+            Err(e) if e.code == "CONVERSATION_RETIRED" => {}
+            other => bail!("the retired conversation's call was not refused as retired: {other:?}"),
+        }
+        let rollover = match (self.full_at, self.bound_at) {
+            (Some(full), Some(bound)) => Duration::from_millis(bound.saturating_sub(full)),
+            _ => bail!("no length notice or no fresh binding seen; trace:\n{}", out.trace.join("\n")),
+        };
+        Ok(Rollover { conversations: (old.clone(), fresh.clone()), capsule_bytes, rollover })
     }
-    let log = root.log_of(&worker).await?;
-    let progress: Vec<&str> =
-        log.iter().filter(|e| e["type"] == "worker.progress").filter_map(|e| e["data"]["summary"].as_str()).collect();
-    if progress != ["part one", "part two"] {
-        bail!("work before the notice redone or lost: {progress:?}");
-    }
-    let rolled = log
-        .iter()
-        .find(|e| e["type"] == "worker.rolled_over")
-        .ok_or_else(|| anyhow::anyhow!("no worker.rolled_over"))?;
-    if rolled["data"]["retired"] != json!(old) || rolled["data"]["capsule"]["epoch"] != 1 {
-        bail!("the rollover named the wrong conversation or epoch: {rolled}");
-    }
-    let capsule_bytes = serde_json::to_vec(&rolled["data"]["capsule"])?.len();
-    // The retired conversation's credentials change nothing now.
-    let old_capability = hub
-        .read(old, |c| c.agent.as_ref().map(|m| m.capability.clone()))
-        .flatten()
-        .ok_or_else(|| anyhow::anyhow!("the full conversation's agent kept no capability"))?;
-    let late = root.client.call("worker_progress", json!({"capability": old_capability, "summary": "late"})).await?;
-    match late {
-        Err(e) if e.code == "CONVERSATION_RETIRED" => {}
-        other => bail!("the retired conversation's call was not refused as retired: {other:?}"),
-    }
-    let rollover = match (full_at, bound_at) {
-        (Some(full), Some(bound)) => Duration::from_millis(bound.saturating_sub(full)),
-        _ => bail!("no length notice or no fresh binding seen; trace:\n{}", out.trace.join("\n")),
-    };
-    Ok(Rollover { conversations: (old.clone(), fresh.clone()), capsule_bytes, rollover })
+}
+
+/// [`RolloverRun`] with no crash.
+pub async fn rollover(mcp_url: &str, hub: &fakechat::hub::Hub, budget: Duration) -> anyhow::Result<Rollover> {
+    RolloverRun::start(mcp_url, Duration::ZERO).await?.finish(hub, budget).await
 }

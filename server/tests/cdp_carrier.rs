@@ -1002,3 +1002,38 @@ async fn a_full_conversation_rolls_over_and_the_worker_completes_in_the_fresh_on
     assert_eq!(world.agent.targets().len(), 1, "the agent manages only the fresh conversation's target");
     assert_eq!(tokio::task::block_in_place(|| chat_pages(&world.chromium)), 2, "the full one is left open");
 }
+
+/// The daemon is SIGKILLed right after each step of a rollover through the
+/// CDP carrier, then the agent is restarted (a new process from its
+/// journal) after each step: every run still ends with exactly one fresh
+/// conversation, one bootstrap in it, and nothing more in the full one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_at_each_rollover_step_still_ends_with_one_fresh_conversation() {
+    let _one = ONE_BROWSER.lock().await;
+    for (crash, index) in
+        ["daemon", "agent"].into_iter().flat_map(|c| (0..e2e::scenario::ROLLOVER_STEPS.len()).map(move |i| (c, i)))
+    {
+        let step = e2e::scenario::ROLLOVER_STEPS[index];
+        // A fresh browser, daemon and agent per run: the targets a run leaves
+        // open (the full conversation is never closed) do not slow the next.
+        let mut world = start(&[]).await;
+        let url = world.daemon.mcp_url();
+        let mut run = e2e::scenario::RolloverRun::start(&url, Duration::from_secs(3)).await.unwrap();
+        run.until(index, Duration::from_secs(60)).await.unwrap_or_else(|e| panic!("{crash} {step}: {e:#}"));
+        match crash {
+            "daemon" => {
+                world.daemon.restart(&[]).unwrap();
+                run.reconnect().await.unwrap();
+            }
+            _ => {
+                world.agent.restart().await.unwrap();
+                e2e::cdp::wait_until(WAIT, || world.agent.is_connected()).await.unwrap();
+            }
+        }
+        let seen = run
+            .finish(&world.fake.hub, Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|e| panic!("{crash} {step}: {e:#}"));
+        eprintln!("{crash} crashed after {step}: {seen:?}");
+    }
+}

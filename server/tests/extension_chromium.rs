@@ -864,3 +864,28 @@ async fn rollover_body() {
     eprintln!("rollover through the extension: {seen:?}");
     assert_eq!(chat_tabs(&world.chromium).await, 2, "the full conversation's tab is left open, untouched");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_sigkill_at_each_rollover_step_still_ends_with_one_fresh_conversation() {
+    e2e(rollover_killed_body).await;
+}
+
+/// The daemon is SIGKILLed (and started again on its state) right after
+/// each step of a rollover through the extension (`e2e::scenario::
+/// ROLLOVER_STEPS`): each run still ends with exactly one fresh
+/// conversation, one bootstrap in it, and nothing more typed in the full one.
+async fn rollover_killed_body() {
+    // A fresh browser and daemon per step: the tabs a run leaves open (the
+    // full conversation is never closed) do not slow the next one.
+    for (index, step) in e2e::scenario::ROLLOVER_STEPS.iter().enumerate() {
+        let mut world = World::start(orchestrator(), &[]).await.unwrap();
+        let url = world.daemon.mcp_url();
+        let mut run = e2e::scenario::RolloverRun::start(&url, Duration::from_secs(3)).await.unwrap();
+        run.until(index, Duration::from_secs(60)).await.unwrap_or_else(|e| panic!("{step}: {e:#}"));
+        world.daemon.restart(&[]).unwrap();
+        run.reconnect().await.unwrap();
+        let seen =
+            run.finish(&world.fake.hub, Duration::from_secs(60)).await.unwrap_or_else(|e| panic!("{step}: {e:#}"));
+        eprintln!("killed after {step}: {seen:?}");
+    }
+}
