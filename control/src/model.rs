@@ -133,6 +133,9 @@ pub struct Worker {
     /// model's own words are not seen.
     #[serde(default)]
     pub context_bytes: u64,
+    /// The model it is pinned to, if any (`worker.model_pinned`).
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 /// Where an executor command is in its life.
@@ -280,6 +283,10 @@ pub struct State {
     /// over (`protocol::executor::ROLLOVER`).
     #[serde(default)]
     pub rolling_executors: HashSet<String>,
+    /// The executors whose latest session declared they pin models
+    /// (`protocol::executor::MODEL`).
+    #[serde(default)]
+    pub model_executors: HashSet<String>,
     /// The runtime pools' managed-carrier records.
     pub runtime: registry::Registry,
     /// When each executor's current session began (its last `executor.connected`):
@@ -358,6 +365,7 @@ impl State {
                         (protocol::executor::STEER, &mut self.steering_executors),
                         (protocol::executor::PARK, &mut self.parking_executors),
                         (protocol::executor::ROLLOVER, &mut self.rolling_executors),
+                        (protocol::executor::MODEL, &mut self.model_executors),
                     ] {
                         if capabilities.iter().any(|c| c == capability) {
                             executors.insert(executor_id.clone());
@@ -447,6 +455,7 @@ impl State {
                         checkpoint: None,
                         rollover: None,
                         context_bytes: 0,
+                        model: None,
                     },
                 );
             }
@@ -750,6 +759,10 @@ impl State {
             EventBody::WorkerBlockChanged { worker_id, blocked, by, .. } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.blocked = blocked.then_some(*by);
+            }
+            EventBody::WorkerModelPinned { worker_id, model } => {
+                let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+                w.model = Some(model.clone());
             }
             EventBody::WorkerCheckpointed { worker_id, note } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;

@@ -688,8 +688,26 @@ impl ControlPlane {
         assignment: &Assignment,
         idem: Option<&str>,
     ) -> Result<WorkerId, Error> {
+        self.spawn_pinned(actor, name, assignment, None, idem)
+    }
+
+    /// [`ControlPlane::spawn`], the worker pinned to `model` if given.
+    pub fn spawn_pinned(
+        &self,
+        actor: &Worker,
+        name: &str,
+        assignment: &Assignment,
+        model: Option<&str>,
+        idem: Option<&str>,
+    ) -> Result<WorkerId, Error> {
         let idem = Self::idem_key(format!("worker_spawn:{}", actor.run_id), idem)?;
-        self.commit(idem, &(name, assignment), |_| {
+        // Without a model, the arguments hash as they always did: a replay
+        // across an upgrade still matches its record.
+        let args = match model {
+            None => serde_json::json!([name, assignment]),
+            Some(model) => serde_json::json!([name, assignment, model]),
+        };
+        self.commit(idem, &args, |_| {
             let worker_id = WorkerId::from_uuid_bytes(new_uuid());
             let cmd = Request::Spawn {
                 actor: actor.id.clone(),
@@ -697,6 +715,7 @@ impl ControlPlane {
                 name: name.to_owned(),
                 assignment: assignment.clone(),
                 create_command: CommandId::from_uuid_bytes(new_uuid()),
+                model: model.map(str::to_owned),
             };
             (cmd, worker_id)
         })
@@ -1035,6 +1054,7 @@ impl ControlPlane {
                 },
                 project_url: self.chatgpt.project_url.clone(),
                 app: self.chatgpt.app_label.clone(),
+                model: worker.model.clone(),
                 replaces: worker.retired.last().filter(|_| worker.epoch > 0).cloned(),
             },
             CommandIntent::Send { prompt, steer } => {
@@ -1053,7 +1073,12 @@ impl ControlPlane {
                 if *steer && steers {
                     CommandOp::ConversationSteer { conversation_id, prompt }
                 } else {
-                    CommandOp::ConversationSend { conversation_id, prompt, app: self.chatgpt.app_label.clone() }
+                    CommandOp::ConversationSend {
+                        conversation_id,
+                        prompt,
+                        app: self.chatgpt.app_label.clone(),
+                        model: worker.model.clone(),
+                    }
                 }
             }
             CommandIntent::Open | CommandIntent::Close | CommandIntent::Park | CommandIntent::Inspect => {

@@ -20,6 +20,8 @@
 //! - an inspect (read-only) overtakes queued commands of its worker: it is
 //!   how a send held by a stale `generating` learns the turn ended. It still
 //!   waits for an in-flight command of its worker;
+//! - a create of a worker pinned to a model goes only to an executor that
+//!   declared `conversation_model`;
 //! - a rollover's create (the worker's fresh conversation) goes to the
 //!   executor that held the worker, within `max_launches` and tab room;
 //! - with a tab capacity (`max_open_tabs`, see [`crate::tabs`]), a create
@@ -144,9 +146,11 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
                     let declared = state.executor_hosts.get(id).and_then(|h| h.capacity);
                     declared.map_or(limits.max_active, |c| c as usize).max(1)
                 };
+                // A pinned model is set only by an executor that declared it can.
+                let pins = |id: &str| worker.model.is_none() || state.model_executors.contains(id);
                 let roomiest = load
                     .iter()
-                    .filter(|(id, n)| **n < capacity(id) && room(&tabs, id))
+                    .filter(|(id, n)| **n < capacity(id) && room(&tabs, id) && pins(id))
                     .min_by_key(|(id, n)| (**n * 1_000_000 / capacity(id), **id));
                 let Some((executor, _)) = roomiest else { continue };
                 executor.to_string()

@@ -125,6 +125,8 @@ error_codes! {
     ToolApprovalRequired = "TOOL_APPROVAL_REQUIRED", "A person must answer ChatGPT's tool-approval card in that chat; the worker goes on once they do. To stop it recurring, allow the app's actions in ChatGPT's settings (docs/setup.md).";
     /// A managed tab was not closed to free capacity: it holds a draft, a running turn, an incident or a person's question.
     TabInUse = "TAB_IN_USE", "Nothing to do: the tab stays open and another idle one is closed instead, or this one later.";
+    /// The page's model picker offers no model with the pinned label, or only a disabled one; nothing was typed.
+    ModelUnavailable = "MODEL_UNAVAILABLE", "Pin a model the account's picker offers (its exact label), or none; the worker's conversation was left as it was.";
     /// ChatGPT says the conversation reached its maximum length ("You've reached the maximum length for this conversation…"): it takes no more turns.
     ConversationTooLong = "CONVERSATION_TOO_LONG", "Nothing to do: the worker rolls over to a fresh conversation, carrying a capsule of its work; the full one stays in the browser untouched.";
     /// The call came with the credentials of a conversation the worker rolled over from: that conversation is retired and may change nothing.

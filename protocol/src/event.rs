@@ -490,6 +490,15 @@ pub enum EventBody {
         /// Milliseconds since its last progress.
         quiet_ms: u64,
     },
+    /// The worker is pinned to a model: every prompt of its conversations
+    /// goes in only once the page's picker shows that model.
+    #[serde(rename = "worker.model_pinned")]
+    WorkerModelPinned {
+        /// The worker.
+        worker_id: WorkerId,
+        /// The model's label, as the picker shows it.
+        model: String,
+    },
     /// The worker recorded its own checkpoint (`worker_checkpoint`): what
     /// is done and what is next, at most `rollover::CHECKPOINT_MAX` bytes.
     /// Its next rollover's capsule carries the newest.
@@ -602,6 +611,7 @@ impl EventBody {
             EventBody::ContinuationStalled { .. } => "continuation.stalled",
             EventBody::ContinuationRateLimited { .. } => "continuation.rate_limited",
             EventBody::ContinuationTurnStalled { .. } => "continuation.turn_stalled",
+            EventBody::WorkerModelPinned { .. } => "worker.model_pinned",
             EventBody::WorkerCheckpointed { .. } => "worker.checkpointed",
             EventBody::WorkerRolloverRequested { .. } => "worker.rollover_requested",
             EventBody::WorkerRolledOver { .. } => "worker.rolled_over",
@@ -648,6 +658,7 @@ impl EventBody {
             | EventBody::ContinuationStalled { worker_id, .. }
             | EventBody::ContinuationRateLimited { worker_id, .. }
             | EventBody::ContinuationTurnStalled { worker_id, .. }
+            | EventBody::WorkerModelPinned { worker_id, .. }
             | EventBody::WorkerCheckpointed { worker_id, .. }
             | EventBody::WorkerRolloverRequested { worker_id, .. }
             | EventBody::WorkerRolledOver { worker_id, .. } => worker_id == worker,

@@ -81,6 +81,12 @@ pub const PARK: &str = "conversation_park";
 /// fresh one. The daemon rolls workers over only on such executors.
 pub const ROLLOVER: &str = "conversation_rollover";
 
+/// The capability an executor declares in `hello` when it honours `model`
+/// on `conversation_create` and `conversation_send`: it sets the page's
+/// model picker and verifies it before typing, failing closed. A worker
+/// pinned to a model is placed only on such executors.
+pub const MODEL: &str = "conversation_model";
+
 /// Which kind of carrier an executor is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -387,6 +393,13 @@ pub enum CommandOp {
         /// prompt is submitted, and nothing is submitted if it cannot be.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         app: Option<String>,
+        /// The model the worker is pinned to, as the picker labels it: the
+        /// page's picker is set to it and verified before the prompt is
+        /// typed, or nothing is typed (`MODEL_UNAVAILABLE`, or
+        /// `HOST_UI_CHANGED` when the picker cannot be read). Only sent to
+        /// an executor that declared [`MODEL`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
         /// A rollover: the worker's conversation this one replaces. The
         /// executor stops managing it (its tab is left open, untouched) and
         /// creates the fresh one as for a first create. Only sent to an
@@ -404,6 +417,10 @@ pub enum CommandOp {
         /// that app selected, or is bound to it again, before the prompt.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         app: Option<String>,
+        /// The worker's pinned model, set and verified before the prompt
+        /// (as for `conversation_create`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
     /// Submit a mid-turn checkpoint without waiting for idle (reserved).
     ConversationSteer {
@@ -607,7 +624,7 @@ mod tests {
             op: CommandOp::ConversationSend {
                 conversation_id: "0196b2c4-8e1f-7a3b-9c2d-4e5f60718293".parse().unwrap(),
                 prompt: "resume".into(),
-                app: None,
+                app: None, model: None
             },
         });
         let json = serde_json::to_value(&cmd).unwrap();

@@ -39,6 +39,17 @@ pub const PREVIEW_MAX: usize = 256;
 /// Longest app (connector) label accepted, in characters.
 pub const APP_LABEL_MAX: usize = 64;
 
+/// Longest model label accepted, in characters.
+pub const MODEL_LABEL_MAX: usize = 64;
+
+/// Whether `label` can name a ChatGPT model as its picker shows it
+/// ("GPT-5.5", "o3"): 1-64 characters, no control characters, no leading
+/// or trailing whitespace.
+pub fn valid_model_label(label: &str) -> bool {
+    let count = label.chars().count();
+    (1..=MODEL_LABEL_MAX).contains(&count) && label.trim() == label && !label.chars().any(char::is_control)
+}
+
 /// Whether `label` can name a ChatGPT app: 1-64 characters, no control
 /// characters, no leading or trailing whitespace.
 pub fn valid_app_label(label: &str) -> bool {

@@ -76,6 +76,8 @@ pub enum Request {
         assignment: Assignment,
         /// The id for its conversation-create command.
         create_command: CommandId,
+        /// The model to pin it to, as the picker labels it.
+        model: Option<String>,
     },
     /// A worker's conversation attached with its attach identity.
     Attach {
@@ -653,6 +655,7 @@ mod table {
                 name: name.into(),
                 assignment,
                 create_command,
+                model: None,
             });
             worker_id
         }

@@ -200,6 +200,9 @@ pub enum Refusal {
         /// The worker's latest.
         latest: u32,
     },
+    /// A model label outside its form.
+    #[error("model must be 1-64 characters without control characters or surrounding spaces, as the picker shows it")]
+    BadModel,
     /// A rollover for a worker whose executor does not roll conversations over.
     #[error("the executor holding worker {0} does not roll conversations over (it declared no conversation_rollover)")]
     NoRolloverCarrier(WorkerId),
@@ -236,6 +239,7 @@ impl Refusal {
             | BadPolicy(_)
             | BadAsk(_)
             | StallIsTheGuards
+            | BadModel
             | BadAttribution => ErrorCode::InvalidArgument,
             RequestReplayed(_) => ErrorCode::UnidentifiedCaller,
             TooLarge { .. } => ErrorCode::TooLarge,

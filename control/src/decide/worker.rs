@@ -6,7 +6,7 @@ use super::*;
 /// The worker commands (routed here by [`super::decide`]).
 pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusal> {
     match command {
-        Request::Spawn { actor, worker_id, name, assignment, create_command } => {
+        Request::Spawn { actor, worker_id, name, assignment, create_command, model } => {
             let (run, root) = root_actor(state, actor)?;
             require_active(run)?;
             check_name(name)?;
@@ -21,13 +21,22 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             if state.workers.contains_key(worker_id) {
                 return Err(Refusal::IdTaken("worker id"));
             }
-            Ok(vec![
-                EventBody::WorkerCreated {
-                    worker_id: worker_id.clone(),
-                    path,
-                    parent_id: Some(actor.clone()),
-                    assignment: Some(assignment.clone()),
-                },
+            if model.as_deref().is_some_and(|m| !protocol::limits::valid_model_label(m)) {
+                return Err(Refusal::BadModel);
+            }
+            let pinned = model
+                .iter()
+                .map(|model| EventBody::WorkerModelPinned { worker_id: worker_id.clone(), model: model.clone() });
+            let created = EventBody::WorkerCreated {
+                worker_id: worker_id.clone(),
+                path,
+                parent_id: Some(actor.clone()),
+                assignment: Some(assignment.clone()),
+            };
+            Ok([created]
+                .into_iter()
+                .chain(pinned)
+                .chain([
                 state_change(worker_id, WorkerState::Created, WorkerState::LaunchRequested, None),
                 EventBody::CommandQueued {
                     command_id: create_command.clone(),
@@ -36,7 +45,8 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                     idempotency_key: format!("create:{worker_id}"),
                     not_before_ms: None,
                 },
-            ])
+                ])
+                .collect())
         }
         Request::Attach { worker_id } => {
             let (run, worker) = acting(state, worker_id)?;
@@ -248,7 +258,7 @@ mod tests {
         let spawn = |g: &mut Given, actor: WorkerId, name: &str, objective: String| {
             let assignment = Assignment::from_objective(objective);
             let (worker_id, create_command) = (WorkerId::from_uuid_bytes(g.id()), CommandId::from_uuid_bytes(g.id()));
-            Request::Spawn { actor, worker_id, name: name.into(), assignment, create_command }
+            Request::Spawn { actor, worker_id, name: name.into(), assignment, create_command, model: None }
         };
         let root = g.root.clone();
         let c = spawn(&mut g, root, "a", "task".into());

@@ -13,6 +13,9 @@ pub struct WorkerSpawnArgs {
     pub name: String,
     /// The worker's authoritative task; it stays in the orchestrator, never in a prompt.
     pub assignment: Assignment,
+    /// Model to pin, as the picker labels it; unset: the default.
+    #[serde(default)]
+    pub model: Option<String>,
     /// Replaying the same key with the same arguments returns the same worker.
     #[serde(default)]
     pub idempotency_key: Option<String>,
@@ -156,7 +159,8 @@ impl Tools {
         let plane = self.plane.clone();
         on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;
-            let id = plane.spawn(&root, &args.name, &args.assignment, args.idempotency_key.as_deref())?;
+            let (model, idem) = (args.model.as_deref(), args.idempotency_key.as_deref());
+            let id = plane.spawn_pinned(&root, &args.name, &args.assignment, model, idem)?;
             let worker = plane.worker(&id).ok_or_else(|| Error::from(Refusal::NoWorker(id.clone())))?;
             Ok(WorkerSpawnOut {
                 worker: WorkerView::from(&worker),
