@@ -13,6 +13,8 @@
 //! - [`compose`]: inserting a prompt and pressing send, exactly once.
 //! - [`bind`]: binding the conversation to the orchestrator's app, by its
 //!   exact label, before anything is submitted.
+//! - [`model`]: pinning the conversation's model through the picker, by
+//!   its exact label, verified before anything is typed.
 //! - [`identity`]: conversation identity from `/c/<uuid>` and project URLs.
 //! - [`inspect`]: a read-only account of how this build reads a page; its
 //!   submit plan is the composer's own decision on a dry run.
@@ -34,6 +36,7 @@ pub mod html;
 pub mod identity;
 pub mod inspect;
 pub mod locators;
+pub mod model;
 
 pub use classify::{Incident, Notice, PageState, Snapshot, classify, reading, turn_mark};
 pub use compose::{Act, Pressed, Refusal, Typed, abandon, confirmed, press_send, ready, submit, type_prompt};

@@ -57,6 +57,10 @@ pub struct Submission {
     /// refuse (nothing typed, nothing clicked) if that cannot be done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app: Option<String>,
+    /// Then set the model picker to exactly this model and verify it, and
+    /// refuse (nothing typed) if that cannot be done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// What the page observed: URL and classified state.

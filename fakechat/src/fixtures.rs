@@ -8,7 +8,8 @@
 use std::path::Path;
 
 use crate::render::{
-    self, App, AppState, Editor, Generation, Integrity, Locale, Menu, Role, Screen, Turn, TurnError, View,
+    self, App, AppState, Editor, Generation, Integrity, Locale, Menu, Model, Picker, Role, Screen, Turn, TurnError,
+    View,
 };
 
 const CONVERSATION: &str = "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f";
@@ -130,11 +131,50 @@ pub fn all() -> Vec<(String, View)> {
             View { screen: Screen::PreHydration, generation, nonce: "fixture".into(), ..View::default() };
         out.push((format!("{g}-pre-hydration"), prehydration));
         binding(g, generation, &mut out);
+        pickers(g, generation, &mut out);
     }
     let mut lexical = chat(Generation::A);
     lexical.editor = Editor::Lexical;
     out.push(("a-idle-lexical".into(), lexical));
     out
+}
+
+/// The models the picker fixtures offer: a current one, one whose label
+/// begins with it, a legacy one and a disabled legacy one.
+pub fn models() -> Vec<Model> {
+    let model =
+        |label: &str, slug: &str, legacy, disabled| Model { label: label.into(), slug: slug.into(), legacy, disabled };
+    vec![
+        model("GPT-5.5", "gpt-5-5", false, false),
+        model("GPT-5.5 Pro", "gpt-5-5-pro", false, false),
+        model("o3", "o3", true, false),
+        model("GPT-4o", "gpt-4o", true, true),
+    ]
+}
+
+/// The model picker's states (`render::picker`): closed, open, A's legacy
+/// submenu, B's advanced view and model submenu, each showing GPT-5.5 or o3
+/// as the current model.
+fn pickers(g: &str, generation: Generation, out: &mut Vec<(String, View)>) {
+    let levels: &[(&str, Option<Picker>)] = match generation {
+        Generation::A => &[("closed", None), ("open", Some(Picker::Open)), ("legacy", Some(Picker::Submenu))],
+        Generation::B => &[
+            ("closed", None),
+            ("open", Some(Picker::Open)),
+            ("advanced", Some(Picker::Advanced)),
+            ("submenu", Some(Picker::Submenu)),
+        ],
+    };
+    for current in ["GPT-5.5", "o3"] {
+        for (level, picker) in levels {
+            let mut v = chat(generation);
+            v.models = models();
+            v.model = Some(current.into());
+            v.picker = *picker;
+            let suffix = if current == "o3" { "-o3" } else { "" };
+            out.push((format!("{g}-model-{level}{suffix}"), v));
+        }
+    }
 }
 
 /// Writes every fixture into `dir` and removes stale `.html` files there.

@@ -43,6 +43,10 @@ pub struct UserTurn {
     pub tab: Option<String>,
     /// Whether it was a worker bootstrap.
     pub bootstrap: bool,
+    /// The model the page's picker showed when it was sent (none: the
+    /// account has no picker).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// How a conversation came to be bound to an app.
@@ -187,6 +191,8 @@ struct Inner {
     projects: HashMap<String, String>,
     /// The `@` mention popover does not list apps (only the `+` menu does).
     no_app_mentions: bool,
+    /// The models the account's picker offers (none: no picker is shown).
+    models: Vec<crate::render::Model>,
 }
 
 impl Inner {
@@ -201,6 +207,13 @@ impl Inner {
     fn views(&self) -> Vec<App> {
         self.apps.iter().map(|a| a.app.clone()).collect()
     }
+
+    /// The account's default model: every page load shows it, whatever was
+    /// chosen before (rzn-browser's live note 2026-08-31: "The model resets
+    /// between page loads"; a single source, the hostile reading).
+    fn default_model(&self) -> Option<String> {
+        self.models.iter().find(|m| !m.legacy && !m.disabled).map(|m| m.label.clone())
+    }
 }
 
 /// Why a submission was refused.
@@ -214,6 +227,8 @@ pub enum Refused {
     NoComposer,
     /// The chosen app does not exist or is disabled.
     App,
+    /// The chosen model is not offered, or disabled.
+    Model,
 }
 
 /// The shared state.
@@ -386,8 +401,13 @@ impl Hub {
         project: Option<&str>,
         menu: Option<Menu>,
         pill: Option<&str>,
+        picker: Option<(crate::render::Picker, Option<&str>)>,
     ) -> Option<View> {
         let mut view = self.view(conversation, project, String::new())?;
+        if let Some((open, chosen)) = picker {
+            view.picker = Some(open);
+            view.model = chosen.map(str::to_owned).or(view.model);
+        }
         if matches!(menu, Some(Menu::Mention(_))) && self.inner.lock().unwrap().no_app_mentions {
             view.apps.clear();
         }
@@ -413,6 +433,8 @@ impl Hub {
                 integrity: s.integrity,
                 nonce,
                 project: project.map(str::to_owned),
+                models: inner.models.clone(),
+                model: inner.default_model(),
                 ..View::default()
             });
         };
@@ -438,7 +460,15 @@ impl Hub {
             mention: None,
             menu: None,
             first_paint: false,
+            models: inner.models.clone(),
+            model: inner.default_model(),
+            picker: None,
         })
+    }
+
+    /// Replaces the models the account's picker offers.
+    pub fn set_models(&self, models: Vec<crate::render::Model>) {
+        self.inner.lock().unwrap().models = models;
     }
 
     /// Records a user turn and opens the assistant turn. Creates the
@@ -450,9 +480,15 @@ impl Hub {
         text: &str,
         tab: Option<&str>,
         selection: Option<&Selection>,
+        model: Option<&str>,
     ) -> Result<String, Refused> {
         let mut inner = self.inner.lock().unwrap();
         let defaults = inner.defaults;
+        let model = match model {
+            Some(label) if inner.models.iter().any(|m| m.label == label && !m.disabled) => Some(label.to_owned()),
+            Some(_) => return Err(Refused::Model),
+            None => inner.default_model(),
+        };
         if let Some(sel) = selection {
             let usable = inner.app(&sel.app).is_some_and(|a| a.app.state != AppState::Disabled);
             if !usable || sel.route == Route::Project {
@@ -494,6 +530,7 @@ impl Hub {
             tab: tab.map(str::to_owned),
             bootstrap: text.contains("[orchestrator bootstrap v")
                 || text.contains("[orchestrator rollover bootstrap v"),
+            model,
         });
         c.turns.push(Turn { role: Role::User, text: text.to_owned(), finished: true, error: None, calls: Vec::new() });
         c.turns.push(Turn {

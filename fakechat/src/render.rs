@@ -314,6 +314,33 @@ pub struct App {
     pub state: AppState,
 }
 
+/// A model the account's picker offers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Model {
+    /// Its label in the picker ("GPT-5.5").
+    pub label: String,
+    /// The slug in its generation-A test id (`model-switcher-<slug>`).
+    pub slug: String,
+    /// Listed under "Legacy models" (generation A) rather than first.
+    #[serde(default)]
+    pub legacy: bool,
+    /// Shown but not selectable (a plan without it, a cap reached).
+    #[serde(default)]
+    pub disabled: bool,
+}
+
+/// How far the model picker is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Picker {
+    /// The first level.
+    Open,
+    /// Generation B: "Show advanced options" expanded (Model and Effort openers).
+    Advanced,
+    /// The model submenu: A's "Legacy models", B's Advanced → Model.
+    Submenu,
+}
+
 /// Which app popover is open in the composer.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -376,6 +403,13 @@ pub struct View {
     /// arrives with hydration (the page script inserts it), as on the real
     /// site. Fixtures show the hydrated page.
     pub first_paint: bool,
+    /// The models the account's picker offers; none: the page shows no
+    /// picker (every page before model pinning was modelled).
+    pub models: Vec<Model>,
+    /// The model the picker shows as current.
+    pub model: Option<String>,
+    /// The picker, open.
+    pub picker: Option<Picker>,
 }
 
 impl View {
@@ -583,6 +617,9 @@ pub fn page(view: &View) -> String {
                 out.push_str(&hidden_legacy(view));
             }
             out.push_str("<div id=\"__next\"><main id=\"main\">\n");
+            if view.generation == Generation::A && !view.models.is_empty() {
+                let _ = writeln!(out, "<header id=\"page-header\">{}</header>", model_trigger(view));
+            }
             out.push_str(&thread(view));
             out.push_str(&composer(view));
             out.push_str("</main></div>\n");
@@ -1122,15 +1159,171 @@ fn composer(view: &View) -> String {
     };
     let plus_label = if view.locale == Locale::Ja { "ファイルなどを追加" } else { "Add files and more" };
     let expanded = matches!(view.menu, Some(Menu::Root | Menu::More | Menu::Apps));
+    let pill =
+        if view.generation == Generation::B && !view.models.is_empty() { model_trigger(view) } else { String::new() };
     format!(
         "<div id=\"composer-region\">{form_open}{apps}{plus} aria-expanded=\"{expanded}\" aria-label=\"{plus_label}\" class=\"btn\">+</button>\
-         {fallback}{editors}<button type=\"button\" aria-label=\"{dictate}\" class=\"btn\"></button>{actions}</form>\
-         <div id=\"composer-popover\">{menu}</div></div>\n",
+         {fallback}{editors}{pill}<button type=\"button\" aria-label=\"{dictate}\" class=\"btn\"></button>{actions}</form>\
+         <div id=\"composer-popover\">{menu}</div><div id=\"model-popover\">{picker}</div></div>\n",
         actions = actions(view),
         menu = menu(view),
         apps = apps(view),
+        picker = picker(view),
         dictate = l.dictate,
     )
+}
+
+/// The model picker's trigger. Generation A (2025 to early 2026): the
+/// header button `data-testid="model-switcher-dropdown-button"`, a Radix
+/// trigger (`aria-haspopup="menu"`, `aria-expanded`, `data-state`,
+/// `id="radix-…"`) whose aria-label names the current model ("Model
+/// selector, current model is 4o") and whose text is "ChatGPT <span>4o</span>"
+/// (rendered pages, search-index ids 4759405593 and 14924903435; S3, S7 in
+/// `docs/evidence/model-picker.md`). Generation B (August 2026): the
+/// composer pill `button.__composer-pill` with the same test id and
+/// `aria-haspopup="menu"`, whose text is the thinking effort, never the
+/// model (steipete/oracle `tests/browser/modelSelection.test.ts` @ 7b364aa5,
+/// srv1n/rzn-browser `workflows/chatgpt/README.md` @ ba6ea6b). The label in
+/// B is an assumption: no capture records it.
+fn model_trigger(view: &View) -> String {
+    let current = escape(view.model.as_deref().unwrap_or(""));
+    let open = view.picker.is_some();
+    let state = if open { "open" } else { "closed" };
+    match view.generation {
+        Generation::A => format!(
+            "<button aria-label=\"Model selector, current model is {current}\" id=\"radix-model-trigger\" \
+             aria-haspopup=\"menu\" aria-expanded=\"{open}\" data-state=\"{state}\" \
+             data-testid=\"model-switcher-dropdown-button\" data-fakechat-model-trigger=\"true\" class=\"btn\">\
+             <div>ChatGPT <span>{current}</span></div></button>"
+        ),
+        Generation::B => format!(
+            "<button type=\"button\" class=\"__composer-pill btn\" id=\"radix-model-pill\" aria-haspopup=\"menu\" \
+             aria-expanded=\"{open}\" data-state=\"{state}\" data-testid=\"model-switcher-dropdown-button\" \
+             data-fakechat-model-trigger=\"true\">High</button>"
+        ),
+    }
+}
+
+/// The open model picker. Generation A (2025): a Radix menu labelled by
+/// its trigger, one `div[role=menuitem]` per model with
+/// `data-testid="model-switcher-<slug>"`, its label and a subtitle as
+/// sibling texts, the current one marked only by a check icon, and the
+/// "Legacy models" submenu (`data-testid="Legacy models-submenu"`,
+/// `aria-haspopup="menu"`, `data-has-submenu`) opening a second menu
+/// (S2, S3, S4, S8 in `docs/evidence/model-picker.md`). Generation B
+/// (August 2026): the menu holds `[data-testid=composer-intelligence-
+/// picker-content][role=group]` with effort tiers as `menuitemradio`, the
+/// "Show advanced options" toggle (`role=menuitem`, `aria-expanded`, no
+/// popup), then in `[data-testid=composer-model-picker-slider-advanced-view]`
+/// the Model and Effort openers (`role=menuitem aria-haspopup=menu
+/// aria-controls=<submenu id>`), and the Model submenu's rows
+/// `role=menuitemradio` with `aria-checked` and `data-state` (steipete/oracle
+/// fixture @ 7b364aa5; rzn-browser's live note 2026-08-07). Disabled rows
+/// carry `aria-disabled="true"` and `data-disabled` (Radix's marking; the
+/// 2026 attribute is not evidenced).
+pub fn picker(view: &View) -> String {
+    let Some(picker) = view.picker else { return String::new() };
+    let current = view.model.as_deref();
+    let disabled = |m: &Model| if m.disabled { " aria-disabled=\"true\" data-disabled=\"\"" } else { "" };
+    let fake = |m: &Model| format!(" data-fakechat-model=\"{}\"", escape(&m.label));
+    match view.generation {
+        Generation::A => {
+            let row = |m: &Model| {
+                let check = if current == Some(m.label.as_str()) {
+                    "<svg class=\"icon-md\" aria-hidden=\"true\" data-fakechat-check=\"true\"></svg>"
+                } else {
+                    ""
+                };
+                format!(
+                    "<div role=\"menuitem\" tabindex=\"-1\" data-radix-collection-item=\"\" data-testid=\"model-switcher-{slug}\"{disabled}{fake}>\
+                     <div class=\"flex grow\"><div>{label}</div><div class=\"text-token-text-tertiary text-xs\">{subtitle}</div></div>{check}</div>",
+                    slug = escape(&m.slug),
+                    label = escape(&m.label),
+                    subtitle = if m.legacy { "Legacy model" } else { "Great for most tasks" },
+                    disabled = disabled(m),
+                    fake = fake(m),
+                )
+            };
+            let first: String = view.models.iter().filter(|m| !m.legacy).map(row).collect();
+            let legacy: String = view.models.iter().filter(|m| m.legacy).map(row).collect();
+            let opened = picker == Picker::Submenu;
+            let opener = if legacy.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "<div role=\"menuitem\" tabindex=\"-1\" data-testid=\"Legacy models-submenu\" aria-haspopup=\"menu\" \
+                     data-has-submenu=\"\" aria-expanded=\"{opened}\" aria-controls=\"radix-legacy-models\" \
+                     data-state=\"{state}\" data-fakechat-model-nav=\"submenu\">Legacy models</div>",
+                    state = if opened { "open" } else { "closed" }
+                )
+            };
+            let submenu = if opened {
+                format!(
+                    "<div role=\"menu\" id=\"radix-legacy-models\" data-radix-menu-content=\"\" data-state=\"open\">{legacy}</div>"
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "<div role=\"menu\" data-radix-menu-content=\"\" data-state=\"open\" aria-labelledby=\"radix-model-trigger\" \
+                 id=\"radix-model-menu\">{first}{opener}</div>{submenu}"
+            )
+        }
+        Generation::B => {
+            let advanced = matches!(picker, Picker::Advanced | Picker::Submenu);
+            let tiers: String = ["Instant", "Medium", "High"]
+                .iter()
+                .map(|t| {
+                    let on = *t == "High";
+                    format!(
+                        "<div role=\"menuitemradio\" aria-checked=\"{on}\" data-state=\"{}\" tabindex=\"-1\">{t}</div>",
+                        if on { "checked" } else { "unchecked" }
+                    )
+                })
+                .collect();
+            let openers = if advanced {
+                let sub = picker == Picker::Submenu;
+                format!(
+                    "<div data-testid=\"composer-model-picker-slider-advanced-view\">\
+                     <div role=\"menuitem\" aria-haspopup=\"menu\" aria-controls=\"radix-model-submenu\" aria-expanded=\"{sub}\" \
+                     data-state=\"{state}\" data-fakechat-model-nav=\"submenu\"><span>Model</span><span>{current}</span></div>\
+                     <div role=\"menuitem\" aria-haspopup=\"menu\" aria-controls=\"radix-effort-submenu\" aria-expanded=\"false\" \
+                     data-state=\"closed\"><span>Effort</span><span>High</span></div></div>",
+                    state = if sub { "open" } else { "closed" },
+                    current = escape(current.unwrap_or("")),
+                )
+            } else {
+                String::new()
+            };
+            let submenu = if picker == Picker::Submenu {
+                let rows: String = view
+                    .models
+                    .iter()
+                    .map(|m| {
+                        let on = current == Some(m.label.as_str());
+                        format!(
+                            "<div role=\"menuitemradio\" aria-checked=\"{on}\" data-state=\"{state}\" tabindex=\"-1\"{disabled}{fake}>{label}</div>",
+                            state = if on { "checked" } else { "unchecked" },
+                            label = escape(&m.label),
+                            disabled = disabled(m),
+                            fake = fake(m),
+                        )
+                    })
+                    .collect();
+                format!(
+                    "<div role=\"menu\" id=\"radix-model-submenu\" data-radix-menu-content=\"\" data-state=\"open\">{rows}</div>"
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "<div role=\"menu\" data-radix-menu-content=\"\" data-state=\"open\" aria-labelledby=\"radix-model-pill\" \
+                 id=\"radix-model-menu\"><div data-testid=\"composer-intelligence-picker-content\" role=\"group\">{tiers}\
+                 <div role=\"menuitem\" aria-label=\"Show advanced options\" aria-expanded=\"{advanced}\" \
+                 data-fakechat-model-nav=\"advanced\">Advanced</div>{openers}</div></div>{submenu}"
+            )
+        }
+    }
 }
 
 fn rate_limit_dialog(view: &View) -> String {

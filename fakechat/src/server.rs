@@ -63,6 +63,7 @@ pub fn router(hub: Arc<Hub>, csp: Csp) -> Router {
         .route("/_fakechat/api/composer", get(composer))
         .route("/_fakechat/control", post(control))
         .route("/_fakechat/control/apps", post(control_apps))
+        .route("/_fakechat/control/models", post(control_models))
         .route("/_fakechat/oracle", get(oracle))
         .route("/_fakechat/healthz", get(|| async { "ok" }))
         .with_state(app)
@@ -136,6 +137,8 @@ struct SubmitBody {
     tab: Option<String>,
     /// The app the page's composer had chosen, if any.
     app: Option<Selection>,
+    /// The model the page's picker was set to, if a person (or the adapter) chose one.
+    model: Option<String>,
 }
 
 async fn submit(State(app): State<Arc<App>>, Json(body): Json<SubmitBody>) -> Response {
@@ -161,10 +164,12 @@ async fn submit(State(app): State<Arc<App>>, Json(body): Json<SubmitBody>) -> Re
         &text,
         body.tab.as_deref(),
         body.app.as_ref(),
+        body.model.as_deref(),
     ) {
         Ok(id) => id,
         Err(Refused::Unknown) => return StatusCode::NOT_FOUND.into_response(),
         Err(Refused::App) => return (StatusCode::BAD_REQUEST, "no such usable app").into_response(),
+        Err(Refused::Model) => return (StatusCode::BAD_REQUEST, "no such usable model").into_response(),
         Err(Refused::Busy | Refused::NoComposer) => return StatusCode::CONFLICT.into_response(),
     };
     tokio::spawn(agent::respond(app.hub.clone(), id.clone(), text));
@@ -214,6 +219,10 @@ struct ComposerQuery {
     query: String,
     /// The chosen app's id.
     pill: Option<String>,
+    /// The model picker: `open`, `advanced`, `submenu`, or absent.
+    picker: Option<String>,
+    /// The model the page chose, if any (else the account's default shows).
+    model: Option<String>,
 }
 
 /// The composer's app strip and popover for the page script, rendered by
@@ -227,14 +236,27 @@ async fn composer(State(app): State<Arc<App>>, Query(q): Query<ComposerQuery>) -
         Some("mention") => Some(Menu::Mention(q.query.clone())),
         Some(_) => return (StatusCode::BAD_REQUEST, "unknown menu").into_response(),
     };
+    let picker = match q.picker.as_deref() {
+        None | Some("") => None,
+        Some("open") => Some(render::Picker::Open),
+        Some("advanced") => Some(render::Picker::Advanced),
+        Some("submenu") => Some(render::Picker::Submenu),
+        Some(_) => return (StatusCode::BAD_REQUEST, "unknown picker").into_response(),
+    };
     let conversation = q.conversation.as_deref().filter(|c| !c.is_empty());
     let project = q.project.as_deref().filter(|p| !p.is_empty());
-    match app.hub.composer(conversation, project, menu, q.pill.as_deref()) {
+    let chosen = q.model.as_deref().filter(|m| !m.is_empty());
+    match app.hub.composer(conversation, project, menu, q.pill.as_deref(), picker.map(|p| (p, chosen))) {
         Some(view) => {
             // `mention`: the chosen app as generation B's `@` route puts it in the editor.
             let mention = view.pill.as_ref().map(render::mention);
-            Json(serde_json::json!({ "apps": render::apps(&view), "popover": render::menu(&view), "mention": mention }))
-                .into_response()
+            Json(serde_json::json!({
+                "apps": render::apps(&view),
+                "popover": render::menu(&view),
+                "mention": mention,
+                "picker": render::picker(&view),
+            }))
+            .into_response()
         }
         None => StatusCode::NOT_FOUND.into_response(),
     }
@@ -251,6 +273,12 @@ struct AppsControl {
     projects: std::collections::HashMap<String, Option<String>>,
     /// Whether the `@` mention popover lists apps.
     mentions: Option<bool>,
+}
+
+/// The models the account's picker offers (none: no picker shows).
+async fn control_models(State(app): State<Arc<App>>, Json(models): Json<Vec<render::Model>>) -> Response {
+    app.hub.set_models(models);
+    StatusCode::NO_CONTENT.into_response()
 }
 
 async fn control_apps(State(app): State<Arc<App>>, Json(c): Json<AppsControl>) -> Response {

@@ -64,6 +64,48 @@
     if (plus) plus.setAttribute("aria-expanded", "false");
   }
 
+  // The model picker. The page's choice lives in this page only: a reload
+  // shows the account's default again (render::model_trigger, hub.rs).
+  let chosenModel = null;
+  const modelPopover = () => document.getElementById("model-popover");
+  const modelTrigger = () => document.querySelector("[data-fakechat-model-trigger]");
+  let pickerSeq = 0;
+
+  async function openPicker(level) {
+    const seq = ++pickerSeq;
+    const c = await composer({ picker: level, model: chosenModel || "" });
+    if (!c || !modelPopover() || seq !== pickerSeq) return;
+    modelPopover().innerHTML = c.picker;
+    const t = modelTrigger();
+    if (t) {
+      t.setAttribute("aria-expanded", "true");
+      t.dataset.state = "open";
+    }
+  }
+
+  function closePicker() {
+    pickerSeq++;
+    if (modelPopover()) modelPopover().innerHTML = "";
+    const t = modelTrigger();
+    if (t) {
+      t.setAttribute("aria-expanded", "false");
+      t.dataset.state = "closed";
+    }
+  }
+
+  // Choosing closes the menu (Radix does); generation A's trigger names the
+  // model, B's pill keeps showing the effort.
+  function chooseModel(label) {
+    chosenModel = label;
+    const t = modelTrigger();
+    if (t && body.dataset.fakechatGeneration === "a") {
+      t.setAttribute("aria-label", `Model selector, current model is ${label}`);
+      const span = t.querySelector("span");
+      if (span) span.textContent = label;
+    }
+    closePicker();
+  }
+
   // Generation B's `@` route puts the app inside the editor (render::mention):
   // the mention, not a chip in the strip, is the selection.
   const inEditor = (route) => route === "mention" && body.dataset.fakechatGeneration === "b";
@@ -118,7 +160,14 @@
     // A mention deleted from the editor is a selection dropped, as a removed chip is.
     if (selection && inEditor(selection.route) && !ed.querySelector(MENTION)) selection = null;
     if (!text) return;
-    const response = await post("/_fakechat/api/submit", { conversation, project, text, tab, app: selection });
+    const response = await post("/_fakechat/api/submit", {
+      conversation,
+      project,
+      text,
+      tab,
+      app: selection,
+      model: chosenModel,
+    });
     if (!response.ok) return;
     selection = null;
     ed.innerHTML = "<p></p>";
@@ -240,6 +289,21 @@
     if (slotState() === "draft") submit();
   });
   document.addEventListener("click", (e) => {
+    const pick = e.target.closest && e.target.closest("[data-fakechat-model], [data-fakechat-model-nav]");
+    if (pick) {
+      e.preventDefault();
+      if (pick.getAttribute("aria-disabled") === "true") return;
+      if (pick.dataset.fakechatModelNav) openPicker(pick.dataset.fakechatModelNav);
+      else chooseModel(pick.dataset.fakechatModel);
+      return;
+    }
+    const trigger = e.target.closest && e.target.closest("[data-fakechat-model-trigger]");
+    if (trigger) {
+      e.preventDefault();
+      if (trigger.getAttribute("aria-expanded") === "true") closePicker();
+      else openPicker("open");
+      return;
+    }
     const row = e.target.closest && e.target.closest("[data-fakechat-app], [data-fakechat-nav]");
     if (row) {
       e.preventDefault();

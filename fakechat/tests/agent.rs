@@ -83,7 +83,7 @@ impl World {
     }
 
     fn submit_with(&self, conversation: Option<&str>, prompt: &str, app: Option<Selection>) -> String {
-        let id = self.fake.hub.submit(conversation, None, prompt, Some("tab-1"), app.as_ref()).expect("accepted");
+        let id = self.fake.hub.submit(conversation, None, prompt, Some("tab-1"), app.as_ref(), None).expect("accepted");
         tokio::spawn(fakechat::agent::respond(self.fake.hub.clone(), id.clone(), prompt.to_owned()));
         id
     }

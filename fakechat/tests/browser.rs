@@ -109,7 +109,7 @@ async fn the_redesigned_composer_works_the_same_way() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_click_on_the_approval_card_answers_it_and_is_counted() {
     let fake = fakechat::start("127.0.0.1:0".parse().unwrap(), None, Csp::Strict, None).await.unwrap();
-    let id = fake.hub.submit(None, None, "call a tool", None, None).unwrap();
+    let id = fake.hub.submit(None, None, "call a tool", None, None, None).unwrap();
     assert!(fake.hub.approval(&id, Some("Orchestrator")));
     let dir = tempfile::tempdir().unwrap();
     let mut browser = launch(fake.addr.port(), dir.path()).await;

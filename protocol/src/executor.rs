@@ -624,7 +624,8 @@ mod tests {
             op: CommandOp::ConversationSend {
                 conversation_id: "0196b2c4-8e1f-7a3b-9c2d-4e5f60718293".parse().unwrap(),
                 prompt: "resume".into(),
-                app: None, model: None
+                app: None,
+                model: None,
             },
         });
         let json = serde_json::to_value(&cmd).unwrap();

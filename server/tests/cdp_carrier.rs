@@ -855,7 +855,8 @@ async fn after_a_restart_mid_create_a_tab_showing_its_marker_is_not_adopted() {
         op: CommandOp::ConversationCreate {
             prompt: "a bootstrap".into(),
             project_url: None,
-            app: None, model: None,
+            app: None,
+            model: None,
             replaces: None,
         },
     };

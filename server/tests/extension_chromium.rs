@@ -334,7 +334,8 @@ async fn a_tab_the_extension_did_not_open_is_never_touched_and_commands_naming_i
             CommandOp::ConversationSend {
                 conversation_id: conversation_id.clone(),
                 prompt: "hijack".into(),
-                app: None, model: None
+                app: None,
+                model: None,
             },
         ),
         command(2, CommandOp::ConversationInspect { conversation_id: conversation_id.clone() }),

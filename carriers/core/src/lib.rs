@@ -272,6 +272,14 @@ pub fn app_of(command: &Command) -> Option<&str> {
     }
 }
 
+/// The model a command pins the page to, if any.
+pub fn model_of(command: &Command) -> Option<&str> {
+    match &command.op {
+        CommandOp::ConversationCreate { model, .. } | CommandOp::ConversationSend { model, .. } => model.as_deref(),
+        _ => None,
+    }
+}
+
 /// Who this executor is, for its `hello`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Identity {
@@ -426,6 +434,9 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
         };
         if app_of(command).is_some_and(|label| !protocol::limits::valid_app_label(label)) {
             return Err(error(ErrorCode::InvalidArgument, "app is not a valid app label"));
+        }
+        if model_of(command).is_some_and(|label| !protocol::limits::valid_model_label(label)) {
+            return Err(error(ErrorCode::InvalidArgument, "model is not a valid model label"));
         }
         match &command.op {
             CommandOp::ConversationCreate { prompt, project_url, .. } => match managed {

@@ -28,7 +28,13 @@ fn create(n: u8, w: &WorkerId) -> Command {
         n,
         w,
         &format!("create-{n}"),
-        CommandOp::ConversationCreate { prompt: "boot".into(), project_url: None, app: None, model: None, replaces: None },
+        CommandOp::ConversationCreate {
+            prompt: "boot".into(),
+            project_url: None,
+            app: None,
+            model: None,
+            replaces: None,
+        },
     )
 }
 
@@ -36,7 +42,8 @@ fn send(n: u8, w: &WorkerId, conversation: &str) -> Command {
     let op = CommandOp::ConversationSend {
         conversation_id: conversation.parse().unwrap(),
         prompt: "wake".into(),
-        app: None, model: None
+        app: None,
+        model: None,
     };
     command(n, w, &format!("send-{n}"), op)
 }
@@ -233,7 +240,8 @@ fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
     let op = CommandOp::ConversationCreate {
         prompt: "p".into(),
         project_url: Some("https://evil.example/g/x".into()),
-        app: None, model: None,
+        app: None,
+        model: None,
         replaces: None,
     };
     assert!(matches!(
@@ -244,7 +252,8 @@ fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
     let op = CommandOp::ConversationCreate {
         prompt: "p".into(),
         project_url: Some(project.clone()),
-        app: None, model: None,
+        app: None,
+        model: None,
         replaces: None,
     };
     assert_eq!(
@@ -256,7 +265,8 @@ fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
         let op = CommandOp::ConversationCreate {
             prompt: "p".into(),
             project_url: None,
-            app: Some(label.into()), model: None,
+            app: Some(label.into()),
+            model: None,
             replaces: None,
         };
         assert!(matches!(
@@ -266,7 +276,8 @@ fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
         let op = CommandOp::ConversationSend {
             conversation_id: CONV.parse().unwrap(),
             prompt: "wake".into(),
-            app: Some(label.into()), model: None
+            app: Some(label.into()),
+            model: None,
         };
         assert!(matches!(
             plan_at(&mut core, &command(5, &worker(5), &format!("k5{label}"), op), 0),
@@ -332,7 +343,8 @@ fn a_refused_create_releases_its_tab_so_a_retry_under_a_new_key_starts_clean() {
         CommandOp::ConversationCreate {
             prompt: "boot".into(),
             project_url: None,
-            app: Some("Orchestrator".into()), model: None,
+            app: Some("Orchestrator".into()),
+            model: None,
             replaces: None,
         },
     );
@@ -436,7 +448,13 @@ fn a_create_resumed_after_its_deadline_gives_its_tab_up_and_a_retry_starts_clean
         2,
         &w,
         "create-1:retry-1",
-        CommandOp::ConversationCreate { prompt: "boot".into(), project_url: None, app: None, model: None, replaces: None },
+        CommandOp::ConversationCreate {
+            prompt: "boot".into(),
+            project_url: None,
+            app: None,
+            model: None,
+            replaces: None,
+        },
     );
     assert!(matches!(plan_at(&mut core, &retry, 0), Plan::Create { .. }), "not a CONFLICT");
 }
@@ -491,7 +509,8 @@ fn a_rollover_create_retires_the_old_conversation_and_resumes_across_restarts() 
         CommandOp::ConversationCreate {
             prompt: "boot 1".into(),
             project_url: None,
-            app: None, model: None,
+            app: None,
+            model: None,
             replaces: Some(CONV.parse().unwrap()),
         },
     );
@@ -524,7 +543,8 @@ fn a_rollover_create_retires_the_old_conversation_and_resumes_across_restarts() 
         CommandOp::ConversationCreate {
             prompt: "b".into(),
             project_url: None,
-            app: None, model: None,
+            app: None,
+            model: None,
             replaces: Some(OTHER.parse().unwrap()),
         },
     );

@@ -37,14 +37,14 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                 .into_iter()
                 .chain(pinned)
                 .chain([
-                state_change(worker_id, WorkerState::Created, WorkerState::LaunchRequested, None),
-                EventBody::CommandQueued {
-                    command_id: create_command.clone(),
-                    worker_id: worker_id.clone(),
-                    intent: CommandIntent::Create,
-                    idempotency_key: format!("create:{worker_id}"),
-                    not_before_ms: None,
-                },
+                    state_change(worker_id, WorkerState::Created, WorkerState::LaunchRequested, None),
+                    EventBody::CommandQueued {
+                        command_id: create_command.clone(),
+                        worker_id: worker_id.clone(),
+                        intent: CommandIntent::Create,
+                        idempotency_key: format!("create:{worker_id}"),
+                        not_before_ms: None,
+                    },
                 ])
                 .collect())
         }

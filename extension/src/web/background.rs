@@ -7,7 +7,9 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use executor_core::{Begin, Identity, Phase, Plan, ack, app_of, error, heartbeat_every, prompt_of, tab_marker};
+use executor_core::{
+    Begin, Identity, Phase, Plan, ack, app_of, error, heartbeat_every, model_of, prompt_of, tab_marker,
+};
 use js_sys::{Function, Reflect};
 use protocol::executor::{
     Command, CommandOp, CommandOutcome, ConversationState, DaemonFrame, ExecutorFrame, ExecutorKind, MachineFacts,
@@ -361,6 +363,7 @@ impl Background {
                         protocol::executor::OPERATOR_CAPABILITY.into(),
                         protocol::executor::PARK.into(),
                         protocol::executor::ROLLOVER.into(),
+                        protocol::executor::MODEL.into(),
                     ],
                     host: MachineFacts { browser: user_agent(), ..MachineFacts::default() },
                 }));
@@ -815,6 +818,7 @@ impl Background {
             expect_conversation: creating,
             conversation: conversation.map(|c| c.to_string()),
             app: app_of(command).map(str::to_owned),
+            model: model_of(command).map(str::to_owned),
         });
         match ask(tab, &request).await {
             Ok(PageReply::Submitted(report)) => {

@@ -427,7 +427,7 @@ async fn submit_once(submission: &Submission) -> PageReply {
 }
 
 async fn submit_fresh(submission: &Submission) -> PageReply {
-    let Submission { key, prompt, deadline_ms, expect_conversation, conversation, app } = submission;
+    let Submission { key, prompt, deadline_ms, expect_conversation, conversation, app, model } = submission;
     let (deadline_ms, conversation) = (*deadline_ms, conversation.as_deref());
     let dom = dom();
     loop {
@@ -454,6 +454,12 @@ async fn submit_fresh(submission: &Submission) -> PageReply {
     // The app first: a conversation that cannot reach the orchestrator gets no prompt.
     if let Some(label) = app
         && let Err(refusal) = chatgpt_dom::bind::bind(&dom, label, &Until { deadline_ms }).await
+    {
+        return PageReply::Refused { code: refusal.code, detail: refusal.detail };
+    }
+    // Then the pinned model, verified: nothing is typed under another one.
+    if let Some(label) = model
+        && let Err(refusal) = chatgpt_dom::model::pin(&dom, label, &Until { deadline_ms }).await
     {
         return PageReply::Refused { code: refusal.code, detail: refusal.detail };
     }
