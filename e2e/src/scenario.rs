@@ -781,3 +781,82 @@ impl RolloverRun {
 pub async fn rollover(mcp_url: &str, hub: &fakechat::hub::Hub, budget: Duration) -> anyhow::Result<Rollover> {
     RolloverRun::start(mcp_url, Duration::ZERO).await?.finish(hub, budget).await
 }
+
+/// What the model-pinning scenario saw.
+#[derive(Debug)]
+pub struct ModelPinning {
+    /// Per picker generation, the model each prompt of the pinned worker's
+    /// conversation went in under.
+    pub models: Vec<Vec<String>>,
+    /// The refused workers' launch failures.
+    pub refused: Vec<String>,
+}
+
+/// Model pinning (the executor declares `conversation_model`; fakechat's
+/// picker offers `fakechat::fixtures::models()`), in each picker
+/// generation: a worker pinned to o3 (behind a submenu in both) gets its
+/// bootstrap and its wake under o3 (a new chat shows the account default,
+/// GPT-5.5); a worker pinned to a model the picker does not offer fails
+/// closed with `MODEL_UNAVAILABLE` and nothing is typed for it.
+pub async fn model_pinning(
+    mcp_url: &str,
+    hub: &fakechat::hub::Hub,
+    budget: Duration,
+) -> anyhow::Result<ModelPinning> {
+    use fakechat::render::Generation;
+    hub.set_models(fakechat::fixtures::models());
+    let mut root = Root::start(mcp_url, "model pinning").await?;
+    root.call("run_continuation_set_default", json!({"policy": {"mode": "manual"}})).await?;
+    let mut out = Outcome::default();
+    let spawn = |name: &str, model: &str| {
+        let assignment = json!({"objective": format!("Build {name}\nscenario: complete \"{name} done\"")});
+        json!({"name": name, "assignment": assignment, "model": model})
+    };
+    let (mut pinned_workers, mut refused) = (Vec::new(), Vec::new());
+    for (g, generation) in [("a", Generation::A), ("b", Generation::B)] {
+        hub.set_defaults(fakechat::hub::Settings { generation, ..hub.defaults() });
+        let pinned = root.call("worker_spawn", spawn(&format!("pinned-{g}"), "o3")).await?;
+        let pinned = pinned["worker"]["worker_id"].as_str().context("no worker id")?.to_owned();
+        let view = root.until_listed(&pinned, budget, "its model", |w| w["model"] == "o3").await?;
+        let done = |e: &Value| e["type"] == "worker.completed" && e["data"]["worker_id"] == pinned.as_str();
+        root.wait(&mut out, budget, done).await.with_context(|| format!("{g}: {view}"))?;
+        // Its wake: the picker is verified again before anything is typed.
+        let instructions = format!("Again.\nscenario: complete \"pinned-{g} again\"");
+        root.call("worker_followup", json!({"worker_id": pinned, "instructions": instructions})).await?;
+        let summary = format!("pinned-{g} again");
+        let again = |e: &Value| e["type"] == "worker.completed" && e["data"]["summary"] == summary.as_str();
+        root.wait(&mut out, budget, again).await?;
+        let unpinnable = root.call("worker_spawn", spawn(&format!("unpinnable-{g}"), "GPT-9")).await?;
+        let unpinnable = unpinnable["worker"]["worker_id"].as_str().context("no worker id")?.to_owned();
+        let failed = |e: &Value| {
+            e["type"] == "worker.state_changed"
+                && e["data"]["worker_id"] == unpinnable.as_str()
+                && e["data"]["to"] == "launch_failed"
+        };
+        let failed = root.wait(&mut out, budget, failed).await?;
+        refused.push(failed["data"]["reason"].as_str().unwrap_or_default().to_owned());
+        pinned_workers.push(pinned);
+    }
+    root.catch_up(&mut out).await?;
+    let oracle = hub.oracle();
+    let mut models = Vec::new();
+    for worker in &pinned_workers {
+        let conversation = Root::conversation_of(&out, worker)?;
+        let used: Vec<String> = oracle["conversations"][&conversation]["user_turns"]
+            .as_array()
+            .map(|turns| turns.iter().map(|t| t["model"].as_str().unwrap_or("none").to_owned()).collect())
+            .unwrap_or_default();
+        if used != ["o3", "o3"] {
+            bail!("a pinned worker's prompts went in under {used:?}, not o3 twice");
+        }
+        models.push(used);
+    }
+    let conversations = oracle["conversations"].as_object().map_or(0, |c| c.len());
+    if conversations != pinned_workers.len() {
+        bail!("{conversations} conversations: something was typed for an unpinnable worker: {oracle:#}");
+    }
+    if refused.iter().any(|code| code != "MODEL_UNAVAILABLE") {
+        bail!("the unpinnable workers failed with {refused:?}, not MODEL_UNAVAILABLE");
+    }
+    Ok(ModelPinning { models, refused })
+}

@@ -1038,3 +1038,15 @@ async fn a_crash_at_each_rollover_step_still_ends_with_one_fresh_conversation() 
         eprintln!("{crash} crashed after {step}: {seen:?}");
     }
 }
+
+/// Model pinning through the CDP carrier (`e2e::scenario::model_pinning`):
+/// the same adapter sets and verifies the picker in targets of the agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_model_is_used_and_one_the_picker_cannot_show_fails_closed() {
+    let _one = ONE_BROWSER.lock().await;
+    let world = start(&[]).await;
+    let seen = e2e::scenario::model_pinning(&world.daemon.mcp_url(), &world.fake.hub, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("model pinning through the CDP carrier: {seen:?}");
+}

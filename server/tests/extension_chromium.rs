@@ -890,3 +890,17 @@ async fn rollover_killed_body() {
         eprintln!("killed after {step}: {seen:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_model_is_used_and_one_the_picker_cannot_show_fails_closed() {
+    e2e(model_pinning_body).await;
+}
+
+/// Model pinning through the extension (`e2e::scenario::model_pinning`).
+async fn model_pinning_body() {
+    let world = World::start(orchestrator(), &[]).await.unwrap();
+    let seen = e2e::scenario::model_pinning(&world.daemon.mcp_url(), &world.fake.hub, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("model pinning through the extension: {seen:?}");
+}
