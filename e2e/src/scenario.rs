@@ -798,11 +798,7 @@ pub struct ModelPinning {
 /// bootstrap and its wake under o3 (a new chat shows the account default,
 /// GPT-5.5); a worker pinned to a model the picker does not offer fails
 /// closed with `MODEL_UNAVAILABLE` and nothing is typed for it.
-pub async fn model_pinning(
-    mcp_url: &str,
-    hub: &fakechat::hub::Hub,
-    budget: Duration,
-) -> anyhow::Result<ModelPinning> {
+pub async fn model_pinning(mcp_url: &str, hub: &fakechat::hub::Hub, budget: Duration) -> anyhow::Result<ModelPinning> {
     use fakechat::render::Generation;
     hub.set_models(fakechat::fixtures::models());
     let mut root = Root::start(mcp_url, "model pinning").await?;

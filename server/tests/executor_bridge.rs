@@ -509,3 +509,77 @@ async fn a_managed_root_is_launched_by_an_executor_and_attaches_from_its_own_con
     assert_eq!(kinds, ["run.created", "worker.created", "worker.state_changed"]);
     fake.stop().await;
 }
+
+/// Main's checkpoint and rollover (#106) over the real bridge: a managed
+/// root coordinating a running worker asks for its own rollover, writes
+/// its checkpoint when prompted, and continues in a fresh conversation at
+/// epoch 1 (the fake executor retires the old one); the fresh root reads
+/// its capsule, its old capability is refused `CONVERSATION_RETIRED`, the
+/// worker never notices (its question reaches the fresh root, whose answer
+/// reaches it) and the run completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_managed_root_rolls_over_mid_run_and_its_worker_completes() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    let fake = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1"));
+    let mcp = Mcp::connect(&daemon.addr);
+    let created = mcp.ok(
+        "run_create",
+        json!({"title": "main", "root_objective": "ship the release", "attribution": "capability_only"}),
+    );
+    let root_id = worker_id(created["run"]["root_worker_id"].as_str().unwrap());
+    let attach_of = |prompt: &str| prompt.split('"').find(|p| p.starts_with("att_")).unwrap().to_owned();
+    let r = root_id.clone();
+    let stats = fake.wait_for(move |s| s.submissions_for(&r).len() == 1, WAIT).await;
+    let old_cap = mcp.ok("worker_attach", json!({"attach_identity": attach_of(&stats.submissions_for(&root_id)[0])}))
+        ["capability"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Root spawns a worker; the worker attaches and starts.
+    let spawned = mcp
+        .ok("worker_spawn", json!({"capability": old_cap, "name": "builder", "assignment": {"objective": "build it"}}));
+    let builder = spawned["worker"]["worker_id"].as_str().unwrap().to_owned();
+    let b = worker_id(&builder);
+    let b2 = b.clone();
+    let stats = fake.wait_for(move |s| s.submissions_for(&b2).len() == 1, WAIT).await;
+    let builder_cap =
+        mcp.ok("worker_attach", json!({"attach_identity": attach_of(&stats.submissions_for(&b)[0])}))["capability"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    mcp.ok("worker_progress", json!({"capability": builder_cap, "summary": "half built"}));
+
+    // Root asks for its own rollover: it is prompted to checkpoint, does, and rolls.
+    let asked = mcp.ok("worker_rollover", json!({"capability": old_cap, "worker_id": root_id.to_string()}));
+    assert_eq!(asked["rollover_pending"], "requested", "{asked}");
+    let r = root_id.clone();
+    let stats = fake.wait_for(move |s| s.submissions_for(&r).len() == 2, WAIT).await;
+    assert!(stats.submissions_for(&root_id)[1].starts_with("[orchestrator rollover v1]"));
+    mcp.ok("worker_checkpoint", json!({"capability": old_cap, "note": "builder is half way; then release"}));
+    let r = root_id.clone();
+    let stats = fake.wait_for(move |s| s.submissions_for(&r).len() == 3, WAIT).await;
+    let fresh_prompt = &stats.submissions_for(&root_id)[2];
+    assert!(fresh_prompt.starts_with("[orchestrator rollover bootstrap v1 epoch 1]"), "{fresh_prompt}");
+    assert_eq!(stats.conversations.iter().filter(|(w, _)| *w == root_id).count(), 2, "one fresh conversation");
+    let fresh = mcp.ok("worker_attach", json!({"attach_identity": attach_of(fresh_prompt)}));
+    let new_cap = fresh["capability"].as_str().unwrap().to_owned();
+    assert_ne!(new_cap, old_cap);
+    assert_eq!(fresh["continuation"]["epoch"], 1, "{fresh}");
+    assert_eq!(fresh["continuation"]["checkpoint"], "builder is half way; then release", "{fresh}");
+    assert_eq!(fresh["assignment"]["objective"], "ship the release");
+    let (code, _) = mcp.call("run_get", json!({"capability": old_cap})).unwrap_err();
+    assert_eq!(code, "CONVERSATION_RETIRED");
+
+    // The worker never notices: its question reaches the fresh root.
+    let asked = mcp
+        .ok("message_send", json!({"capability": builder_cap, "to": "/root", "kind": "question", "body": "ship now?"}));
+    let answer = json!({"capability": new_cap, "to": builder, "kind": "answer", "body": "yes",
+        "in_reply_to": asked["message_id"]});
+    mcp.ok("message_send", answer);
+    mcp.ok("worker_complete", json!({"capability": builder_cap, "summary": "built"}));
+    mcp.ok("worker_complete", json!({"capability": new_cap, "summary": "released"}));
+    let run = mcp.ok("run_get", json!({"capability": new_cap}));
+    assert_eq!(run["run"]["state"], "completed", "{run}");
+    fake.stop().await;
+}
