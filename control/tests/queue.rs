@@ -937,3 +937,27 @@ fn a_waiting_worker_is_parked_and_a_failed_reopen_backs_off() {
     w.clock.advance(20_000);
     assert_eq!(w.plane.tabs(policy).unwrap(), 1, "then tried again");
 }
+
+/// A worker pinned to a model is created only by an executor that declared
+/// `conversation_model`, and its create and every prompt carry the model;
+/// an unpinned worker goes anywhere, and carries none.
+#[test]
+fn a_pinned_worker_goes_only_to_an_executor_that_pins_models() {
+    let w = world();
+    let root = w.plane.worker(&w.root).unwrap();
+    let pinned = w.plane.spawn_pinned(&root, "pinned", &assignment(), Some("o3"), None).unwrap();
+    assert_eq!(w.plane.worker(&pinned).unwrap().model.as_deref(), Some("o3"));
+    w.connect_declaring(vec![]);
+    assert!(w.pump(&["ext"]).is_empty(), "ext declared no model pinning: the create waits");
+    w.connect_declaring(vec![protocol::executor::MODEL.into()]);
+    let plain = w.spawn("plain");
+    let sent = w.pump(&["ext"]);
+    let model_of = |worker: &WorkerId| {
+        sent.iter().find(|(x, _, _)| x == worker).map(|(_, _, op)| match op {
+            CommandOp::ConversationCreate { model, .. } => model.clone(),
+            other => panic!("not a create: {other:?}"),
+        })
+    };
+    assert_eq!(model_of(&pinned), Some(Some("o3".into())));
+    assert_eq!(model_of(&plain), Some(None));
+}

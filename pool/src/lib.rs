@@ -365,11 +365,16 @@ impl Pool {
     /// once the records exist and no slot is lost, it does nothing. An
     /// uncertain slot holds everything (first-uncertain fail-fast).
     pub fn ensure(&self, root: &Worker, desired: u32) -> Result<Outcome, Error> {
+        self.ensure_pinned(root, desired, None)
+    }
+
+    /// [`Pool::ensure`], the workers it provisions pinned to `model`.
+    pub fn ensure_pinned(&self, root: &Worker, desired: u32, model: Option<&str>) -> Result<Outcome, Error> {
         let _one = self.reconcile.lock().expect("reconcile lock");
         let records = self.records(&root.run_id);
         plan::plan(&records, desired, self.config.max_workers, self.plane.now_ms())?;
         let recovering = self.reopen(root, records.iter().filter(|r| lost(r)))?;
-        Ok(Outcome { recovering, ..self.provision(root, desired)? })
+        Ok(Outcome { recovering, ..self.provision(root, desired, model)? })
     }
 
     /// Reopens each of `records`' exact conversation (or creates again one
@@ -384,7 +389,7 @@ impl Pool {
         Ok(slots)
     }
 
-    fn provision(&self, root: &Worker, desired: u32) -> Result<Outcome, Error> {
+    fn provision(&self, root: &Worker, desired: u32, model: Option<&str>) -> Result<Outcome, Error> {
         let records = self.records(&root.run_id);
         let now = self.plane.now_ms();
         let planned = plan::plan(&records, desired, self.config.max_workers, now)?;
@@ -413,6 +418,7 @@ impl Pool {
                 assignment: parked_assignment(*slot),
                 command_id: CommandId::from_uuid_bytes(new_id()),
                 not_before_ms: start + i as u64 * self.config.pacing_ms,
+                model: model.map(str::to_owned),
             })
             .collect();
         let operation_id = format!("ensure-{}", uuid::Uuid::now_v7().simple());
@@ -428,10 +434,15 @@ impl Pool {
     /// Scales to `desired`: provisions missing slots, or retires safe idle
     /// tail slots (highest first), keeping protected ones.
     pub fn scale(&self, root: &Worker, desired: u32) -> Result<Outcome, Error> {
+        self.scale_pinned(root, desired, None)
+    }
+
+    /// [`Pool::scale`], the workers it provisions pinned to `model`.
+    pub fn scale_pinned(&self, root: &Worker, desired: u32, model: Option<&str>) -> Result<Outcome, Error> {
         let _one = self.reconcile.lock().expect("reconcile lock");
         let records = self.records(&root.run_id);
         match plan::plan(&records, desired, self.config.max_workers, self.plane.now_ms()) {
-            Ok(p) if !p.provision.is_empty() => return self.provision(root, desired),
+            Ok(p) if !p.provision.is_empty() => return self.provision(root, desired, model),
             // Uncertainty blocks creation, not a careful scale-down.
             Ok(_) | Err(Hold::Uncertain { .. }) => {}
             Err(hold) => return Err(hold.into()),

@@ -401,6 +401,8 @@ pub struct ProvisionSlot {
     pub command_id: CommandId,
     /// Pacing: not created before this time.
     pub not_before_ms: u64,
+    /// The model to pin its worker to, as the picker labels it.
+    pub model: Option<String>,
 }
 
 /// The events that record `command`'s effect on `state`, or why it is refused.

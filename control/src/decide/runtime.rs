@@ -19,19 +19,26 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                     return Err(Refusal::SlotHeld(s.slot));
                 }
                 check_assignment(&s.assignment)?;
+                if s.model.as_deref().is_some_and(|m| !protocol::limits::valid_model_label(m)) {
+                    return Err(Refusal::BadModel);
+                }
                 let base = format!("{}/pool-{}", root.path, s.slot);
                 let path = (0..)
                     .map(|n| if n == 0 { base.clone() } else { format!("{base}-{n}") })
                     .find(|p| !paths.contains(p))
                     .expect("a free path");
                 paths.insert(path.clone());
+                events.extend([EventBody::WorkerCreated {
+                    worker_id: s.worker_id.clone(),
+                    path,
+                    parent_id: Some(actor.clone()),
+                    assignment: Some(s.assignment.clone()),
+                }]);
+                events.extend(s.model.iter().map(|model| EventBody::WorkerModelPinned {
+                    worker_id: s.worker_id.clone(),
+                    model: model.clone(),
+                }));
                 events.extend([
-                    EventBody::WorkerCreated {
-                        worker_id: s.worker_id.clone(),
-                        path,
-                        parent_id: Some(actor.clone()),
-                        assignment: Some(s.assignment.clone()),
-                    },
                     state_change(
                         &s.worker_id,
                         WorkerState::Created,
@@ -187,7 +194,7 @@ mod tests {
         Request::RuntimeProvision {
             actor: g.root.clone(),
             operation_id: format!("ensure-{slot}"),
-            slots: vec![ProvisionSlot { slot, worker_id, assignment, command_id, not_before_ms: 0 }],
+            slots: vec![ProvisionSlot { slot, worker_id, assignment, command_id, not_before_ms: 0, model: None }],
             expires_at_ms: 60_000,
         }
     }
@@ -204,6 +211,31 @@ mod tests {
             c,
             Ok(&["worker.created", "worker.state_changed", "runtime.slot_provisioning", "executor.command_queued"][..]),
         ));
+
+        let mut g = Given::run();
+        let mut c = provision(&mut g, 0);
+        if let Request::RuntimeProvision { slots, .. } = &mut c {
+            slots[0].model = Some("o3".into());
+        }
+        rows.push((
+            "a pinned slot's worker is pinned before its create",
+            g,
+            c,
+            Ok(&[
+                "worker.created",
+                "worker.model_pinned",
+                "worker.state_changed",
+                "runtime.slot_provisioning",
+                "executor.command_queued",
+            ][..]),
+        ));
+
+        let mut g = Given::run();
+        let mut c = provision(&mut g, 0);
+        if let Request::RuntimeProvision { slots, .. } = &mut c {
+            slots[0].model = Some(" o3".into());
+        }
+        rows.push(("a model label outside its form", g, c, Err(ErrorCode::InvalidArgument)));
 
         let mut g = Given::run();
         let c = provision(&mut g, 0);

@@ -270,6 +270,27 @@ mod tests {
         ));
 
         let mut g = Given::run();
+        let root = g.root.clone();
+        let mut c = spawn(&mut g, root, "a", "task".into());
+        if let Request::Spawn { model, .. } = &mut c {
+            *model = Some("GPT-5.5".into());
+        }
+        rows.push((
+            "a pinned worker is pinned before its create",
+            g,
+            c,
+            Ok(&["worker.created", "worker.model_pinned", "worker.state_changed", "executor.command_queued"][..]),
+        ));
+
+        let mut g = Given::run();
+        let root = g.root.clone();
+        let mut c = spawn(&mut g, root, "a", "task".into());
+        if let Request::Spawn { model, .. } = &mut c {
+            *model = Some("x".repeat(65));
+        }
+        rows.push(("a model label over its bound", g, c, Err(ErrorCode::InvalidArgument)));
+
+        let mut g = Given::run();
         let a = g.attached("a");
         let c = spawn(&mut g, a, "b", "task".into());
         rows.push(("a worker cannot spawn", g, c, Err(ErrorCode::Forbidden)));

@@ -24,6 +24,9 @@ pub struct DesiredArgs {
     pub capability: String,
     /// How many parked workers the pool should hold (at most the configured maximum, default 16).
     pub desired_workers: u32,
+    /// Model to pin new workers to, as the picker labels it.
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 /// Output of the pool's mutating tools.
@@ -118,7 +121,10 @@ impl Tools {
     ) -> Result<Json<PoolOut>, ToolError> {
         let args = args?;
         self.prove(&ctx, &args.capability, "runtime_ensure").await?;
-        self.pool_call(args.capability, move |pool, root| pool.ensure(root, args.desired_workers)).await
+        self.pool_call(args.capability, move |pool, root| {
+            pool.ensure_pinned(root, args.desired_workers, args.model.as_deref())
+        })
+        .await
     }
 
     /// Scale the pool to desired_workers: add missing workers, or retire safe idle ones (never busy, targeted or uncertain ones).
@@ -136,7 +142,10 @@ impl Tools {
     ) -> Result<Json<PoolOut>, ToolError> {
         let args = args?;
         self.prove(&ctx, &args.capability, "runtime_scale").await?;
-        self.pool_call(args.capability, move |pool, root| pool.scale(root, args.desired_workers)).await
+        self.pool_call(args.capability, move |pool, root| {
+            pool.scale_pinned(root, args.desired_workers, args.model.as_deref())
+        })
+        .await
     }
 
     /// Reopen every lost worker conversation exactly (same logical workers), and create again those refused for a setup state once it is fixed.
