@@ -127,6 +127,10 @@ pub fn worker_view(w: &Worker, run: &Run, waiting: Option<&protocol::Waiting>) -
             .iter()
             .map(|(kind, at_ms)| protocol::operator::Recent { kind: kind.clone(), at_ms: *at_ms })
             .collect(),
+        model: w.model.clone(),
+        epoch: w.epoch,
+        context_bytes: w.context_bytes,
+        parked: w.parked,
     }
 }
 
@@ -315,6 +319,10 @@ mod tests {
             conversation_url: None,
             executor_id: None,
             recent: vec![],
+            model: None,
+            epoch: 0,
+            context_bytes: 0,
+            parked: false,
         }
     }
 

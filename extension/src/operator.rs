@@ -152,9 +152,10 @@ fn worker_html(w: &Worker, now_ms: u64, tab_of: &dyn Fn(&str) -> bool) -> String
     if !w.why.is_empty() {
         out.push_str(&format!("<p class=\"why\">{}</p>", escape(&w.why)));
     }
-    let attempts = w.attempts_label();
-    if !attempts.is_empty() {
-        out.push_str(&format!("<p><small>{attempts}</small></p>"));
+    for line in [w.attempts_label(), w.conversation_label()] {
+        if !line.is_empty() {
+            out.push_str(&format!("<p><small>{}</small></p>", escape(&line)));
+        }
     }
     if w.answerable {
         if let Some(context) = w.ask.as_ref().and_then(|a| a.context.as_deref()) {
@@ -280,6 +281,10 @@ mod tests {
             conversation_url: None,
             executor_id: None,
             recent: vec![],
+            model: None,
+            epoch: 0,
+            context_bytes: 0,
+            parked: false,
         }
     }
 
@@ -334,5 +339,15 @@ mod tests {
         let labels: Vec<_> = controls(&worker("/root/a", Status::Paused, 0)).into_iter().map(|(_, l)| l).collect();
         assert_eq!(labels, ["Auto Resume: on", "Resume", "Continue now", "Stop worker"]);
         assert_eq!(collapsed(&worker("/root/a", Status::Working, 0)), "● Working · Attempt 3");
+    }
+
+    #[test]
+    fn the_popup_names_the_model_the_rollovers_the_meter_and_a_parked_tab() {
+        let mut w = worker("/root/db", Status::Working, 0);
+        assert_eq!(w.conversation_label(), "", "nothing set, nothing said");
+        (w.model, w.epoch, w.context_bytes, w.parked) = (Some("o3".into()), 2, 12_800, true);
+        assert_eq!(w.conversation_label(), "Model o3 · Conversation 3 (rolled over) · Context 12 KB · Tab parked");
+        let html = popup_html(&view(vec![w]), 65_000, None, &|_| false);
+        assert!(html.contains("Model o3 · Conversation 3 (rolled over)"), "{html}");
     }
 }

@@ -133,6 +133,19 @@ pub struct Worker {
     /// Its last Execution Continuity events, newest last (at most 5).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recent: Vec<Recent>,
+    /// The model it is pinned to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// How many times it rolled over to a fresh conversation.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub epoch: u32,
+    /// Its context meter: bytes its conversation carried, as the orchestrator saw them.
+    #[serde(default)]
+    pub context_bytes: u64,
+    /// Its tab is parked: closed to keep within the tab capacity, reopened
+    /// on its exact conversation before its next prompt.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parked: bool,
 }
 
 /// One Execution Continuity event of a worker, as a surface lists it.
@@ -170,6 +183,25 @@ impl Worker {
             (n, 1) => format!("Attempt {n} · 1 auto resume"),
             (n, a) => format!("Attempt {n} · {a} auto resumes"),
         }
+    }
+
+    /// Its conversation in words: "Model o3 · Conversation 3 (rolled over) ·
+    /// Context 12 KB · Tab parked"; what is not set is left out.
+    pub fn conversation_label(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(model) = &self.model {
+            parts.push(format!("Model {model}"));
+        }
+        if self.epoch > 0 {
+            parts.push(format!("Conversation {} (rolled over)", self.epoch + 1));
+        }
+        if self.context_bytes >= 1024 {
+            parts.push(format!("Context {} KB", self.context_bytes / 1024));
+        }
+        if self.parked {
+            parts.push("Tab parked".into());
+        }
+        parts.join(" · ")
     }
 }
 

@@ -314,7 +314,7 @@ pub fn render(snapshot: &Snapshot, csrf: &str) -> String {
              <button data-run=\"{rid}\" data-act=\"resume_all\" aria-label=\"Resume all ({title})\">Resume all</button>\
              <button class=\"stop\" data-run=\"{rid}\" data-act=\"stop_run\" aria-label=\"Stop run ({title})\">Stop run</button></p>\
              <table><thead><tr><th scope=\"col\">Worker</th><th scope=\"col\">Status</th><th scope=\"col\">Why</th>\
-             <th scope=\"col\">Since</th><th scope=\"col\">Attempts</th><th scope=\"col\">Conversation</th><th scope=\"col\">Controls</th></tr></thead><tbody>",
+             <th scope=\"col\">Since</th><th scope=\"col\">Attempts and conversation</th><th scope=\"col\">Conversation</th><th scope=\"col\">Controls</th></tr></thead><tbody>",
             run.run.state
         );
         for w in &run.run.workers {
@@ -380,6 +380,13 @@ pub fn render(snapshot: &Snapshot, csrf: &str) -> String {
                 Some(context) => format!("<br><small>{}</small>", escape(context)),
                 None => String::new(),
             };
+            // Attempts, then the conversation (model, rollovers, meter, parked).
+            let lines: Vec<String> = [w.attempts_label(), w.conversation_label()]
+                .iter()
+                .filter(|line| !line.is_empty())
+                .map(|line| escape(line))
+                .collect();
+            let details = if lines.is_empty() { "—".to_owned() } else { lines.join("<br>") };
             let _ = write!(
                 out,
                 "<tr data-worker-row=\"{}\"><th scope=\"row\">{}</th><td class=\"{class}\">{}</td><td>{}{context}</td>\
@@ -389,7 +396,7 @@ pub fn render(snapshot: &Snapshot, csrf: &str) -> String {
                 w.status.label(),
                 escape(&w.why),
                 when(w.since_ms),
-                Some(w.attempts_label()).filter(|a| !a.is_empty()).unwrap_or_else(|| "—".into())
+                details
             );
         }
         out.push_str("</tbody></table>");

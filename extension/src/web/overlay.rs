@@ -206,6 +206,7 @@ fn drawer(d: &Document, w: &Worker, draft: &str) -> Element {
         format!("{} · for {since}", w.status.label()),
         w.why.clone(),
         w.attempts_label(),
+        w.conversation_label(),
         format!("Auto Resume {}", if w.auto_resume { "on" } else { "off" }),
     ] {
         if !line.is_empty() {
