@@ -10,16 +10,17 @@ use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 
 use chatgpt_dom::bind::Wait;
+use chatgpt_dom::html::HtmlPage;
 use chatgpt_dom::model::pin;
 use chatgpt_dom::{Act, Dom};
+use ego_tree::NodeId;
 use protocol::ErrorCode;
-use scraper::{ElementRef, Html, Selector};
 
-fn load(name: &str) -> Html {
+fn load(name: &str) -> HtmlPage {
     let path = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run through cargo"))
         .join("fixtures")
         .join(format!("{name}.html"));
-    Html::parse_document(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+    HtmlPage::parse(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
 }
 
 /// A page in one picker state: generation, how far the picker is open,
@@ -28,7 +29,7 @@ struct Picker {
     generation: &'static str,
     level: RefCell<&'static str>,
     current: RefCell<String>,
-    html: RefCell<Html>,
+    html: RefCell<HtmlPage>,
     clicks: RefCell<Vec<String>>,
 }
 
@@ -38,7 +39,7 @@ impl Picker {
             generation,
             level: RefCell::new("closed"),
             current: RefCell::new(current.into()),
-            html: RefCell::new(Html::new_document()),
+            html: RefCell::new(HtmlPage::parse("")),
             clicks: RefCell::new(vec![]),
         };
         page.reload();
@@ -50,61 +51,47 @@ impl Picker {
         *self.html.borrow_mut() = load(&format!("{}-model-{}{suffix}", self.generation, self.level.borrow()));
     }
 
-    fn element(&self, node: ego_tree::NodeId) -> (String, Vec<(String, String)>) {
-        let html = self.html.borrow();
-        let e = ElementRef::wrap(html.tree.get(node).unwrap()).unwrap();
-        let attrs = e.value().attrs().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
-        (e.text().collect::<String>().trim().to_owned(), attrs)
+    /// A node's text and attributes.
+    fn element(&self, node: NodeId) -> (String, Vec<(String, String)>) {
+        let page = self.html.borrow();
+        let attrs = ["data-fakechat-model-trigger", "data-fakechat-model-nav", "data-fakechat-model", "aria-disabled"]
+            .iter()
+            .filter_map(|name| page.attr(&node, name).map(|v| (name.to_string(), v)))
+            .collect();
+        (page.text(&node).trim().to_owned(), attrs)
     }
 }
 
 impl Dom for Picker {
-    type Node = ego_tree::NodeId;
+    type Node = NodeId;
 
-    fn query_all(&self, scope: Option<&Self::Node>, selector: &str) -> Vec<Self::Node> {
-        let selector = Selector::parse(selector).unwrap();
-        let html = self.html.borrow();
-        match scope {
-            None => html.select(&selector).map(|e| e.id()).collect(),
-            Some(id) => {
-                ElementRef::wrap(html.tree.get(*id).unwrap()).unwrap().select(&selector).map(|e| e.id()).collect()
-            }
-        }
+    fn query_all(&self, scope: Option<&NodeId>, selector: &str) -> Vec<NodeId> {
+        self.html.borrow().query_all(scope, selector)
     }
 
-    fn attr(&self, node: &Self::Node, name: &str) -> Option<String> {
-        let html = self.html.borrow();
-        ElementRef::wrap(html.tree.get(*node)?)?.value().attr(name).map(str::to_owned)
+    fn attr(&self, node: &NodeId, name: &str) -> Option<String> {
+        self.html.borrow().attr(node, name)
     }
 
-    fn text(&self, node: &Self::Node) -> String {
-        self.element(*node).0
+    fn text(&self, node: &NodeId) -> String {
+        self.html.borrow().text(node)
     }
 
-    fn within(&self, node: &Self::Node, selector: &str) -> bool {
-        let selector = Selector::parse(selector).unwrap();
-        let html = self.html.borrow();
-        let mut current = html.tree.get(*node).unwrap().parent();
-        while let Some(n) = current {
-            if ElementRef::wrap(n).is_some_and(|e| selector.matches(&e)) {
-                return true;
-            }
-            current = n.parent();
-        }
-        false
+    fn within(&self, node: &NodeId, selector: &str) -> bool {
+        self.html.borrow().within(node, selector)
     }
 
-    fn visible(&self, node: &Self::Node) -> bool {
-        chatgpt_dom::html::visible(&self.html.borrow(), *node)
+    fn visible(&self, node: &NodeId) -> bool {
+        self.html.borrow().visible(node)
     }
 }
 
 impl Act for Picker {
-    fn insert_text(&self, _editor: &Self::Node, _text: &str) -> bool {
+    fn insert_text(&self, _editor: &NodeId, _text: &str) -> bool {
         panic!("nothing is typed while pinning a model")
     }
 
-    fn click(&self, node: &Self::Node) {
+    fn click(&self, node: &NodeId) {
         let (text, attrs) = self.element(*node);
         let attr = |name: &str| attrs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         self.clicks.borrow_mut().push(text.clone());
@@ -126,7 +113,7 @@ impl Act for Picker {
         self.reload();
     }
 
-    fn clear(&self, _editor: &Self::Node) {
+    fn clear(&self, _editor: &NodeId) {
         panic!("nothing is cleared while pinning a model")
     }
 }
