@@ -137,4 +137,26 @@ mod tests {
         let fit = small.clone().fit();
         assert!(fit.done.len() < 20 && fit.done.last() == small.done.last(), "the newest work stays");
     }
+
+    /// A real-size capsule (a worker three reports in, with a page-long
+    /// checkpoint note) fits whole, far under the bound.
+    #[test]
+    fn a_real_size_capsule_is_kept_whole() {
+        let sentence = "Ported the billing module's invoice totals to the new money type and updated its tests. ";
+        let capsule = Capsule {
+            epoch: 1,
+            reason: RolloverReason::TooLong,
+            lineage: vec!["0196b2c4-8e1f-7a3b-9c2d-4e5f60718293".parse().unwrap()],
+            checkpoint: Some(sentence.repeat(16)),
+            last_progress: Some(sentence.repeat(3)),
+            done: (0..3).map(|n| Done { followup: n, summary: sentence.repeat(4) }).collect(),
+            open: vec![3],
+            waiting: None,
+            cursor: 412,
+        };
+        let bytes = capsule.bytes();
+        eprintln!("a real-size capsule: {bytes} bytes");
+        assert!(bytes < CAPSULE_MAX / 2, "{bytes}");
+        assert_eq!(capsule.clone().fit(), capsule);
+    }
 }
