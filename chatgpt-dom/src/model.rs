@@ -93,16 +93,11 @@ fn named<D: Dom>(dom: &D, trigger: &D::Node) -> Option<String> {
     label.split_once(CURRENT_IS).map(|(_, model)| normalized(model))
 }
 
-/// The open menus that belong to the picker: labelled by the trigger, or
-/// holding a model row or the intelligence content.
-fn picker_menus<D: Dom>(dom: &D, trigger: &D::Node) -> Vec<D::Node> {
-    let id = dom.attr(trigger, "id");
-    shown(dom, None, OPEN_MENU)
-        .into_iter()
-        .filter(|m| {
-            (id.is_some() && dom.attr(m, "aria-labelledby") == id) || !dom.query_all(Some(m), PICKER_MARKS).is_empty()
-        })
-        .collect()
+/// The open menus that are the picker's: holding a model row or the
+/// intelligence content (a menu the trigger opened that holds neither is
+/// some other control's, and nothing in it is clicked).
+fn picker_menus<D: Dom>(dom: &D, _trigger: &D::Node) -> Vec<D::Node> {
+    shown(dom, None, OPEN_MENU).into_iter().filter(|m| !dom.query_all(Some(m), PICKER_MARKS).is_empty()).collect()
 }
 
 /// Whether `row` reads exactly `label`: the row, or one element in it (a
@@ -114,17 +109,21 @@ fn reads<D: Dom>(dom: &D, row: &D::Node, label: &str) -> bool {
 
 /// The open menus where model rows may be: the picker's own, and the
 /// submenus its openers control.
+/// Each with whether it is the first level (its radios are effort tiers):
+/// a picker menu no model opener controls.
 fn model_menus<D: Dom>(dom: &D, trigger: &D::Node) -> Vec<(D::Node, bool)> {
-    let id = dom.attr(trigger, "id");
     let own = picker_menus(dom, trigger);
-    let controlled: Vec<String> =
-        own.iter().flat_map(|m| shown(dom, Some(m), OPENERS)).filter_map(|o| dom.attr(&o, "aria-controls")).collect();
+    let controlled: Vec<String> = own
+        .iter()
+        .flat_map(|m| shown(dom, Some(m), OPENERS))
+        .filter(|o| leads_to_models(dom, o))
+        .filter_map(|o| dom.attr(&o, "aria-controls"))
+        .collect();
     shown(dom, None, OPEN_MENU)
         .into_iter()
         .filter_map(|m| {
-            let first_level = id.is_some() && dom.attr(&m, "aria-labelledby") == id;
             let submenu = dom.attr(&m, "id").is_some_and(|i| controlled.contains(&i));
-            (own.contains(&m) || submenu).then_some((m, first_level))
+            (own.contains(&m) || submenu).then_some((m, !submenu))
         })
         .collect()
 }

@@ -133,6 +133,12 @@ pub struct Worker {
     /// model's own words are not seen.
     #[serde(default)]
     pub context_bytes: u64,
+    /// The meter when its current conversation first attached (the capsule,
+    /// the assignment, the follow-ups): what any fresh conversation would
+    /// carry. Rollover is measured from it, so a large assignment never
+    /// rolls a fresh conversation over at once.
+    #[serde(default)]
+    pub context_floor: u64,
     /// The model it is pinned to, if any (`worker.model_pinned`).
     #[serde(default)]
     pub model: Option<String>,
@@ -202,6 +208,7 @@ impl Worker {
         }
         self.epoch = capsule.epoch;
         self.context_bytes = capsule.bytes() as u64;
+        self.context_floor = 0;
         self.capsule = Some(capsule);
         self.rollover = None;
         self.conversation = None;
@@ -455,6 +462,7 @@ impl State {
                         checkpoint: None,
                         rollover: None,
                         context_bytes: 0,
+                        context_floor: 0,
                         model: None,
                     },
                 );
@@ -492,10 +500,14 @@ impl State {
             EventBody::WorkerAttached { worker_id, attach_count } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.attach_count = *attach_count;
-                // What attach returned: the assignment and the follow-ups.
+                // What attach returned: the assignment and the follow-ups
+                // (at most one response's worth).
                 let returned = w.assignment.as_ref().map_or(0, |a| serde_json::to_vec(a).map_or(0, |v| v.len()))
                     + w.followups.iter().map(String::len).sum::<usize>();
-                w.metered(returned);
+                w.metered(returned.min(protocol::limits::RESPONSE_MAX));
+                if w.context_floor == 0 {
+                    w.context_floor = w.context_bytes;
+                }
                 w.last_error = w.last_error.filter(|e| !app_setup_state(*e));
             }
             EventBody::WorkerProgress { worker_id, summary, .. } => {
@@ -615,8 +627,11 @@ impl State {
                     }
                 }
                 // The executor closed the tab of a create refused for a setup
-                // state: the worker is nobody's until a retry is dispatched.
-                if refused_create && let Some(w) = self.workers.get_mut(&worker_id).filter(|w| w.conversation.is_none())
+                // state: the worker is nobody's until a retry is dispatched
+                // (a rolling worker stays with the executor that held it).
+                if refused_create
+                    && let Some(w) =
+                        self.workers.get_mut(&worker_id).filter(|w| w.conversation.is_none() && !w.rolling())
                 {
                     w.executor_id = None;
                 }

@@ -167,7 +167,9 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
                     Some(ConversationState::Generating) => !(*steer && state.steering_executors.contains(executor)),
                     _ => false,
                 };
-                if busy_page || !load.contains_key(executor.as_str()) {
+                // A pinned model is set only by an executor that (still) declares it can.
+                let unpinned = worker.model.is_some() && !state.model_executors.contains(executor);
+                if busy_page || unpinned || !load.contains_key(executor.as_str()) {
                     continue;
                 }
                 executor.clone()

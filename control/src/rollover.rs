@@ -10,8 +10,9 @@
 //! - a rollover was asked for (root, or the meter): it rolls once the
 //!   worker wrote its checkpoint since, or the request's prompt is done and
 //!   the page is idle, or `checkpoint_wait_ms` passed;
-//! - its context meter reached `at_bytes`: a rollover is asked for (the
-//!   worker is prompted to write its checkpoint first).
+//! - its context meter grew by `at_bytes` since its conversation first
+//!   attached: a rollover is asked for (the worker is prompted to write its
+//!   checkpoint first).
 //!
 //! A worker rolls only with no command in flight (its queued ones are
 //! dropped: the fresh conversation's attach carries everything).
@@ -123,7 +124,7 @@ pub fn due(state: &State, policy: RolloverPolicy, now_ms: u64) -> Due {
                 (checkpointed || answered || waited).then_some(reason)
             }
             None => {
-                if policy.at_bytes.is_some_and(|at| w.context_bytes >= at) {
+                if policy.at_bytes.is_some_and(|at| w.context_bytes.saturating_sub(w.context_floor) >= at) {
                     due.asks.push((w.id.clone(), RolloverReason::ContextMeter));
                 }
                 None

@@ -72,6 +72,18 @@ pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &
             "no executor is connected: start the browser with the paired extension (`orchestrator pair` pairs one)"
                 .into(),
         ),
+        Some(c)
+            if c.phase == CommandPhase::Queued
+                && worker.model.is_some()
+                && !live.iter().any(|e| state.model_executors.contains(e)) =>
+        {
+            waiting(
+                WaitingFor::Executor,
+                "it is pinned to a model, and no connected executor declared conversation_model (model pinning): \
+                 connect the extension or CDP agent of this build"
+                    .into(),
+            )
+        }
         Some(c) if c.phase == CommandPhase::Queued && every_executor_full(state, live) => waiting(
             WaitingFor::LaunchSlot,
             "every connected executor holds as many conversations as its hello declared (load/capacity in \

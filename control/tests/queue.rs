@@ -943,12 +943,14 @@ fn a_waiting_worker_is_parked_and_a_failed_reopen_backs_off() {
 /// an unpinned worker goes anywhere, and carries none.
 #[test]
 fn a_pinned_worker_goes_only_to_an_executor_that_pins_models() {
-    let w = world();
+    let w = labelled_world();
     let root = w.plane.worker(&w.root).unwrap();
     let pinned = w.plane.spawn_pinned(&root, "pinned", &assignment(), Some("o3"), None).unwrap();
     assert_eq!(w.plane.worker(&pinned).unwrap().model.as_deref(), Some("o3"));
     w.connect_declaring(vec![]);
     assert!(w.pump(&["ext"]).is_empty(), "ext declared no model pinning: the create waits");
+    let waits = w.plane.waiting_for(&w.plane.worker(&pinned).unwrap(), &["ext".into()]).unwrap();
+    assert!(waits.next_step.contains("conversation_model"), "{waits:?}");
     w.connect_declaring(vec![protocol::executor::MODEL.into()]);
     let plain = w.spawn("plain");
     let sent = w.pump(&["ext"]);
@@ -960,4 +962,21 @@ fn a_pinned_worker_goes_only_to_an_executor_that_pins_models() {
     };
     assert_eq!(model_of(&pinned), Some(Some("o3".into())));
     assert_eq!(model_of(&plain), Some(None));
+
+    // Bound and attached: its wake carries the model, and only to an
+    // executor that still pins models.
+    w.complete_create("ext", &pinned, "0196b2c4-8e1f-7a3b-9c2d-0000000000a1");
+    w.plane.execute(Request::Attach { worker_id: pinned.clone() }).unwrap();
+    w.plane.followup(&root, &pinned, "more", None).unwrap();
+    w.connect_declaring(vec![]);
+    assert!(w.pump(&["ext"]).iter().all(|(x, _, _)| *x != pinned), "the wake waits for model pinning");
+    w.connect_declaring(vec![protocol::executor::MODEL.into()]);
+    let sent = w.pump(&["ext"]);
+    let wake = sent.iter().find(|(x, _, _)| *x == pinned).map(|(_, _, op)| op.clone());
+    assert!(matches!(&wake, Some(CommandOp::ConversationSend { model: Some(m), .. }) if m == "o3"), "{wake:?}");
+    // The picker no longer offers it: recorded and paused, not silently idle.
+    w.answer(&pinned, CommandOutcome::Error { code: ErrorCode::ModelUnavailable, detail: "no o3".into() });
+    let worker = w.plane.worker(&pinned).unwrap();
+    assert_eq!(worker.last_error, Some(ErrorCode::ModelUnavailable));
+    assert_eq!(worker.continuity.hold, Some(protocol::continuity::Hold::Paused));
 }

@@ -552,10 +552,10 @@ struct ExecutorArgs {
     #[arg(long, default_value_t = 1_200_000)]
     stalled_turn_after_ms: u64,
     /// The context meter's threshold: a worker whose conversation carried
-    /// this many bytes (prompts, attach, reports, messages: what the
-    /// orchestrator sees) is asked to checkpoint and roll over to a fresh
-    /// conversation; 0 turns the meter off (a full conversation still rolls
-    /// over). 10000 to 100000000.
+    /// this many more bytes than when it first attached (prompts, attach,
+    /// reports, messages: what the orchestrator sees) is asked to checkpoint
+    /// and roll over to a fresh conversation; 0 turns the meter off (a full
+    /// conversation still rolls over). 10000 to 100000000.
     #[arg(long, default_value_t = control::rollover::RolloverPolicy::DEFAULT_AT_BYTES)]
     rollover_at_bytes: u64,
     /// How long a requested rollover waits for the worker's checkpoint, in

@@ -143,8 +143,18 @@ fn dispatched(state: &State, command_id: &CommandId, executor_id: &str) -> Resul
 
 /// Applies what an executor reported. Duplicates (a second ack, a result
 /// delivered twice, the same binding again) record nothing; anything about a
-/// command or worker held by another executor is refused.
+/// command or worker held by another executor is refused. What a page says
+/// of a worker between its rollover and its fresh conversation's binding
+/// comes from its retired tab, or a new chat not yet bound: nothing.
 fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec<EventBody>, Refusal> {
+    if let ExecutorFrame::ConversationState { worker_id, .. }
+    | ExecutorFrame::ConversationProgress { worker_id }
+    | ExecutorFrame::ConversationError { worker_id, .. }
+    | ExecutorFrame::ConversationClosed { worker_id } = frame
+        && held_worker(state, executor_id, worker_id)?.rolling()
+    {
+        return Ok(vec![]);
+    }
     match frame {
         ExecutorFrame::Hello { .. } | ExecutorFrame::Heartbeat { .. } => Err(Refusal::SessionFrame),
         ExecutorFrame::Ack { command_id } => {
@@ -196,23 +206,6 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                     events.push(bind(state, worker, id, &format!("https://chatgpt.com/c/{id}"), executor_id));
                 }
                 (CommandOutcome::Ok { .. }, _) => {}
-                // A host or setup state (the app not bound, signed out…) is not a
-                // worker's failure: it is recorded where runtime_status reads its
-                // readiness reasons; runtime_recover retries a pool create. A
-                // spawned worker's create is queued again only when it waits for
-                // the browser (`crate::schedule`); otherwise its launch fails, with the code.
-                (CommandOutcome::Error { code, detail }, intent)
-                    if code.is_host_state()
-                        && (*intent != CommandIntent::Create
-                            || state.runtime.by_worker(&worker.id).is_some()
-                            || crate::schedule::waits_for_browser(*code)) =>
-                {
-                    events.push(EventBody::ConversationError {
-                        worker_id: worker.id.clone(),
-                        code: *code,
-                        detail: detail.clone(),
-                    });
-                }
                 // A rollover's create refused: the worker waits, unbound, for
                 // a person or root to look (worker_rollover tries again).
                 (CommandOutcome::Error { code, detail }, CommandIntent::Create)
@@ -229,11 +222,28 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                             hold: Some(protocol::continuity::Hold::Paused),
                             reason: Some(format!(
                                 "{code}: the fresh conversation of its rollover was not created; \
-                                 worker_rollover tries again"
+                                 worker_rollover tries again, worker_resume then releases this pause"
                             )),
                             ask: None,
                         });
                     }
+                }
+                // A host or setup state (the app not bound, signed out…) is not a
+                // worker's failure: it is recorded where runtime_status reads its
+                // readiness reasons; runtime_recover retries a pool create. A
+                // spawned worker's create is queued again only when it waits for
+                // the browser (`crate::schedule`); otherwise its launch fails, with the code.
+                (CommandOutcome::Error { code, detail }, intent)
+                    if code.is_host_state()
+                        && (*intent != CommandIntent::Create
+                            || state.runtime.by_worker(&worker.id).is_some()
+                            || crate::schedule::waits_for_browser(*code)) =>
+                {
+                    events.push(EventBody::ConversationError {
+                        worker_id: worker.id.clone(),
+                        code: *code,
+                        detail: detail.clone(),
+                    });
                 }
                 (CommandOutcome::Error { code, .. }, CommandIntent::Create) if !code.outcome_uncertain() => {
                     if matches!(worker.state, WorkerState::LaunchRequested | WorkerState::Launching) {
@@ -271,6 +281,15 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                             not_before_ms: None,
                         });
                     }
+                }
+                // The pinned model is gone from the picker: recorded where the
+                // operator reads it (the pause comes with the continuity effects).
+                (CommandOutcome::Error { code: ErrorCode::ModelUnavailable, detail }, CommandIntent::Send { .. }) => {
+                    events.push(EventBody::ConversationError {
+                        worker_id: worker.id.clone(),
+                        code: ErrorCode::ModelUnavailable,
+                        detail: detail.clone(),
+                    });
                 }
                 // An uncertain outcome retries nothing: the command stays
                 // completed-with-error for exact readback and reconciliation.
@@ -441,7 +460,9 @@ fn continuity_effects(worker: &Worker, code: ErrorCode, detail: &str, seen: Seen
         && worker.continuity.recovery_exhausted();
     let pauses = match seen {
         Seen::Result { continuation } => {
-            code == ErrorCode::HostUiChanged || (continuation && code.outcome_uncertain()) || undeliverable
+            matches!(code, ErrorCode::HostUiChanged | ErrorCode::ModelUnavailable)
+                || (continuation && code.outcome_uncertain())
+                || undeliverable
         }
         Seen::Page => false,
     };

@@ -28,7 +28,16 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                 false => child_of_run(state, run, target)?,
             };
             rollable(state, worker)?;
-            if worker.rollover.is_some() {
+            // Asked already, or rolling now (its fresh conversation's create
+            // is open): once. A rolling worker whose create failed is asked
+            // again: that is the retry.
+            let creating = worker.rolling()
+                && state
+                    .open_commands
+                    .iter()
+                    .filter_map(|id| state.commands.get(id))
+                    .any(|c| c.worker_id == worker.id && c.intent == CommandIntent::Create);
+            if worker.rollover.is_some() || creating {
                 return Ok(vec![]);
             }
             Ok(asked(state, worker, RolloverReason::Requested, command_id))
@@ -422,5 +431,85 @@ mod tests {
 
     fn kinds(events: &[EventBody]) -> Vec<&'static str> {
         events.iter().map(EventBody::kind).collect()
+    }
+
+    /// The review's cases: a second request while the fresh conversation's
+    /// create is open is nothing; the retired tab's reports say nothing; a
+    /// refused rollover create pauses the worker, keeps its executor, and a
+    /// second request rolls it again; a large assignment does not roll a
+    /// fresh conversation over by the meter.
+    #[test]
+    fn a_rolling_worker_is_asked_once_hears_nothing_from_its_old_tab_and_retries_a_refused_create() {
+        let (mut g, a) = rolling();
+        let r = roll(&mut g, &a, RolloverReason::TooLong);
+        g.apply(r);
+        let again = ask(&mut g, &a);
+        assert_eq!(super::super::decide(&g.state, &again), Ok(vec![]), "its create is open");
+        let old_tab = ExecutorFrame::ConversationState {
+            worker_id: a.clone(),
+            state: ConversationState::Error,
+            error: Some(ErrorCode::ConversationTooLong),
+        };
+        let report = Request::ExecutorReport { executor_id: "ext".into(), frame: old_tab };
+        assert_eq!(super::super::decide(&g.state, &report), Ok(vec![]), "the retired tab's report");
+        // The create is refused for a setup state: paused, still held by ext.
+        let create = g.open_command(&a);
+        g.apply(Request::Dispatch { command_id: create.clone(), executor_id: "ext".into() });
+        let outcome = CommandOutcome::Error { code: ErrorCode::ChatgptSignedOut, detail: "signed out".into() };
+        let events = g.apply(Request::ExecutorReport {
+            executor_id: "ext".into(),
+            frame: ExecutorFrame::Result { command_id: create, outcome },
+        });
+        let kinds: Vec<_> = events.iter().map(EventBody::kind).collect();
+        assert_eq!(kinds, ["executor.command_completed", "conversation.error", "worker.hold_changed"]);
+        let w = &g.state.workers[&a];
+        assert!(w.rolling() && w.executor_id.as_deref() == Some("ext"));
+        // Asked again: the retry, at the next epoch.
+        let again = ask(&mut g, &a);
+        g.apply(again);
+        let found = due(&g.state, RolloverPolicy::default(), 5_000);
+        assert_eq!(found.rolls, vec![(a.clone(), RolloverReason::Requested)]);
+        let r = Request::Rollover {
+            rolls: vec![(a.clone(), RolloverReason::Requested, CommandId::from_uuid_bytes(g.id()))],
+            asks: vec![],
+        };
+        g.apply(r);
+        assert_eq!(g.state.workers[&a].epoch, 2);
+    }
+
+    #[test]
+    fn the_meter_counts_from_the_conversations_first_attach() {
+        let policy = RolloverPolicy { at_bytes: Some(10_000), checkpoint_wait_ms: 60_000 };
+        let mut g = Given::run();
+        g.apply(Request::ExecutorConnected {
+            executor_id: "ext".into(),
+            executor_instance_id: "i1".into(),
+            executor_kind: ExecutorKind::Fake,
+            capabilities: vec![protocol::executor::ROLLOVER.into()],
+            host: Default::default(),
+        });
+        let big = Assignment::from_objective("x".repeat(20_000));
+        let (a, create_command) = (WorkerId::from_uuid_bytes(g.id()), CommandId::from_uuid_bytes(g.id()));
+        let actor = g.root.clone();
+        g.apply(Request::Spawn {
+            actor,
+            worker_id: a.clone(),
+            name: "big".into(),
+            assignment: big,
+            create_command: create_command.clone(),
+            model: None,
+        });
+        g.apply(Request::Dispatch { command_id: create_command.clone(), executor_id: "ext".into() });
+        let conversation: protocol::ConversationId = "0196b2c4-8e1f-7a3b-9c2d-00000000beef".parse().unwrap();
+        let outcome = CommandOutcome::Ok { conversation_id: Some(conversation) };
+        g.apply(Request::ExecutorReport {
+            executor_id: "ext".into(),
+            frame: ExecutorFrame::Result { command_id: create_command, outcome },
+        });
+        g.apply(Request::Attach { worker_id: a.clone() });
+        assert!(g.state.workers[&a].context_bytes > 20_000);
+        assert!(due(&g.state, policy, 5_000).is_empty(), "its assignment alone asks for nothing");
+        g.apply(Request::Progress { actor: a.clone(), summary: "y".repeat(10_000), percent: None });
+        assert_eq!(due(&g.state, policy, 5_000).asks, vec![(a, RolloverReason::ContextMeter)]);
     }
 }

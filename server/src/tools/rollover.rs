@@ -71,9 +71,12 @@ impl Tools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<RolloverOut>, ToolError> {
         let args = args?;
-        let me = self.prove(&ctx, &args.capability, "worker_checkpoint").await?;
+        self.prove(&ctx, &args.capability, "worker_checkpoint").await?;
         let tools = self.clone();
         on_blocking_pool(move || {
+            // Again, just before the change: the conversation may have been
+            // retired while the call waited for attribution.
+            let me = tools.plane.authenticate(&args.capability)?;
             tools.plane.execute(Request::Checkpoint { actor: me.id.clone(), note: args.note })?;
             tools.rollover_out(&me.id)
         })
