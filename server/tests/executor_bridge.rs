@@ -583,3 +583,36 @@ async fn a_managed_root_rolls_over_mid_run_and_its_worker_completes() {
     assert_eq!(run["run"]["state"], "completed", "{run}");
     fake.stop().await;
 }
+
+/// A conversation that fills up on a wake (the fake executor's
+/// `ConversationFull`) rolls its worker over: one fresh conversation with
+/// one rollover bootstrap, whose attach names the open follow-up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_that_fills_up_on_a_wake_rolls_its_worker_over() {
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    let config = FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1")
+        .fault(Fault::ConversationFull(Op::Send));
+    let fake = FakeExecutor::start(config);
+    let root = Root::new(&daemon);
+    let a = root.spawn("a");
+    let w = worker_id(&a);
+    let w2 = w.clone();
+    let stats = fake.wait_for(move |s| s.submissions_for(&w2).len() == 1, WAIT).await;
+    let attach = stats.submissions_for(&w)[0].split('"').find(|p| p.starts_with("att_")).unwrap().to_owned();
+    root.mcp.ok("worker_attach", json!({"attach_identity": attach}));
+    root.followup(&a, 1);
+    let w2 = w.clone();
+    let stats = fake
+        .wait_for(
+            move |s| s.conversations.iter().filter(|(x, _)| *x == w2).count() == 2 && s.submissions_for(&w2).len() == 3,
+            WAIT,
+        )
+        .await;
+    let prompts = stats.submissions_for(&w);
+    assert!(prompts[2].starts_with("[orchestrator rollover bootstrap v1 epoch 1]"), "{prompts:?}");
+    let fresh = prompts[2].split('"').find(|p| p.starts_with("att_")).unwrap().to_owned();
+    let attached = root.mcp.ok("worker_attach", json!({"attach_identity": fresh}));
+    assert_eq!(attached["continuation"]["open"], json!([1]), "{attached}");
+    fake.stop().await;
+}

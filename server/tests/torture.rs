@@ -19,6 +19,10 @@
 //!   completed and no command stays open, within a bound;
 //! - **no panic** in the daemon's log.
 //!
+//! Conversations fill up (the fake's `ConversationFull`): their workers
+//! roll over to fresh conversations, and a follow-up a rollover carried
+//! counts as delivered (the fresh conversation's capsule names it).
+//!
 //! The executors misbehave too: one never re-sends its states after a
 //! reconnect, loses idle reports (the daemon must inspect) and misses the
 //! deadline of some wakes (the daemon must send them again); tabs are
@@ -44,6 +48,8 @@ use serde_json::{Value, json};
 use support::{Attempt, Daemon, Mcp, credential};
 
 /// The daemon flags: a short recheck bound so a lost idle report costs little.
+/// (No tab capacity: its parks need a turn that ends after its model's
+/// calls, and this harness's models answer after the simulated turn ended.)
 const DAEMON_ARGS: [&str; 10] = [
     "--executor-recheck-after-ms",
     "300",
@@ -212,7 +218,11 @@ fn answer(peer: &Mcp, prompt: &str, history: &Mutex<History>, rng: &mut Rng, lat
         Attempt::Failed(..) => return Answer::Done,
         Attempt::Unknown => return Answer::Again,
     };
-    let Some(seq) = prompt.split("follow-up #").nth(1).and_then(|t| t.split('.').next()?.parse::<u32>().ok()) else {
+    // A fresh conversation after a rollover goes on with the open work its
+    // capsule names, as a model reading it would.
+    let open = me["continuation"]["open"].as_array().and_then(|o| o.last()).and_then(Value::as_u64);
+    let named = prompt.split("follow-up #").nth(1).and_then(|t| t.split('.').next()?.parse::<u32>().ok());
+    let Some(seq) = named.or(open.filter(|n| *n > 0).map(|n| n as u32)) else {
         return Answer::Done; // A bootstrap: attached, parked until a follow-up.
     };
     let cap = me["capability"].clone();
@@ -422,6 +432,10 @@ async fn crash_torture_keeps_every_invariant_across_seeded_kills() {
     }
     for _ in 0..3 {
         faulty = faulty.fault_after(rng.below(20) as usize, Fault::MissDeadline(Op::Send));
+    }
+    // Conversations fill up: their workers roll over to fresh ones.
+    for _ in 0..2 {
+        faulty = faulty.fault_after(rng.below(4) as usize, Fault::ConversationFull(Op::Send));
     }
     faulty.reconnect_delay = Duration::from_millis(50);
     let mut polite = FakeConfig::new(format!("ws://{addr}/executor"), credential(state.path(), "ext-b"), "ext-b");
@@ -658,7 +672,8 @@ fn check_history(driver: &Driver, events: &[Value], executors: &[Arc<FakeExecuto
             let worker = worker.expect("submissions go to created conversations");
             match prompt.split("follow-up #").nth(1).and_then(|t| t.split('.').next()) {
                 Some(seq) => *submitted.entry(format!("{worker}#{seq}")).or_default() += 1,
-                None => *bootstraps.entry(worker).or_default() += 1,
+                // One bootstrap per conversation (a rolled-over worker has several).
+                None => *bootstraps.entry(format!("{worker} in {conversation}")).or_default() += 1,
             }
         }
     }
@@ -673,14 +688,26 @@ fn check_history(driver: &Driver, events: &[Value], executors: &[Arc<FakeExecuto
     for e in events.iter().filter(|e| e["type"] == "worker.followup") {
         *seqs.entry(e["data"]["worker_id"].as_str().unwrap()).or_default() += 1;
     }
+    // A rollover carries every follow-up before it into the fresh
+    // conversation (its attach lists them, its capsule names the open one).
+    let rolled_after = |worker: &str, seq: u64| {
+        let at = events.iter().position(|e| {
+            e["type"] == "worker.followup" && e["data"]["worker_id"] == worker && e["data"]["seq"] == seq
+        });
+        at.is_some_and(|at| {
+            events[at..].iter().any(|e| e["type"] == "worker.rolled_over" && e["data"]["worker_id"] == worker)
+        })
+    };
     for (worker, newest) in &seqs {
         let times = |seq: u64| submitted.get(&format!("{worker}#{seq}")).copied().unwrap_or(0);
         for seq in 1..=*newest {
             let n = times(seq);
-            let carried = (seq + 1..=*newest).any(|later| times(later) == 1);
+            let carried = (seq + 1..=*newest).any(|later| times(later) == 1) || rolled_after(worker, seq);
             assert!(n == 1 || (n == 0 && carried), "follow-up #{seq} of {worker} was submitted {n} times");
         }
     }
+    let rollovers = events.iter().filter(|e| e["type"] == "worker.rolled_over").count();
+    eprintln!("torture: {rollovers} rollovers of full conversations");
     let conversations: usize = executors.iter().map(|e| e.stats().conversations.len()).sum();
     let creates = events.iter().filter(|e| e["type"] == "conversation.bound").count();
     assert_eq!(conversations, creates, "a conversation was created twice");

@@ -72,6 +72,11 @@ pub enum Fault {
     /// Submit, then end the turn on "Message delivery timed out" instead of
     /// idle (the page's Retry button is there; nothing clicks it).
     DeliveryTimeout(Op),
+    /// Submit, then end the turn on ChatGPT's length notice: the
+    /// conversation takes no more turns (later prompts are refused with
+    /// `CONVERSATION_TOO_LONG`, nothing taken); the daemon rolls the worker
+    /// over.
+    ConversationFull(Op),
     /// Submit, then end the turn on the "Too many requests" dialog.
     RateLimited(Op),
     /// After the next result, reconnect as a new executor instance.
@@ -194,6 +199,8 @@ struct Tab {
     /// Idempotency keys whose prompt the page took (a real page records the
     /// key before it clicks, so a reconcile can ask it).
     took: HashSet<String>,
+    /// It shows the length notice: no more turns.
+    full: bool,
 }
 
 impl Tab {
@@ -212,7 +219,7 @@ struct Browser {
 impl Browser {
     fn open(&mut self, conversation: Option<ConversationId>) -> u64 {
         self.next += 1;
-        let tab = Tab { conversation, state: ConversationState::Idle, took: HashSet::new() };
+        let tab = Tab { conversation, state: ConversationState::Idle, took: HashSet::new(), full: false };
         self.tabs.insert(self.next, tab);
         self.next
     }
@@ -250,6 +257,7 @@ impl Fault {
             | Fault::LoseIdleReport(op)
             | Fault::MissDeadline(op)
             | Fault::DeliveryTimeout(op)
+            | Fault::ConversationFull(op)
             | Fault::RateLimited(op) => Some(op),
             Fault::ReconnectNewInstance | Fault::StopHeartbeats | Fault::NoResync => None,
         }
@@ -663,6 +671,8 @@ fn handle(shared: &Arc<Shared>, outbox: &Outbox, drop_tx: &mpsc::UnboundedSender
         TurnEnd::Incident(ErrorCode::DeliveryTimeout)
     } else if has(Fault::RateLimited) {
         TurnEnd::Incident(ErrorCode::RateLimited)
+    } else if has(Fault::ConversationFull) {
+        TurnEnd::Incident(ErrorCode::ConversationTooLong)
     } else {
         TurnEnd::Idle
     };
@@ -729,6 +739,10 @@ fn perform(shared: &Shared, outbox: &Outbox, command: &Command, plan: Plan<u64>,
         let Some(page) = browser.tabs.get_mut(&tab) else {
             return error(ErrorCode::AmbiguousSubmission, "the tab closed during submission");
         };
+        // A full conversation takes nothing more (the adapter reads the notice first).
+        if page.full && !page.took.contains(key) {
+            return error(ErrorCode::ConversationTooLong, "the conversation reached its maximum length");
+        }
         if page.took.insert(key.clone()) {
             if page.conversation.is_none() {
                 let id: ConversationId =
@@ -747,6 +761,7 @@ fn perform(shared: &Shared, outbox: &Outbox, command: &Command, plan: Plan<u64>,
                 TurnEnd::Idle | TurnEnd::Unreported => (ConversationState::Idle, None),
             };
             page.state = state;
+            page.full |= error == Some(ErrorCode::ConversationTooLong);
             let ended = core.page_report(&tab, &url, state, error);
             if !matches!(ending, TurnEnd::Unreported) {
                 emit(ended);
@@ -789,7 +804,10 @@ fn perform(shared: &Shared, outbox: &Outbox, command: &Command, plan: Plan<u64>,
             let page = shared.browser.lock().unwrap().tabs.get(&tab).cloned();
             let mut core = shared.core.lock().unwrap();
             match page {
-                Some(page) => emit(core.inspected(&tab, &page.url(), page.state, None)),
+                Some(page) => {
+                    let error = page.full.then_some(ErrorCode::ConversationTooLong);
+                    emit(core.inspected(&tab, &page.url(), page.state, error))
+                }
                 None => emit(core.tab_removed(&tab)),
             }
             core.ok(worker)
