@@ -206,6 +206,7 @@ pub fn apply(plane: &ControlPlane, control: &Control) -> Result<u32, Refused> {
         Action::Resume => Request::ReleaseHold { actor, target },
         Action::Continue => Request::ContinueNow { actor, target },
         Action::Stop => Request::Interrupt { actor, target, reason: "stopped by a person".into() },
+        Action::Rollover => return plane.ask_rollover(&actor, &target).map(changed).map_err(refused),
         Action::AutoResumeOn | Action::AutoResumeOff => {
             let mut policy = w.continuity.policy;
             policy.mode =

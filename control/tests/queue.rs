@@ -980,3 +980,34 @@ fn a_pinned_worker_goes_only_to_an_executor_that_pins_models() {
     assert_eq!(worker.last_error, Some(ErrorCode::ModelUnavailable));
     assert_eq!(worker.continuity.hold, Some(protocol::continuity::Hold::Paused));
 }
+
+/// A person's "New conversation" (`operatorAct rollover`) is root's
+/// `worker_rollover`: on an executor that rolls conversations over, the
+/// worker is asked for its checkpoint; asked twice, once; elsewhere refused.
+#[test]
+fn a_persons_new_conversation_asks_for_the_workers_rollover() {
+    let w = labelled_world();
+    w.connect_declaring(vec![protocol::executor::ROLLOVER.into()]);
+    let a = w.spawn("a");
+    w.pump(&["ext"]);
+    w.complete_create("ext", &a, "0196b2c4-8e1f-7a3b-9c2d-0000000000b7");
+    w.plane.execute(Request::Attach { worker_id: a.clone() }).unwrap();
+    let control = control::operator::Control {
+        action: protocol::operator::Action::Rollover,
+        worker_id: Some(a.clone()),
+        run_id: None,
+        text: None,
+        key: None,
+    };
+    assert_eq!(control::operator::apply(&w.plane, &control), Ok(1));
+    assert!(w.plane.worker(&a).unwrap().rollover.is_some());
+    assert_eq!(control::operator::apply(&w.plane, &control), Ok(0), "asked once");
+    w.connect_declaring(vec![]);
+    let b = w.spawn("b");
+    w.pump(&["ext"]);
+    w.complete_create("ext", &b, "0196b2c4-8e1f-7a3b-9c2d-0000000000b8");
+    w.plane.execute(Request::Attach { worker_id: b.clone() }).unwrap();
+    let refused =
+        control::operator::apply(&w.plane, &control::operator::Control { worker_id: Some(b), ..control }).unwrap_err();
+    assert_eq!(refused.0, ErrorCode::InvalidTransition, "{refused:?}");
+}

@@ -66,7 +66,13 @@ pub fn controls(w: &Worker) -> Vec<(Action, &'static str)> {
         (Action::AutoResumeOn, "Auto Resume: off")
     };
     let hold = if w.held { (Action::Resume, "Resume") } else { (Action::Pause, "Pause") };
-    vec![auto, hold, (Action::Continue, "Continue now"), (Action::Stop, "Stop worker")]
+    let mut out = vec![auto, hold, (Action::Continue, "Continue now")];
+    // A bound conversation can be replaced by a fresh one (it rolls over).
+    if w.conversation_url.is_some() {
+        out.push((Action::Rollover, "New conversation"));
+    }
+    out.push((Action::Stop, "Stop worker"));
+    out
 }
 
 /// Counts for the popup's summary: (active, working, resuming, needs you).
@@ -338,6 +344,10 @@ mod tests {
         assert!(controls(&worker("/root/a", Status::Complete, 0)).is_empty());
         let labels: Vec<_> = controls(&worker("/root/a", Status::Paused, 0)).into_iter().map(|(_, l)| l).collect();
         assert_eq!(labels, ["Auto Resume: on", "Resume", "Continue now", "Stop worker"]);
+        let mut bound = worker("/root/a", Status::Working, 0);
+        bound.conversation_url = Some("https://chatgpt.com/c/0196b2c4-8e1f-7a3b-9c2d-4e5f60718293".into());
+        let labels: Vec<_> = controls(&bound).into_iter().map(|(_, l)| l).collect();
+        assert_eq!(labels, ["Auto Resume: on", "Pause", "Continue now", "New conversation", "Stop worker"]);
         assert_eq!(collapsed(&worker("/root/a", Status::Working, 0)), "● Working · Attempt 3");
     }
 

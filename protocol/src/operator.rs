@@ -257,6 +257,9 @@ pub enum Action {
     AutoResumeOn,
     /// Turn Auto Resume off for it.
     AutoResumeOff,
+    /// Move it to a fresh conversation (it checkpoints first; its full one
+    /// is retired, left open): as root's `worker_rollover`.
+    Rollover,
     /// Pause every unfinished worker of a run but root, after their current turns.
     PauseAll,
     /// Release every paused or stalled worker of a run.
@@ -276,6 +279,7 @@ impl Action {
             Action::Answer => "answer",
             Action::AutoResumeOn => "auto_resume_on",
             Action::AutoResumeOff => "auto_resume_off",
+            Action::Rollover => "rollover",
             Action::PauseAll => "pause_all",
             Action::ResumeAll => "resume_all",
             Action::StopRun => "stop_run",
@@ -305,6 +309,7 @@ mod tests {
             Action::Answer,
             Action::AutoResumeOn,
             Action::AutoResumeOff,
+            Action::Rollover,
             Action::PauseAll,
             Action::ResumeAll,
             Action::StopRun,

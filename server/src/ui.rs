@@ -371,9 +371,17 @@ pub fn render(snapshot: &Snapshot, csrf: &str) -> String {
                         "<button data-worker=\"{id}\" data-act=\"pause\" aria-label=\"Pause {label}\">Pause</button>"
                     )
                 };
+                // A bound conversation can be replaced by a fresh one (it rolls over).
+                let rollover = if w.conversation_url.is_some() {
+                    format!(
+                        "<button data-worker=\"{id}\" data-act=\"rollover\" aria-label=\"New conversation for {label}\">New conversation</button>"
+                    )
+                } else {
+                    String::new()
+                };
                 format!(
                     "{answer}{auto}{resume}<button data-worker=\"{id}\" data-act=\"continue\" aria-label=\"Continue now {label}\">Continue now</button>\
-                     <button class=\"stop\" data-worker=\"{id}\" data-act=\"stop\" aria-label=\"Stop {label}\">Stop</button>"
+                     {rollover}<button class=\"stop\" data-worker=\"{id}\" data-act=\"stop\" aria-label=\"Stop {label}\">Stop</button>"
                 )
             };
             let context = match w.ask.as_ref().and_then(|a| a.context.as_deref()) {
