@@ -215,7 +215,7 @@ fn refuse(code: ErrorCode, detail: String) -> Refusal {
 }
 
 /// Waits until `done` holds, for at most [`STEP_MS`].
-async fn until<D: Dom, W: Wait>(dom: &D, wait: &W, done: impl Fn(&D) -> bool) -> bool {
+pub(crate) async fn until<D: Dom, W: Wait>(dom: &D, wait: &W, done: impl Fn(&D) -> bool) -> bool {
     let end = wait.now_ms() + STEP_MS;
     loop {
         if done(dom) {

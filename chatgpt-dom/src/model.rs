@@ -25,7 +25,7 @@
 use protocol::ErrorCode;
 
 use crate::Dom;
-use crate::bind::{STEP_MS, Wait};
+use crate::bind::{Wait, until};
 use crate::compose::{Act, Refusal};
 use crate::locators::visible;
 
@@ -164,19 +164,6 @@ fn leads_to_models<D: Dom>(dom: &D, opener: &D::Node) -> bool {
     dom.attr(opener, "data-testid").is_some_and(|t| t.ends_with("models-submenu"))
         || text.starts_with("model")
         || text.contains("models")
-}
-
-/// Waits until `done` holds, for at most [`STEP_MS`].
-async fn until<D: Dom, W: Wait>(dom: &D, wait: &W, done: impl Fn(&D) -> bool) -> bool {
-    let end = wait.now_ms() + STEP_MS;
-    loop {
-        if done(dom) {
-            return true;
-        }
-        if wait.now_ms() >= end || !wait.change(end).await {
-            return done(dom);
-        }
-    }
 }
 
 /// Opens the picker and finds the row labelled `label`, descending through
