@@ -21,6 +21,8 @@
 //!   gets another turn, the spacing floor, the keepalive, the stall guard); pure.
 //! - [`operator`]: the operator surfaces' reading of the pool, and a
 //!   person's controls made as the run's root.
+//! - [`ownership`]: worktree ownership records folded from their own stream,
+//!   their indexes, and when a holder is proven dead; pure.
 //! - [`prompts`]: bootstrap and wake prompt texts, rendered at dispatch.
 //! - [`rollover`]: when a worker moves to a fresh conversation; pure.
 //! - [`waiting`]: what a worker that is not working waits for, with the next step.
@@ -36,6 +38,7 @@ pub mod error;
 pub mod keys;
 pub mod model;
 pub mod operator;
+pub mod ownership;
 pub mod plane;
 pub mod prompts;
 pub mod queue;

@@ -294,6 +294,9 @@ pub struct State {
     /// (`protocol::executor::MODEL`).
     #[serde(default)]
     pub model_executors: HashSet<String>,
+    /// Worktree ownership, folded from its own stream.
+    #[serde(default)]
+    pub ownership: crate::ownership::Ledger,
     /// The runtime pools' managed-carrier records.
     pub runtime: registry::Registry,
     /// When each executor's current session began (its last `executor.connected`):
@@ -339,6 +342,13 @@ impl State {
         let fail =
             |reason: &str| FoldError { run: event.run_id.to_string(), cursor: event.cursor, reason: reason.to_owned() };
         let at = event.at_ms;
+        if event.run_id.is_ownership() {
+            // A holder without a managed conversation (a root that keeps
+            // its own chat) has none to wait for: its record is active at once.
+            let workers = &self.workers;
+            let awaits_conversation = |w: &WorkerId| workers.get(w).is_none_or(|w| !w.is_root() || w.is_managed_root());
+            return self.ownership.apply(event, awaits_conversation);
+        }
         if event.run_id.is_system() {
             if event.cursor != self.system_cursor + 1 {
                 return Err(fail("cursor does not continue the system log"));
@@ -720,6 +730,20 @@ impl State {
             | EventBody::RuntimeSlotAdmitted { worker_id, .. }
             | EventBody::RuntimeSlotHealth { worker_id, .. } => {
                 touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
+            }
+            EventBody::OwnershipClaimed { .. }
+            | EventBody::OwnershipConversationBound { .. }
+            | EventBody::OwnershipResumed { .. }
+            | EventBody::OwnershipHeartbeat { .. }
+            | EventBody::OwnershipHandoffStarted { .. }
+            | EventBody::OwnershipHandoffCompleted { .. }
+            | EventBody::OwnershipReclaimed { .. }
+            | EventBody::OwnershipReleased { .. }
+            | EventBody::OwnershipWipPreserved { .. }
+            | EventBody::OwnershipSubmitted { .. }
+            | EventBody::OwnershipLanded { .. }
+            | EventBody::OwnershipRemoved { .. } => {
+                return Err(fail("ownership events belong to the ownership log"));
             }
             EventBody::ExecutorConnected { .. } | EventBody::ExecutorDisconnected { .. } => {
                 return Err(fail("executor events belong to the system log"));

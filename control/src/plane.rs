@@ -819,6 +819,40 @@ impl ControlPlane {
         self.read().commands.get(id).cloned()
     }
 
+    /// The worktree ownership records `key` names, oldest first, each with
+    /// whether its holder is proven dead now.
+    pub fn ownership(
+        &self,
+        key: &crate::ownership::Key,
+    ) -> Vec<(protocol::ownership::Record, Option<protocol::ownership::StaleReason>)> {
+        let now = self.clock.now_ms();
+        self.with_state(|s| {
+            s.ownership.lookup(key).into_iter().map(|r| (r.clone(), crate::ownership::stale(s, r, now))).collect()
+        })
+    }
+
+    /// Every ownership record (of the repository `repo`, if given), oldest
+    /// claim first, each with whether its holder is proven dead now.
+    pub fn owners(
+        &self,
+        repo: Option<&str>,
+    ) -> Vec<(protocol::ownership::Record, Option<protocol::ownership::StaleReason>)> {
+        let now = self.clock.now_ms();
+        self.with_state(|s| {
+            s.ownership.list(repo).into_iter().map(|r| (r.clone(), crate::ownership::stale(s, r, now))).collect()
+        })
+    }
+
+    /// The worktree's live ownership record, if it is held.
+    pub fn live_owner(&self, path: &str) -> Option<protocol::ownership::Record> {
+        self.with_state(|s| s.ownership.live(path).cloned())
+    }
+
+    /// A change to worktree ownership by `actor`, at the plane's clock.
+    pub fn own(&self, actor: &WorkerId, op: crate::ownership::Op) -> Result<Vec<Event>, Error> {
+        self.execute(Request::Ownership { actor: actor.clone(), op, now_ms: self.clock.now_ms() })
+    }
+
     /// Events of the system stream (executor connections) after `after`.
     pub fn system_events(&self, after: u64, limit: usize) -> Result<Vec<Event>, Error> {
         Ok(self.store.events_after(&RunId::system(), after, limit.clamp(1, EVENTS_PAGE_MAX))?)
@@ -1108,7 +1142,12 @@ impl ControlPlane {
 
     /// A page of the run's events after `after`, filtered for `viewer`.
     pub fn events(&self, run: &RunId, after: u64, limit: usize, viewer: &Viewer) -> Result<Page, Error> {
-        let head = self.with_state(|s| s.runs.get(run).map(|r| r.cursor)).ok_or_else(|| Refusal::NoRun(run.clone()))?;
+        let head = self
+            .with_state(|s| match run.is_ownership() {
+                true => Some(s.ownership.cursor),
+                false => s.runs.get(run).map(|r| r.cursor),
+            })
+            .ok_or_else(|| Refusal::NoRun(run.clone()))?;
         if after > head {
             return Err(Error::InvalidArgument(format!("after_cursor {after} is beyond the run's last cursor {head}")));
         }
@@ -1236,6 +1275,7 @@ fn stamp(state: &State, command: &Request, bodies: Vec<EventBody>, at_ms: u64) -
         .into_iter()
         .map(|body| {
             let run_id = match &body {
+                _ if body.ownership().is_some() => RunId::ownership(),
                 EventBody::CommandDispatched { worker_id, .. }
                 | EventBody::CommandQueued { worker_id, intent: CommandIntent::Inspect, .. } => {
                     state.workers[worker_id].run_id.clone()
@@ -1263,7 +1303,13 @@ fn stamp(state: &State, command: &Request, bodies: Vec<EventBody>, at_ms: u64) -
                 _ => run_of(state, command),
             };
             let cursor = next.entry(run_id.clone()).or_insert_with(|| {
-                if run_id.is_system() { state.system_cursor } else { state.runs.get(&run_id).map_or(0, |r| r.cursor) }
+                if run_id.is_system() {
+                    state.system_cursor
+                } else if run_id.is_ownership() {
+                    state.ownership.cursor
+                } else {
+                    state.runs.get(&run_id).map_or(0, |r| r.cursor)
+                }
             });
             *cursor += 1;
             Event { cursor: *cursor, run_id, at_ms, body }
@@ -1277,6 +1323,7 @@ fn run_of(state: &State, command: &Request) -> RunId {
     let actor = match command {
         Request::CreateRun { run_id, .. } => return run_id.clone(),
         Request::ExecutorConnected { .. } | Request::ExecutorDisconnected { .. } => return RunId::system(),
+        Request::Ownership { .. } => return RunId::ownership(),
         Request::Dispatch { command_id, .. } => &state.commands[command_id].worker_id,
         Request::Recheck { .. }
         | Request::Tabs { .. }

@@ -131,6 +131,14 @@ error_codes! {
     ConversationTooLong = "CONVERSATION_TOO_LONG", "Nothing to do: the worker rolls over to a fresh conversation, carrying a capsule of its work; the full one stays in the browser untouched.";
     /// The call came with the credentials of a conversation the worker rolled over from: that conversation is retired and may change nothing.
     ConversationRetired = "CONVERSATION_RETIRED", "Stop calling the orchestrator's tools in this chat: the work goes on in the worker's fresh conversation.";
+    /// The worktree is held by another live ownership record (or its Git projection names one this daemon does not know).
+    OwnershipConflict = "OWNERSHIP_CONFLICT", "Ask its holder (ownership_who names it) to hand it over or release it, or wait until it is stale and reclaim it.";
+    /// The caller does not hold this ownership record (or is not the worker it is being handed to).
+    OwnershipNotHolder = "OWNERSHIP_NOT_HOLDER", "Act only on worktrees you hold; ownership_who names the holder.";
+    /// The record's holder is still live: it cannot be reclaimed.
+    OwnershipHolderLive = "OWNERSHIP_HOLDER_LIVE", "Ask the holder to hand it over, or wait until its lease lapses (ownership_who shows when it was last seen).";
+    /// The Git adapter refused: a path outside the daemon's worktree roots, not a Git worktree, an unsafe repository configuration, or a commit that is not where the call says.
+    WorktreeRefused = "WORKTREE_REFUSED", "Use a worktree under one of the daemon's --worktree-root directories, and facts Git can confirm; the message says which.";
 }
 
 impl ErrorCode {

@@ -10,7 +10,8 @@ use crate::assignment::Assignment;
 use crate::continuity::{AttemptReason, ContinuationPolicy, Hold, StallLevel, Wake};
 use crate::error::ErrorCode;
 use crate::executor::{CommandOutcome, ConversationState, ExecutorKind, MachineFacts};
-use crate::ids::{CommandId, ConversationId, MessageId, RunId, WorkerId};
+use crate::ids::{CommandId, ConversationId, MessageId, OwnershipId, RunId, WorkerId};
+use crate::ownership::{Labels, Session, StaleReason, Worktree};
 use crate::state::{MessageKind, RunState, WorkerState};
 
 /// What a queued executor command is for. Prompts are stored by reference and
@@ -558,6 +559,167 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         detail: String,
     },
+    /// A worker claimed a Git worktree (ownership stream, like every
+    /// `ownership.*` event): a new record, `provisional` until its
+    /// conversation is bound, `active` once it is (or for a worker without
+    /// a managed conversation).
+    #[serde(rename = "ownership.claimed")]
+    OwnershipClaimed {
+        /// The new record.
+        ownership_id: OwnershipId,
+        /// The claiming worker.
+        holder: WorkerId,
+        /// Its run.
+        run_id: RunId,
+        /// Its execution session.
+        session: Session,
+        /// The worktree, as the Git adapter read it.
+        worktree: Worktree,
+        /// The worker's conversation, when its executor had bound one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conversation: Option<ConversationId>,
+        /// What the work is for.
+        #[serde(default)]
+        labels: Labels,
+        /// The worktree's record before this one (released or landed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<OwnershipId>,
+    },
+    /// The holder's conversation was bound by its executor (a provisional
+    /// record becomes active; a rolled-over worker adds its fresh one).
+    #[serde(rename = "ownership.conversation_bound")]
+    OwnershipConversationBound {
+        /// The record.
+        ownership_id: OwnershipId,
+        /// Its holder.
+        holder: WorkerId,
+        /// The conversation, as its executor bound it.
+        conversation_id: ConversationId,
+    },
+    /// The holder went on in a new execution session (after a restart).
+    #[serde(rename = "ownership.resumed")]
+    OwnershipResumed {
+        /// The record.
+        ownership_id: OwnershipId,
+        /// Its holder.
+        holder: WorkerId,
+        /// The new session.
+        session: Session,
+    },
+    /// The holder was heard from: its lease runs from now.
+    #[serde(rename = "ownership.heartbeat")]
+    OwnershipHeartbeat {
+        /// The record.
+        ownership_id: OwnershipId,
+        /// Its holder.
+        holder: WorkerId,
+    },
+    /// The holder offered the worktree to another worker.
+    #[serde(rename = "ownership.handoff_started")]
+    OwnershipHandoffStarted {
+        /// The record.
+        ownership_id: OwnershipId,
+        /// Its holder (still).
+        holder: WorkerId,
+        /// The worker offered it.
+        to: WorkerId,
+    },
+    /// The worker offered the worktree accepted it: it holds it now.
+    #[serde(rename = "ownership.handoff_completed")]
+    OwnershipHandoffCompleted {
+        /// The record.
+        ownership_id: OwnershipId,
+        /// The new holder.
+        holder: WorkerId,
+        /// Its run.
+        run_id: RunId,
+        /// Its execution session.
+        session: Session,
+        /// Its conversation, when bound.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conversation: Option<ConversationId>,
+    },
+    /// A worker took over the worktree of a holder proven dead.
+    #[serde(rename = "ownership.reclaimed")]
+    OwnershipReclaimed {
+        /// The record.
+        ownership_id: OwnershipId,
+        /// The new holder.
+        holder: WorkerId,
+        /// Its run.
+        run_id: RunId,
+        /// Its execution session.
+        session: Session,
+        /// Its conversation, when bound.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conversation: Option<ConversationId>,
+        /// The holder it was taken from.
+        from: WorkerId,
+        /// The proof that holder is dead.
+        stale: StaleReason,
+    },
+    /// The holder gave the worktree up.
+    #[serde(rename = "ownership.released")]
+    OwnershipReleased {
+        /// The record.
+        ownership_id: OwnershipId,
+        /// Its holder.
+        holder: WorkerId,
+        /// Why, when said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// The worktree's work in progress was preserved under a ref.
+    #[serde(rename = "ownership.wip_preserved")]
+    OwnershipWipPreserved {
+        /// The record.
+        ownership_id: OwnershipId,
+        /// Its holder.
+        holder: WorkerId,
+        /// The ref.
+        ref_name: String,
+        /// The snapshot commit.
+        commit: String,
+    },
+    /// The worktree's branch was submitted for landing (the submit receipt).
+    #[serde(rename = "ownership.submitted")]
+    OwnershipSubmitted {
+        /// The record.
+        ownership_id: OwnershipId,
+        /// Its holder.
+        holder: WorkerId,
+        /// The submitting session.
+        session: String,
+        /// The branch.
+        branch: String,
+        /// Its head: the source commit.
+        head: String,
+    },
+    /// The submitted commit reached the target branch (the land receipt).
+    #[serde(rename = "ownership.landed")]
+    OwnershipLanded {
+        /// The record.
+        ownership_id: OwnershipId,
+        /// Its holder.
+        holder: WorkerId,
+        /// Who recorded it.
+        by: WorkerId,
+        /// The target branch.
+        into: String,
+        /// The target's commit containing the source commit.
+        commit: String,
+        /// The source commit.
+        source_head: String,
+    },
+    /// The worktree is gone (the Git adapter found no directory); the
+    /// record and its provenance stay.
+    #[serde(rename = "ownership.removed")]
+    OwnershipRemoved {
+        /// The record.
+        ownership_id: OwnershipId,
+        /// Its last holder.
+        holder: WorkerId,
+    },
     /// An executor's session ended (system stream).
     #[serde(rename = "executor.disconnected")]
     ExecutorDisconnected {
@@ -615,6 +777,38 @@ impl EventBody {
             EventBody::WorkerCheckpointed { .. } => "worker.checkpointed",
             EventBody::WorkerRolloverRequested { .. } => "worker.rollover_requested",
             EventBody::WorkerRolledOver { .. } => "worker.rolled_over",
+            EventBody::OwnershipClaimed { .. } => "ownership.claimed",
+            EventBody::OwnershipConversationBound { .. } => "ownership.conversation_bound",
+            EventBody::OwnershipResumed { .. } => "ownership.resumed",
+            EventBody::OwnershipHeartbeat { .. } => "ownership.heartbeat",
+            EventBody::OwnershipHandoffStarted { .. } => "ownership.handoff_started",
+            EventBody::OwnershipHandoffCompleted { .. } => "ownership.handoff_completed",
+            EventBody::OwnershipReclaimed { .. } => "ownership.reclaimed",
+            EventBody::OwnershipReleased { .. } => "ownership.released",
+            EventBody::OwnershipWipPreserved { .. } => "ownership.wip_preserved",
+            EventBody::OwnershipSubmitted { .. } => "ownership.submitted",
+            EventBody::OwnershipLanded { .. } => "ownership.landed",
+            EventBody::OwnershipRemoved { .. } => "ownership.removed",
+        }
+    }
+
+    /// The ownership record an `ownership.*` event is about, and its holder
+    /// after it; `None` for every other event.
+    pub fn ownership(&self) -> Option<(&OwnershipId, &WorkerId)> {
+        match self {
+            EventBody::OwnershipClaimed { ownership_id, holder, .. }
+            | EventBody::OwnershipConversationBound { ownership_id, holder, .. }
+            | EventBody::OwnershipResumed { ownership_id, holder, .. }
+            | EventBody::OwnershipHeartbeat { ownership_id, holder }
+            | EventBody::OwnershipHandoffStarted { ownership_id, holder, .. }
+            | EventBody::OwnershipHandoffCompleted { ownership_id, holder, .. }
+            | EventBody::OwnershipReclaimed { ownership_id, holder, .. }
+            | EventBody::OwnershipReleased { ownership_id, holder, .. }
+            | EventBody::OwnershipWipPreserved { ownership_id, holder, .. }
+            | EventBody::OwnershipSubmitted { ownership_id, holder, .. }
+            | EventBody::OwnershipLanded { ownership_id, holder, .. }
+            | EventBody::OwnershipRemoved { ownership_id, holder } => Some((ownership_id, holder)),
+            _ => None,
         }
     }
 
@@ -627,6 +821,20 @@ impl EventBody {
             }
             EventBody::ContinuationPolicyChanged { worker_id, .. } => worker_id.as_ref().is_none_or(|w| w == worker),
             EventBody::ExecutorConnected { .. } | EventBody::ExecutorDisconnected { .. } => false,
+            // An ownership event: its holder's, and the worker it is offered
+            // to, taken from, or landed by.
+            EventBody::OwnershipHandoffStarted { holder, to: other, .. }
+            | EventBody::OwnershipReclaimed { holder, from: other, .. }
+            | EventBody::OwnershipLanded { holder, by: other, .. } => holder == worker || other == worker,
+            EventBody::OwnershipClaimed { holder, .. }
+            | EventBody::OwnershipConversationBound { holder, .. }
+            | EventBody::OwnershipResumed { holder, .. }
+            | EventBody::OwnershipHeartbeat { holder, .. }
+            | EventBody::OwnershipHandoffCompleted { holder, .. }
+            | EventBody::OwnershipReleased { holder, .. }
+            | EventBody::OwnershipWipPreserved { holder, .. }
+            | EventBody::OwnershipSubmitted { holder, .. }
+            | EventBody::OwnershipRemoved { holder, .. } => holder == worker,
             EventBody::WorkerMessage { from, to, .. } => from == worker || to == worker,
             EventBody::WorkerCreated { worker_id, .. }
             | EventBody::WorkerStateChanged { worker_id, .. }

@@ -131,6 +131,21 @@ impl RunId {
     pub fn is_system(&self) -> bool {
         self.0.bytes().skip(4).all(|b| b == b'0')
     }
+
+    /// The ownership stream: worktree ownership outlives runs (a handoff
+    /// crosses them, a pruned run keeps its provenance), so its events are
+    /// a log of their own. No run gets this id either (a UUIDv7's version
+    /// nibble is 7).
+    pub fn ownership() -> Self {
+        let mut bytes = [0; 16];
+        bytes[15] = 1;
+        Self::from_uuid_bytes(bytes)
+    }
+
+    /// Whether this is the ownership stream.
+    pub fn is_ownership(&self) -> bool {
+        *self == Self::ownership()
+    }
 }
 
 prefixed_id!(
@@ -144,6 +159,11 @@ prefixed_id!(
 prefixed_id!(
     /// One executor command; unique per external effect attempt.
     CommandId, "cmd", "command"
+);
+prefixed_id!(
+    /// One worktree ownership record: a claim of a Git worktree, its
+    /// holders, and what it submitted and landed. Never a conversation id.
+    OwnershipId, "own", "ownership"
 );
 
 /// A ChatGPT conversation identity: the UUID from `/c/<uuid>`, lowercase.

@@ -10,6 +10,7 @@
 //! - [`error`]: stable error codes that appear on every wire.
 //! - [`limits`]: size bounds enforced before anything is persisted.
 //! - [`operator`]: what the operator surfaces show and the controls they send.
+//! - [`ownership`]: worktree ownership provenance (worker, session, conversation, commits).
 //! - [`rollover`]: a worker's move to a fresh conversation, and the capsule it carries.
 //! - [`catalog`]: the catalog stamp in the attach tools' descriptions (written and read).
 //!
@@ -25,11 +26,12 @@ pub mod executor;
 pub mod ids;
 pub mod limits;
 pub mod operator;
+pub mod ownership;
 pub mod rollover;
 pub mod state;
 
 pub use assignment::{Assignment, Scope};
 pub use error::ErrorCode;
 pub use event::{CommandIntent, Event, EventBody, PromptRef, SlotHealth};
-pub use ids::{CommandId, ConversationId, IdError, MessageId, RunId, WorkerId};
+pub use ids::{CommandId, ConversationId, IdError, MessageId, OwnershipId, RunId, WorkerId};
 pub use state::{Attribution, BlockedBy, MessageKind, RunState, Waiting, WaitingFor, WorkerDisposition, WorkerState};

@@ -25,6 +25,7 @@ mod attribution;
 mod continuity;
 mod executor;
 mod message;
+mod ownership;
 mod refusal;
 mod rollover;
 mod run;
@@ -378,6 +379,16 @@ pub enum Request {
         /// (worker, why, prompt command) triples.
         asks: Vec<(WorkerId, protocol::rollover::RolloverReason, CommandId)>,
     },
+    /// A change to worktree ownership, by a worker proven to be `actor`
+    /// (decided in `ownership.rs`).
+    Ownership {
+        /// The caller.
+        actor: WorkerId,
+        /// The change, with the Git facts the adapter read.
+        op: crate::ownership::Op,
+        /// The shell's clock, for leases (decide reads none).
+        now_ms: u64,
+    },
 }
 
 /// Caller attribution and blocked chats (decided in `attribution.rs`).
@@ -406,8 +417,18 @@ pub struct ProvisionSlot {
 }
 
 /// The events that record `command`'s effect on `state`, or why it is refused.
-/// Each family of commands is decided in its own file.
+/// Each family of commands is decided in its own file. A conversation bound
+/// here also binds the worktree records its worker holds, in the same
+/// commit (`ownership.conversation_bound`): a provisional record converges,
+/// never a second one.
 pub fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusal> {
+    let mut events = route(state, command)?;
+    let bound = ownership::converge(state, &events);
+    events.extend(bound);
+    Ok(events)
+}
+
+fn route(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusal> {
     match command {
         Request::CreateRun { .. } | Request::CancelRun { .. } => run::decide(state, command),
         Request::Spawn { .. }
@@ -441,6 +462,7 @@ pub fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusa
         Request::Checkpoint { .. } | Request::AskRollover { .. } | Request::Rollover { .. } => {
             rollover::decide(state, command)
         }
+        Request::Ownership { .. } => ownership::decide(state, command),
     }
 }
 
@@ -635,6 +657,7 @@ mod table {
             for body in &bodies {
                 let run = match body {
                     EventBody::ExecutorConnected { .. } | EventBody::ExecutorDisconnected { .. } => RunId::system(),
+                    _ if body.ownership().is_some() => RunId::ownership(),
                     _ => self.run.clone(),
                 };
                 let cursor = self.cursors.entry(run.clone()).or_default();

@@ -2,7 +2,7 @@
 //! ids and states it is about. Nothing was decided; the caller gets the
 //! rule's stable code ([`Refusal::code`], the one mapping) and its message.
 
-use protocol::{CommandId, ErrorCode, MessageId, RunId, RunState, SlotHealth, WorkerId, WorkerState};
+use protocol::{CommandId, ErrorCode, MessageId, OwnershipId, RunId, RunState, SlotHealth, WorkerId, WorkerState};
 
 /// A refused request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -215,6 +215,39 @@ pub enum Refusal {
     /// A pool admission claim was refused.
     #[error("admission refused: {0}")]
     Admission(admission::Refusal),
+    /// No such ownership record.
+    #[error("ownership {0} not found")]
+    NoOwnership(OwnershipId),
+    /// Ownership arguments outside their form.
+    #[error("{0}")]
+    BadOwnership(String),
+    /// The worktree is held by another live record.
+    #[error("worktree {worktree} is held by {held_by} ({holder}); ask it to hand over or release it")]
+    WorktreeHeld {
+        /// The worktree.
+        worktree: String,
+        /// The live record.
+        held_by: OwnershipId,
+        /// Its holder.
+        holder: WorkerId,
+    },
+    /// The worktree's Git projection names a live owner this daemon never recorded.
+    #[error(
+        "the worktree's Git projection names ownership {0}, which this daemon does not know; another orchestrator may hold it"
+    )]
+    ForeignProjection(String),
+    /// The caller does not hold the record (or is not the worker it is offered to).
+    #[error("you do not hold ownership {0}")]
+    NotHolder(OwnershipId),
+    /// A change the record's state does not allow.
+    #[error("ownership {0} is {1:?}")]
+    OwnershipIs(OwnershipId, protocol::ownership::OwnershipState),
+    /// A reclaim of a record whose holder is live.
+    #[error("ownership {0}'s holder is live (last seen {1} ms ago); ask it to hand over")]
+    HolderLive(OwnershipId, u64),
+    /// A record passed on as often as allowed.
+    #[error("ownership {0} had {max} holders; release it and claim the worktree afresh", max = protocol::ownership::HOLDERS_MAX)]
+    HoldersExhausted(OwnershipId),
 }
 
 impl Refusal {
@@ -223,7 +256,7 @@ impl Refusal {
         use Refusal::*;
         match self {
             NoWorker(_) | NoWorkerInRun(_) | NoPathInRun(_) | NoRun(_) | NoCommand(_) | NoMessageInRun(_)
-            | NoSlot(_) => ErrorCode::NotFound,
+            | NoSlot(_) | NoOwnership(_) => ErrorCode::NotFound,
             IdTaken(_)
             | NameTaken(_)
             | BadName
@@ -240,7 +273,8 @@ impl Refusal {
             | BadAsk(_)
             | StallIsTheGuards
             | BadModel
-            | BadAttribution => ErrorCode::InvalidArgument,
+            | BadAttribution
+            | BadOwnership(_) => ErrorCode::InvalidArgument,
             RequestReplayed(_) => ErrorCode::UnidentifiedCaller,
             TooLarge { .. } => ErrorCode::TooLarge,
             BlockedByPerson => ErrorCode::Forbidden,
@@ -260,9 +294,13 @@ impl Refusal {
             | Held(_)
             | NoRolloverCarrier(_)
             | RolloverBusy(_)
-            | AttemptOutOfSequence { .. } => ErrorCode::InvalidTransition,
+            | AttemptOutOfSequence { .. }
+            | OwnershipIs(..) => ErrorCode::InvalidTransition,
             RunNotActive(_) => ErrorCode::RunNotActive,
-            RunFull(_) | RolloversExhausted(_) => ErrorCode::LimitReached,
+            RunFull(_) | RolloversExhausted(_) | HoldersExhausted(_) => ErrorCode::LimitReached,
+            WorktreeHeld { .. } | ForeignProjection(_) => ErrorCode::OwnershipConflict,
+            NotHolder(_) => ErrorCode::OwnershipNotHolder,
+            HolderLive(..) => ErrorCode::OwnershipHolderLive,
             Superseded { .. } => ErrorCode::Conflict,
             Admission(refusal) => refusal.code(),
         }

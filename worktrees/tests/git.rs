@@ -1,0 +1,166 @@
+//! The adapter against the real `git`, in a temporary repository.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use worktrees::{Error, Git, Projection};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// `root/repo` (main, one commit) and its linked worktree `root/wt-a` on `work/a`.
+fn repo() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let root = tempfile::tempdir().unwrap();
+    let repo = root.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["config", "user.name", "Test"]);
+    git(&repo, &["config", "user.email", "test@localhost"]);
+    std::fs::write(repo.join("README"), "hello\n").unwrap();
+    git(&repo, &["add", "README"]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    let wt = root.path().join("wt-a");
+    git(&repo, &["worktree", "add", "-q", "-b", "work/a", wt.to_str().unwrap()]);
+    let (repo, wt) = (std::fs::canonicalize(repo).unwrap(), std::fs::canonicalize(wt).unwrap());
+    (root, repo, wt)
+}
+
+fn projection(live: bool) -> Projection {
+    Projection {
+        id: "own_0123456789abcdef0123456789abcdef".into(),
+        state: if live { "active" } else { "landed" }.into(),
+        live,
+        worker: "wrk_11111111111111111111111111111111".into(),
+        session: "s-1".into(),
+        conversation: None,
+        claimed_ms: 1,
+        last_seen_ms: 2,
+        labels: vec![("lane", "backend".into())],
+    }
+}
+
+#[test]
+fn a_linked_worktree_is_read_exactly() {
+    let (root, repo, wt) = repo();
+    let adapter = Git::new(&[root.path().to_owned()]).unwrap();
+    let seen = adapter.inspect(&wt).unwrap();
+    assert_eq!(seen.worktree.path, wt.to_str().unwrap());
+    assert_eq!(seen.worktree.repo, repo.join(".git").to_str().unwrap());
+    assert_eq!(seen.worktree.branch.as_deref(), Some("work/a"));
+    assert_eq!(seen.worktree.head.as_deref(), Some(git(&repo, &["rev-parse", "HEAD"]).as_str()));
+    assert!(!seen.main && !seen.dirty && seen.projected.is_none());
+    assert!(adapter.inspect(&repo).unwrap().main);
+    assert_eq!(adapter.repository_of(&wt).unwrap(), seen.worktree.repo);
+    // Through a symbolic link: the same worktree, normalised.
+    let link = root.path().join("link");
+    std::os::unix::fs::symlink(&wt, &link).unwrap();
+    assert_eq!(adapter.inspect(&link).unwrap().worktree.path, seen.worktree.path);
+}
+
+#[test]
+fn paths_outside_the_roots_or_below_a_top_level_are_refused() {
+    let (root, repo, wt) = repo();
+    let adapter = Git::new(std::slice::from_ref(&wt)).unwrap();
+    assert!(matches!(adapter.inspect(&repo), Err(Error::Outside(_))), "outside the one root");
+    let escape = wt.join("..").join("repo");
+    assert!(matches!(adapter.inspect(&escape), Err(Error::Outside(_))), "`..` does not escape");
+    std::fs::create_dir(wt.join("sub")).unwrap();
+    assert!(matches!(adapter.inspect(&wt.join("sub")), Err(Error::NotAWorktree { .. })), "not its top level");
+    let plain = root.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let adapter = Git::new(&[root.path().to_owned()]).unwrap();
+    assert!(matches!(adapter.inspect(&plain), Err(Error::NotAWorktree { .. })), "not a repository");
+    assert!(matches!(adapter.inspect(&root.path().join("missing")), Err(Error::NotAWorktree { .. })));
+    assert!(Git::new(&[root.path().join("missing")]).is_err(), "a root must exist");
+}
+
+#[test]
+fn the_projection_lives_in_git_config_never_in_the_tree_and_locks_while_held() {
+    let (root, repo, wt) = repo();
+    let adapter = Git::new(&[root.path().to_owned()]).unwrap();
+    adapter.project(&wt, &projection(true)).unwrap();
+    assert_eq!(git(&wt, &["status", "--porcelain", "--ignored"]), "", "the worktree is not dirtied");
+    assert_eq!(git(&repo, &["status", "--porcelain", "--ignored"]), "", "nor the main one");
+    let entries = adapter.read(&wt).unwrap();
+    assert!(entries.contains(&("id".into(), "own_0123456789abcdef0123456789abcdef".into())), "{entries:?}");
+    assert!(entries.contains(&("lane".into(), "backend".into())));
+    assert!(adapter.read(&repo).unwrap().is_empty(), "per worktree: the main worktree has none");
+    assert_eq!(adapter.inspect(&wt).unwrap().projected.as_deref(), Some("own_0123456789abcdef0123456789abcdef"));
+    let listing = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert!(listing.contains("locked orchestrator-owner own_0123456789abcdef0123456789abcdef"), "{listing}");
+    let remove =
+        Command::new("git").arg("-C").arg(&repo).args(["worktree", "remove", wt.to_str().unwrap()]).output().unwrap();
+    assert!(!remove.status.success(), "a held worktree is not removed by accident");
+    adapter.project(&wt, &projection(true)).unwrap();
+    adapter.project(&wt, &projection(false)).unwrap();
+    assert!(!git(&repo, &["worktree", "list", "--porcelain"]).contains("locked"), "unlocked once not held");
+    assert_eq!(adapter.inspect(&wt).unwrap().projected, None);
+    git(&repo, &["worktree", "remove", wt.to_str().unwrap()]);
+    assert!(worktrees::gone(wt.to_str().unwrap()));
+}
+
+#[test]
+fn a_lock_someone_else_took_is_not_taken_over() {
+    let (root, repo, wt) = repo();
+    git(&repo, &["worktree", "lock", "--reason", "on a USB stick", wt.to_str().unwrap()]);
+    let adapter = Git::new(&[root.path().to_owned()]).unwrap();
+    assert!(matches!(adapter.project(&wt, &projection(true)), Err(Error::Refused(_))));
+}
+
+#[test]
+fn a_bare_repository_with_core_bare_in_its_shared_config_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let (_source, repo, _) = repo();
+    let bare = root.path().join("bare.git");
+    git(root.path(), &["clone", "-q", "--bare", repo.to_str().unwrap(), bare.to_str().unwrap()]);
+    let wt = root.path().join("wt");
+    git(&bare, &["worktree", "add", "-q", wt.to_str().unwrap(), "main"]);
+    let adapter = Git::new(&[root.path().to_owned()]).unwrap();
+    assert!(matches!(adapter.project(&wt, &projection(true)), Err(Error::Unsafe(_))));
+    let enabled =
+        Command::new("git").arg("-C").arg(&bare).args(["config", "extensions.worktreeConfig"]).output().unwrap();
+    assert!(enabled.stdout.is_empty(), "nothing was changed");
+}
+
+#[test]
+fn work_in_progress_is_preserved_without_touching_the_worktree() {
+    let (root, repo, wt) = repo();
+    let adapter = Git::new(&[root.path().to_owned()]).unwrap();
+    assert_eq!(adapter.preserve_wip(&wt, "own_x", 1).unwrap(), None, "nothing beyond HEAD");
+    std::fs::write(wt.join("README"), "changed\n").unwrap();
+    std::fs::write(wt.join("new.txt"), "untracked\n").unwrap();
+    let before = git(&wt, &["status", "--porcelain"]);
+    assert!(adapter.inspect(&wt).unwrap().dirty);
+    let (name, commit) = adapter.preserve_wip(&wt, "own_x", 1).unwrap().expect("a snapshot");
+    assert_eq!(name, "refs/orchestrator/wip/own_x/1");
+    assert_eq!(git(&wt, &["status", "--porcelain"]), before, "the worktree and its index are untouched");
+    assert_eq!(git(&repo, &["rev-parse", &name]), commit);
+    assert_eq!(git(&repo, &["show", &format!("{commit}:new.txt")]), "untracked");
+    assert_eq!(git(&repo, &["show", &format!("{commit}:README")]), "changed");
+    assert_eq!(git(&repo, &["rev-parse", &format!("{commit}^")]), git(&wt, &["rev-parse", "HEAD"]));
+}
+
+#[test]
+fn a_landing_is_confirmed_only_once_the_commit_is_on_the_branch() {
+    let (root, repo, wt) = repo();
+    let adapter = Git::new(&[root.path().to_owned()]).unwrap();
+    std::fs::write(wt.join("feature.txt"), "x\n").unwrap();
+    git(&wt, &["add", "feature.txt"]);
+    git(&wt, &["-c", "user.name=T", "-c", "user.email=t@l", "commit", "-q", "-m", "feature"]);
+    let source = git(&wt, &["rev-parse", "HEAD"]);
+    let repo_key = adapter.repository_of(&wt).unwrap();
+    assert_eq!(adapter.landed_at(&repo_key, "main", &source).unwrap(), None);
+    git(&repo, &["merge", "-q", "--no-ff", "-m", "land", "work/a"]);
+    let tip = git(&repo, &["rev-parse", "main"]);
+    assert_eq!(adapter.landed_at(&repo_key, "main", &source).unwrap(), Some(tip.clone()));
+    assert!(matches!(adapter.landed_at(&repo_key, "nope", &source), Err(Error::Refused(_))));
+    assert_eq!(adapter.commit_of(&repo_key, "main").unwrap(), Some(tip.clone()));
+    assert_eq!(adapter.commit_of(&repo_key, &tip[..10]).unwrap(), Some(tip));
+    assert_eq!(adapter.commit_of(&repo_key, "--help").unwrap(), None);
+    assert_eq!(adapter.commit_of(&repo_key, "no-such-rev").unwrap(), None);
+    assert!(adapter.is_branch(&repo_key, "work/a").unwrap());
+    assert!(!adapter.is_branch(&repo_key, "work/b").unwrap());
+}
