@@ -126,10 +126,10 @@ pub enum Key {
     Id(OwnershipId),
     /// A worktree's normalised path.
     Worktree(String),
-    /// A repository (its common Git directory) and a branch.
+    /// A branch, of one repository (its common Git directory) or of any.
     Branch {
-        /// The repository.
-        repo: String,
+        /// The repository; `None`: every repository.
+        repo: Option<String>,
         /// The branch.
         branch: String,
     },
@@ -178,7 +178,18 @@ impl Ledger {
         let ids: Option<&Vec<OwnershipId>> = match key {
             Key::Id(id) => return self.records.get(id).into_iter().collect(),
             Key::Worktree(path) => self.by_worktree.get(path),
-            Key::Branch { repo, branch } => self.by_branch.get(repo).and_then(|b| b.get(branch)),
+            Key::Branch { repo: None, branch } => {
+                let mut records: Vec<&Record> = self
+                    .by_branch
+                    .values()
+                    .filter_map(|b| b.get(branch))
+                    .flatten()
+                    .filter_map(|id| self.records.get(id))
+                    .collect();
+                records.sort_by(|a, b| (a.claimed_at_ms, &a.id).cmp(&(b.claimed_at_ms, &b.id)));
+                return records;
+            }
+            Key::Branch { repo: Some(repo), branch } => self.by_branch.get(repo).and_then(|b| b.get(branch)),
             Key::Commit(commit) => self.by_commit.get(commit),
             Key::Session(session) => self.by_session.get(session),
             Key::Worker(worker) => self.by_worker.get(worker),

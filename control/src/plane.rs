@@ -843,9 +843,20 @@ impl ControlPlane {
         })
     }
 
+    /// Whether `record`'s holder is proven dead now, and why.
+    pub fn ownership_stale(&self, record: &protocol::ownership::Record) -> Option<protocol::ownership::StaleReason> {
+        let now = self.clock.now_ms();
+        self.with_state(|s| crate::ownership::stale(s, record, now))
+    }
+
     /// The worktree's live ownership record, if it is held.
     pub fn live_owner(&self, path: &str) -> Option<protocol::ownership::Record> {
         self.with_state(|s| s.ownership.live(path).cloned())
+    }
+
+    /// A fresh ownership record id (time-ordered).
+    pub fn new_ownership_id() -> protocol::OwnershipId {
+        protocol::OwnershipId::from_uuid_bytes(new_uuid())
     }
 
     /// A change to worktree ownership by `actor`, at the plane's clock.

@@ -184,6 +184,7 @@ pub fn router(
     Router::new()
         .route("/admin/status", get(status))
         .route("/admin/ui-ticket", axum::routing::post(ui_ticket))
+        .route("/admin/ownership", get(ownership))
         .route_layer(middleware::from_fn_with_state(admin.clone(), require_admin))
         .with_state(admin)
 }
@@ -203,6 +204,40 @@ async fn require_admin(State(admin): State<Arc<Admin>>, request: Request, next: 
         return (StatusCode::UNAUTHORIZED, "UNAUTHORIZED: the admin token (state dir) is required").into_response();
     }
     next.run(request).await
+}
+
+/// `GET /admin/ownership?worktree=|branch=[&repo=]|commit=|id=|repo=`: the
+/// ownership records asked for (`orchestrator who`, `orchestrator owners`).
+async fn ownership(
+    State(admin): State<Arc<Admin>>,
+    axum::extract::Query(query): axum::extract::Query<crate::ownership::Query>,
+) -> Response {
+    let plane = admin.plane.clone();
+    match tokio::task::spawn_blocking(move || crate::ownership::answer(&plane, &query)).await {
+        Ok(Ok(owners)) => axum::Json(owners).into_response(),
+        Ok(Err(e)) => (StatusCode::BAD_REQUEST, format!("INVALID_ARGUMENT: {e}")).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// The running daemon's answer to an ownership query, over the admin read.
+pub async fn fetch_owners(
+    addr: &str,
+    state_dir: &Path,
+    query: &crate::ownership::Query,
+) -> anyhow::Result<crate::ownership::Owners> {
+    if !carrier_webext::bridge::loopback_host(addr) {
+        anyhow::bail!("the admin read is loopback only; {addr} is not (the token never leaves this machine)");
+    }
+    let token = read_token(state_dir)?;
+    let bearer = format!("Bearer {token}");
+    let path = format!("/admin/ownership?{}", query.to_query_string());
+    let headers = [("Authorization", bearer.as_str())];
+    let read = mcp_client::get(addr, &path, &headers);
+    let body = tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer from {addr} within 10 s"))??;
+    Ok(serde_json::from_str(&body)?)
 }
 
 async fn ui_ticket(State(admin): State<Arc<Admin>>) -> String {

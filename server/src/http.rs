@@ -43,6 +43,8 @@ pub struct HttpConfig {
     pub attribution_wait: std::time::Duration,
     /// The state directory, as `/admin/status` names it.
     pub state_root: Option<std::path::PathBuf>,
+    /// Worktree ownership's Git adapter (`--worktree-root`); none: off.
+    pub worktrees: Option<Arc<worktrees::Git>>,
 }
 
 impl Default for HttpConfig {
@@ -55,6 +57,7 @@ impl Default for HttpConfig {
             oauth: None,
             attribution_wait: crate::tools::ATTRIBUTION_WAIT,
             state_root: None,
+            worktrees: None,
         }
     }
 }
@@ -77,6 +80,7 @@ pub fn app(
         .with_cancellation_token(shutdown);
     let executors = bridge.clone();
     let attribution_wait = config.attribution_wait;
+    let worktrees = config.worktrees.clone();
     let admin_plane = plane.clone();
     let admin_pool = pool.clone();
     let sessions = Arc::new(LocalSessionManager::default());
@@ -84,7 +88,7 @@ pub fn app(
     let service: StreamableHttpService<Tools, LocalSessionManager> = StreamableHttpService::new(
         move || {
             let tools = Tools::new(plane.clone(), pool.clone(), Some(executors.clone()), peers.clone());
-            Ok(tools.with_attribution_wait(attribution_wait))
+            Ok(tools.with_attribution_wait(attribution_wait).with_worktrees(worktrees.clone()))
         },
         sessions,
         mcp_config,

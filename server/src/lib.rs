@@ -6,6 +6,7 @@
 //! - [`tools`]: the MCP tool handler (one struct, served over HTTP and stdio).
 //! - [`doctor`]: `orchestrator doctor`, the one-time ChatGPT setup checks.
 //! - [`http`]: the axum app: `/mcp`, `/healthz`, Host/Origin/secret checks.
+//! - [`ownership`]: worktree ownership views, and Git projections kept in step.
 //! - [`peers`]: which MCP peers (transport sessions) this process can still recognize.
 //! - [`stdio_proxy`]: `mcp-stdio` beside a running daemon, relaying to its `/mcp`.
 //!
@@ -21,6 +22,7 @@ pub mod exposure;
 pub mod http;
 pub mod inspect_page;
 pub mod oauth;
+pub mod ownership;
 pub mod peers;
 pub mod service;
 pub mod state_dir;

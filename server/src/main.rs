@@ -81,6 +81,11 @@ enum Cmd {
         #[arg(long, default_value_t = server::tools::ATTRIBUTION_WAIT.as_millis() as u64,
               value_parser = clap::value_parser!(u64).range(100..=120_000))]
         attribution_wait_ms: u64,
+        /// Worktree ownership: Git worktrees under this directory may be
+        /// claimed through the ownership tools (repeatable; none: ownership
+        /// is off). Nothing outside these roots is read or written.
+        #[arg(long = "worktree-root")]
+        worktree_roots: Vec<PathBuf>,
         #[command(flatten)]
         executor: ExecutorArgs,
         #[command(flatten)]
@@ -160,6 +165,51 @@ enum Cmd {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// Who holds, held, submitted or landed a worktree, branch or commit:
+    /// the worker, its execution session and its ChatGPT conversation, from
+    /// the running daemon's ownership records (SPEC §5d). Exit 0: found;
+    /// 1: no record; 2: no daemon answered.
+    Who {
+        /// A worktree path (one that is gone too), a branch, a commit (any
+        /// revision Git resolves in --repo), or an ownership id.
+        target: String,
+        /// A directory of the repository for branches and revisions
+        /// (default: the current directory's, if any).
+        #[arg(long)]
+        repo: Option<PathBuf>,
+        /// Mask conversation UUIDs and URLs (a diagnostic to share).
+        #[arg(long)]
+        redact: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// The daemon's address (default: where the daemon running on the
+        /// state directory listens, else 127.0.0.1:7777).
+        #[arg(long)]
+        addr: Option<String>,
+    },
+    /// Every worktree ownership record (of --repo's repository, if given),
+    /// oldest claim first, one line each.
+    Owners {
+        /// A directory of the repository to list.
+        #[arg(long)]
+        repo: Option<PathBuf>,
+        /// Mask conversation UUIDs and URLs.
+        #[arg(long)]
+        redact: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// The daemon's address.
+        #[arg(long)]
+        addr: Option<String>,
     },
     /// Run the daemon as your user's service, restarted on failure: a
     /// systemd user unit (Linux) or a launchd agent (macOS).
@@ -1050,6 +1100,30 @@ the overlay's view of the pool and their controls):
 The credential speaks for this one executor only. It is a secret: never paste it
 into a chat, a prompt or a URL. `orchestrator pair --revoke <id>` withdraws it.";
 
+/// The running daemon's ownership answer, or the next step and exit 2.
+async fn owners_or_exit(
+    state_dir: Option<PathBuf>,
+    addr: Option<String>,
+    query: &server::ownership::Query,
+) -> anyhow::Result<server::ownership::Owners> {
+    let state = state_path(state_dir)?;
+    let addr = addr.unwrap_or_else(|| server::admin::authority_of(&mcp_url_of(&state)));
+    match server::admin::fetch_owners(&addr, &state, query).await {
+        Ok(owners) => Ok(owners),
+        Err(e) => {
+            eprintln!(
+                "{e}\nno daemon answered at {addr} (state directory {}): start it with `orchestrator serve`, or point at it with --addr HOST:PORT / --state-dir DIR",
+                state.display()
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
 fn open_plane(dir: StateDir, host: control::ChatgptSetup) -> anyhow::Result<(StateDir, Arc<ControlPlane>)> {
     let store = SqliteStore::open(&dir.database()).context("opening the store")?;
     let plane = ControlPlane::open(Arc::new(store), Arc::new(SystemClock), dir.keyring()?)
@@ -1119,6 +1193,7 @@ async fn main() -> anyhow::Result<()> {
             header_read_timeout_ms,
             body_read_timeout_ms,
             attribution_wait_ms,
+            worktree_roots,
             executor,
             runtime,
             host,
@@ -1155,7 +1230,19 @@ async fn main() -> anyhow::Result<()> {
                 ),
             };
             let setup = setup_facts(&host, &allowed_hosts, mcp_secret.is_some());
+            let worktrees = match worktree_roots.as_slice() {
+                [] => None,
+                roots => Some(Arc::new(
+                    worktrees::Git::new(roots).context("--worktree-root must name existing directories")?,
+                )),
+            };
             let (dir, plane) = open_plane(StateDir::open(&state_dir)?, host)?;
+            if let Some(git) = &worktrees {
+                // A change recorded just before a crash may lack its projection.
+                for (id, error) in server::ownership::repair(git, &plane) {
+                    tracing::warn!(ownership = %id, %error, "worktree projection not repaired");
+                }
+            }
             let credentials = Credentials::open_or_create(&dir.path().join("executors"))?;
             let admin_token = Some(server::admin::issue_token(dir.path())?);
             let oauth = match (oauth_url, &mcp_secret) {
@@ -1182,6 +1269,7 @@ async fn main() -> anyhow::Result<()> {
                 oauth,
                 attribution_wait,
                 state_root: Some(dir.path().to_owned()),
+                worktrees,
             };
             let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
             let addr = listener.local_addr()?;
@@ -1279,6 +1367,51 @@ async fn main() -> anyhow::Result<()> {
 no daemon answered at {addr}: start it with `orchestrator serve`, or point at it with --addr / --state-dir"
                     );
                     std::process::exit(2);
+                }
+            }
+        }
+        Cmd::Who { target, repo, redact, json, state_dir, addr } => {
+            let queries = server::ownership::resolve(&target, repo.as_deref()).map_err(|e| anyhow::anyhow!(e))?;
+            let mut owners = server::ownership::Owners { records: Vec::new() };
+            for query in queries {
+                let query = server::ownership::Query { redact, ..query };
+                owners = owners_or_exit(state_dir.clone(), addr.clone(), &query).await?;
+                if !owners.records.is_empty() {
+                    break;
+                }
+            }
+            if json {
+                println!("{}", serde_json::to_string(&owners)?);
+            } else if let Some((current, earlier)) = owners.records.split_last() {
+                print!("{}", server::ownership::render(current, now_ms()));
+                if !earlier.is_empty() {
+                    println!(
+                        "history       {} earlier record(s) of this worktree: orchestrator who <ownership id>",
+                        earlier.len()
+                    );
+                    for record in earlier {
+                        print!("  {}", server::ownership::render_line(record));
+                    }
+                }
+            } else {
+                eprintln!("no ownership record names {target}");
+            }
+            if owners.records.is_empty() {
+                std::process::exit(1);
+            }
+        }
+        Cmd::Owners { repo, redact, json, state_dir, addr } => {
+            let git = worktrees::Git::new(&[PathBuf::from("/")])?;
+            let repo = repo.map(|dir| git.repository_of(&dir)).transpose()?;
+            let query = server::ownership::Query { repo, redact, ..Default::default() };
+            let owners = owners_or_exit(state_dir, addr, &query).await?;
+            if json {
+                println!("{}", serde_json::to_string(&owners)?);
+            } else if owners.records.is_empty() {
+                println!("no worktree ownership recorded");
+            } else {
+                for record in &owners.records {
+                    print!("{}", server::ownership::render_line(record));
                 }
             }
         }

@@ -175,3 +175,22 @@ fn sigterm_stops_the_daemon_cleanly() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Issue 35's acceptance: a root and two workers (Python SDK, every call
+/// attributed by an executor written from the protocol doc) claim, hand off,
+/// land, remove and reclaim worktrees of a real Git repository; `orchestrator
+/// who` by worktree, branch and landed commit names the exact worker,
+/// session and conversation; a SIGKILL and restart rebuild the identical
+/// records and Git projections.
+#[test]
+fn worktree_ownership_through_the_python_sdk_and_who() {
+    let state = tempfile::tempdir().unwrap();
+    let trees = tempfile::tempdir().unwrap();
+    support::git_fixture(trees.path(), &["alpha", "beta"]);
+    let root = std::fs::canonicalize(trees.path()).unwrap();
+    let out = python(
+        "ownership_flow.py",
+        &[env!("CARGO_BIN_EXE_orchestrator"), state.path().join("state").to_str().unwrap(), root.to_str().unwrap()],
+    );
+    assert!(out.contains("ok: ownership flow passed"), "{out}");
+}

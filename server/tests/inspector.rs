@@ -80,7 +80,14 @@ fn attach_identity(prompt: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inspector_lists_every_tool_without_warnings_and_calls_each() {
     let state = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start_with(state.path(), &["--app-label", "My Orch", "--pool-pacing-ms", "20"], &[]);
+    let trees = tempfile::tempdir().unwrap();
+    let (_, worktrees) = support::git_fixture(trees.path(), &["inspected"]);
+    let root_dir = trees.path().to_str().unwrap();
+    let daemon = Daemon::start_with(
+        state.path(),
+        &["--app-label", "My Orch", "--pool-pacing-ms", "20", "--worktree-root", root_dir],
+        &[],
+    );
     let fake = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1"));
     fake.wait_for(|s| s.connections == 1, WAIT).await;
     let url = daemon.mcp_url();
@@ -94,7 +101,7 @@ async fn the_inspector_lists_every_tool_without_warnings_and_calls_each() {
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(listed.len(), 37, "{listed:?}");
+    assert_eq!(listed.len(), 40, "{listed:?}");
 
     let mut c = Caller { url, called: BTreeSet::new() };
     // The Inspector is a plain MCP client no browser sees: capability-only identity.
@@ -229,6 +236,14 @@ async fn the_inspector_lists_every_tool_without_warnings_and_calls_each() {
         }
     };
     assert_eq!(rolling["rollover_pending"], "requested", "{rolling}");
+    // Worktree ownership: root (its own chat) claims, is heard from, is found.
+    let wt = worktrees[0].to_str().unwrap();
+    let claimed = c.call("ownership_claim", &[cap(), arg("worktree", wt), arg("session", "inspector-1")]);
+    let own = claimed["records"][0]["ownership_id"].as_str().unwrap().to_owned();
+    assert_eq!(claimed["records"][0]["state"], "active", "{claimed}");
+    c.call("ownership_update", &[cap(), arg("ownership_id", &own), arg("op", "heartbeat")]);
+    let who = c.call("ownership_who", &[cap(), arg("worktree", wt)]);
+    assert_eq!(who["records"][0]["holder"]["session"], "inspector-1", "{who}");
     c.call("run_cancel", &[cap(), arg("reason", "inspected")]);
 
     let missed: Vec<&String> = listed.difference(&c.called).collect();

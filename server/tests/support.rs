@@ -542,3 +542,33 @@ impl Tunnel {
         let _ = server.shutdown(std::net::Shutdown::Both);
     }
 }
+
+/// `git -C dir args`; its trimmed standard output (panics on failure).
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8").trim().to_owned()
+}
+
+/// A repository `root/repo` on `main` with one commit, and a linked
+/// worktree `root/<name>` on branch `work/<name>` for each name. Returns
+/// the repository's and the worktrees' resolved paths.
+pub fn git_fixture(root: &Path, worktrees: &[&str]) -> (PathBuf, Vec<PathBuf>) {
+    let repo = root.join("repo");
+    std::fs::create_dir_all(&repo).expect("mkdir");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["config", "user.name", "Test"]);
+    git(&repo, &["config", "user.email", "test@localhost"]);
+    std::fs::write(repo.join("README"), "fixture\n").expect("write");
+    git(&repo, &["add", "README"]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    let trees = worktrees
+        .iter()
+        .map(|name| {
+            let path = root.join(name);
+            git(&repo, &["worktree", "add", "-q", "-b", &format!("work/{name}"), path.to_str().expect("utf-8")]);
+            std::fs::canonicalize(path).expect("resolves")
+        })
+        .collect();
+    (std::fs::canonicalize(repo).expect("resolves"), trees)
+}

@@ -513,7 +513,8 @@ mod tests {
         assert_eq!(holders, [&a, &b], "the chain is kept");
         for key in [
             Key::Worktree("/wt/a".into()),
-            Key::Branch { repo: "/repos/app/.git".into(), branch: "work/a".into() },
+            Key::Branch { repo: Some("/repos/app/.git".into()), branch: "work/a".into() },
+            Key::Branch { repo: None, branch: "work/a".into() },
             Key::Commit("b".repeat(40)),
             Key::Commit("c".repeat(40)),
             Key::Session("s1".into()),

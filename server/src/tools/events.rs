@@ -14,6 +14,26 @@ fn page_limit(limit: Option<usize>) -> Result<usize, Error> {
     }
 }
 
+/// Which log to read.
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    /// Your run's (the default).
+    #[default]
+    Run,
+    /// Worktree ownership, across runs (ownership_* changes).
+    Ownership,
+}
+
+impl Stream {
+    fn of(self, me: &Worker) -> RunId {
+        match self {
+            Stream::Run => me.run_id.clone(),
+            Stream::Ownership => RunId::ownership(),
+        }
+    }
+}
+
 /// `events_wait` arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -28,6 +48,9 @@ pub struct EventsWaitArgs {
     /// Most events to return (1-500, default 100).
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Which log: run (default) or ownership.
+    #[serde(default)]
+    pub stream: Stream,
 }
 
 /// `events_list` arguments.
@@ -42,6 +65,9 @@ pub struct EventsListArgs {
     /// Most events to return (1-500, default 100).
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Which log: run (default) or ownership.
+    #[serde(default)]
+    pub stream: Stream,
 }
 
 /// `events_wait` and `events_list` output.
@@ -114,7 +140,11 @@ impl Tools {
             Ok(limit) => limit,
             Err(e) => return Err(e.into()),
         };
-        match self.plane.wait(&me.run_id, args.after_cursor, Duration::from_millis(timeout_ms), limit, &viewer).await {
+        match self
+            .plane
+            .wait(&args.stream.of(&me), args.after_cursor, Duration::from_millis(timeout_ms), limit, &viewer)
+            .await
+        {
             Ok(page) => Ok(Json(page.into())),
             Err(e) => Err(e.into()),
         }
@@ -135,7 +165,7 @@ impl Tools {
         on_blocking_pool(move || -> Result<_, Error> {
             let me = plane.authenticate(&args.capability)?;
             let viewer = if me.is_root() { Viewer::Root } else { Viewer::Worker(me.id.clone()) };
-            Ok(plane.events(&me.run_id, args.after_cursor, page_limit(args.limit)?, &viewer)?.into())
+            Ok(plane.events(&args.stream.of(&me), args.after_cursor, page_limit(args.limit)?, &viewer)?.into())
         })
         .await
     }

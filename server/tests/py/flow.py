@@ -24,7 +24,7 @@ async def main(url, mode):
             hints = tool.annotations
             for hint in ["read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint"]:
                 assert isinstance(getattr(hints, hint), bool), f"{name}.{hint} is not set"
-        assert len(tools) == 37, sorted(tools)
+        assert len(tools) == 40, sorted(tools)
 
         created = await call(root_c, "run_create", {"title": f"flow over {mode}", "attribution": "capability_only"})
         root = created["root_capability"]

@@ -117,7 +117,7 @@ async def main(url, owner_key, mode):
         async with httpx2.AsyncClient(auth=provider(), timeout=30) as http:
             async with mcp.Client(streamable_http_client(url, http_client=http), mode=mode) as client:
                 tools = await client.list_tools()
-                assert len(tools.tools) == 37, len(tools.tools)
+                assert len(tools.tools) == 40, len(tools.tools)
                 run = await call(client, "run_create", {"title": title, "attribution": "capability_only"})
                 assert run["root_capability"].startswith("cap_"), run
 

@@ -35,7 +35,7 @@ async function waitFor(capability, cursor, predicate) {
 const attachOf = (prompt) => prompt.match(/"(att_[0-9a-f]{32}_[0-9a-f]{32})"/)[1];
 
 const { tools } = await client.listTools();
-assert.equal(tools.length, 37);
+assert.equal(tools.length, 40);
 for (const t of tools) {
   assert.ok(t.outputSchema, `${t.name} has no outputSchema`);
   for (const h of ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"]) {
