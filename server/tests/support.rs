@@ -27,6 +27,11 @@ impl Daemon {
         Self::spawn(state_dir, addr, extra, &[])
     }
 
+    /// Starts the daemon on a given address with extra args and env.
+    pub fn start_at_with(state_dir: &Path, addr: &str, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Self::spawn(state_dir, addr, extra, env)
+    }
+
     fn spawn(state_dir: &Path, listen: &str, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         Self::spawn_logging(state_dir, listen, extra, env, Stdio::inherit())
     }

@@ -299,9 +299,10 @@ impl Tools {
             }
             (None, None, None, Some(id)) => Key::Id(parse(&id)?),
             _ => {
-                return Err(
-                    Error::InvalidArgument("name exactly one of worktree, branch, commit, ownership_id".into()).into()
-                );
+                return Err(Error::InvalidArgument(
+                    "name exactly one of worktree, branch, commit, ownership_id".into(),
+                )
+                .into());
             }
         };
         Ok(self.ownership_out(self.plane.ownership(&key)))
