@@ -116,13 +116,6 @@ impl Rig {
     }
 }
 
-fn ok(attempt: Attempt) -> Value {
-    match attempt {
-        Attempt::Ok(v) => v,
-        other => panic!("{other:?}"),
-    }
-}
-
 fn record(out: &Value) -> &Value {
     out["records"].as_array().and_then(|r| r.last()).unwrap_or_else(|| panic!("no record: {out}"))
 }
