@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use protocol::ownership::{
     HOLDERS_MAX, Holding, KEPT, LEASE_MS, Labels, OwnershipState, Record, Session, StaleReason, Via, Wip, Worktree,
 };
-use protocol::{ConversationId, Event, EventBody, OwnershipId, RunId, RunState, WorkerId};
+use protocol::{ConversationId, Event, EventBody, OwnershipId, RunId, RunState, WorkerId, WorkerState};
 
 use crate::model::{FoldError, State};
 
@@ -386,8 +386,10 @@ impl Ledger {
 }
 
 /// Whether `record`'s holder is proven dead at `now_ms`, and why: its
-/// worker ended (or its run did), or nothing came from it for
-/// [`LEASE_MS`]. A record no longer live is never stale.
+/// worker failed or was cancelled (or its run ended), or nothing came from
+/// it for [`LEASE_MS`]. A worker that completed is not dead (root may
+/// follow it up); a submitted record waits for its landing, however
+/// quiet. A record no longer live is never stale.
 pub fn stale(state: &State, record: &Record, now_ms: u64) -> Option<StaleReason> {
     if !record.state.is_live() {
         return None;
@@ -396,15 +398,15 @@ pub fn stale(state: &State, record: &Record, now_ms: u64) -> Option<StaleReason>
     let ended = match state.worker(&holder.worker_id) {
         None => true,
         Some(worker) => {
-            worker.state.is_terminal()
-                || state
-                    .runs
-                    .get(&worker.run_id)
-                    .is_none_or(|run| matches!(run.state, RunState::Completed | RunState::Failed | RunState::Cancelled))
+            matches!(worker.state, WorkerState::Failed | WorkerState::Cancelled | WorkerState::LaunchFailed)
+                || state.runs.get(&worker.run_id).is_none_or(|run| {
+                    matches!(run.state, RunState::Completed | RunState::Failed | RunState::Cancelled)
+                })
         }
     };
     if ended {
         return Some(StaleReason::HolderEnded);
     }
-    (now_ms.saturating_sub(record.last_seen_ms) >= LEASE_MS).then_some(StaleReason::LeaseLapsed)
+    let quiet = now_ms.saturating_sub(record.last_seen_ms) >= LEASE_MS;
+    (quiet && record.state != OwnershipState::Submitted).then_some(StaleReason::LeaseLapsed)
 }

@@ -856,3 +856,114 @@ pub async fn model_pinning(mcp_url: &str, hub: &fakechat::hub::Hub, budget: Dura
     }
     Ok(ModelPinning { models, refused })
 }
+
+/// What the ownership lifecycle showed.
+#[derive(Debug)]
+pub struct OwnershipLifecycle {
+    /// The worker's conversation, as its executor bound it.
+    pub conversation: String,
+    /// The record.
+    pub ownership_id: String,
+    /// The main commit the worktree's branch landed at.
+    pub landed: String,
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = std::process::Command::new("git").arg("-C").arg(dir).args(args).output()?;
+    if !out.status.success() {
+        bail!("git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8(out.stdout)?.trim().to_owned())
+}
+
+/// Worktree ownership through a browser (issue 35, the plan's O9): root
+/// creates a worker, the extension creates its conversation and its
+/// executor binds the UUID; the worker's model (fakechat's agent, every
+/// call attributed to its page) claims the fixture worktree `worktree` (of
+/// `repo`, on branch `work/<name>`) in session `o9-s1`; the lookup names
+/// its conversation; a follow-up resumes it in session `o9-s2`; the
+/// worker commits there and submits, root lands it on main (Git confirms)
+/// and records the worktree's removal; `who` (the CLI, given) by the
+/// landed commit still names the worker, its session and its conversation.
+pub async fn ownership_lifecycle(
+    mcp_url: &str,
+    repo: &std::path::Path,
+    worktree: &std::path::Path,
+    who: impl Fn(&str) -> anyhow::Result<Value>,
+    budget: Duration,
+) -> anyhow::Result<OwnershipLifecycle> {
+    let mut root = Root::start(mcp_url, "ownership lifecycle").await?;
+    let mut out = Outcome::default();
+    let wt = worktree.display().to_string();
+    let claim = json!({"worktree": wt, "session": "o9-s1", "lane": "e2e"});
+    let worker = root.spawn(&mut out, "owner", &format!("call ownership_claim {claim}; complete \"claimed\"")).await?;
+    let done = |summary: &'static str| {
+        let worker = worker.clone();
+        move |e: &Value| {
+            e["type"] == "worker.completed" && e["data"]["worker_id"] == worker && e["data"]["summary"] == summary
+        }
+    };
+    root.wait(&mut out, budget, done("claimed")).await?;
+    let conversation = Root::conversation_of(&out, &worker)?;
+    let found = root.call("ownership_who", json!({"worktree": wt})).await?;
+    let record = found["records"].as_array().and_then(|r| r.last()).context("no record")?.clone();
+    let ownership_id = record["ownership_id"].as_str().context("no ownership id")?.to_owned();
+    let uuids = |r: &Value| -> Vec<String> {
+        r["holder"]["conversations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["uuid"].as_str().map(str::to_owned))
+            .collect()
+    };
+    if record["state"] != "active"
+        || record["holder"]["worker_id"] != worker.as_str()
+        || uuids(&record) != [conversation.clone()]
+    {
+        bail!("the claim does not name the worker's conversation {conversation}: {record}");
+    }
+
+    // The session restarts: the worker resumes its worktree in a new one.
+    let resume = json!({"worktree": wt, "session": "o9-s2", "parent_session": "o9-s1"});
+    let followup = format!("Resume.\nscenario: call ownership_claim {resume}; complete \"resumed\"");
+    root.call("worker_followup", json!({"worker_id": worker, "instructions": followup})).await?;
+    root.wait(&mut out, budget, done("resumed")).await?;
+
+    // Work, submit, land.
+    std::fs::write(worktree.join("o9.txt"), "o9\n")?;
+    git(worktree, &["add", "o9.txt"])?;
+    git(worktree, &["-c", "user.name=O9", "-c", "user.email=o9@localhost", "commit", "-q", "-m", "o9"])?;
+    let submit = json!({"ownership_id": ownership_id, "op": "submit"});
+    let followup = format!("Submit.\nscenario: call ownership_update {submit}; complete \"submitted\"");
+    root.call("worker_followup", json!({"worker_id": worker, "instructions": followup})).await?;
+    root.wait(&mut out, budget, done("submitted")).await?;
+    let branch = git(worktree, &["symbolic-ref", "--short", "HEAD"])?;
+    git(repo, &["merge", "-q", "--no-ff", "-m", "land o9", &branch])?;
+    let landed = git(repo, &["rev-parse", "main"])?;
+    let recorded = root.call("ownership_update", json!({"ownership_id": ownership_id, "op": "land"})).await?;
+    if recorded["records"][0]["landed"]["commit"] != landed.as_str() {
+        bail!("the landing was not recorded at {landed}: {recorded}");
+    }
+    git(repo, &["worktree", "remove", &wt])?;
+    root.call("ownership_update", json!({"ownership_id": ownership_id, "op": "removed"})).await?;
+
+    // Found by the landed commit, after the worktree is gone.
+    let found = who(&landed)?;
+    let record = found["records"].as_array().and_then(|r| r.last()).context("who found nothing")?;
+    let holder = &record["holder"];
+    if record["ownership_id"] != ownership_id.as_str()
+        || holder["worker_id"] != worker.as_str()
+        || holder["session"] != "o9-s2"
+        || holder["earlier_sessions"] != json!(["o9-s1"])
+        || uuids(record) != [conversation.clone()]
+        || record["state"] != "removed"
+    {
+        bail!("who {landed} does not name the worker, its sessions and its conversation {conversation}: {record}");
+    }
+    // Every turn's calls were attributed to the worker's own page.
+    let attributed = root.events_of(&worker, "caller.attributed").await?;
+    if attributed < 3 {
+        bail!("{attributed} of the worker's three turns were attributed");
+    }
+    Ok(OwnershipLifecycle { conversation, ownership_id, landed })
+}

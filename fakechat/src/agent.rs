@@ -15,7 +15,8 @@
 //! Scenario language, steps separated by `;` or new lines:
 //! `progress "x"`, `ask_root "q"`, `await_answer`, `await_human "q"`,
 //! `complete "done"`, `fail "why"`, `say "text"`, `end_turn`, `sleep 2s` (or `500ms`),
-//! `incident delivery_timeout|something_went_wrong|rate_limit|deferral|too_long`.
+//! `incident delivery_timeout|something_went_wrong|rate_limit|deferral|too_long`,
+//! `call <tool> {json}` (any tool, the worker's capability added).
 //! After `incident too_long` the conversation takes no more turns; a
 //! rollover's fresh conversation reads its capsule at attach and goes on
 //! after the incident its epoch's predecessors ended on (as a model reading
@@ -60,6 +61,10 @@ pub enum Step {
     Hang,
     /// Show an incident.
     Incident(Incident),
+    /// Call any tool with these arguments (a JSON object on one line,
+    /// without `;`), the worker's capability added: what a model does with
+    /// a tool the scenario language has no word for.
+    Call(String, String),
 }
 
 /// Incidents a scenario can trigger.
@@ -116,6 +121,15 @@ pub fn parse(script: &str) -> Result<Vec<Step>, String> {
                 "too_long" => Incident::TooLong,
                 other => return Err(format!("unknown incident `{other}`")),
             }),
+            "call" => {
+                let (tool, args) = arg.split_once(char::is_whitespace).unwrap_or((arg, "{}"));
+                let parsed: serde_json::Value =
+                    serde_json::from_str(args).map_err(|e| format!("`call {tool}` needs a JSON object: {e}"))?;
+                if tool.is_empty() || !parsed.is_object() {
+                    return Err(format!("`call` needs a tool and a JSON object, got `{arg}`"));
+                }
+                Step::Call(tool.to_owned(), args.to_owned())
+            }
             other => return Err(format!("unknown scenario step `{other}`")),
         };
         steps.push(step);
@@ -465,6 +479,12 @@ async fn run(
                 hub.update(conversation, |c| c.full = true);
                 return Ok(Some(TurnError::TooLong));
             }
+            Step::Call(tool, args) => {
+                let mut args: serde_json::Value = serde_json::from_str(&args)?;
+                args["capability"] = json!(cap);
+                call(mcp, &tool, args).await?;
+                stream(hub, conversation, &format!("• {tool}: ok\n")).await;
+            }
         }
     }
     Ok(None)
@@ -520,6 +540,10 @@ mod tests {
         assert!(parse("incident meteor").unwrap_err().contains("meteor"));
         assert_eq!(scenario_in("Build A\nscenario: complete \"ok\""), Some("complete \"ok\""));
         assert_eq!(parse(r#"await_human "which db?""#).unwrap(), vec![Step::AwaitHuman("which db?".into())]);
+        let call = parse(r#"call ownership_claim {"worktree": "/w", "session": "s"}"#).unwrap();
+        assert_eq!(call, vec![Step::Call("ownership_claim".into(), r#"{"worktree": "/w", "session": "s"}"#.into())]);
+        assert!(parse("call ownership_claim [1]").unwrap_err().contains("JSON object"));
+        assert!(parse("call ownership_claim {oops").unwrap_err().contains("JSON object"));
     }
 
     #[test]

@@ -262,7 +262,7 @@ pub enum Via {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StaleReason {
-    /// Its worker finished, failed or was cancelled, or its run ended.
+    /// Its worker failed or was cancelled (or never launched), or its run ended.
     HolderEnded,
     /// Nothing from it for [`LEASE_MS`].
     LeaseLapsed,

@@ -896,6 +896,22 @@ async fn a_pinned_model_is_used_and_one_the_picker_cannot_show_fails_closed() {
     e2e(model_pinning_body).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_claims_resumes_submits_and_lands_a_worktree_and_who_finds_its_conversation() {
+    e2e(ownership_body).await;
+}
+
+/// Worktree ownership through the extension (issue 35, O9:
+/// `e2e::scenario::ownership_lifecycle`).
+async fn ownership_body() {
+    let trees = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(trees.path()).unwrap();
+    let world = World::start(orchestrator(), &["--worktree-root", root.to_str().unwrap()]).await.unwrap();
+    let state = world.dir.path().join("state");
+    let seen = support::ownership_lifecycle(&world.daemon.mcp_url(), &state, &world.daemon.addr, &root).await;
+    eprintln!("ownership through the extension: {seen:?}");
+}
+
 /// Model pinning through the extension (`e2e::scenario::model_pinning`).
 async fn model_pinning_body() {
     let world = World::start(orchestrator(), &[]).await.unwrap();

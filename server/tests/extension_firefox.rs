@@ -135,6 +135,20 @@ async fn firefox_auto_resumes_through_a_delivery_timeout_and_a_rate_limit() {
     eprintln!("{}", out.trace.join("\n"));
 }
 
+/// Worktree ownership through the add-on (issue 35, O9): claimed,
+/// resumed, submitted and landed by a worker whose every call its page
+/// attributes; `orchestrator who` by the landed commit names its conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn firefox_a_worker_claims_and_lands_a_worktree_and_who_finds_its_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let trees = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(trees.path()).unwrap();
+    let (daemon, _fake, _firefox) = paired_firefox(dir.path(), &["--worktree-root", root.to_str().unwrap()]).await;
+    let state = dir.path().join("state");
+    let seen = support::ownership_lifecycle(&daemon.mcp_url(), &state, &daemon.addr, &root).await;
+    eprintln!("ownership through Firefox: {seen:?}");
+}
+
 /// A worker blocked on ChatGPT's tool-approval card, in Firefox: the same
 /// scenario as Chromium's (`e2e::scenario::approval_wait`): `waiting_for:
 /// person` naming the card, the page's `TOOL_APPROVAL_REQUIRED` in the log,

@@ -577,3 +577,31 @@ pub fn git_fixture(root: &Path, worktrees: &[&str]) -> (PathBuf, Vec<PathBuf>) {
         .collect();
     (std::fs::canonicalize(repo).expect("resolves"), trees)
 }
+
+/// `orchestrator who <target> --json` against the daemon at `addr` on `state_dir`.
+pub fn who(state_dir: &Path, addr: &str, target: &str) -> anyhow::Result<serde_json::Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .args(["who", target, "--json", "--addr", addr, "--state-dir"])
+        .arg(state_dir)
+        .output()?;
+    if !out.status.success() {
+        anyhow::bail!("who {target}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// The O9 ownership lifecycle (`e2e::scenario::ownership_lifecycle`) on a
+/// fresh fixture under `trees`, against a daemon started with
+/// `--worktree-root trees` (see [`worktree_root_arg`]).
+pub async fn ownership_lifecycle(
+    mcp_url: &str,
+    state_dir: &Path,
+    addr: &str,
+    trees: &Path,
+) -> e2e::scenario::OwnershipLifecycle {
+    let (repo, worktrees) = git_fixture(trees, &["o9"]);
+    let who = |target: &str| who(state_dir, addr, target);
+    e2e::scenario::ownership_lifecycle(mcp_url, &repo, &worktrees[0], who, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
+}
