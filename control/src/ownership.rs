@@ -399,9 +399,10 @@ pub fn stale(state: &State, record: &Record, now_ms: u64) -> Option<StaleReason>
         None => true,
         Some(worker) => {
             matches!(worker.state, WorkerState::Failed | WorkerState::Cancelled | WorkerState::LaunchFailed)
-                || state.runs.get(&worker.run_id).is_none_or(|run| {
-                    matches!(run.state, RunState::Completed | RunState::Failed | RunState::Cancelled)
-                })
+                || state
+                    .runs
+                    .get(&worker.run_id)
+                    .is_none_or(|run| matches!(run.state, RunState::Completed | RunState::Failed | RunState::Cancelled))
         }
     };
     if ended {
