@@ -343,11 +343,7 @@ impl State {
             |reason: &str| FoldError { run: event.run_id.to_string(), cursor: event.cursor, reason: reason.to_owned() };
         let at = event.at_ms;
         if event.run_id.is_ownership() {
-            // A holder without a managed conversation (a root that keeps
-            // its own chat) has none to wait for: its record is active at once.
-            let workers = &self.workers;
-            let awaits_conversation = |w: &WorkerId| workers.get(w).is_none_or(|w| !w.is_root() || w.is_managed_root());
-            return self.ownership.apply(event, awaits_conversation);
+            return self.ownership.apply(event);
         }
         if event.run_id.is_system() {
             if event.cursor != self.system_cursor + 1 {

@@ -57,6 +57,8 @@ pub enum Op {
         id: OwnershipId,
         /// Its execution session.
         session: Session,
+        /// The work in progress the adapter preserved first (ref, commit).
+        wip: Option<(String, String)>,
     },
     /// The holder gives the worktree up.
     Release {
@@ -64,6 +66,8 @@ pub enum Op {
         id: OwnershipId,
         /// Why.
         reason: Option<String>,
+        /// The work in progress the adapter preserved first (ref, commit).
+        wip: Option<(String, String)>,
     },
     /// The worktree's work in progress was preserved (by the adapter).
     Wip {
@@ -211,14 +215,9 @@ impl Ledger {
         records
     }
 
-    /// Folds one event of the ownership stream in.
-    /// `awaits_conversation` says whether a holder has a managed
-    /// conversation to be bound: until it is, its record is provisional.
-    pub(crate) fn apply(
-        &mut self,
-        event: &Event,
-        awaits_conversation: impl Fn(&WorkerId) -> bool,
-    ) -> Result<(), FoldError> {
+    /// Folds one event of the ownership stream in. It reads nothing else
+    /// of the state: a pruned run's workers leave their records as they were.
+    pub(crate) fn apply(&mut self, event: &Event) -> Result<(), FoldError> {
         let fail =
             |reason: &str| FoldError { run: event.run_id.to_string(), cursor: event.cursor, reason: reason.to_owned() };
         if event.cursor != self.cursor + 1 {
@@ -242,6 +241,7 @@ impl Ledger {
             session,
             worktree,
             conversation,
+            unmanaged,
             labels,
             previous,
         } = &event.body
@@ -249,10 +249,7 @@ impl Ledger {
             if self.records.contains_key(ownership_id) {
                 return Err(fail("ownership.claimed names a record that exists"));
             }
-            let state = match conversation.is_none() && awaits_conversation(holder) {
-                true => OwnershipState::Provisional,
-                false => OwnershipState::Active,
-            };
+            let state = held(conversation, *unmanaged);
             let record = Record {
                 id: ownership_id.clone(),
                 state,
@@ -277,7 +274,19 @@ impl Ledger {
         let (id, _) =
             event.body.ownership().ok_or_else(|| fail("only ownership events belong to the ownership log"))?;
         let record = self.records.get_mut(id).ok_or_else(|| fail("unknown ownership record"))?;
-        record.last_seen_ms = at;
+        // Only what comes from its holder keeps its lease: root's changes,
+        // or a snapshot taken before a reclaim, say nothing of the holder.
+        if matches!(
+            event.body,
+            EventBody::OwnershipConversationBound { .. }
+                | EventBody::OwnershipResumed { .. }
+                | EventBody::OwnershipHeartbeat { .. }
+                | EventBody::OwnershipHandoffCompleted { .. }
+                | EventBody::OwnershipReclaimed { .. }
+                | EventBody::OwnershipSubmitted { .. }
+        ) {
+            record.last_seen_ms = at;
+        }
         match &event.body {
             EventBody::OwnershipConversationBound { conversation_id, .. } => {
                 let holder = record.holders.last_mut().expect("a record has a holder");
@@ -299,8 +308,8 @@ impl Ledger {
                 record.handoff_to = Some(to.clone());
                 record.state = OwnershipState::HandingOff;
             }
-            EventBody::OwnershipHandoffCompleted { holder, run_id, session, conversation, .. }
-            | EventBody::OwnershipReclaimed { holder, run_id, session, conversation, .. } => {
+            EventBody::OwnershipHandoffCompleted { holder, run_id, session, conversation, unmanaged, .. }
+            | EventBody::OwnershipReclaimed { holder, run_id, session, conversation, unmanaged, .. } => {
                 let via = match event.body {
                     EventBody::OwnershipReclaimed { .. } => Via::Reclaimed,
                     _ => Via::Handoff,
@@ -311,10 +320,7 @@ impl Ledger {
                 record.holders.last_mut().expect("a record has a holder").until_ms = Some(at);
                 record.holders.push(holding(holder, run_id, via, session, conversation));
                 record.handoff_to = None;
-                record.state = match conversation.is_none() && awaits_conversation(holder) {
-                    true => OwnershipState::Provisional,
-                    false => OwnershipState::Active,
-                };
+                record.state = held(conversation, *unmanaged);
             }
             EventBody::OwnershipReleased { reason, .. } => {
                 record.state = OwnershipState::Released;
@@ -382,6 +388,15 @@ impl Ledger {
         for commit in commits {
             index(&mut self.by_commit, commit.clone(), id);
         }
+    }
+}
+
+/// A record's state once a holder holds it: provisional until the holder's
+/// conversation is bound, unless it has none to bind.
+fn held(conversation: &Option<ConversationId>, unmanaged: bool) -> OwnershipState {
+    match conversation.is_some() || unmanaged {
+        true => OwnershipState::Active,
+        false => OwnershipState::Provisional,
     }
 }
 

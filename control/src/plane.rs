@@ -854,6 +854,14 @@ impl ControlPlane {
         self.with_state(|s| s.ownership.live(path).cloned())
     }
 
+    /// Whether `actor` may make `op` now: the same decision as [`Self::own`]
+    /// against the current state, committing nothing. The shell asks before
+    /// an external effect (a WIP snapshot) that only an allowed change may cause.
+    pub fn may_own(&self, actor: &WorkerId, op: crate::ownership::Op) -> Result<(), Error> {
+        let request = Request::Ownership { actor: actor.clone(), op, now_ms: self.clock.now_ms() };
+        self.with_state(|s| crate::decide::decide(s, &request)).map(drop).map_err(Error::from)
+    }
+
     /// A fresh ownership record id (time-ordered).
     pub fn new_ownership_id() -> protocol::OwnershipId {
         protocol::OwnershipId::from_uuid_bytes(new_uuid())

@@ -578,6 +578,10 @@ pub enum EventBody {
         /// The worker's conversation, when its executor had bound one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         conversation: Option<ConversationId>,
+        /// The holder has no managed conversation to wait for (a root in
+        /// its own chat): the record is active without one.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unmanaged: bool,
         /// What the work is for.
         #[serde(default)]
         labels: Labels,
@@ -638,6 +642,9 @@ pub enum EventBody {
         /// Its conversation, when bound.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         conversation: Option<ConversationId>,
+        /// It has no managed conversation to wait for.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unmanaged: bool,
     },
     /// A worker took over the worktree of a holder proven dead.
     #[serde(rename = "ownership.reclaimed")]
@@ -653,6 +660,9 @@ pub enum EventBody {
         /// Its conversation, when bound.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         conversation: Option<ConversationId>,
+        /// It has no managed conversation to wait for.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unmanaged: bool,
         /// The holder it was taken from.
         from: WorkerId,
         /// The proof that holder is dead.
@@ -669,13 +679,16 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
-    /// The worktree's work in progress was preserved under a ref.
+    /// The worktree's work in progress was preserved under a ref (its
+    /// holder's, or before a reclaim or release, whoever made that).
     #[serde(rename = "ownership.wip_preserved")]
     OwnershipWipPreserved {
         /// The record.
         ownership_id: OwnershipId,
         /// Its holder.
         holder: WorkerId,
+        /// Whose call preserved it.
+        by: WorkerId,
         /// The ref.
         ref_name: String,
         /// The snapshot commit.
@@ -825,6 +838,7 @@ impl EventBody {
             // to, taken from, or landed by.
             EventBody::OwnershipHandoffStarted { holder, to: other, .. }
             | EventBody::OwnershipReclaimed { holder, from: other, .. }
+            | EventBody::OwnershipWipPreserved { holder, by: other, .. }
             | EventBody::OwnershipLanded { holder, by: other, .. } => holder == worker || other == worker,
             EventBody::OwnershipClaimed { holder, .. }
             | EventBody::OwnershipConversationBound { holder, .. }
@@ -832,7 +846,6 @@ impl EventBody {
             | EventBody::OwnershipHeartbeat { holder, .. }
             | EventBody::OwnershipHandoffCompleted { holder, .. }
             | EventBody::OwnershipReleased { holder, .. }
-            | EventBody::OwnershipWipPreserved { holder, .. }
             | EventBody::OwnershipSubmitted { holder, .. }
             | EventBody::OwnershipRemoved { holder, .. } => holder == worker,
             EventBody::WorkerMessage { from, to, .. } => from == worker || to == worker,

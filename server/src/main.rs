@@ -83,7 +83,8 @@ enum Cmd {
         attribution_wait_ms: u64,
         /// Worktree ownership: Git worktrees under this directory may be
         /// claimed through the ownership tools (repeatable; none: ownership
-        /// is off). Nothing outside these roots is read or written.
+        /// is off). No worktree outside these roots is read or written; their
+        /// repositories' Git directories (refs, config, locks) may be anywhere.
         #[arg(long = "worktree-root")]
         worktree_roots: Vec<PathBuf>,
         #[command(flatten)]

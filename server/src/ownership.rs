@@ -118,11 +118,16 @@ fn holder_view(plane: &ControlPlane, holding: &Holding) -> HolderView {
     }
 }
 
+/// A state as the wire names it (`handing_off`).
+fn state_name(state: OwnershipState) -> String {
+    serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
 /// The view of `record` (with its staleness now).
 pub fn view(plane: &ControlPlane, record: &Record, stale: Option<StaleReason>) -> OwnerView {
     let state = match stale {
         Some(_) => "stale".to_owned(),
-        None => serde_json::to_value(record.state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+        None => state_name(record.state),
     };
     let (last, earlier) = record.holders.split_last().expect("a record has a holder");
     OwnerView {
@@ -199,7 +204,7 @@ pub fn projection(record: &Record) -> worktrees::Projection {
         .collect();
     worktrees::Projection {
         id: record.id.to_string(),
-        state: serde_json::to_value(record.state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+        state: state_name(record.state),
         live: record.state.is_live(),
         worker: holder.worker_id.to_string(),
         session: holder.sessions.last().map(|s| s.id.clone()).unwrap_or_default(),
@@ -219,17 +224,32 @@ pub fn project(git: &worktrees::Git, record: &Record) -> Result<(), worktrees::E
     git.project(Path::new(&record.worktree.path), &projection(record))
 }
 
-/// At start: every worktree's newest record projected again (a change may
-/// have been recorded just before a crash, its projection not written).
-/// Returns each failure, for the log; nothing stops the daemon.
+/// At start: every existing worktree's newest record projected again (a
+/// change may have been recorded just before a crash, its projection not
+/// written), unless its projection now names a live owner this daemon
+/// never recorded (another orchestrator's claim since). Returns each
+/// failure or skip, for the log; nothing stops the daemon.
 pub fn repair(git: &worktrees::Git, plane: &ControlPlane) -> Vec<(String, String)> {
     let mut newest = std::collections::HashMap::new();
     for (record, _) in plane.owners(None) {
         newest.insert(record.worktree.path.clone(), record);
     }
+    let known = |id: &str| id.parse().is_ok_and(|id| !plane.ownership(&control::ownership::Key::Id(id)).is_empty());
     newest
         .into_values()
-        .filter_map(|record| project(git, &record).err().map(|e| (record.id.to_string(), e.to_string())))
+        .filter(|record| !worktrees::gone(&record.worktree.path))
+        .filter_map(|record| {
+            let foreign = git
+                .inspect(Path::new(&record.worktree.path))
+                .ok()
+                .and_then(|seen| seen.projected)
+                .filter(|id| !known(id));
+            let outcome = match foreign {
+                Some(id) => Err(format!("left alone: its projection names {id}, which this daemon never recorded")),
+                None => project(git, &record).map_err(|e| e.to_string()),
+            };
+            outcome.err().map(|e| (record.id.to_string(), e))
+        })
         .collect()
 }
 
@@ -321,7 +341,7 @@ pub fn resolve(target: &str, repo: Option<&Path>) -> Result<Vec<Query>, String> 
         let absolute = std::path::absolute(as_path).map_err(|e| e.to_string())?;
         // A directory inside a worktree names that worktree.
         let top = match absolute.exists() {
-            true => git.inspect(&absolute).map(|seen| seen.worktree.path).ok(),
+            true => git.top_level_of(&absolute).ok(),
             false => None,
         };
         let path = top.unwrap_or(normalise(&absolute.display().to_string()).map_err(|e| e.to_string())?);
@@ -361,7 +381,7 @@ pub fn render(view: &OwnerView, now_ms: u64) -> String {
                 Some(seen) => format!(
                     "{} at {}{}",
                     seen.worktree.branch.as_deref().unwrap_or("(detached)"),
-                    seen.worktree.head.as_deref().map_or("no commit", |h| &h[..12]),
+                    seen.worktree.head.as_deref().map_or("no commit", short),
                     if seen.dirty { ", uncommitted work" } else { "" }
                 ),
                 None => "not readable".to_owned(),
@@ -391,7 +411,7 @@ pub fn render(view: &OwnerView, now_ms: u64) -> String {
     out += &format!("last activity {}\n", ago(view.last_seen_ms));
     out += &format!(
         "latest WIP    {}\n",
-        view.latest_wip.as_ref().map_or("none".to_owned(), |w| format!("{} {}", w.ref_name, &w.commit[..12]))
+        view.latest_wip.as_ref().map_or("none".to_owned(), |w| format!("{} {}", w.ref_name, short(&w.commit)))
     );
     out += &format!(
         "submitted     {}\n",
@@ -415,6 +435,11 @@ pub fn render(view: &OwnerView, now_ms: u64) -> String {
         );
     }
     out
+}
+
+/// A commit id's first 12 digits (all of a shorter text).
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
 }
 
 /// One line per record, for `orchestrator owners`.

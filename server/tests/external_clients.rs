@@ -186,7 +186,7 @@ fn sigterm_stops_the_daemon_cleanly() {
 fn worktree_ownership_through_the_python_sdk_and_who() {
     let state = tempfile::tempdir().unwrap();
     let trees = tempfile::tempdir().unwrap();
-    support::git_fixture(trees.path(), &["alpha", "beta"]);
+    support::git_fixture(trees.path(), &["alpha", "beta", "gamma"]);
     let root = std::fs::canonicalize(trees.path()).unwrap();
     let out = python(
         "ownership_flow.py",

@@ -10,10 +10,14 @@
 //!
 //! 1. the worktree exists, the daemon dies before the claim is recorded;
 //! 2. the claim is recorded, the daemon dies before its projection;
-//! 3. a claim made before the worker's conversation exists converges when
-//!    its executor binds it, after a restart (`ownership.conversation_bound`);
-//! 4. the holder's session dies with uncommitted work: a reclaim keeps it;
-//! 5. a handoff is accepted, the daemon dies before the new projection;
+//! 3. claims made before the workers' conversations exist converge when
+//!    their executor binds them, the daemon killed as the first are created
+//!    (`ownership.conversation_bound`);
+//! 4. the holder's session dies with uncommitted work, and the reclaim dies
+//!    after its snapshot's ref is written, before anything is recorded: made
+//!    again, one reclaim and one WIP record, both snapshots kept;
+//! 5. a handoff starts, and is accepted, the daemon dying before each
+//!    projection;
 //! 6. a submit is recorded, the daemon dies before its projection (the push
 //!    is the consumer's; nothing is pushed here);
 //! 7. the branch lands in Git, the daemon dies before the receipt is recorded;
@@ -30,8 +34,10 @@ use support::{Attempt, Daemon, Mcp, credential, git, git_fixture, ws_url};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// The daemon's `git`: the real one, except that while `$OWNERSHIP_GATE`
-/// exists a projection write waits (after touching `$OWNERSHIP_GATE.held`).
+/// The daemon's `git`: the real one, except while the file
+/// `$OWNERSHIP_GATE` exists. It says where to hold: `projection` holds a
+/// projection write before it is made, `wip` holds a WIP snapshot's ref
+/// once it is written; either touches `$OWNERSHIP_GATE.held` and waits.
 fn gated_git(dir: &Path) -> PathBuf {
     let real = support::git(Path::new("/"), &["--exec-path"]);
     let real = Path::new(&real).join("git");
@@ -39,8 +45,17 @@ fn gated_git(dir: &Path) -> PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let script = format!(
-        "#!/bin/sh\ncase \"$*\" in\n  *'config --worktree'*|*'worktree lock'*|*'worktree unlock'*)\n    if [ -e \"$OWNERSHIP_GATE\" ]; then\n      touch \"$OWNERSHIP_GATE.held\"\n      while [ -e \"$OWNERSHIP_GATE\" ]; do sleep 0.02; done\n    fi;;\nesac\nexec {} \"$@\"\n",
-        real.display()
+        r#"#!/bin/sh
+mode=""
+[ -e "$OWNERSHIP_GATE" ] && mode=$(cat "$OWNERSHIP_GATE")
+hold() {{ touch "$OWNERSHIP_GATE.held"; while [ -e "$OWNERSHIP_GATE" ]; do sleep 0.02; done; }}
+case "$mode:$*" in
+  projection:*'config --worktree'*|projection:*'worktree lock'*|projection:*'worktree unlock'*) hold ;;
+  wip:*'update-ref refs/orchestrator/wip/'*) {real} "$@"; status=$?; hold; exit $status ;;
+esac
+exec {real} "$@"
+"#,
+        real = real.display()
     );
     let path = bin.join("git");
     std::fs::write(&path, script).unwrap();
@@ -100,14 +115,20 @@ impl Rig {
     /// projection write is held, and SIGKILLs the daemon there: the change
     /// is durable, its projection not written. Returns what the caller saw.
     fn kill_at_projection(&mut self, call: impl FnOnce(Mcp) -> Attempt + Send + 'static) -> Attempt {
+        self.kill_at("projection", call)
+    }
+
+    /// Runs `call` with the gate shut at `mode` (see [`gated_git`]) and
+    /// SIGKILLs the daemon once git holds there.
+    fn kill_at(&mut self, mode: &str, call: impl FnOnce(Mcp) -> Attempt + Send + 'static) -> Attempt {
         let held = PathBuf::from(format!("{}.held", self.gate.display()));
         let _ = std::fs::remove_file(&held);
-        std::fs::write(&self.gate, "").unwrap();
+        std::fs::write(&self.gate, mode).unwrap();
         let mcp = self.mcp();
         let caller = std::thread::spawn(move || call(mcp));
         let deadline = Instant::now() + WAIT;
         while !held.exists() {
-            assert!(Instant::now() < deadline, "no projection write was held");
+            assert!(Instant::now() < deadline, "git never held at {mode}");
             std::thread::sleep(Duration::from_millis(10));
         }
         self.kill9();
@@ -188,19 +209,29 @@ async fn ownership_converges_after_a_kill_at_each_of_the_eight_boundaries() {
         1
     );
 
-    // 4. The holder's session dies with uncommitted work.
+    // 4. The holder's session dies with uncommitted work; the reclaim is
+    // killed after its snapshot's ref is written, before anything is
+    // recorded. Made again, it keeps that snapshot's ref and records its
+    // own (the next), in the reclaim's commit: one reclaim, one WIP.
     let w4 = rig.tree("w4");
     let own4 = record(&rig.mcp().ok("ownership_claim", claim(&caps["d"], &w4, "d-1")))["ownership_id"].clone();
     std::fs::write(Path::new(&w4).join("draft.txt"), "d's draft\n").unwrap();
     rig.mcp().ok("worker_stop", json!({"capability": root, "worker_id": ids["d"], "reason": "its session died"}));
-    rig.kill9();
+    let args = json!({"capability": caps["e"], "ownership_id": own4, "op": "reclaim", "session": "e-1"});
+    let seen = rig.kill_at("wip", move |m| m.attempt("ownership_update", args));
+    assert!(matches!(seen, Attempt::Unknown), "{seen:?}");
     rig.start();
+    let before = rig.mcp().ok("ownership_who", json!({"capability": root, "worktree": w4}));
+    assert_eq!(record(&before)["holder"]["worker_id"], ids["d"], "nothing was recorded: {before}");
+    let orphan = git(&repo, &["rev-parse", &format!("refs/orchestrator/wip/{}/1", own4.as_str().unwrap())]);
     let reclaimed = rig.mcp().ok(
         "ownership_update",
         json!({"capability": caps["e"], "ownership_id": own4, "op": "reclaim", "session": "e-1"}),
     );
     let wip = &record(&reclaimed)["latest_wip"];
+    assert_eq!(wip["ref_name"], format!("refs/orchestrator/wip/{}/2", own4.as_str().unwrap()), "{reclaimed}");
     assert_eq!(git(&repo, &["show", &format!("{}:draft.txt", wip["commit"].as_str().unwrap())]), "d's draft");
+    assert_eq!(git(&repo, &["show", &format!("{orphan}:draft.txt")]), "d's draft", "the first snapshot is kept");
     assert_eq!(record(&reclaimed)["holder"]["worker_id"], ids["e"]);
 
     // 5. A handoff accepted, the daemon killed before the new projection.
@@ -316,5 +347,7 @@ async fn ownership_converges_after_a_kill_at_each_of_the_eight_boundaries() {
     assert_eq!(claims, 7, "one claim per worktree");
     let landings = events.iter().filter(|e| e["type"] == "ownership.landed").count();
     assert_eq!(landings, 2, "each landing recorded once");
+    let of = |kind: &str| events.iter().filter(|e| e["type"] == kind && e["data"]["ownership_id"] == own4).count();
+    assert_eq!((of("ownership.reclaimed"), of("ownership.wip_preserved")), (1, 1), "one reclaim, one WIP");
     fake.stop().await;
 }

@@ -249,6 +249,10 @@ fn answer(peer: &Mcp, prompt: &str, history: &Mutex<History>, rng: &mut Rng, lat
         Attempt::Failed(code, _) if code == "CONFLICT" => Answer::Done,
         // Completed already by an earlier attempt whose answer was lost.
         Attempt::Failed(code, _) if code == "INVALID_TRANSITION" => Answer::Done,
+        // The conversation rolled over between this model's attach and its
+        // report: the fresh conversation's capsule carries the follow-up,
+        // and its model completes it.
+        Attempt::Failed(code, _) if code == "CONVERSATION_RETIRED" => Answer::Done,
         Attempt::Failed(code, message) => panic!("worker_complete #{seq}: {code}: {message}"),
         Attempt::Unknown => Answer::Again,
     }
@@ -485,7 +489,14 @@ async fn crash_torture_keeps_every_invariant_across_seeded_kills() {
         let quiet = driver.rng.chance(50);
         if quiet {
             target.paused.store(true, Ordering::SeqCst);
+            let deadline = Instant::now() + SETTLE;
             while !target.holding.load(Ordering::SeqCst) {
+                // A models thread that died (a model's call refused with a
+                // code it did not expect) holds nothing: its panic is the finding.
+                if models.is_finished() {
+                    std::panic::resume_unwind(models.join().expect_err("the models thread ended early"));
+                }
+                assert!(Instant::now() < deadline, "the models never held within {SETTLE:?}");
                 std::thread::sleep(Duration::from_millis(2));
             }
         }

@@ -14,8 +14,12 @@
 //!   worktree and its index are untouched.
 //! - [`Git::landed_at`] checks a submitted commit reached a branch.
 //!
-//! Every run has a deadline and a clean environment (no inherited
-//! `GIT_DIR`, `GIT_INDEX_FILE`, ...), and what Git prints is bounded.
+//! Every run has a deadline, a clean environment (no inherited `GIT_DIR`,
+//! `GIT_INDEX_FILE`, ...) and no hooks or file-system monitor from the
+//! repository's config, and what Git prints is kept to a bound. Worktrees
+//! are confined to the allowed roots; their repositories' Git directories
+//! (refs, objects, `extensions.worktreeConfig`, lock files) may be
+//! anywhere and are written there.
 
 use std::ffi::OsStr;
 use std::io::Read;
@@ -27,7 +31,7 @@ use protocol::ownership::{Worktree, valid_commit, valid_path, valid_ref};
 
 /// How long one `git` run may take.
 const GIT_DEADLINE: Duration = Duration::from_secs(30);
-/// The most of Git's output read (a status of a huge tree is cut, not buffered).
+/// The most of Git's output kept (the rest is drained and dropped).
 const OUTPUT_MAX: u64 = 1 << 20;
 /// The config section the owner is written under.
 pub const SECTION: &str = "orchestrator.owner";
@@ -241,12 +245,13 @@ impl Git {
         let locked = worktree_lock(path)?;
         let ours = locked.as_deref().is_some_and(|r| r.starts_with(LOCK_MARK));
         let reason = format!(
-            "{LOCK_MARK}{} worker={} session={} conversation={} claimed={}",
+            "{LOCK_MARK}{} worker={} session={} conversation={} claimed={} last-seen={}",
             projection.id,
             projection.worker,
             projection.session,
             projection.conversation.as_deref().unwrap_or("unknown"),
-            projection.claimed_ms
+            projection.claimed_ms,
+            projection.last_seen_ms
         );
         let shown = text(path)?;
         match (projection.live, locked) {
@@ -265,18 +270,25 @@ impl Git {
 
     /// Snapshots the worktree's work in progress (tracked changes and
     /// untracked files, ignored ones excepted) as a commit on HEAD under
-    /// `refs/orchestrator/wip/<ownership>/<n>`, through a private index:
-    /// the worktree and its index are untouched. `None` when there is
-    /// nothing beyond HEAD (or no HEAD yet).
-    pub fn preserve_wip(&self, path: &Path, ownership: &str, n: usize) -> Result<Option<(String, String)>, Error> {
+    /// `refs/orchestrator/wip/<ownership>/<n>` (the first free `n` from
+    /// `next`: a ref is only ever created, never moved), through a private
+    /// copy of the index: the worktree and its index are untouched. `None`
+    /// when there is nothing beyond HEAD (or no HEAD yet).
+    pub fn preserve_wip(&self, path: &Path, ownership: &str, next: usize) -> Result<Option<(String, String)>, Error> {
+        static SNAPSHOTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let inspected = self.inspect(path)?;
         let path = PathBuf::from(&inspected.worktree.path);
         let Some(head) = inspected.worktree.head else { return Ok(None) };
+        let real_index = git(&path, &["rev-parse", "--path-format=absolute", "--git-path", "index"])?;
         let dir = git(&path, &["rev-parse", "--path-format=absolute", "--git-dir"])?;
-        let index = PathBuf::from(dir.trim()).join(format!("orchestrator-wip-{}.index", std::process::id()));
+        let n = SNAPSHOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let index = PathBuf::from(dir.trim()).join(format!("orchestrator-wip-{}-{n}.index", std::process::id()));
         let env = [("GIT_INDEX_FILE", index.as_os_str())];
         let snapshot = (|| -> Result<Option<String>, Error> {
-            run(&path, &["read-tree", &head], &env)?;
+            // From a copy of the real index, `add` hashes only what changed.
+            if std::fs::copy(real_index.trim(), &index).is_err() {
+                run(&path, &["read-tree", &head], &env)?;
+            }
             run(&path, &["add", "--all", "--", "."], &env)?;
             let tree = run(&path, &["write-tree"], &env)?;
             let head_tree = git(&path, &["rev-parse", &format!("{head}^{{tree}}")])?;
@@ -295,12 +307,22 @@ impl Git {
         })();
         let _ = std::fs::remove_file(&index);
         let Some(commit) = snapshot? else { return Ok(None) };
-        let name = format!("refs/orchestrator/wip/{ownership}/{n}");
-        if !valid_ref(&name) || !valid_commit(&commit) {
-            return Err(Error::Refused(format!("git made an unexpected snapshot {commit:?} for {name}")));
+        if !valid_commit(&commit) {
+            return Err(Error::Refused(format!("git made an unexpected snapshot {commit:?}")));
         }
-        git(&path, &["update-ref", &name, &commit])?;
-        Ok(Some((name, commit)))
+        // Created only where no ref is (the zero old value): a snapshot a
+        // crashed attempt left under `n` is kept, and this one takes `n + 1`.
+        let zero = "0".repeat(commit.len());
+        for n in next..next + 64 {
+            let name = format!("refs/orchestrator/wip/{ownership}/{n}");
+            if !valid_ref(&name) {
+                return Err(Error::Refused(format!("{name:?} is not a ref name")));
+            }
+            if run_status(&path, &["update-ref", &name, &commit, &zero])? {
+                return Ok(Some((name, commit)));
+            }
+        }
+        Err(Error::Refused(format!("64 WIP refs of {ownership} from {next} are taken")))
     }
 
     /// The commit of `into` (a branch of `repo`) that contains `source`, if
@@ -328,17 +350,16 @@ impl Git {
         git_maybe(&repo, &["rev-parse", "--quiet", "--verify", "--end-of-options", &format!("{rev}^{{commit}}")])
     }
 
-    /// Whether `name` is a branch of `repo`.
-    pub fn is_branch(&self, repo: &str, name: &str) -> Result<bool, Error> {
-        let repo = self.repository(repo)?;
-        Ok(valid_ref(name)
-            && git_maybe(&repo, &["rev-parse", "--quiet", "--verify", &format!("refs/heads/{name}")])?.is_some())
-    }
-
     /// The repository (common Git directory) of the worktree or directory
     /// `dir`, normalised: how a repository is named in ownership records.
     pub fn repository_of(&self, dir: &Path) -> Result<String, Error> {
         let out = git(dir, &["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
+        text(&std::fs::canonicalize(out.trim())?)
+    }
+
+    /// The top level of the worktree `dir` is in, normalised.
+    pub fn top_level_of(&self, dir: &Path) -> Result<String, Error> {
+        let out = git(dir, &["rev-parse", "--path-format=absolute", "--show-toplevel"])?;
         text(&std::fs::canonicalize(out.trim())?)
     }
 
@@ -393,11 +414,13 @@ fn git_maybe(dir: &Path, args: &[&str]) -> Result<Option<String>, Error> {
     }
 }
 
-/// `git` in `dir` as a yes/no question (exit 0 or 1).
+/// `git` in `dir` as a yes/no question (exit 0 or 1; for `update-ref`,
+/// a ref that already exists is a no).
 fn run_status(dir: &Path, args: &[&str]) -> Result<bool, Error> {
     match output(dir, args, &[])? {
         (0, _, _) => Ok(true),
         (1, _, err) if err.trim().is_empty() => Ok(false),
+        (_, _, err) if args.first() == Some(&"update-ref") && err.contains("already exists") => Ok(false),
         (code, _, err) => Err(failed(args, code, &err)),
     }
 }
@@ -418,7 +441,10 @@ fn failed(args: &[&str], code: i32, err: &str) -> Error {
 /// exit code, standard output and standard error (each bounded).
 fn output(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> Result<(i32, String, String), Error> {
     let mut command = Command::new("git");
-    command.arg("-C").arg(dir).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // A repository's own config must not make the daemon run its code:
+    // no hooks (update-ref fires one), no file-system monitor.
+    command.args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-C"]).arg(dir).args(args);
+    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     for var in [
         "GIT_DIR",
         "GIT_WORK_TREE",
@@ -435,14 +461,18 @@ fn output(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> Result<(i32, Str
     }
     let mut child = command.spawn()?;
     let (mut stdout, mut stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
+    // Each stream is kept up to its bound and the rest drained (a reader
+    // that stopped would kill git with SIGPIPE).
     let err_reader = std::thread::spawn(move || {
-        let mut err = String::new();
-        let _ = (&mut stderr).take(OUTPUT_MAX).read_to_string(&mut err);
-        err
+        let mut err = Vec::new();
+        let _ = (&mut stderr).take(OUTPUT_MAX).read_to_end(&mut err);
+        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+        String::from_utf8_lossy(&err).into_owned()
     });
     let out_reader = std::thread::spawn(move || {
         let mut out = Vec::new();
         let _ = (&mut stdout).take(OUTPUT_MAX).read_to_end(&mut out);
+        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
         out
     });
     let deadline = Instant::now() + GIT_DEADLINE;

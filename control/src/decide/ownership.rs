@@ -61,6 +61,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             session: session.clone(),
             worktree: worktree.clone(),
             conversation: conversation_of(worker),
+            unmanaged: unmanaged(worker),
             labels: labels.clone(),
             previous,
         }]);
@@ -99,6 +100,10 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
         }
         Op::Accept { session, .. } => {
             session.check().map_err(Refusal::BadOwnership)?;
+            require_open(run)?;
+            if worker.state.is_terminal() {
+                return Err(Refusal::WorkerIs(worker.state));
+            }
             if holder == *actor && record.holder().sessions.iter().any(|s| s.id == session.id) {
                 return Ok(vec![]);
             }
@@ -112,11 +117,15 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                 run_id: run.id.clone(),
                 session: session.clone(),
                 conversation: conversation_of(worker),
+                unmanaged: unmanaged(worker),
             }])
         }
-        Op::Reclaim { session, .. } => {
+        Op::Reclaim { session, wip, .. } => {
             session.check().map_err(Refusal::BadOwnership)?;
             require_open(run)?;
+            if worker.state.is_terminal() {
+                return Err(Refusal::WorkerIs(worker.state));
+            }
             live()?;
             if holder == *actor {
                 return Err(Refusal::BadOwnership("you hold it: claim it again to resume it in a new session".into()));
@@ -125,17 +134,20 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                 return Err(Refusal::HolderLive(ownership_id, now_ms.saturating_sub(record.last_seen_ms)));
             };
             taking_over(record)?;
-            Ok(vec![EventBody::OwnershipReclaimed {
+            let mut events = preserved(record, actor, wip)?;
+            events.push(EventBody::OwnershipReclaimed {
                 ownership_id,
                 holder: actor.clone(),
                 run_id: run.id.clone(),
                 session: session.clone(),
                 conversation: conversation_of(worker),
+                unmanaged: unmanaged(worker),
                 from: holder,
                 stale: why,
-            }])
+            });
+            Ok(events)
         }
-        Op::Release { reason, .. } => {
+        Op::Release { reason, wip, .. } => {
             steering(state, record, actor)?;
             if record.state == OwnershipState::Released {
                 return Ok(vec![]);
@@ -143,24 +155,18 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             live()?;
             if let Some(reason) = reason {
                 check_text("reason", reason, REASON_MAX)?;
+                if reason.chars().any(char::is_control) {
+                    return Err(Refusal::BadOwnership("reason must not hold control characters".into()));
+                }
             }
-            Ok(vec![EventBody::OwnershipReleased { ownership_id, holder, reason: reason.clone() }])
+            let mut events = preserved(record, actor, wip)?;
+            events.push(EventBody::OwnershipReleased { ownership_id, holder, reason: reason.clone() });
+            Ok(events)
         }
         Op::Wip { ref_name, commit, .. } => {
             holding(record, actor)?;
             live()?;
-            if !valid_ref(ref_name) || !valid_commit(commit) {
-                return Err(Refusal::BadOwnership("a WIP ref needs a ref name and a full commit id".into()));
-            }
-            if record.wip.last().is_some_and(|w| w.commit == *commit) {
-                return Ok(vec![]);
-            }
-            Ok(vec![EventBody::OwnershipWipPreserved {
-                ownership_id,
-                holder,
-                ref_name: ref_name.clone(),
-                commit: commit.clone(),
-            }])
+            preserved(record, actor, &Some((ref_name.clone(), commit.clone())))
         }
         Op::Submit { branch, head, session, .. } => {
             holding(record, actor)?;
@@ -217,10 +223,35 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
     }
 }
 
+/// The record of a work-in-progress snapshot the adapter took for `actor`
+/// (none if it is the newest already).
+fn preserved(record: &Record, actor: &WorkerId, wip: &Option<(String, String)>) -> Result<Vec<EventBody>, Refusal> {
+    let Some((ref_name, commit)) = wip else { return Ok(vec![]) };
+    if !valid_ref(ref_name) || !valid_commit(commit) {
+        return Err(Refusal::BadOwnership("a WIP ref needs a ref name and a full commit id".into()));
+    }
+    if record.wip.last().is_some_and(|w| w.commit == *commit) {
+        return Ok(vec![]);
+    }
+    Ok(vec![EventBody::OwnershipWipPreserved {
+        ownership_id: record.id.clone(),
+        holder: record.holder().worker_id.clone(),
+        by: actor.clone(),
+        ref_name: ref_name.clone(),
+        commit: commit.clone(),
+    }])
+}
+
 /// The conversation a worker's executor bound, if any: the only source of
 /// a holder's conversation.
 fn conversation_of(worker: &Worker) -> Option<ConversationId> {
     worker.conversation.as_ref().map(|(id, _)| id.clone())
+}
+
+/// Whether a worker has no managed conversation to be bound (a root that
+/// keeps its own chat): its records are active without one.
+fn unmanaged(worker: &Worker) -> bool {
+    worker.is_root() && !worker.is_managed_root()
 }
 
 /// The caller must hold the record.
@@ -396,18 +427,35 @@ mod tests {
         rows.push(("a worker not offered it accepts", g, on(&c, accept), Err(ErrorCode::OwnershipNotHolder)));
 
         let (g, _, b, id) = held();
-        let reclaim = Op::Reclaim { id, session: session("s9") };
+        let reclaim = Op::Reclaim { id, session: session("s9"), wip: None };
         rows.push(("a reclaim while its holder is live", g, on(&b, reclaim), Err(ErrorCode::OwnershipHolderLive)));
 
         let (g, _, b, id) = held();
-        let reclaim =
-            Request::Ownership { actor: b, op: Op::Reclaim { id, session: session("s9") }, now_ms: NOW + LEASE_MS };
+        let reclaim = Request::Ownership {
+            actor: b,
+            op: Op::Reclaim { id, session: session("s9"), wip: None },
+            now_ms: NOW + LEASE_MS,
+        };
         rows.push(("a reclaim once its lease lapsed", g, reclaim, Ok(&["ownership.reclaimed"][..])));
+
+        let (g, _, b, id) = held();
+        let wip = Some(("refs/orchestrator/wip/x/1".to_owned(), "e".repeat(40)));
+        let reclaim = Request::Ownership {
+            actor: b,
+            op: Op::Reclaim { id, session: session("s9"), wip },
+            now_ms: NOW + LEASE_MS,
+        };
+        rows.push((
+            "a lapsed holder's work in progress is kept in the reclaim's own commit",
+            g,
+            reclaim,
+            Ok(&["ownership.wip_preserved", "ownership.reclaimed"][..]),
+        ));
 
         let (mut g, a, b, id) = held();
         g.apply(Request::Attach { worker_id: a.clone() });
         g.apply(Request::Fail { actor: a, reason: "gone".into() });
-        let reclaim = Op::Reclaim { id, session: session("s9") };
+        let reclaim = Op::Reclaim { id, session: session("s9"), wip: None };
         rows.push(("a reclaim from a holder that failed", g, on(&b, reclaim), Ok(&["ownership.reclaimed"][..])));
 
         let (g, a, id) = submitted();
@@ -441,7 +489,7 @@ mod tests {
         rows.push(("the landed worktree is removed", g, on(&a, Op::Removed { id }), Ok(&["ownership.removed"][..])));
 
         let (mut g, a, _, id) = held();
-        g.apply(on(&a, Op::Release { id, reason: Some("done".into()) }));
+        g.apply(on(&a, Op::Release { id, reason: Some("done".into()), wip: None }));
         let b = g.created("b2", "ext");
         let c = claim(&mut g, &b, "/wt/a", "s5");
         rows.push(("a released worktree is claimed afresh", g, c, Ok(&["ownership.claimed"][..])));

@@ -170,11 +170,14 @@ impl Tools {
         }
     }
 
-    /// The record after a change, its projection brought in step.
+    /// The record after a change, its worktree's projection brought in step
+    /// with the worktree's newest record (a repeated change to an older one
+    /// must not overwrite it).
     fn changed(&self, git: &worktrees::Git, id: &OwnershipId) -> Result<OwnershipOut, ToolError> {
         let records = self.plane.ownership(&Key::Id(id.clone()));
+        let path = records.first().map(|(r, _)| r.worktree.path.clone()).unwrap_or_default();
         let mut out = self.ownership_out(records);
-        if let Some((record, _)) = self.plane.ownership(&Key::Id(id.clone())).pop() {
+        if let Some((record, _)) = self.plane.ownership(&Key::Worktree(path)).pop() {
             out.projection_error = project(git, &record).err().map(|e| e.to_string());
             if let Some(e) = &out.projection_error {
                 tracing::warn!(ownership = %id, error = %e, "worktree projection not written; repaired at the next change or start");
@@ -202,17 +205,25 @@ impl Tools {
                 Op::Handoff { id: id.clone(), to: parse(to)? }
             }
             UpdateOp::Accept => Op::Accept { id: id.clone(), session: session(args.session)? },
-            UpdateOp::Reclaim | UpdateOp::Release => {
-                // The holder may have left work behind: kept before anyone else gets the tree.
-                self.preserve(git, me, &record, args.op)?;
-                match args.op {
-                    UpdateOp::Reclaim => Op::Reclaim { id: id.clone(), session: session(args.session)? },
-                    _ => Op::Release { id: id.clone(), reason: args.reason },
-                }
+            UpdateOp::Reclaim => {
+                let session = session(args.session)?;
+                let op = |wip| Op::Reclaim { id: id.clone(), session: session.clone(), wip };
+                // The holder may have left work behind: kept, in the
+                // reclaim's own commit, before anyone else gets the tree.
+                self.plane.may_own(&me.id, op(None))?;
+                op(self.preserve(git, &record)?)
+            }
+            UpdateOp::Release => {
+                let op = |wip| Op::Release { id: id.clone(), reason: args.reason.clone(), wip };
+                self.plane.may_own(&me.id, op(None))?;
+                op(self.preserve(git, &record)?)
             }
             UpdateOp::PreserveWip => {
-                self.preserve(git, me, &record, args.op)?;
-                Op::Heartbeat { id: id.clone() }
+                self.plane.may_own(&me.id, Op::Heartbeat { id: id.clone() })?;
+                match self.preserve(git, &record)? {
+                    Some((ref_name, commit)) => Op::Wip { id: id.clone(), ref_name, commit },
+                    None => Op::Heartbeat { id: id.clone() },
+                }
             }
             UpdateOp::Submit => {
                 let seen = git.inspect(path).map_err(refused)?;
@@ -256,28 +267,16 @@ impl Tools {
         self.changed(git, &id)
     }
 
-    /// Snapshots the worktree's uncommitted work, if any, as the record's
-    /// next WIP ref, recorded as its holder's (the worktree is untouched).
-    /// Only the holder, or (reclaim, release) whoever may change it next.
-    fn preserve(&self, git: &worktrees::Git, me: &Worker, record: &Record, op: UpdateOp) -> Result<(), ToolError> {
+    /// Snapshots the worktree's uncommitted work, if any, under the
+    /// record's next WIP ref (the worktree untouched). The caller has asked
+    /// the plane whether the change it is for may be made.
+    fn preserve(&self, git: &worktrees::Git, record: &Record) -> Result<Option<(String, String)>, ToolError> {
         if worktrees::gone(&record.worktree.path) || !record.state.is_live() {
-            return Ok(());
+            return Ok(None);
         }
-        let holder = record.holder().worker_id.clone();
-        if matches!(op, UpdateOp::PreserveWip) && holder != me.id {
-            return Err(Error::from(Refusal::NotHolder(record.id.clone())).into());
-        }
-        if matches!(op, UpdateOp::Reclaim) && self.plane.ownership_stale(record).is_none() {
-            return Ok(()); // refused by the reclaim itself, with its reason
-        }
-        let n = 1 + record.wip.last().and_then(|w| w.ref_name.rsplit('/').next()?.parse::<usize>().ok()).unwrap_or(0);
-        if let Some((ref_name, commit)) =
-            git.preserve_wip(Path::new(&record.worktree.path), &record.id.to_string(), n).map_err(refused)?
-        {
-            // Recorded as its holder's: the snapshot is the holder's work.
-            self.plane.own(&holder, Op::Wip { id: record.id.clone(), ref_name, commit })?;
-        }
-        Ok(())
+        let next =
+            1 + record.wip.last().and_then(|w| w.ref_name.rsplit('/').next()?.parse::<usize>().ok()).unwrap_or(0);
+        git.preserve_wip(Path::new(&record.worktree.path), &record.id.to_string(), next).map_err(refused)
     }
 
     fn who(&self, args: WhoArgs) -> Result<OwnershipOut, ToolError> {

@@ -2,8 +2,8 @@
 
 usage: ownership_flow.py ORCHESTRATOR_BINARY STATE_DIR GIT_ROOT
 
-GIT_ROOT holds `repo` (on main) and the linked worktrees `alpha` and `beta`
-(branches work/alpha, work/beta), made by the Rust test. The daemon serves
+GIT_ROOT holds `repo` (on main) and the linked worktrees `alpha`, `beta` and
+`gamma` (branches work/<name>), made by the Rust test. The daemon serves
 with `--worktree-root GIT_ROOT`; `doc_executor.DocExecutor` (an executor
 written from the protocol doc) creates the workers' conversations and
 attests every call their models make (caller attribution), as in
@@ -12,7 +12,9 @@ doc_executor_flow.py, whose daemon, peers and models this reuses.
 Asserted as it goes:
   1. alpha claims its worktree (active at once: its conversation is bound),
      beta is refused it (OWNERSHIP_CONFLICT) and claims its own; a worker
-     cannot change a record it does not hold (OWNERSHIP_NOT_HOLDER);
+     cannot change a record it does not hold (OWNERSHIP_NOT_HOLDER); root
+     (in its own chat: no conversation, said as unknown) claims gamma and
+     hands it to alpha;
   2. alpha commits and hands its worktree to beta, who accepts in a session
      of its own, commits, and submits; root merges work/alpha into main and
      records the landing (Git confirms it);
@@ -28,7 +30,9 @@ Asserted as it goes:
 """
 
 import asyncio
+import contextlib
 import json
+import sqlite3
 import logging
 import os
 import subprocess
@@ -130,7 +134,7 @@ def projections(*worktrees):
 
 async def main(binary, state_dir, git_root):
     state_dir = os.path.abspath(state_dir)
-    repo, wt_a, wt_b = (os.path.join(git_root, n) for n in ("repo", "alpha", "beta"))
+    repo, wt_a, wt_b, wt_g = (os.path.join(git_root, n) for n in ("repo", "alpha", "beta", "gamma"))
     flow.DAEMON_FLAGS.extend(["--worktree-root", git_root])
     daemon = flow.Daemon(binary, state_dir)
     executor = models = root = None
@@ -174,7 +178,18 @@ async def main(binary, state_dir, git_root):
         own_b = b_claim["records"][-1]["ownership_id"]
         await expect("OWNERSHIP_NOT_HOLDER", beta.own("ownership_update", ownership_id=own_a, op="submit"))
         await expect("WORKTREE_REFUSED", alpha.own("ownership_claim", worktree="/etc", session="alpha-s1"))
-        step("1. claims: alpha's active with its conversation; conflicts and strangers refused")
+        g_claim = await root.call("ownership_claim", {"capability": cap, "worktree": wt_g, "session": "root-s1"})
+        rec_g = g_claim["records"][-1]
+        assert rec_g["state"] == "active" and rec_g["holder"]["conversations"] == [], rec_g
+        own_g = rec_g["ownership_id"]
+        await root.call("ownership_update", {"capability": cap, "ownership_id": own_g, "op": "handoff",
+                                             "to_worker": ids["alpha"]})
+        took = await alpha.own("ownership_update", ownership_id=own_g, op="accept", session="alpha-s1")
+        rec_g = took["records"][-1]
+        assert rec_g["holder"]["worker_id"] == ids["alpha"], rec_g
+        assert [c["uuid"] for c in rec_g["holder"]["conversations"]] == [conv["alpha"]], rec_g
+        assert rec_g["earlier_holders"][0]["session"] == "root-s1", rec_g
+        step("1. claims: alpha's active with its conversation; conflicts and strangers refused; root's gamma to alpha")
 
         # 2. Handoff, submit, land.
         commit(wt_a, "a.txt", "alpha")
@@ -248,17 +263,29 @@ async def main(binary, state_dir, git_root):
         step(f"5. {len(kinds)} ownership events; no credential or chat text stored")
 
         # 6. Restart.
-        before = (cli.json("owners"), projections(wt_a, wt_b))
+        before = (cli.json("owners"), projections(wt_a, wt_b, wt_g))
         await daemon.kill()
         await daemon.start()
-        after = (cli.json("owners"), projections(wt_a, wt_b))
+        after = (cli.json("owners"), projections(wt_a, wt_b, wt_g))
         assert before == after, (before, after)
-        assert len(after[0]["records"]) == 2, after
+        assert len(after[0]["records"]) == 3, after
         step("6. after a SIGKILL and restart: the same records and the same Git projections")
+
+        # Every ownership event the daemon stored, read from its database
+        # (the daemon stopped): no credential, no chat text.
+        secrets = ("cap_", "att_", "Bearer", "credential", "build alpha", "build beta", "unfinished work",
+                   "a.txt by", credential[:16])
+        await daemon.kill()
+        with contextlib.closing(sqlite3.connect(f"file:{state_dir}/state.db?mode=ro", uri=True)) as db:
+            rows = db.execute("SELECT kind, body FROM events WHERE kind LIKE 'ownership.%'").fetchall()
+        assert len(rows) >= len(kinds), (len(rows), len(kinds))
+        for kind, body in rows:
+            for secret in secrets:
+                assert secret not in body, f"{secret!r} stored in {kind}"
 
         errors = [e for m in models.by_conversation.values() for e in m.errors]
         assert not errors, errors
-        print("ok: ownership flow passed")
+        print(f"ok: ownership flow passed ({len(rows)} stored ownership events scanned)")
     finally:
         if models is not None:
             await models.stop()
