@@ -175,42 +175,14 @@ enum Cmd {
         /// A worktree path (one that is gone too), a branch, a commit (any
         /// revision Git resolves in --repo), or an ownership id.
         target: String,
-        /// A directory of the repository for branches and revisions
-        /// (default: the current directory's, if any).
-        #[arg(long)]
-        repo: Option<PathBuf>,
-        /// Mask conversation UUIDs and URLs (a diagnostic to share).
-        #[arg(long)]
-        redact: bool,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-        /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
-        #[arg(long)]
-        state_dir: Option<PathBuf>,
-        /// The daemon's address (default: where the daemon running on the
-        /// state directory listens, else 127.0.0.1:7777).
-        #[arg(long)]
-        addr: Option<String>,
+        #[command(flatten)]
+        ask: OwnersArgs,
     },
     /// Every worktree ownership record (of --repo's repository, if given),
     /// oldest claim first, one line each.
     Owners {
-        /// A directory of the repository to list.
-        #[arg(long)]
-        repo: Option<PathBuf>,
-        /// Mask conversation UUIDs and URLs.
-        #[arg(long)]
-        redact: bool,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-        /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
-        #[arg(long)]
-        state_dir: Option<PathBuf>,
-        /// The daemon's address.
-        #[arg(long)]
-        addr: Option<String>,
+        #[command(flatten)]
+        ask: OwnersArgs,
     },
     /// Run the daemon as your user's service, restarted on failure: a
     /// systemd user unit (Linux) or a launchd agent (macOS).
@@ -499,6 +471,28 @@ impl RuntimeArgs {
             provisioning_ttl_ms: self.pool_provisioning_ttl_ms,
         })
     }
+}
+
+/// How `who` and `owners` ask the running daemon, and print.
+#[derive(clap::Args)]
+struct OwnersArgs {
+    /// A directory of the repository (for `who`: where branches and
+    /// revisions are resolved; default: the current directory's, if any).
+    #[arg(long)]
+    repo: Option<PathBuf>,
+    /// Mask conversation UUIDs and URLs (a diagnostic to share).
+    #[arg(long)]
+    redact: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// The daemon's address (default: where the daemon running on the
+    /// state directory listens, else 127.0.0.1:7777).
+    #[arg(long)]
+    addr: Option<String>,
 }
 
 /// The CDP host agent run inside the daemon, for a browser session on this
@@ -1371,7 +1365,7 @@ no daemon answered at {addr}: start it with `orchestrator serve`, or point at it
                 }
             }
         }
-        Cmd::Who { target, repo, redact, json, state_dir, addr } => {
+        Cmd::Who { target, ask: OwnersArgs { repo, redact, json, state_dir, addr } } => {
             let queries = server::ownership::resolve(&target, repo.as_deref()).map_err(|e| anyhow::anyhow!(e))?;
             let mut owners = server::ownership::Owners { records: Vec::new() };
             for query in queries {
@@ -1401,7 +1395,7 @@ no daemon answered at {addr}: start it with `orchestrator serve`, or point at it
                 std::process::exit(1);
             }
         }
-        Cmd::Owners { repo, redact, json, state_dir, addr } => {
+        Cmd::Owners { ask: OwnersArgs { repo, redact, json, state_dir, addr } } => {
             let git = worktrees::Git::new(&[PathBuf::from("/")])?;
             let repo = repo.map(|dir| git.repository_of(&dir)).transpose()?;
             let query = server::ownership::Query { repo, redact, ..Default::default() };

@@ -12,6 +12,10 @@ use protocol::ownership::{Holding, OwnershipState, Record, StaleReason, conversa
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// How many earlier holders a view shows: a record passed on often stays
+/// a few tens of KB.
+pub const EARLIER_SHOWN: usize = 16;
+
 /// A conversation as a record names it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ConversationView {
@@ -66,8 +70,10 @@ pub struct OwnerView {
     pub labels: protocol::ownership::Labels,
     /// The current (or last) holder.
     pub holder: HolderView,
-    /// Earlier holders, oldest first.
+    /// Earlier holders, oldest first (the newest [`EARLIER_SHOWN`]).
     pub earlier_holders: Vec<HolderView>,
+    /// Earlier holders left out (older than those shown).
+    pub earlier_omitted: usize,
     /// The worker it is being handed to.
     pub handoff_to: Option<String>,
     /// When it was claimed and its holder last heard from (ms since epoch).
@@ -140,7 +146,11 @@ pub fn view(plane: &ControlPlane, record: &Record, stale: Option<StaleReason>) -
         head_at_claim: record.worktree.head.clone(),
         labels: record.labels.clone(),
         holder: holder_view(plane, last),
-        earlier_holders: earlier.iter().map(|h| holder_view(plane, h)).collect(),
+        earlier_holders: earlier[earlier.len().saturating_sub(EARLIER_SHOWN)..]
+            .iter()
+            .map(|h| holder_view(plane, h))
+            .collect(),
+        earlier_omitted: earlier.len().saturating_sub(EARLIER_SHOWN),
         handoff_to: record.handoff_to.as_ref().map(ToString::to_string),
         claimed_at_ms: record.claimed_at_ms,
         last_seen_ms: record.last_seen_ms,

@@ -159,6 +159,13 @@ fn value(rng: &mut Rng, schema: &Value, defs: &Value, field: &str, depth: u32, c
             if rng.chance(10) {
                 out.insert("admin".into(), json!(true));
             }
+            // An absent or null wait is the default (25 s): a case never
+            // sleeps that long, even on a log with nothing after its cursor
+            // (an empty ownership stream).
+            let waits = schema.get("properties").is_some_and(|p| p.get("timeout_ms").is_some());
+            if waits && out.get("timeout_ms").is_none_or(Value::is_null) {
+                out.insert("timeout_ms".into(), json!(rng.below(200)));
+            }
             Value::Object(out)
         }
     }

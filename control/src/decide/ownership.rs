@@ -99,11 +99,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             Ok(vec![EventBody::OwnershipHandoffStarted { ownership_id, holder, to: to.clone() }])
         }
         Op::Accept { session, .. } => {
-            session.check().map_err(Refusal::BadOwnership)?;
-            require_open(run)?;
-            if worker.state.is_terminal() {
-                return Err(Refusal::WorkerIs(worker.state));
-            }
+            taking(run, worker, session)?;
             if holder == *actor && record.holder().sessions.iter().any(|s| s.id == session.id) {
                 return Ok(vec![]);
             }
@@ -121,11 +117,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             }])
         }
         Op::Reclaim { session, wip, .. } => {
-            session.check().map_err(Refusal::BadOwnership)?;
-            require_open(run)?;
-            if worker.state.is_terminal() {
-                return Err(Refusal::WorkerIs(worker.state));
-            }
+            taking(run, worker, session)?;
             live()?;
             if holder == *actor {
                 return Err(Refusal::BadOwnership("you hold it: claim it again to resume it in a new session".into()));
@@ -269,6 +261,17 @@ fn steering(state: &State, record: &Record, actor: &WorkerId) -> Result<(), Refu
     match root_of_holder {
         true => Ok(()),
         false => holding(record, actor),
+    }
+}
+
+/// A worker taking a worktree over (accept, reclaim) is alive, in an open
+/// run, in a session of a valid form.
+fn taking(run: &Run, worker: &Worker, session: &protocol::ownership::Session) -> Result<(), Refusal> {
+    session.check().map_err(Refusal::BadOwnership)?;
+    require_open(run)?;
+    match worker.state.is_terminal() {
+        true => Err(Refusal::WorkerIs(worker.state)),
+        false => Ok(()),
     }
 }
 

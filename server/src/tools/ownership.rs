@@ -124,6 +124,9 @@ pub struct OwnershipOut {
     pub records: Vec<OwnerView>,
     /// The ownership stream's cursor (events_wait with stream ownership).
     pub cursor: u64,
+    /// Older records left out (at most the newest 32 are shown; `ownership_id` reads any).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub omitted: usize,
     /// The worktree's Git projection could not be written (the record is durable; it is repaired at the next change or start).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub projection_error: Option<String>,
@@ -137,6 +140,14 @@ fn owner_items(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         "description": "Oldest first. Each: ownership_id, state (provisional, active, handing_off, submitted, landed, released, removed; stale: its holder is proven dead), worktree, repo, branch, labels, holder {worker_id, worker_path, run_id, via, session, conversations [{uuid, url}]}, earlier_holders, handoff_to, last_seen_ms, latest_wip {ref_name, commit}, submitted {branch, head, session}, landed {into, commit, source_head}, removed_at_ms, previous (SPEC §5d).",
         "items": { "type": "object" }
     })
+}
+
+/// How many records one answer shows (each is at most a few KB: its
+/// holders, sessions and conversations are bounded).
+const RECORDS_SHOWN: usize = 32;
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn refused(e: worktrees::Error) -> ToolError {
@@ -162,9 +173,24 @@ impl Tools {
         })
     }
 
+    /// The newest of `records` (oldest first) as views, at most
+    /// [`RECORDS_SHOWN`] and half a response's bound (always the newest
+    /// one): a branch reused for years must not outgrow a response.
     fn ownership_out(&self, records: Vec<(Record, Option<protocol::ownership::StaleReason>)>) -> OwnershipOut {
+        let mut shown = Vec::new();
+        let mut bytes = 0;
+        for (record, stale) in records.iter().rev().take(RECORDS_SHOWN) {
+            let view = view(&self.plane, record, *stale);
+            bytes += serde_json::to_vec(&view).map_or(usize::MAX, |v| v.len());
+            if !shown.is_empty() && bytes > RESPONSE_MAX / 2 {
+                break;
+            }
+            shown.push(view);
+        }
+        shown.reverse();
         OwnershipOut {
-            records: records.iter().map(|(r, stale)| view(&self.plane, r, *stale)).collect(),
+            omitted: records.len() - shown.len(),
+            records: shown,
             cursor: self.plane.with_state(|s| s.ownership.cursor),
             projection_error: None,
         }
