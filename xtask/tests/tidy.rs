@@ -128,7 +128,7 @@ fn product_dependencies(krate: &str) -> Vec<String> {
 /// each with the only dependencies it may link. The test rig (fakechat, e2e,
 /// the fake executor, chromiumoxide, TLS for the fake site) is never among
 /// them: a product crate that needs something new names it here, on purpose.
-const PRODUCT: [(&str, &[&str]); 14] = [
+const PRODUCT: [(&str, &[&str]); 15] = [
     ("protocol", &["serde", "serde_json", "schemars"]),
     ("registry", &["protocol", "serde", "thiserror"]),
     ("admission", &["protocol", "registry", "thiserror"]),
@@ -188,6 +188,8 @@ const PRODUCT: [(&str, &[&str]); 14] = [
     ("mcp-client", &["serde_json", "thiserror", "tokio"]),
     // The canary's core: receipts and their hash chain, no IO framework.
     ("canary", &["serde", "serde_json", "sha2", "thiserror"]),
+    // The Git adapter of worktree ownership: it runs `git`, nothing more.
+    ("worktrees", &["protocol", "thiserror"]),
     // The CDP host agent: chromiumoxide's connection and typed protocol are
     // its product path (issue 19), and it runs the extension's page adapter.
     (
@@ -251,6 +253,8 @@ const PRODUCT: [(&str, &[&str]); 14] = [
             "uuid",
             // The dashboard's server-sent events stream.
             "futures-util",
+            // Worktree ownership's Git adapter.
+            "worktrees",
         ],
     ),
 ];
