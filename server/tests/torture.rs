@@ -37,6 +37,10 @@
 
 mod support;
 
+/// Worktree ownership killed at each of its eight boundaries.
+#[path = "torture/ownership.rs"]
+mod ownership;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

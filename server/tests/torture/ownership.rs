@@ -1,4 +1,4 @@
-//! Worktree ownership under crashes (issue 35, the plan's O8): the daemon is
+//! The crash torture's ownership part (issue 35, the plan's O8): the daemon is
 //! SIGKILLed at each of the eight boundaries of the ownership plan, with
 //! real Git worktrees, and every case converges with one record per
 //! worktree and no provenance lost.
@@ -23,14 +23,12 @@
 //! 7. the branch lands in Git, the daemon dies before the receipt is recorded;
 //! 8. the landing is recorded, the daemon dies, the worktree is deleted at once.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::support::{self, Attempt, Daemon, Mcp, credential, git, git_fixture, ws_url};
 use fake_executor::{FakeConfig, FakeExecutor};
 use serde_json::{Value, json};
-use support::{Attempt, Daemon, Mcp, credential, git, git_fixture, ws_url};
 
 const WAIT: Duration = Duration::from_secs(30);
 
