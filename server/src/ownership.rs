@@ -249,11 +249,7 @@ pub fn repair(git: &worktrees::Git, plane: &ControlPlane) -> Vec<(String, String
         .into_values()
         .filter(|record| !worktrees::gone(&record.worktree.path))
         .filter_map(|record| {
-            let foreign = git
-                .inspect(Path::new(&record.worktree.path))
-                .ok()
-                .and_then(|seen| seen.projected)
-                .filter(|id| !known(id));
+            let foreign = git.projected(Path::new(&record.worktree.path)).ok().flatten().filter(|id| !known(id));
             let outcome = match foreign {
                 Some(id) => Err(format!("left alone: its projection names {id}, which this daemon never recorded")),
                 None => project(git, &record).map_err(|e| e.to_string()),

@@ -138,11 +138,6 @@ impl Git {
         Ok(Self { roots })
     }
 
-    /// The allowed roots, resolved.
-    pub fn roots(&self) -> &[PathBuf] {
-        &self.roots
-    }
-
     /// A path resolved, and refused unless it is under an allowed root.
     fn confined(&self, path: &Path) -> Result<PathBuf, Error> {
         let shown = path.display().to_string();
@@ -178,13 +173,16 @@ impl Git {
         let dirty = !git(&path, &["status", "--porcelain", "--untracked-files=normal"])?.trim().is_empty();
         let worktree = Worktree { repo: text(&common)?, path: text(&path)?, branch, head };
         worktree.check().map_err(Error::Refused)?;
-        let projected = match self.read(&path)?.as_slice() {
-            entries if entries.iter().any(|(k, v)| k == "live" && v == "true") => {
-                entries.iter().find(|(k, _)| k == "id").map(|(_, v)| v.clone())
-            }
-            _ => None,
-        };
+        let projected = self.projected(&path)?;
         Ok(Inspected { worktree, dirty, main, projected })
+    }
+
+    /// The ownership id the worktree's projection names as live, if any
+    /// (one `git` run: what a check before rewriting it needs).
+    pub fn projected(&self, path: &Path) -> Result<Option<String>, Error> {
+        let entries = self.read(path)?;
+        let live = entries.iter().any(|(k, v)| k == "live" && v == "true");
+        Ok(entries.into_iter().find(|(k, _)| live && k == "id").map(|(_, v)| v))
     }
 
     /// The owner entries in the worktree's config (`orchestrator.owner.*`),
