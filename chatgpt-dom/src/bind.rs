@@ -261,10 +261,10 @@ pub async fn bind<D: Act, W: Wait>(dom: &D, label: &str, wait: &W) -> Result<Rou
             "ChatGPT waits for the person to answer a tool-approval card".into(),
         ));
     }
-    let editor = resolve(dom, Element::Editor).map_err(ui)?;
-    if !crate::compose::draft(dom, &editor).is_empty() {
-        return Err(refuse(ErrorCode::Conflict, "the composer holds a draft; not overwriting it".into()));
+    if let Some(what) = crate::compose::person_draft(dom).map_err(ui)? {
+        return Err(crate::compose::draft_refusal(what));
     }
+    let editor = resolve(dom, Element::Editor).map_err(ui)?;
     // The mention popover. Several rows with the label may include other
     // kinds of items (GPTs, files): the `+` menu lists apps only, so look there.
     if dom.insert_text(&editor, &format!("@{label}")) {

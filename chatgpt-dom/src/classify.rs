@@ -33,8 +33,14 @@ pub enum Incident {
     RateLimited,
     /// The login screen, or a composer offered to a logged-out visitor.
     SignedOut,
-    /// A bot-check interstitial.
+    /// A bot-check interstitial: the widget's markers, or the challenge
+    /// platform's own (its options object, its orchestrate script, its
+    /// error element) on a page with no composer.
     Challenge,
+    /// A chatgpt.com page that is not one conversation: more than one
+    /// visible composer (a GPT being edited beside its preview) or the GPT
+    /// editor's controls. Nothing is typed on it.
+    NotConversation,
     /// ChatGPT asks the person to allow or deny an app's tool call ("Allow
     /// ChatGPT to use <App>?", the tool-approval card), or to confirm an
     /// app's write action: a question to the person, never clicked.
@@ -104,6 +110,7 @@ impl PageState {
             PageState::Error(Incident::RateLimited) => "rate_limited",
             PageState::Error(Incident::SignedOut) => "signed_out",
             PageState::Error(Incident::Challenge) => "challenge",
+            PageState::Error(Incident::NotConversation) => "not_conversation",
             PageState::Error(Incident::ApprovalRequired) => "approval_required",
             PageState::Error(Incident::ConversationTooLong) => "conversation_too_long",
             PageState::Error(Incident::Unknown) => "error_unknown",
@@ -194,7 +201,28 @@ const A_TURN_CONTAINER: &str = "[data-turn-id-container]";
 const CONTENT: &str = r#"[data-message-author-role], [data-content-search-unit-key], [data-chatgpt-search-unit-key], [data-turn-key], article[data-testid^="conversation-turn-"], section[data-testid^="conversation-turn-"]"#;
 /// A login control (generation A's test id; the logged-out mobile surface).
 const LOGIN: &str = r#"[data-testid="login-button"], button[data-login-button]"#;
-const CHALLENGE: &str = "#challenge-stage, .cf-turnstile";
+/// The challenge widget (Cloudflare's generic interstitial; older
+/// chat.openai.com captures: `#challenge-running`, `#challenge-body-text`).
+const CHALLENGE: &str =
+    "#challenge-stage, .cf-turnstile, #challenge-running, #challenge-body-text, [id^=\"cf-chl-widget\"]";
+/// The challenge as chatgpt.com serves it (REAL: `GET https://chatgpt.com/`
+/// answered 403 `Cf-Mitigated: challenge`, 2026-06-11, search-index id
+/// 60512985175; the same template 2026-05-15, id 54530411491): no widget,
+/// no `<title>`, no `lang`; `div.main-wrapper[role=main]` holding
+/// `noscript > div.h2 > span#challenge-error-text`, and an inline script
+/// setting `window._cf_chl_opt` (`cZone:'chatgpt.com'`) that appends the
+/// platform's `/cdn-cgi/challenge-platform/h/<x>/orchestrate/chl_page/…`
+/// script. Read only where no composer exists: Cloudflare's JavaScript
+/// detection puts a `/cdn-cgi/challenge-platform/scripts/jsd/` script on
+/// ordinary pages, which is why `orchestrate` is part of the marker.
+const CHALLENGE_PLATFORM: &str =
+    r#"#challenge-error-text, script[src*="/cdn-cgi/challenge-platform/"][src*="/orchestrate/"]"#;
+/// The challenge platform's options object, in an inline script's source.
+const CHALLENGE_OPTIONS: &str = "_cf_chl_opt";
+/// The GPT editor's own controls (CODE: public code that drives the live
+/// editor names these test ids, search-index ids 66505384082 and
+/// 54293305952): a GPT's builder, never one conversation.
+const GPT_EDITOR: &str = r#"[data-testid="gizmo-editor-configure-button"], [data-testid="gizmo-name-input"], [data-testid="gizmo-instructions-input"], [data-testid="save-gizmo-button"]"#;
 /// Incidents inside a turn: A's error text and Retry, B's alert.
 const TURN_ERROR: &str =
     r#".text-token-text-error, button[data-testid="regenerate-thread-error-button"], [role="alert"]"#;
@@ -254,6 +282,14 @@ const B_FINISHED_LABELS: &[&str] = &[
 
 fn contains_any(text: &str, needles: &[&str]) -> bool {
     needles.iter().any(|n| text.contains(n))
+}
+
+/// Whether the challenge platform runs on this page (see
+/// [`CHALLENGE_PLATFORM`]): its error element or orchestrate script, or an
+/// inline script naming its options object. Structure, not words.
+fn challenge_platform<D: Dom>(dom: &D) -> bool {
+    !dom.query_all(None, CHALLENGE_PLATFORM).is_empty()
+        || dom.query_all(None, "script:not([src])").iter().any(|script| dom.text(script).contains(CHALLENGE_OPTIONS))
 }
 
 fn enabled<D: Dom>(dom: &D, node: &D::Node) -> bool {
@@ -423,7 +459,20 @@ pub fn classify<D: Dom>(dom: &D) -> Result<Snapshot, UiChanged> {
     if approval_waiting(dom) {
         return snapshot(PageState::Error(Incident::ApprovalRequired));
     }
-    let Some(form) = find(dom, Element::ComposerForm)? else {
+    if !visible(dom, None, GPT_EDITOR).is_empty() {
+        return snapshot(PageState::Error(Incident::NotConversation));
+    }
+    let form = match find(dom, Element::ComposerForm) {
+        Ok(form) => form,
+        // Two visible composers are two surfaces (a GPT's builder and its
+        // preview), not one conversation: refused, and named so.
+        Err(e) if e.detail.starts_with("ambiguous") => return snapshot(PageState::Error(Incident::NotConversation)),
+        Err(e) => return Err(e),
+    };
+    let Some(form) = form else {
+        if challenge_platform(dom) {
+            return snapshot(PageState::Error(Incident::Challenge));
+        }
         // A fragment without a composer: its last turn's error still says
         // what happened (nothing can be typed without a composer).
         if let Some(incident) = last.and_then(|l| turn_incident(dom, l)) {

@@ -2,12 +2,13 @@
 //! show its send button for it, press it once, and tell afterwards whether
 //! the page took it.
 //!
-//! Fail closed at every step: a page that is not idle, an editor that
-//! already holds a draft, text that did not land verbatim, or a send button
+//! Fail closed at every step: a page that is not idle, a composer that
+//! already holds a person's draft (typed text or an attachment), text that did not land verbatim, or a send button
 //! that stays disabled is refused *before* anything is clicked, so a refusal
 //! never leaves a half-submitted prompt behind.
 
 use protocol::ErrorCode;
+use protocol::executor::ConversationState;
 
 use crate::Dom;
 use crate::classify::{Incident, PageState, classify};
@@ -69,6 +70,30 @@ pub fn ready<D: Dom>(dom: &D) -> Result<bool, Refusal> {
     }
 }
 
+/// What a carrier reports of the page: its coarse state, and why it takes
+/// no prompt when that is an incident, a changed UI or **a person's draft**
+/// (an idle page whose composer holds their text or attachment reads as
+/// `error` with `COMPOSER_HAS_DRAFT`, so the daemon holds its sends until
+/// they send or remove it). `typing`: the carrier is putting its own prompt
+/// in right now, so typed text is not read as a person's (an attachment
+/// always is).
+pub fn observed<D: Dom>(dom: &D, typing: bool) -> (ConversationState, Option<ErrorCode>) {
+    let state = match classify(dom) {
+        Ok(snapshot) => snapshot.state,
+        Err(changed) => return (ConversationState::Error, Some(changed.code())),
+    };
+    match state {
+        PageState::Error(incident) => (ConversationState::Error, Some(incident_code(incident))),
+        PageState::Ready | PageState::Idle => match person_draft(dom) {
+            Ok(Some("attachment")) => (ConversationState::Error, Some(ErrorCode::ComposerHasDraft)),
+            Ok(Some(_)) if !typing => (ConversationState::Error, Some(ErrorCode::ComposerHasDraft)),
+            Ok(_) => (state.coarse(), None),
+            Err(changed) => (ConversationState::Error, Some(changed.code())),
+        },
+        state => (state.coarse(), None),
+    }
+}
+
 /// The code [`Incident::ApprovalRequired`] is reported with: a person's
 /// question in that chat, not a changed UI (nothing pauses the worker; it
 /// waits for the person, and the card is never clicked).
@@ -82,7 +107,9 @@ pub fn incident_code(incident: Incident) -> ErrorCode {
         Incident::SignedOut => ErrorCode::ChatgptSignedOut,
         Incident::ApprovalRequired => APPROVAL_REQUIRED_CODE,
         Incident::ConversationTooLong => ErrorCode::ConversationTooLong,
-        Incident::Challenge | Incident::Unknown => ErrorCode::HostUiChanged,
+        Incident::Challenge => ErrorCode::ChatgptChallenge,
+        Incident::NotConversation => ErrorCode::NotConversationPage,
+        Incident::Unknown => ErrorCode::HostUiChanged,
     }
 }
 
@@ -106,6 +133,24 @@ pub fn draft<D: Dom>(dom: &D, editor: &D::Node) -> String {
     normalized(&text.replace('\u{feff}', ""))
 }
 
+/// What of a person's the composer holds, if anything: an attachment
+/// ([`crate::attachments`]: a file, an image, a pasted block) or typed
+/// text ([`draft`]). Either makes the composer theirs: nothing is typed
+/// beside it, and nothing is sent with it.
+pub fn person_draft<D: Dom>(dom: &D) -> Result<Option<&'static str>, crate::UiChanged> {
+    let form = resolve(dom, Element::ComposerForm)?;
+    if crate::attachments::shown(dom, &form) {
+        return Ok(Some("attachment"));
+    }
+    let editor = resolve(dom, Element::Editor)?;
+    Ok((!draft(dom, &editor).is_empty()).then_some("typed draft"))
+}
+
+/// The refusal for a composer holding a person's `what`.
+pub fn draft_refusal(what: &str) -> Refusal {
+    Refusal::new(ErrorCode::ComposerHasDraft, format!("the composer holds a person's {what}; nothing typed or sent"))
+}
+
 /// Whether the tab may be closed to free capacity (it is reopened on its
 /// exact conversation later): only an idle conversation (or an empty new
 /// chat) with nothing in the composer. A draft, a running or unsettled turn, an incident or a
@@ -117,9 +162,8 @@ pub fn parkable<D: Dom>(dom: &D) -> Result<(), Refusal> {
         let reading = crate::classify::reading(dom);
         return Err(Refusal::new(ErrorCode::TabInUse, format!("the page is not idle ({reading})")));
     }
-    let editor = resolve(dom, Element::Editor).map_err(ui)?;
-    if !draft(dom, &editor).is_empty() {
-        return Err(Refusal::new(ErrorCode::TabInUse, "the composer holds a draft"));
+    if let Some(what) = person_draft(dom).map_err(ui)? {
+        return Err(Refusal::new(ErrorCode::TabInUse, format!("the composer holds a person's {what}")));
     }
     Ok(())
 }
@@ -143,10 +187,10 @@ pub fn type_prompt<D: Act>(dom: &D, prompt: &str) -> Result<Typed, Refusal> {
         return Err(busy(dom));
     }
     let turns_before = crate::classify::turns(dom).len();
-    let editor = resolve(dom, Element::Editor).map_err(ui)?;
-    if !draft(dom, &editor).is_empty() {
-        return Err(Refusal::new(ErrorCode::Conflict, "the composer holds a draft; not overwriting it"));
+    if let Some(what) = person_draft(dom).map_err(ui)? {
+        return Err(draft_refusal(what));
     }
+    let editor = resolve(dom, Element::Editor).map_err(ui)?;
     if !dom.insert_text(&editor, prompt) || draft(dom, &editor) != normalized(prompt) {
         return Err(Refusal::new(ErrorCode::HostUiChanged, "the editor did not take the prompt verbatim"));
     }
@@ -183,6 +227,13 @@ pub fn press_send<D: Act>(dom: &D, typed: Typed, app: Option<&str>) -> Result<Op
         Ok(true) => {}
         Ok(false) => return refuse(busy(dom)),
         Err(refusal) => return refuse(refusal),
+    }
+    // A person may attach something while the prompt waits for its send
+    // button: it would go out with the prompt.
+    match resolve(dom, Element::ComposerForm) {
+        Ok(form) if crate::attachments::shown(dom, &form) => return refuse(draft_refusal("attachment")),
+        Ok(_) => {}
+        Err(e) => return refuse(ui(e)),
     }
     let send = match crate::locators::find(dom, Element::SendButton) {
         Ok(Some(send)) => send,

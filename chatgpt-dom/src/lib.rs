@@ -10,7 +10,8 @@
 //!   unsettled | error{…}`) from turn-finished evidence, busy notices,
 //!   incidents, the tool-approval card and screens: busy until proven
 //!   finished.
-//! - [`compose`]: inserting a prompt and pressing send, exactly once.
+//! - [`compose`]: inserting a prompt and pressing send, exactly once,
+//!   never beside a person's draft ([`attachments`]: their files count).
 //! - [`bind`]: binding the conversation to the orchestrator's app, by its
 //!   exact label, before anything is submitted.
 //! - [`model`]: pinning the conversation's model through the picker, by
@@ -28,6 +29,7 @@
 //!
 //! Architecture invariant: no IO, no browser API; builds for wasm32.
 
+pub mod attachments;
 pub mod bind;
 pub mod classify;
 pub mod compose;

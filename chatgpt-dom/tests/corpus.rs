@@ -70,7 +70,7 @@ fn submit_clicks_the_send_button_once_on_ready_pages_and_nothing_on_any_other() 
             assert!(clicks.is_empty(), "{name}: clicked {}", page.describe(clicks[0]));
             let code = result.unwrap_err().code;
             if h.notes.contains("draft") {
-                assert_eq!(code, ErrorCode::Conflict, "{name}: a draft is not ours to overwrite");
+                assert_eq!(code, ErrorCode::ComposerHasDraft, "{name}: a draft is not ours to overwrite");
             }
         }
     }
@@ -132,7 +132,7 @@ fn the_in_editor_app_mention_is_the_binding_and_the_prompt_goes_after_it() {
     // A person's words after the mention are a draft.
     let text = support::fixture_text("corpus/b-2026-09-app-mention-in-editor");
     let draft = Page::parse(&text.replace("</span>&nbsp;</p>", "</span>&nbsp;half a thought</p>"));
-    assert_eq!(submit(&draft, "do the task", Some("Orchestrator")).unwrap_err().code, ErrorCode::Conflict);
+    assert_eq!(submit(&draft, "do the task", Some("Orchestrator")).unwrap_err().code, ErrorCode::ComposerHasDraft);
     assert!(draft.clicks.borrow().is_empty());
     assert_eq!(
         chatgpt_dom::inspect::inspect(&page).pills,
@@ -146,7 +146,7 @@ fn the_in_editor_app_mention_is_the_binding_and_the_prompt_goes_after_it() {
         "</span>&nbsp;</p>",
         "</span>&nbsp;<span data-inline-selection-pill=\"\" data-system-hint-type=\"search\">Search</span></p>",
     ));
-    assert_eq!(submit(&tool, "do the task", Some("Orchestrator")).unwrap_err().code, ErrorCode::Conflict);
+    assert_eq!(submit(&tool, "do the task", Some("Orchestrator")).unwrap_err().code, ErrorCode::ComposerHasDraft);
     assert!(tool.clicks.borrow().is_empty());
 }
 
@@ -508,5 +508,137 @@ fn only_an_idle_page_with_an_empty_composer_is_parkable() {
     let page = support::fixture("corpus/b-2026-09-thread-idle-finished");
     let editor = resolve(&page, Element::Editor).unwrap();
     assert!(chatgpt_dom::compose::Act::insert_text(&page, &editor, "half a thought"));
-    assert_eq!(parkable(&page).unwrap_err().detail, "the composer holds a draft");
+    assert_eq!(parkable(&page).unwrap_err().detail, "the composer holds a person's typed draft");
+}
+
+/// Hostile changes to a page holding a person's attachment, each keeping
+/// what the card is: its remove control relabelled (another language, a
+/// label that names no file), the card hidden, moved first in the form, or
+/// stripped of one of its markers while another stays.
+#[derive(Debug, Clone)]
+enum AttachmentMutation {
+    /// The remove control's label in another language, or gone.
+    Relabel(usize),
+    /// The card hidden (`hidden`), as a card off-screen or mid-animation may be.
+    HideCard,
+    /// The card moved to the front of the form.
+    CardFirst,
+    /// The `blob:` preview dropped (a file card has none).
+    NoPreview,
+}
+
+/// Remove-control labels: de, fr, ja, zh-CN, ko, and none at all.
+const REMOVE_LABELS: &[Option<&str>] = &[
+    Some("Datei entfernen"),
+    Some("Supprimer le fichier"),
+    Some("ファイルを削除"),
+    Some("移除文件"),
+    Some("파일 제거"),
+    None,
+];
+
+/// The attachment card in `page`: the outermost element matching a card marker.
+fn attachment_card(page: &Page) -> Option<ego_tree::NodeId> {
+    let form = resolve(page, Element::ComposerForm).ok()?;
+    let markers = r#"[class~="group/composer-attachment"], [role="group"][aria-label], .group.relative.inline-block"#;
+    page.query_all(Some(&form), markers)
+        .into_iter()
+        .find(|n| !page.within(n, r#"[class~="group/composer-attachment"]"#))
+}
+
+fn apply_attachment(page: &Page, mutation: &AttachmentMutation) {
+    let Some(card) = attachment_card(page) else { return };
+    match mutation {
+        AttachmentMutation::Relabel(k) => {
+            for b in page.query_all(Some(&card), "button[aria-label]") {
+                let label = page.attr(&b, "aria-label").unwrap_or_default();
+                if label.starts_with("Remove") {
+                    page.set_attr(b, "aria-label", REMOVE_LABELS[k % REMOVE_LABELS.len()]);
+                }
+            }
+        }
+        AttachmentMutation::HideCard => page.set_attr(card, "hidden", Some("")),
+        AttachmentMutation::CardFirst => page.move_first(card),
+        // Generation A's image chip has no other structural marker than its
+        // preview (its classes are layout utilities, its labels English): a
+        // chip without both is outside the evidence, and not made here.
+        AttachmentMutation::NoPreview
+            if page.attr(&card, "role").is_none() && !page.within(&card, "[data-composer-attachments]") => {}
+        AttachmentMutation::NoPreview => {
+            for n in page.query_all(Some(&card), r#"[style*="blob:"], img[src^="blob:"]"#) {
+                page.set_attr(n, "style", None);
+                page.set_attr(n, "src", None);
+            }
+        }
+    }
+}
+
+fn attachment_mutation() -> impl Strategy<Value = AttachmentMutation> {
+    prop_oneof![
+        (0..REMOVE_LABELS.len()).prop_map(AttachmentMutation::Relabel),
+        Just(AttachmentMutation::HideCard),
+        Just(AttachmentMutation::CardFirst),
+        Just(AttachmentMutation::NoPreview),
+    ]
+}
+
+fn attachment_pages() -> Vec<(String, String)> {
+    corpus().into_iter().filter(|(_, text)| header(text).notes.contains("(attachment)")).collect()
+}
+
+#[test]
+fn the_corpus_holds_an_image_a_file_and_a_pasted_block_alone_and_with_text_in_both_generations() {
+    let names: Vec<String> = attachment_pages().into_iter().map(|(name, _)| name).collect();
+    for generation in ["a-", "b-"] {
+        for kind in ["image", "file", "pasted"] {
+            let of = |text: bool| {
+                names
+                    .iter()
+                    .filter(|n| n.starts_with(generation) && n.contains(kind) && n.ends_with("-text") == text)
+                    .count()
+            };
+            assert!(of(false) >= 1 && of(true) >= 1, "{generation}{kind}: {names:?}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A person's attachment is their draft, however the page dresses it:
+    /// no keystroke, no click, and the refusal names a person's draft.
+    #[test]
+    fn a_persons_attachment_never_gets_a_keystroke_or_a_click(
+        index in 0..64usize,
+        mutations in prop::collection::vec(attachment_mutation(), 0..4),
+        others in prop::collection::vec(mutation(), 0..3),
+    ) {
+        let pages = attachment_pages();
+        let (name, text) = &pages[index % pages.len()];
+        let page = Page::parse(text);
+        for m in &mutations {
+            apply_attachment(&page, m);
+        }
+        for m in &others {
+            apply(&page, m);
+        }
+        let result = submit(&page, "a prompt from the orchestrator", None);
+        prop_assert!(page.typed.borrow().is_none(), "{name} {mutations:?} {others:?}: typed beside the attachment");
+        prop_assert!(page.clicks.borrow().is_empty(), "{name} {mutations:?} {others:?}: clicked");
+        prop_assert!(result.is_err(), "{name}");
+        prop_assert_eq!(chatgpt_dom::compose::parkable(&page).is_err(), true, "{} may not be parked", name);
+    }
+}
+
+/// The challenge as chatgpt.com serves it, and the page its script leaves,
+/// read as a challenge by the platform's own markers; a composer page that
+/// carries Cloudflare's JavaScript-detection script is still a chat.
+#[test]
+fn the_challenge_is_read_by_its_platforms_markers_and_a_detection_script_is_not_one() {
+    for name in ["x-2026-06-challenge-served", "x-2026-06-challenge-running"] {
+        assert_eq!(chatgpt_dom::reading(&support::fixture(&format!("corpus/{name}"))), "challenge", "{name}");
+    }
+    let text = support::fixture_text("corpus/b-2026-09-thread-idle-finished")
+        .replace("</body>", r#"<script src="/cdn-cgi/challenge-platform/scripts/jsd/main.js"></script></body>"#);
+    assert_eq!(chatgpt_dom::reading(&Page::parse(&text)), "idle");
 }

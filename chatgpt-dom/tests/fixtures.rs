@@ -109,7 +109,7 @@ fn nothing_is_clicked_unless_the_page_can_take_the_prompt() {
         ("b-error-something-went-wrong", ErrorCode::HostUiChanged),
         ("a-rate-limited", ErrorCode::RateLimited),
         ("b-signed-out", ErrorCode::ChatgptSignedOut),
-        ("a-challenge", ErrorCode::HostUiChanged),
+        ("a-challenge", ErrorCode::ChatgptChallenge),
         ("a-ui-duplicated", ErrorCode::HostUiChanged),
         ("b-ui-missing", ErrorCode::HostUiChanged),
         ("a-pre-hydration", ErrorCode::Conflict),
@@ -140,7 +140,7 @@ fn nothing_is_clicked_unless_the_page_can_take_the_prompt() {
     assert_eq!(submit(&broken, "hello", None).unwrap_err().code, ErrorCode::HostUiChanged);
     let drafted = fixture("a-idle");
     *drafted.typed.borrow_mut() = Some((resolve(&drafted, Element::Editor).unwrap(), "my draft".into()));
-    assert_eq!(submit(&drafted, "hello", None).unwrap_err().code, ErrorCode::Conflict);
+    assert_eq!(submit(&drafted, "hello", None).unwrap_err().code, ErrorCode::ComposerHasDraft);
     assert_eq!(submit(&fixture("b-idle"), " \n ", None).unwrap_err().code, ErrorCode::InvalidArgument);
     for page in [broken, drafted] {
         assert!(page.clicks.borrow().is_empty());

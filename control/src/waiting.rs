@@ -23,6 +23,26 @@ pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &
                 .into(),
         );
     }
+    // A person's draft matters to a worker that works, or that has a wake
+    // due (a finished worker's follow-up waits on it too).
+    let draft = worker.conversation_state == Some(protocol::executor::ConversationState::Error)
+        && worker.last_error == Some(ErrorCode::ComposerHasDraft);
+    let wake_due = || {
+        state
+            .open_commands
+            .iter()
+            .filter_map(|id| state.commands.get(id))
+            .any(|c| c.worker_id == worker.id && matches!(c.intent, CommandIntent::Send { .. }))
+    };
+    if draft && (!worker.state.is_terminal() || wake_due()) {
+        return waiting(
+            WaitingFor::Person,
+            "COMPOSER_HAS_DRAFT: a person's draft is in this worker's composer (typed text, or an attachment: a \
+             file, an image or a pasted block); nothing is typed beside it: send it or remove it in that tab, and \
+             the worker's next message goes in once"
+                .into(),
+        );
+    }
     match worker.state {
         WorkerState::Waiting => {
             return waiting(WaitingFor::Answer, "it raised a question or blocker: answer with message_send".into());

@@ -813,6 +813,61 @@ fn a_tool_approval_card_waits_for_a_person_and_holds_every_send() {
     assert_eq!(w.pump(&["ext"]).len(), 1, "the wake, once");
 }
 
+/// Issue 42 (a person's attachment is a draft): a wake dispatched just as a
+/// person attached a file to the worker's composer comes back
+/// `COMPOSER_HAS_DRAFT` with nothing typed; the worker shows it waits for a
+/// person, naming the attachment, the wake is queued again and held while
+/// the page still shows the draft, and once the person sends it (their
+/// turn runs, then ends) the wake goes out exactly once.
+#[test]
+fn a_persons_draft_holds_the_wake_until_they_send_it_and_then_it_goes_once() {
+    let w = world();
+    let a = w.attached("a", CONV_A);
+    let ext = World::connected(&["ext"]);
+    w.observe(&a, ConversationState::Idle);
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.followup(&root, &a, "more", None).unwrap();
+    assert_eq!(w.pump(&["ext"]).len(), 1, "the wake is dispatched");
+    let refused = w.open_command(&a);
+    let outcome = CommandOutcome::Error {
+        code: ErrorCode::ComposerHasDraft,
+        detail: "the composer holds a person's attachment; nothing typed or sent".into(),
+    };
+    let queued = || {
+        let run = w.plane.worker(&a).unwrap().run_id;
+        let events = w.plane.events(&run, 0, 500, &control::plane::Viewer::Root).unwrap().events;
+        events
+            .iter()
+            .filter(|e| matches!(&e.body, EventBody::CommandQueued { worker_id, .. } if *worker_id == a))
+            .count()
+    };
+    let before = queued();
+    w.plane.report("ext", ExecutorFrame::Result { command_id: refused.clone(), outcome }).unwrap();
+    let worker = w.plane.worker(&a).unwrap();
+    let waiting = w.plane.waiting_for(&worker, &ext).unwrap();
+    assert_eq!(waiting.on, protocol::WaitingFor::Person);
+    assert!(waiting.next_step.contains("COMPOSER_HAS_DRAFT") && waiting.next_step.contains("attachment"));
+    assert!(w.pump(&["ext"]).is_empty(), "nothing is typed beside the person's draft");
+    assert_eq!(queued(), before + 1, "the wake is queued again as a new command");
+    // The page still shows the draft: still held.
+    let draft = ExecutorFrame::ConversationState {
+        worker_id: a.clone(),
+        state: ConversationState::Error,
+        error: Some(ErrorCode::ComposerHasDraft),
+    };
+    w.plane.report("ext", draft).unwrap();
+    assert!(w.pump(&["ext"]).is_empty(), "held while the draft stands");
+    // The person sends it: their turn runs and ends; the wake goes once.
+    w.observe(&a, ConversationState::Generating);
+    assert!(w.pump(&["ext"]).is_empty(), "not into the person's running turn");
+    w.observe(&a, ConversationState::Idle);
+    let sent = w.pump(&["ext"]);
+    assert_eq!(sent.len(), 1, "the wake, once: {sent:?}");
+    assert_ne!(w.open_command(&a), refused, "the new command, not the refused one");
+    assert!(w.plane.waiting_for(&w.plane.worker(&a).unwrap(), &ext).is_none());
+    assert!(w.pump(&["ext"]).is_empty(), "and only once");
+}
+
 /// Tab capacity (two tabs): a third worker's create waits until an idle
 /// worker's tab is parked, once its grace is over; a page that refuses
 /// keeps its tab and its grace restarts; a follow-up to a parked worker

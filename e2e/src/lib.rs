@@ -12,11 +12,13 @@ pub mod cdp;
 pub mod daemon;
 pub mod find_chromium;
 pub mod firefox;
+pub mod person;
 pub mod scenario;
 pub mod surfaces;
 
 pub use browser::Chromium;
 pub use daemon::Daemon;
+pub use firefox::Firefox;
 
 use std::path::{Path, PathBuf};
 

@@ -2,6 +2,10 @@
 //! A asks root a question and completes once answered; B completes; root
 //! follows up A, whose wake prompt lands in A's existing conversation.
 
+mod attachment;
+
+pub use attachment::attachment_wait;
+
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};

@@ -47,6 +47,10 @@ pub struct UserTurn {
     /// account has no picker).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The names of the files the person attached in the composer and sent
+    /// with it (the page's own attachments: never the product's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<String>,
 }
 
 /// How a conversation came to be bound to an app.
@@ -531,6 +535,7 @@ impl Hub {
             bootstrap: text.contains("[orchestrator bootstrap v")
                 || text.contains("[orchestrator rollover bootstrap v"),
             model,
+            attachments: Vec::new(),
         });
         c.turns.push(Turn { role: Role::User, text: text.to_owned(), finished: true, error: None, calls: Vec::new() });
         c.turns.push(Turn {

@@ -72,8 +72,8 @@ pub enum Screen {
     Loading,
     /// Signed out: the login screen.
     SignedOut,
-    /// A bot challenge interstitial (no chatgpt.com capture: Cloudflare's
-    /// generic markup).
+    /// A bot challenge interstitial, as chatgpt.com serves it
+    /// (`x-2026-06-challenge-served`).
     Challenge,
     /// The server-rendered page that never hydrates: the fallback textarea,
     /// no editor (`a-2025-09-new-chat-prehydration`, `b-2026-09-prehydration`).
@@ -640,12 +640,20 @@ pub fn page(view: &View) -> String {
                 l.get_started, l.log_in, l.sign_up
             );
         }
+        // The bot check as chatgpt.com serves it (`x-2026-06-challenge-served`):
+        // no widget, the platform's error text in `<noscript>`, and the inline
+        // script that sets its options object. fakechat's script only sets
+        // the object (no platform to load on loopback).
         Screen::Challenge => {
             let _ = writeln!(
                 out,
-                "<div id=\"challenge-stage\" data-fakechat-challenge=\"true\"><h1>chatgpt.com</h1><p>{}</p>\
-                 <div class=\"cf-turnstile\" title=\"Widget containing a Cloudflare security challenge\"></div></div>",
-                l.verify
+                "<div class=\"container\" data-fakechat-challenge=\"true\"><div class=\"logo\"></div><div class=\"data\">\
+                 <div class=\"main-wrapper\" role=\"main\"><div class=\"main-content\"><p>{verify}</p><noscript><div class=\"h2\">\
+                 <span id=\"challenge-error-text\">Enable JavaScript and cookies to continue</span></div></noscript></div></div>\
+                 <script nonce=\"{nonce}\">window._cf_chl_opt = {{cvId: '3', cZone: 'chatgpt.com', cType: 'managed'}};</script>\
+                 </div></div>",
+                verify = l.verify,
+                nonce = escape(&view.nonce),
             );
         }
     }
@@ -1162,15 +1170,34 @@ fn composer(view: &View) -> String {
     let pill =
         if view.generation == Generation::B && !view.models.is_empty() { model_trigger(view) } else { String::new() };
     format!(
-        "<div id=\"composer-region\">{form_open}{apps}{plus} aria-expanded=\"{expanded}\" aria-label=\"{plus_label}\" class=\"btn\">+</button>\
+        "<div id=\"composer-region\">{form_open}{files}{apps}{plus} aria-expanded=\"{expanded}\" aria-label=\"{plus_label}\" class=\"btn\">+</button>\
          {fallback}{editors}{pill}<button type=\"button\" aria-label=\"{dictate}\" class=\"btn\"></button>{actions}</form>\
          <div id=\"composer-popover\">{menu}</div><div id=\"model-popover\">{picker}</div></div>\n",
         actions = actions(view),
+        files = attachments_tray(view),
         menu = menu(view),
         apps = apps(view),
         picker = picker(view),
         dictate = l.dictate,
     )
+}
+
+/// The composer's hidden file input and the tray a person's attachments
+/// show in, empty until they choose a file (the page script fills it:
+/// `static/app.js`). Generation A's header area holds plain chips
+/// (`a-2026-01-attachment-image`); B's tray `[data-composer-attachments]`
+/// renders even when empty and holds `group/composer-attachment` cards
+/// (`b-2026-09-attachment-file`).
+fn attachments_tray(view: &View) -> String {
+    match view.generation {
+        Generation::A => "<input type=\"file\" multiple hidden tabindex=\"-1\">\
+                          <div class=\"composer-header\" id=\"composer-attachments\"></div>"
+            .to_owned(),
+        Generation::B => "<input type=\"file\" multiple hidden aria-label=\"Attach files\">\
+                          <div id=\"composer-attachments\" data-composer-attachments=\"\" data-visible-attachments=\"false\">\
+                          <div class=\"flex flex-wrap\"></div></div>"
+            .to_owned(),
+    }
 }
 
 /// The model picker's trigger. Generation A (2025 to early 2026): the

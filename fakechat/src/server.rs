@@ -139,7 +139,14 @@ struct SubmitBody {
     app: Option<Selection>,
     /// The model the page's picker was set to, if a person (or the adapter) chose one.
     model: Option<String>,
+    /// The files attached in the composer (their names), sent with the text.
+    #[serde(default)]
+    attachments: Vec<String>,
 }
+
+/// At most this many attachments, each name at most [`ATTACHMENT_NAME_MAX`] bytes.
+const ATTACHMENTS_MAX: usize = 10;
+const ATTACHMENT_NAME_MAX: usize = 255;
 
 async fn submit(State(app): State<Arc<App>>, Json(body): Json<SubmitBody>) -> Response {
     // Held (bounded) while a test says so; a page that goes away meanwhile
@@ -152,7 +159,11 @@ async fn submit(State(app): State<Arc<App>>, Json(body): Json<SubmitBody>) -> Re
         app.hub.held.fetch_sub(1, Ordering::SeqCst);
     }
     let text = body.text.trim().to_owned();
-    if text.is_empty() {
+    if body.attachments.len() > ATTACHMENTS_MAX || body.attachments.iter().any(|n| n.len() > ATTACHMENT_NAME_MAX) {
+        return (StatusCode::BAD_REQUEST, "too many attachments, or a name too long").into_response();
+    }
+    // A file alone may be sent (chatgpt.com sends an attachment without text).
+    if text.is_empty() && body.attachments.is_empty() {
         return (StatusCode::BAD_REQUEST, "empty prompt").into_response();
     }
     if body.project.as_deref().is_some_and(|p| project_id(p).is_none()) {
@@ -172,6 +183,15 @@ async fn submit(State(app): State<Arc<App>>, Json(body): Json<SubmitBody>) -> Re
         Err(Refused::Model) => return (StatusCode::BAD_REQUEST, "no such usable model").into_response(),
         Err(Refused::Busy | Refused::NoComposer) => return StatusCode::CONFLICT.into_response(),
     };
+    if !body.attachments.is_empty() {
+        // The turn was just opened and the conversation is busy until it
+        // ends: no other submission lands in between.
+        app.hub.update(&id, |c| {
+            if let Some(turn) = c.user_turns.last_mut() {
+                turn.attachments = body.attachments.clone();
+            }
+        });
+    }
     tokio::spawn(agent::respond(app.hub.clone(), id.clone(), text));
     let url = match app.hub.read(&id, |c| c.project.clone()).flatten() {
         Some(project) => format!("/g/{project}/c/{id}"),

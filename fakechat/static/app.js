@@ -129,6 +129,54 @@
     }
   }
 
+  // A person's attachments: files chosen through the composer's file input
+  // (a driver sets its files, as a person's file dialog would). Each shows
+  // as the real page renders it (render::attachments_tray): generation A a
+  // plain chip with a blob: preview, "Edit image" and "Remove file";
+  // generation B a group/composer-attachment card with "Remove <name>".
+  let attachments = [];
+  const tray = () => document.getElementById("composer-attachments");
+  const fileInput = () => document.querySelector("#composer-region form input[type='file']");
+  function renderAttachments() {
+    const t = tray();
+    if (!t) return;
+    const b = body.dataset.fakechatGeneration === "b";
+    const box = b ? t.firstElementChild : t;
+    box.replaceChildren();
+    for (const a of attachments) {
+      const card = document.createElement(b ? "span" : "div");
+      if (b) {
+        card.className = "group/composer-attachment relative block";
+        card.innerHTML = '<span class="composer-attachment-surface"><span class="truncate"></span></span>' +
+          '<button type="button" class="composer-attachment-surface absolute inset-0"></button><button type="button"></button>';
+        card.querySelector(".truncate").textContent = a.name;
+        card.children[1].setAttribute("aria-label", a.name);
+        card.children[2].setAttribute("aria-label", `Remove ${a.name}`);
+      } else {
+        card.className = "group relative inline-block text-sm";
+        card.innerHTML = '<div class="relative overflow-hidden rounded-2xl"><div class="h-14 w-14 bg-cover"></div></div>' +
+          '<button type="button" aria-label="Edit image"></button><button type="button" aria-label="Remove file"></button>';
+        card.querySelector(".bg-cover").style.backgroundImage = `url("${a.url}")`;
+      }
+      card.lastElementChild.addEventListener("click", (e) => {
+        e.preventDefault();
+        e.stopPropagation();
+        URL.revokeObjectURL(a.url);
+        attachments = attachments.filter((x) => x !== a);
+        renderAttachments();
+      });
+      box.appendChild(card);
+    }
+    if (b) t.dataset.visibleAttachments = String(attachments.length > 0);
+    updateSlot();
+  }
+  document.addEventListener("change", (e) => {
+    if (e.target !== fileInput()) return;
+    for (const file of e.target.files) attachments.push({ name: file.name, url: URL.createObjectURL(file) });
+    e.target.value = "";
+    renderAttachments();
+  });
+
   // What the person typed: the editor's text without an app mention in it.
   function typed(ed) {
     if (!ed) return "";
@@ -148,7 +196,8 @@
   function updateSlot() {
     const a = actions();
     if (!a || a.dataset.slot === "stop") return;
-    const want = typed(editor()) ? "draft" : "empty";
+    // A file alone may be sent, as on chatgpt.com.
+    const want = typed(editor()) || attachments.length ? "draft" : "empty";
     if (a.dataset.slot === want) return;
     a.innerHTML = want === "draft" ? body.dataset.fakechatSlotDraft : body.dataset.fakechatSlotEmpty;
     a.dataset.slot = want;
@@ -159,7 +208,7 @@
     const text = typed(ed);
     // A mention deleted from the editor is a selection dropped, as a removed chip is.
     if (selection && inEditor(selection.route) && !ed.querySelector(MENTION)) selection = null;
-    if (!text) return;
+    if (!text && !attachments.length) return;
     const response = await post("/_fakechat/api/submit", {
       conversation,
       project,
@@ -167,10 +216,13 @@
       tab,
       app: selection,
       model: chosenModel,
+      attachments: attachments.map((a) => a.name),
     });
     if (!response.ok) return;
     selection = null;
     ed.innerHTML = "<p></p>";
+    attachments = [];
+    renderAttachments();
     updateSlot();
     const r = await response.json();
     if (!conversation) {

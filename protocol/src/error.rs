@@ -123,6 +123,12 @@ error_codes! {
     AdapterBlocked = "ADAPTER_BLOCKED", "Rebuild the extension (or the CDP agent's bundle) with `cargo xtask dist`, which ships the WebAssembly-free build such pages need, reload it, then run runtime_recover.";
     /// ChatGPT asks a person in that conversation to allow or deny a tool call ("Allow ChatGPT to use <App>?"); nothing was clicked or typed.
     ToolApprovalRequired = "TOOL_APPROVAL_REQUIRED", "A person must answer ChatGPT's tool-approval card in that chat; the worker goes on once they do. To stop it recurring, allow the app's actions in ChatGPT's settings (docs/setup.md).";
+    /// A person's draft is in that conversation's composer (text, or an attached file, image or pasted block); nothing was typed and nothing sent.
+    ComposerHasDraft = "COMPOSER_HAS_DRAFT", "Nothing to do: the send waits until the person sends or removes their draft in that tab, then goes in once.";
+    /// chatgpt.com shows a bot check (Cloudflare's challenge) in that tab; nothing was clicked.
+    ChatgptChallenge = "CHATGPT_CHALLENGE", "A person completes the check in that tab (nothing is ever clicked for them); the worker goes on once the chat shows again.";
+    /// The managed tab shows a chatgpt.com page that is not one conversation (a GPT editor with its preview, settings, the library); nothing was typed.
+    NotConversationPage = "NOT_CONVERSATION_PAGE", "Bring the tab back to its conversation, or run runtime_recover; nothing is typed on such a page.";
     /// A managed tab was not closed to free capacity: it holds a draft, a running turn, an incident or a person's question.
     TabInUse = "TAB_IN_USE", "Nothing to do: the tab stays open and another idle one is closed instead, or this one later.";
     /// The page's model picker offers no model with the pinned label, or only a disabled one; nothing was typed.
@@ -151,12 +157,20 @@ impl ErrorCode {
             ErrorCode::BrowserAuthorizationRequired
                 | ErrorCode::BrowserControlUnavailable
                 | ErrorCode::ChatgptSignedOut
+                | ErrorCode::ChatgptChallenge
                 | ErrorCode::HostAppBindingNotReady
                 | ErrorCode::HostAppDisabled
                 | ErrorCode::HostAppStale
                 | ErrorCode::ConversationIdentityDrift
                 | ErrorCode::AdapterBlocked
         )
+    }
+
+    /// Page states that wait for a person at the browser: ChatGPT's
+    /// tool-approval card, or their own draft in the composer. Nothing is
+    /// typed meanwhile; the worker goes on once they are done.
+    pub fn waits_for_person(self) -> bool {
+        matches!(self, ErrorCode::ToolApprovalRequired | ErrorCode::ComposerHasDraft)
     }
 
     /// Whether a command that failed with this code may still have had its

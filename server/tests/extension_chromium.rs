@@ -482,7 +482,11 @@ async fn auto_resume_body() {
 /// typed, nothing dispatched, no resume, no stall report, across several
 /// rechecks at the 1 s `--executor-recheck-after-ms`); once a person answers
 /// the card the worker goes on, the follow-up lands exactly once, and
-/// nothing in the page ever clicked the card.
+/// nothing in the page ever clicked the card. Then, in the same browser, a
+/// person's attachment in a managed tab's composer holds a wake (nothing
+/// typed, nothing sent with it, the worker waiting for a person) until they
+/// remove it, and again until they send it; each wake goes in once
+/// (`e2e::scenario::attachment_wait`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_waiting_on_a_tool_approval_needs_a_person_and_goes_on_once_answered() {
     e2e(approval_wait_body).await;
@@ -493,6 +497,15 @@ async fn approval_wait_body() {
     let url = world.daemon.mcp_url();
     let budget = Duration::from_secs(60);
     let out = e2e::scenario::approval_wait(&url, &world.fake.hub, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("{}", out.trace.join("\n"));
+    // The same browser: a person's attachment holds a wake until they are done.
+    let files = tempfile::tempdir().unwrap();
+    let file = files.path().join("notes.txt");
+    std::fs::write(&file, "a person's notes").unwrap();
+    let mut hands = e2e::person::ChromiumHands(&world.chromium);
+    let out = e2e::scenario::attachment_wait(&url, &world.fake.hub, &mut hands, &file, budget)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("{}", out.trace.join("\n"));
     assert_eq!(world.chromium.extension_errors().await.unwrap(), Vec::<String>::new());
 }

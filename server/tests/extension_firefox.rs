@@ -154,13 +154,23 @@ async fn firefox_a_worker_claims_and_lands_a_worktree_and_who_finds_its_conversa
 /// person` naming the card, the page's `TOOL_APPROVAL_REQUIRED` in the log,
 /// a follow-up held under the card (nothing typed or dispatched, no resume,
 /// no stall report) across several 1 s rechecks, then delivered exactly
-/// once after a person answers; the add-on never clicks the card.
+/// once after a person answers; the add-on never clicks the card. Then a
+/// person's attachment holds a wake until they remove it, and again until
+/// they send it (`e2e::scenario::attachment_wait`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firefox_holds_a_worker_on_a_tool_approval_until_a_person_answers() {
     let dir = tempfile::tempdir().unwrap();
-    let (daemon, fake, _firefox) = paired_firefox(dir.path(), &["--executor-recheck-after-ms", "1000"]).await;
+    let (daemon, fake, mut firefox) = paired_firefox(dir.path(), &["--executor-recheck-after-ms", "1000"]).await;
     let url = daemon.mcp_url();
     let budget = Duration::from_secs(60);
     let out = e2e::scenario::approval_wait(&url, &fake.hub, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("{}", out.trace.join("\n"));
+    // The same browser: a person's attachment holds a wake until they are done.
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "a person's notes").unwrap();
+    let mut hands = e2e::person::FirefoxHands(&mut firefox);
+    let out = e2e::scenario::attachment_wait(&url, &fake.hub, &mut hands, &file, budget)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("{}", out.trace.join("\n"));
 }

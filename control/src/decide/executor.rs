@@ -260,12 +260,25 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                 // e.g. the page stayed generating): the wake goes out again
                 // as a new command, a bounded number of times, so a slow page
                 // never drops a follow-up.
+                // A person's draft in the composer: nothing was typed. The
+                // page is recorded as waiting for them (the queue holds
+                // sends until it is not) and the wake goes out again.
                 (
-                    CommandOutcome::Error { code: ErrorCode::DeadlineExceeded, .. },
+                    CommandOutcome::Error {
+                        code: code @ (ErrorCode::DeadlineExceeded | ErrorCode::ComposerHasDraft),
+                        ..
+                    },
                     CommandIntent::Send { prompt, .. },
                 ) if !matches!(worker.state, WorkerState::Failed | WorkerState::Cancelled)
                     && !wake_outdated(worker, prompt) =>
                 {
+                    if *code == ErrorCode::ComposerHasDraft {
+                        events.push(EventBody::ConversationStateChanged {
+                            worker_id: worker.id.clone(),
+                            state: ConversationState::Error,
+                            error: Some(ErrorCode::ComposerHasDraft),
+                        });
+                    }
                     let attempts = state
                         .commands
                         .values()
@@ -614,6 +627,27 @@ mod tests {
             g,
             c,
             Ok(&["executor.command_completed", "executor.command_queued"][..]),
+        ));
+
+        let mut g = Given::run();
+        let a = g.created("a", "ext");
+        g.apply(Request::Attach { worker_id: a.clone() });
+        let send_command = CommandId::from_uuid_bytes(g.id());
+        let root = g.root.clone();
+        g.apply(Request::Followup {
+            actor: root,
+            target: a,
+            instructions: "more".into(),
+            send_command: send_command.clone(),
+        });
+        g.apply(Request::Dispatch { command_id: send_command.clone(), executor_id: "ext".into() });
+        let outcome = CommandOutcome::Error { code: ErrorCode::ComposerHasDraft, detail: "attachment".into() };
+        let c = report("ext", ExecutorFrame::Result { command_id: send_command, outcome });
+        rows.push((
+            "a wake refused beside a person's draft waits for them and is queued again",
+            g,
+            c,
+            Ok(&["executor.command_completed", "conversation.state_changed", "executor.command_queued"][..]),
         ));
 
         let mut g = Given::run();

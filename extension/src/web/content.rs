@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 
-use chatgpt_dom::{Act, Dom, Pressed, classify, confirmed, parse_url, ready};
+use chatgpt_dom::{Act, Dom, Pressed, confirmed, parse_url, ready};
 use js_sys::{Function, Promise, Reflect};
 use protocol::ErrorCode;
 use protocol::executor::ConversationState;
@@ -198,15 +198,9 @@ fn forget(list: &str, key: &str) {
 
 fn report(dom: &LiveDom) -> Report {
     let url = web_sys::window().and_then(|w| w.location().href().ok()).unwrap_or_default();
-    let (state, error) = match classify(dom) {
-        Ok(snapshot) => match snapshot.state {
-            chatgpt_dom::PageState::Error(incident) => {
-                (ConversationState::Error, Some(chatgpt_dom::compose::incident_code(incident)))
-            }
-            state => (state.coarse(), None),
-        },
-        Err(changed) => (ConversationState::Error, Some(changed.code())),
-    };
+    // Our own prompt, typed and not yet sent, is no person's draft.
+    let typing = PENDING.with(|p| !p.borrow().is_empty());
+    let (state, error) = chatgpt_dom::compose::observed(dom, typing);
     Report { url, state, error }
 }
 
