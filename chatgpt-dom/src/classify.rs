@@ -142,7 +142,12 @@ pub struct Snapshot {
 }
 
 /// Incident texts per locale, for telling incidents apart (never for locating).
-const DELIVERY_TIMEOUT: &[&str] = &["Message delivery timed out", "メッセージ配信がタイムアウトしました"];
+/// "Stream cache expired" (2026, a text marker in public code reading the
+/// live page, search-index ids 69095230055, 70071102304; no structure
+/// known): the answer was lost, as after a delivery timeout, and is
+/// recovered the same way (a fresh message, never Retry).
+const DELIVERY_TIMEOUT: &[&str] =
+    &["Message delivery timed out", "メッセージ配信がタイムアウトしました", "Stream cache expired"];
 /// The conversation-length notice, inside the last assistant message as
 /// `div.text-token-text-error > p` beside a "Start new chat" button
 /// (MichalMatu/local-agent `docs/CHATGPT_DOM_CONTRACT.md`, observed live
@@ -151,7 +156,18 @@ const DELIVERY_TIMEOUT: &[&str] = &["Message delivery timed out", "メッセー�
 /// wording "The conversation is too long, please start a new one." (OpenAI
 /// community forum thread 128517). English only: no other locale's words
 /// are known, and an unknown text in the turn reads `error{unknown}`.
-const TOO_LONG: &[&str] = &["maximum length for this conversation", "conversation is too long"];
+/// "You've hit max weighted tokens for this chat" (2026, text markers in
+/// public code that reads the live page, search-index ids 68961211760,
+/// 70071102304; no element structure known) says the same.
+const TOO_LONG: &[&str] =
+    &["maximum length for this conversation", "conversation is too long", "max weighted tokens for this chat"];
+/// The length notice by structure, in any locale: generation A's error
+/// block in the answer holding its own button ("Start new chat") and no
+/// Retry (the 2026-09-06 live markup: `div.text-token-text-error > p` and
+/// `button.btn.btn-secondary`, search-index id 67454464290). A delivery
+/// timeout's block holds the Retry test id instead.
+const ERROR_BLOCK: &str = ".text-token-text-error";
+const RETRY: &str = r#"button[data-testid="regenerate-thread-error-button"]"#;
 const RATE_LIMITED: &[&str] = &[
     "Too many requests",
     "making requests too quickly",
@@ -279,6 +295,11 @@ const B_FINISHED_LABELS: &[&str] = &[
 // not read: it stays `in_progress` after the stream completed and after
 // Stop, so it can prove neither busy nor idle. A turn that says `complete`
 // without an action bar reads unsettled, as any such answer does.
+
+/// The page's `html[lang]`.
+fn lang<D: Dom>(dom: &D) -> Option<String> {
+    dom.query_all(None, "html").first().and_then(|h| dom.attr(h, "lang"))
+}
 
 fn contains_any(text: &str, needles: &[&str]) -> bool {
     needles.iter().any(|n| text.contains(n))
@@ -429,9 +450,17 @@ fn turn_incident<D: Dom>(dom: &D, last: &D::Node) -> Option<Incident> {
         return None;
     }
     let text: String = errors.iter().map(|n| dom.text(n)).collect();
+    // By structure where the words are unknown: in a page whose language
+    // the table has no words for, an error block with a button of its own
+    // and no Retry in the turn is the length notice. In English, the words
+    // tell it from other blocks of that shape (a plan's limit, say).
+    let english = lang(dom).is_none_or(|l| l.to_ascii_lowercase().starts_with("en"));
+    let length_notice = !english
+        && dom.query_all(Some(last), RETRY).is_empty()
+        && dom.query_all(Some(last), ERROR_BLOCK).iter().any(|block| !dom.query_all(Some(block), "button").is_empty());
     Some(if contains_any(&text, DELIVERY_TIMEOUT) {
         Incident::DeliveryTimeout
-    } else if contains_any(&text, TOO_LONG) {
+    } else if length_notice || contains_any(&text, TOO_LONG) {
         Incident::ConversationTooLong
     } else {
         Incident::Unknown
@@ -481,7 +510,7 @@ pub fn classify<D: Dom>(dom: &D) -> Result<Snapshot, UiChanged> {
         return snapshot(PageState::Loading);
     };
     // Generation B tells stop from send by label alone: fail closed on a locale we cannot read.
-    let lang = dom.query_all(None, "html").first().and_then(|h| dom.attr(h, "lang"));
+    let lang = lang(dom);
     let label_only = dom.attr(&form, "data-chatgpt-composer").is_some();
     let unreadable = label_only && !supported_locale(lang.as_deref());
     let generating = || PageState::Generating { notice: busy(dom, last).flatten() };
@@ -533,9 +562,11 @@ pub fn classify<D: Dom>(dom: &D) -> Result<Snapshot, UiChanged> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Settled {
     /// The answer's action bar shows: A's Copy / Good / Bad response test
-    /// ids in the assistant turn; B's `.turn-action-controls` outside the
-    /// user unit with a finished-bar label, on an answer no longer
-    /// streaming.
+    /// ids in the assistant turn (whatever their labels: "Copy", "Copy
+    /// response"); B's `.turn-action-controls` outside the user unit with
+    /// its menu button or a finished-bar label, on an answer no longer
+    /// streaming. A code block's own Copy (no test id, disabled while the
+    /// block streams) is no action bar.
     Finished,
     /// The answer runs (B's `data-markdown-animated`) or has not begun (a
     /// user turn last, an assistant turn with no answer text yet).
@@ -560,12 +591,16 @@ pub fn settle<D: Dom>(dom: &D, turn: &D::Node) -> Settled {
     if !dom.query_all(Some(turn), B_STREAMING).is_empty() {
         return Settled::Running;
     }
+    // Structure first: the answer's bar (outside the user unit) holds the
+    // menu button that regenerates or offers more (`aria-haspopup="menu"`,
+    // in every capture of the finished bar); its labels, in the locales the
+    // table knows, are a second signal.
     let finished_bar = dom.query_all(Some(turn), B_ACTIONS).iter().any(|bar| {
         !dom.within(bar, B_USER_UNIT)
-            && dom
-                .query_all(Some(bar), "button[aria-label]")
-                .iter()
-                .any(|b| dom.attr(b, "aria-label").is_some_and(|label| B_FINISHED_LABELS.contains(&label.trim())))
+            && dom.query_all(Some(bar), "button").iter().any(|b| {
+                (dom.attr(b, "aria-haspopup").as_deref() == Some("menu") && enabled(dom, b))
+                    || dom.attr(b, "aria-label").is_some_and(|label| B_FINISHED_LABELS.contains(&label.trim()))
+            })
     });
     if finished_bar { Settled::Finished } else { Settled::Unproven }
 }

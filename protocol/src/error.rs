@@ -158,6 +158,7 @@ impl ErrorCode {
                 | ErrorCode::BrowserControlUnavailable
                 | ErrorCode::ChatgptSignedOut
                 | ErrorCode::ChatgptChallenge
+                | ErrorCode::NotConversationPage
                 | ErrorCode::HostAppBindingNotReady
                 | ErrorCode::HostAppDisabled
                 | ErrorCode::HostAppStale

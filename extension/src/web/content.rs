@@ -200,7 +200,11 @@ fn report(dom: &LiveDom) -> Report {
     let url = web_sys::window().and_then(|w| w.location().href().ok()).unwrap_or_default();
     // Our own prompt, typed and not yet sent, is no person's draft.
     let typing = PENDING.with(|p| !p.borrow().is_empty());
-    let (state, error) = chatgpt_dom::compose::observed(dom, typing);
+    let (state, error) = match parse_url(&url) {
+        Some(_) => chatgpt_dom::compose::observed(dom, typing),
+        // Settings, the library, a GPT's page: no conversation to type into.
+        None => (ConversationState::Error, Some(ErrorCode::NotConversationPage)),
+    };
     Report { url, state, error }
 }
 
@@ -424,6 +428,12 @@ async fn submit_fresh(submission: &Submission) -> PageReply {
     let Submission { key, prompt, deadline_ms, expect_conversation, conversation, app, model } = submission;
     let (deadline_ms, conversation) = (*deadline_ms, conversation.as_deref());
     let dom = dom();
+    if parse_url(&report(&dom).url).is_none() {
+        return PageReply::Refused {
+            code: ErrorCode::NotConversationPage,
+            detail: "the tab shows a chatgpt.com page that is not a chat".into(),
+        };
+    }
     loop {
         match ready(&dom) {
             Ok(true) => break,
