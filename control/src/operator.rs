@@ -6,7 +6,7 @@
 
 use protocol::continuity::{ContinuationMode, Hold};
 use protocol::operator::{ANSWER_MAX, Action, Run as RunView, Status, View, Worker as WorkerView};
-use protocol::{ErrorCode, MessageKind, RunId, WorkerId, WorkerState};
+use protocol::{ErrorCode, RunId, WorkerId, WorkerState};
 use sha2::{Digest, Sha256};
 
 use crate::decide::Request;
@@ -220,13 +220,16 @@ pub fn apply(plane: &ControlPlane, control: &Control) -> Result<u32, Refused> {
     plane.execute(request).map(changed).map_err(refused)
 }
 
-/// A person's answer to `w`'s question (its own, or one to root): durable
-/// first (a message from root, once per key), then its wait for a person,
-/// and only that, is released, so its next turn carries the answer once. A
-/// replayed key changes nothing; a worker that asks nothing is refused.
+/// A person's answer to `w`'s question (its own, or one to root): the
+/// message from root and the release of its wait for a person, in one
+/// commit that checks the question is still open, so its next turn carries
+/// exactly one answer whichever surfaces answer at once. A replayed key
+/// changes nothing; a worker that asks nothing (answered already) is
+/// refused.
 fn answer(plane: &ControlPlane, control: &Control, w: &Worker, actor: WorkerId) -> Result<u32, Refused> {
-    let asked = w.continuity.hold == Some(Hold::AwaitingHuman);
-    if !asked && w.state != WorkerState::Waiting {
+    // A quick refusal for a worker that asks nothing; the commit below
+    // checks again, against the state it commits to.
+    if w.continuity.hold != Some(Hold::AwaitingHuman) && w.state != WorkerState::Waiting {
         return Err((ErrorCode::InvalidTransition, "the worker asks nothing now (answered already?)".into()));
     }
     let text = control.text.as_deref().map(str::trim).unwrap_or_default();
@@ -237,14 +240,9 @@ fn answer(plane: &ControlPlane, control: &Control, w: &Worker, actor: WorkerId) 
         format!("operator-answer:{}", digest[..16].iter().map(|b| format!("{b:02x}")).collect::<String>())
     });
     let refused = |e: crate::Error| (e.code(), e.to_string());
-    let (_, sent) = plane.send_fresh(&root, &w.id, MessageKind::Answer, text, None, key.as_deref()).map_err(refused)?;
-    if !sent {
-        return Ok(0);
-    }
-    if asked {
-        plane.execute(Request::ReleaseHold { actor, target: w.id.clone() }).map_err(refused)?;
-    }
-    Ok(1)
+    // One commit: the question is checked, answered and released together.
+    let sent = plane.answer(&root, &w.id, text, key.as_deref()).map_err(refused)?;
+    Ok(u32::from(sent))
 }
 
 impl Control {

@@ -764,6 +764,20 @@ impl ControlPlane {
         .map(|(id, events)| (id, !events.is_empty()))
     }
 
+    /// A person's answer, as `actor` (root), to `to`'s question: the
+    /// message and the release of its wait in one commit, decided against
+    /// the committed state (`Request::Answer`). Returns whether it went in
+    /// now (`false`: a replay of `idem`).
+    pub fn answer(&self, actor: &Worker, to: &WorkerId, body: &str, idem: Option<&str>) -> Result<bool, Error> {
+        let idem = Self::idem_key(format!("answer:{}", actor.id), idem)?;
+        self.commit(idem, &(to, body), |_| {
+            let message_id = MessageId::from_uuid_bytes(new_uuid());
+            let cmd = Request::Answer { actor: actor.id.clone(), message_id, to: to.clone(), body: body.to_owned() };
+            (cmd, ())
+        })
+        .map(|(_, events)| !events.is_empty())
+    }
+
     /// Root messages every unfinished worker; returns the message ids (the
     /// same ids on an idempotent replay).
     pub fn broadcast(
@@ -1378,6 +1392,7 @@ fn run_of(state: &State, command: &Request) -> RunId {
         Request::Spawn { actor, .. }
         | Request::Progress { actor, .. }
         | Request::Send { actor, .. }
+        | Request::Answer { actor, .. }
         | Request::Broadcast { actor, .. }
         | Request::Complete { actor, .. }
         | Request::Fail { actor, .. }

@@ -1122,3 +1122,86 @@ fn a_tool_approval_needs_you_since_the_card_appeared() {
     w.report(ExecutorFrame::ConversationState { worker_id: a.clone(), state: ConversationState::Error, error });
     assert_eq!(shown(&w), (Status::NeedsYou, card), "the same card, reported again, and progress: the same wait");
 }
+
+/// Issue 43, finding 1: any number of surfaces answering one question at
+/// once (two dashboard tabs, the popup; each its own key) deliver exactly
+/// one answer: the question is checked, answered and released in one
+/// commit, and every other answer is refused as "asks nothing now".
+mod concurrent_answers {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn asked(w: &World, name: &str, conversation: &str) -> WorkerId {
+        let a = w.working(name, conversation);
+        let ask = Request::SetHold {
+            actor: a.clone(),
+            target: a.clone(),
+            hold: Hold::AwaitingHuman,
+            reason: "which db?".into(),
+            ask: None,
+        };
+        w.plane.execute(ask).unwrap();
+        a
+    }
+
+    fn answers_to(w: &World, worker: &WorkerId) -> usize {
+        let mut n = 0;
+        w.store
+            .replay(&mut |e| {
+                n += usize::from(matches!(&e.body, EventBody::WorkerMessage { to, .. } if to == worker));
+                Ok(())
+            })
+            .unwrap();
+        n
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        #[test]
+        fn of_n_concurrent_answers_exactly_one_goes_in(surfaces in 2..12usize, by_question in any::<bool>()) {
+            use control::operator::Control;
+            use protocol::operator::Action;
+            let w = world();
+            // Its own question to a person, or a question it asked root.
+            let a = if by_question {
+                let a = w.working("a", "66666666-6666-4666-8666-666666666666");
+                let worker = w.plane.worker(&a).unwrap();
+                let root = w.root.clone();
+                w.plane.send_fresh(&worker, &root, protocol::MessageKind::Question, "which?", None, None).unwrap();
+                a
+            } else {
+                asked(&w, "a", "66666666-6666-4666-8666-666666666666")
+            };
+            let barrier = std::sync::Barrier::new(surfaces);
+            let results: Vec<_> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..surfaces)
+                    .map(|i| {
+                        let (plane, barrier, a) = (&w.plane, &barrier, a.clone());
+                        scope.spawn(move || {
+                            let answer = Control {
+                                action: Action::Answer,
+                                worker_id: Some(a),
+                                run_id: None,
+                                text: Some(format!("postgres, says surface {i}")),
+                                key: Some(format!("surface-{i}")),
+                            };
+                            barrier.wait();
+                            control::operator::apply(plane, &answer)
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let delivered = results.iter().filter(|r| **r == Ok(1)).count();
+            prop_assert_eq!(delivered, 1, "{:?}", results);
+            for refused in results.iter().filter(|r| **r != Ok(1)) {
+                prop_assert_eq!(refused.as_ref().unwrap_err().0, protocol::ErrorCode::InvalidTransition);
+            }
+            prop_assert_eq!(answers_to(&w, &a), 1, "one answer reached the worker");
+            let worker = w.plane.worker(&a).unwrap();
+            prop_assert_eq!(worker.continuity.hold, None);
+            prop_assert_eq!(worker.state, WorkerState::Running);
+        }
+    }
+}

@@ -38,6 +38,40 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             events.extend(message_state_changes(sender, recipient, *kind));
             Ok(events)
         }
+        Request::Answer { actor, message_id, to, body } => {
+            let (run, root) = root_actor(state, actor)?;
+            require_open(run)?;
+            check_text("body", body, TEXT_MAX)?;
+            let worker =
+                state.worker(to).filter(|w| w.run_id == run.id).ok_or_else(|| Refusal::NoWorkerInRun(to.clone()))?;
+            if worker.id == root.id {
+                return Err(Refusal::MessageToSelf);
+            }
+            // Its own question to a person, or one it asked root: checked
+            // here, in the commit that answers it, never before it.
+            let asked = worker.continuity.hold == Some(protocol::continuity::Hold::AwaitingHuman);
+            if !asked && worker.state != WorkerState::Waiting {
+                return Err(Refusal::NothingAsked(to.clone()));
+            }
+            let mut events = vec![EventBody::WorkerMessage {
+                message_id: message_id.clone(),
+                from: actor.clone(),
+                to: to.clone(),
+                kind: MessageKind::Answer,
+                body: body.clone(),
+                in_reply_to: None,
+            }];
+            events.extend(message_state_changes(root, worker, MessageKind::Answer));
+            if asked {
+                events.push(EventBody::WorkerHoldChanged {
+                    worker_id: to.clone(),
+                    hold: None,
+                    reason: None,
+                    ask: None,
+                });
+            }
+            Ok(events)
+        }
         Request::Broadcast { actor, message_ids, kind, body } => {
             let (run, root) = root_actor(state, actor)?;
             require_open(run)?;

@@ -112,6 +112,21 @@ pub enum Request {
         /// (read before deciding: the state keeps no messages).
         replied: Option<(RunId, WorkerId)>,
     },
+    /// A person's answer, sent as root, to a worker that asks a person:
+    /// the message, the worker's wait released, in one commit. Decided
+    /// against the state the commit sees, so of any number of answers to
+    /// one question (dashboard tabs, the popup, any keys) exactly one goes
+    /// in; the others are refused.
+    Answer {
+        /// Must be root.
+        actor: WorkerId,
+        /// The new message.
+        message_id: MessageId,
+        /// The asking worker.
+        to: WorkerId,
+        /// The answer.
+        body: String,
+    },
     /// Root sends one message to every unfinished worker.
     Broadcast {
         /// Must be root.
@@ -439,7 +454,7 @@ fn route(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusal> {
         | Request::Fail { .. }
         | Request::Interrupt { .. }
         | Request::Followup { .. } => worker::decide(state, command),
-        Request::Send { .. } | Request::Broadcast { .. } => message::decide(state, command),
+        Request::Send { .. } | Request::Answer { .. } | Request::Broadcast { .. } => message::decide(state, command),
         Request::ExecutorConnected { .. }
         | Request::ExecutorDisconnected { .. }
         | Request::Dispatch { .. }

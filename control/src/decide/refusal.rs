@@ -83,6 +83,10 @@ pub enum Refusal {
     /// Only the run's root may do this.
     #[error("only root may do this")]
     RootOnly,
+    /// The worker asks nothing now: its question was answered already (by
+    /// another surface or key), or it never asked.
+    #[error("worker {0} asks nothing now: its question was answered already")]
+    NothingAsked(WorkerId),
     /// Root never attaches, unless the daemon launched it (a managed root).
     #[error("root does not attach; it uses the capability from run_create")]
     RootDoesNotAttach,
@@ -295,6 +299,7 @@ impl Refusal {
             | NoRolloverCarrier(_)
             | RolloverBusy(_)
             | AttemptOutOfSequence { .. }
+            | NothingAsked(_)
             | OwnershipIs(..) => ErrorCode::InvalidTransition,
             RunNotActive(_) => ErrorCode::RunNotActive,
             RunFull(_) | RolloversExhausted(_) | HoldersExhausted(_) => ErrorCode::LimitReached,
