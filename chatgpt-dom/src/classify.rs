@@ -146,8 +146,22 @@ pub struct Snapshot {
 /// live page, search-index ids 69095230055, 70071102304; no structure
 /// known): the answer was lost, as after a delivery timeout, and is
 /// recovered the same way (a fresh message, never Retry).
-const DELIVERY_TIMEOUT: &[&str] =
-    &["Message delivery timed out", "メッセージ配信がタイムアウトしました", "Stream cache expired"];
+///
+/// Other locales, as public code records the live page (OBS/CODE; repository
+/// not resolved): zh-CN 消息发送超时 (a transcript pasted from the page,
+/// search-index id 62155489986), ko 메시지 전송 시간이 초과되었습니다
+/// (recorded from a user's screen 2026-08-04, id 60690601782), ru Время
+/// доставки сообщения истекло (id 69714885034), en "Message sending timed
+/// out" (test data, id 68364360660).
+const DELIVERY_TIMEOUT: &[&str] = &[
+    "Message delivery timed out",
+    "Message sending timed out",
+    "メッセージ配信がタイムアウトしました",
+    "消息发送超时",
+    "메시지 전송 시간이 초과되었습니다",
+    "Время доставки сообщения истекло",
+    "Stream cache expired",
+];
 /// The conversation-length notice, inside the last assistant message as
 /// `div.text-token-text-error > p` beside a "Start new chat" button
 /// (MichalMatu/local-agent `docs/CHATGPT_DOM_CONTRACT.md`, observed live
@@ -159,8 +173,16 @@ const DELIVERY_TIMEOUT: &[&str] =
 /// "You've hit max weighted tokens for this chat" (2026, text markers in
 /// public code that reads the live page, search-index ids 68961211760,
 /// 70071102304; no element structure known) says the same.
-const TOO_LONG: &[&str] =
-    &["maximum length for this conversation", "conversation is too long", "max weighted tokens for this chat"];
+/// zh-CN 你已达到此对话的长度上限 (pasted from the live page, search-index id
+/// 69465483315) and ko 이 대화의 최대 길이에 도달 (searched for on the live
+/// page, id 63577220207).
+const TOO_LONG: &[&str] = &[
+    "maximum length for this conversation",
+    "conversation is too long",
+    "max weighted tokens for this chat",
+    "你已达到此对话的长度上限",
+    "이 대화의 최대 길이에 도달",
+];
 /// The length notice by structure, in any locale: generation A's error
 /// block in the answer holding its own button ("Start new chat") and no
 /// Retry (the 2026-09-06 live markup: `div.text-token-text-error > p` and
@@ -168,11 +190,22 @@ const TOO_LONG: &[&str] =
 /// timeout's block holds the Retry test id instead.
 const ERROR_BLOCK: &str = ".text-token-text-error";
 const RETRY: &str = r#"button[data-testid="regenerate-thread-error-button"]"#;
+///
+/// The dialog's title in other locales (OBS/CODE; search-index ids): fr
+/// "Trop de requêtes" (an observed French popup, 68388789066), ko 요청이
+/// 너무 많습니다 ("exact Korean access notice", 70426380483), ja
+/// リクエストが多すぎます, zh-CN 太多请求, zh-TW 太多要求 (a fixture,
+/// 59238857059; zh-TW also 71029811320).
 const RATE_LIMITED: &[&str] = &[
     "Too many requests",
     "making requests too quickly",
     "You've hit your rate limit",
     "You\u{2019}ve hit your rate limit",
+    "Trop de requêtes",
+    "요청이 너무 많습니다",
+    "リクエストが多すぎます",
+    "太多请求",
+    "太多要求",
 ];
 /// The slow-answer and safety-review notices, compared lower-cased. en
 /// "…thinking a bit more about this request…" (GPT-AntiCurse
@@ -184,11 +217,18 @@ const RATE_LIMITED: &[&str] = &[
 /// chatgpt-booster `docs/CHATGPT_CLIENT_RESEARCH.md` @ 58739f28, live
 /// 2026-10-07). No ja, ko or zh text is known: there, an in-turn status
 /// reads as [`Notice::Unrecognized`] (busy all the same).
+/// Also zh-CN 我们的系统正在进一步处理此请求 (pasted from the live page,
+/// search-index id 70507708648) and es "…procesando esta solicitud un poco
+/// más…" / "…haciendo comprobaciones adicionales…" (fixtures, ids
+/// 70083824030, 70094377953).
 const DEFERRAL: &[&str] = &[
     "thinking a bit more",
     "checking a few extra things",
     "quelques vérifications supplémentaires",
     "выполняют дополнительную обработку",
+    "正在进一步处理此请求",
+    "procesando esta solicitud un poco más",
+    "haciendo comprobaciones adicionales",
 ];
 /// The stream-recovery notice, compared lower-cased: en "Connection
 /// interrupted. Waiting for the complete answer" (the client's default for
@@ -196,12 +236,22 @@ const DEFERRAL: &[&str] = &[
 /// "Соединение прервано. Ожидание полного ответа" (Koba, live 2026-10-07),
 /// fr "Connexion interrompue" (a test input in universal-dev-architecture,
 /// not a capture).
+/// Also zh-CN 连接已中断 (a live incident note, search-index id
+/// 70985334278), ja 接続が中断されました (a fixture, search-index id
+/// 69163429949), ko 연결이 끊어졌습니다 (a classifier test, id 61708077880),
+/// es "conexión interrumpida" (a fixture, id 70094377953), en "waiting for
+/// the full response" (id 71355904937).
 const RECOVERY: &[&str] = &[
     "connection interrupted",
     "waiting for the complete answer",
+    "waiting for the full response",
     "соединение прервано",
     "ожидание полного ответа",
     "connexion interrompue",
+    "连接已中断",
+    "接続が中断されました",
+    "연결이 끊어졌습니다",
+    "conexión interrumpida",
 ];
 
 /// Conversation turns, per generation: A's test-id turns (`article` until

@@ -15,8 +15,11 @@
 //! - [`Git::landed_at`] checks a submitted commit reached a branch.
 //!
 //! Every run has a deadline, a clean environment (no inherited `GIT_DIR`,
-//! `GIT_INDEX_FILE`, ...) and no hooks or file-system monitor from the
-//! repository's config, and what Git prints is kept to a bound. Worktrees
+//! `GIT_INDEX_FILE`, ..., no system or user config) and nothing a
+//! repository's config names is ever run: hooks, file-system monitor,
+//! filter, diff and merge drivers, signing, pagers, editors, helpers are
+//! all overridden ([`NEUTRAL`], `driver_overrides`); what Git prints is kept
+//! to a bound. Worktrees
 //! are confined to the allowed roots; their repositories' Git directories
 //! (refs, objects, `extensions.worktreeConfig`, lock files) may be
 //! anywhere and are written there.
@@ -435,24 +438,126 @@ fn failed(args: &[&str], code: i32, err: &str) -> Error {
     Error::Git { args: args.join(" "), detail: format!("exit {code}: {err}") }
 }
 
+/// Settings that override every config key naming a program Git could run
+/// for the commands this adapter uses (command-line `-c` wins over every
+/// config file, included ones too, and reaches Git's own child processes):
+/// no hooks (`update-ref` fires one), no file-system monitor, no signing
+/// program, no external diff, pager, editor, credential helper or ssh
+/// command, no network protocol at all, no attributes file of the user's,
+/// and no recursion into submodules (whose config is not read here). The
+/// filter, diff and merge drivers a repository defines are named by it, so
+/// they are found per run and emptied ([`driver_overrides`]).
+const NEUTRAL: &[&str] = &[
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.pager=cat",
+    "core.editor=:",
+    "sequence.editor=:",
+    "core.sshCommand=",
+    "core.askPass=",
+    "core.attributesFile=/dev/null",
+    "credential.helper=",
+    "diff.external=",
+    "commit.gpgSign=false",
+    "tag.gpgSign=false",
+    "gpg.program=/bin/false",
+    "protocol.allow=never",
+    "submodule.recurse=false",
+];
+
+/// Variables that would make Git read other config, run a program, or act
+/// elsewhere. Git runs with `GIT_CONFIG_NOSYSTEM`, the global config
+/// `/dev/null` and `HOME=/dev/null` (nothing of the user's is read): the
+/// daemon trusts no config but the repository's own, neutralised. No
+/// `safe.directory` is given, so a repository owned by another user is
+/// refused by Git itself (`dubious ownership`), as it should be.
+const SCRUBBED: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_PAGER",
+    "PAGER",
+    "GIT_EDITOR",
+    "VISUAL",
+    "EDITOR",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "GIT_PROXY_COMMAND",
+    "GIT_ATTR_SOURCE",
+    "XDG_CONFIG_HOME",
+];
+
+/// `-c` settings that empty every filter, diff and merge driver `dir`'s
+/// config defines (directly or through includes): an emptied filter runs
+/// nothing and is not required, so the content is taken as it is on disk.
+/// Reading config runs nothing.
+fn driver_overrides(dir: &Path) -> Result<Vec<String>, Error> {
+    let names = match output_with(dir, &["config", "--name-only", "--get-regexp", r"^(filter|diff|merge)\."], &[], &[])?
+    {
+        (0, out, _) => out,
+        (1, _, _) => String::new(),
+        (code, _, err) => return Err(failed(&["config", "--get-regexp"], code, &err)),
+    };
+    let mut overrides = Vec::new();
+    for name in names.lines().map(str::trim).filter(|n| !n.is_empty()) {
+        let Some((section, rest)) = name.split_once('.') else { continue };
+        let Some((driver, _)) = rest.rsplit_once('.') else { continue };
+        let keys: &[&str] = match section {
+            "filter" => &["clean=", "smudge=", "process=", "required=false"],
+            "diff" => &["textconv=", "command=", "cachetextconv=false"],
+            "merge" => &["driver="],
+            _ => continue,
+        };
+        for key in keys {
+            let setting = format!("{section}.{driver}.{key}");
+            if !overrides.contains(&setting) {
+                overrides.push(setting);
+            }
+        }
+    }
+    Ok(overrides)
+}
+
 /// Runs `git -C dir args` with a clean environment and a deadline: its
 /// exit code, standard output and standard error (each bounded).
 fn output(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> Result<(i32, String, String), Error> {
+    // Any command that looks at a file's content may run a driver (even
+    // `write-tree` refreshes racy index entries through the filters):
+    // every run but reading config gets them emptied.
+    let drivers = match args.first() {
+        Some(&"config") => Vec::new(),
+        _ => driver_overrides(dir)?,
+    };
+    output_with(dir, args, env, &drivers)
+}
+
+fn output_with(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &OsStr)],
+    drivers: &[String],
+) -> Result<(i32, String, String), Error> {
     let mut command = Command::new("git");
-    // A repository's own config must not make the daemon run its code:
-    // no hooks (update-ref fires one), no file-system monitor.
-    command.args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-C"]).arg(dir).args(args);
+    // A repository's own config must not make the daemon run its code.
+    for setting in NEUTRAL.iter().copied().chain(drivers.iter().map(String::as_str)) {
+        command.args(["-c", setting]);
+    }
+    command.arg("-C").arg(dir).args(args);
     command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    for var in [
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_COMMON_DIR",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_CEILING_DIRECTORIES",
-    ] {
+    for var in SCRUBBED {
         command.env_remove(var);
     }
+    command.env("GIT_CONFIG_NOSYSTEM", "1").env("GIT_CONFIG_GLOBAL", "/dev/null").env("HOME", "/dev/null");
     command.env("LC_ALL", "C").env("GIT_TERMINAL_PROMPT", "0").env("GIT_OPTIONAL_LOCKS", "0");
     for (key, value) in env {
         command.env(key, value);

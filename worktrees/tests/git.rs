@@ -188,3 +188,69 @@ fn a_landing_is_confirmed_only_once_the_commit_is_on_the_branch() {
     assert_eq!(adapter.commit_of(&repo_key, "no-such-rev").unwrap(), None);
     assert_eq!(adapter.top_level_of(&wt.join(".")).unwrap(), wt.to_str().unwrap());
 }
+
+/// A script that touches `marker` when run, and its path (quoted for config).
+fn script(dir: &Path, name: &str, marker: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\ntouch {}\ncat\n", marker.display())).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+/// Issue 43, finding 2: nothing a repository's configuration names runs in
+/// the daemon: a clean or process filter (set directly, through
+/// `include.path`, or named from `.git/info/attributes`), commit signing
+/// with a `gpg.program`, and the same through every path the adapter takes
+/// (inspect, projection, WIP snapshot). Each vector leaves a marker file
+/// when its program runs.
+#[test]
+fn no_program_a_repositorys_config_names_ever_runs() {
+    let vectors: &[(&str, fn(&Path, &Path, &str))] = &[
+        ("filter.clean", |repo, _wt, prog| {
+            git(repo, &["config", "filter.evil.clean", prog]);
+            git(repo, &["config", "filter.evil.smudge", prog]);
+        }),
+        ("filter.process", |repo, _wt, prog| {
+            git(repo, &["config", "filter.evil.process", prog]);
+            git(repo, &["config", "filter.evil.required", "true"]);
+        }),
+        ("include.path", |repo, _wt, prog| {
+            let included = repo.join("evil.config");
+            std::fs::write(&included, format!("[filter \"evil\"]\n\tclean = {prog}\n\trequired = true\n")).unwrap();
+            git(repo, &["config", "include.path", included.to_str().unwrap()]);
+        }),
+        ("gpg.program", |repo, _wt, prog| {
+            git(repo, &["config", "commit.gpgSign", "true"]);
+            git(repo, &["config", "gpg.program", prog]);
+        }),
+        ("diff.external and a textconv", |repo, _wt, prog| {
+            git(repo, &["config", "diff.external", prog]);
+            git(repo, &["config", "diff.evil.textconv", prog]);
+            git(repo, &["config", "core.pager", prog]);
+        }),
+    ];
+    for (name, plant) in vectors {
+        let (root, repo, wt) = repo();
+        let marker = root.path().join("ran");
+        let prog = script(root.path(), "evil.sh", &marker);
+        plant(&repo, &wt, &prog);
+        // Named from the worktree's attributes and from the repository's own.
+        std::fs::write(wt.join(".gitattributes"), "* filter=evil diff=evil\n").unwrap();
+        std::fs::create_dir_all(repo.join(".git/info")).unwrap();
+        std::fs::write(repo.join(".git/info/attributes"), "* filter=evil diff=evil\n").unwrap();
+        std::fs::write(wt.join("README"), "changed by the person\n").unwrap();
+        std::fs::write(wt.join("new.txt"), "untracked\n").unwrap();
+        let adapter = Git::new(&[root.path().to_owned()]).unwrap();
+        let seen = adapter.inspect(&wt).unwrap();
+        assert!(seen.dirty, "{name}");
+        adapter.project(&wt, &projection(true)).unwrap();
+        // What `orchestrator who <path>` asks of the same adapter.
+        assert_eq!(adapter.top_level_of(&wt.join(".")).unwrap(), wt.to_str().unwrap(), "{name}");
+        adapter.repository_of(&wt).unwrap();
+        adapter.commit_of(&repo.join(".git").display().to_string(), "main").unwrap();
+        let snapshot = adapter.preserve_wip(&wt, "own_v", 1).unwrap();
+        assert!(snapshot.is_some(), "{name}: the work is still preserved");
+        assert!(!marker.exists(), "{name}: the repository's program ran in the daemon");
+    }
+}
