@@ -156,6 +156,47 @@ mod tests {
         let c = send(&mut g, &a, &root, MessageKind::Information, &"x".repeat(TEXT_MAX + 1));
         rows.push(("a body over its bound", g, c, Err(ErrorCode::TooLarge)));
 
+        let answer = |g: &mut Given, to: &WorkerId| Request::Answer {
+            actor: g.root.clone(),
+            message_id: MessageId::from_uuid_bytes(g.id()),
+            to: to.clone(),
+            body: "postgres".into(),
+        };
+        let mut g = Given::run();
+        let a = g.attached("a");
+        g.apply(Request::SetHold {
+            actor: a.clone(),
+            target: a.clone(),
+            hold: protocol::continuity::Hold::AwaitingHuman,
+            reason: "which db?".into(),
+            ask: None,
+        });
+        let c = answer(&mut g, &a);
+        rows.push((
+            "a person's answer goes in with its wait released",
+            g,
+            c,
+            Ok(&["worker.message", "worker.hold_changed"][..]),
+        ));
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        let root = g.root.clone();
+        let asked = send(&mut g, &a, &root, MessageKind::Question, "which?");
+        g.apply(asked);
+        let c = answer(&mut g, &a);
+        rows.push(("a person answers a question to root", g, c, Ok(&["worker.message", "worker.state_changed"][..])));
+
+        let mut g = Given::run();
+        let a = g.attached("a");
+        let c = answer(&mut g, &a);
+        rows.push((
+            "an answer to a worker that asks nothing (answered already)",
+            g,
+            c,
+            Err(ErrorCode::InvalidTransition),
+        ));
+
         let mut g = Given::run();
         g.attached("a");
         g.attached("b");
