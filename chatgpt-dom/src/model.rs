@@ -1,5 +1,6 @@
-//! Pinning the conversation's model through ChatGPT's model picker, by the
-//! picker's exact label, before anything is typed; failing closed.
+//! Pinning the conversation's model, and with it the thinking effort,
+//! through ChatGPT's model picker, by the picker's exact labels, before
+//! anything is typed; failing closed.
 //!
 //! The picker changed shape every few weeks through 2025–2026
 //! (`docs/evidence/model-picker.md`). Two generations are read:
@@ -13,7 +14,18 @@
 //!   [aria-haspopup=menu]`, the same test id where present) showing the
 //!   thinking effort, never the model; "Show advanced options", then the
 //!   Model opener's submenu of `[role=menuitemradio]` rows whose
-//!   `aria-checked` is the verification.
+//!   `aria-checked` is the verification; the Effort opener beside it holds
+//!   the effort tiers, Pro among them (2026-08-10), as the first level's
+//!   radios did before. A flat panel of 2026-09 puts the model radios in
+//!   the advanced view itself, and its Radix trigger opens on
+//!   `pointerdown`, not on a synthetic `click()` (the carriers press with a
+//!   full pointer sequence, see `Act::click`).
+//!
+//! Openers are told apart by structure first: an effort action
+//! (`data-model-picker-thinking-effort-action`) or an opener whose value is
+//! what the pill shows (the pill names the effort) leads to efforts; one in
+//! the advanced view or a "models-submenu" test id leads to models. Their
+//! words, in the languages public code records, are a second signal.
 //!
 //! Rules: every locator must resolve to exactly one visible element (not
 //! inside `[inert]`); a row matches only when one of its elements reads
@@ -48,8 +60,39 @@ const A_ROWS: &str =
 const B_ROWS: &str = r#"[role="menuitemradio"]"#;
 /// Generation B's "Show advanced options": a menuitem that expands, with no submenu.
 const ADVANCED: &str = r#"[role="menuitem"][aria-expanded]:not([aria-haspopup])"#;
-/// Submenu openers: A's "Legacy models"/"More models", B's "Model".
+/// Submenu openers: A's "Legacy models"/"More models", B's "Model" and "Effort".
 const OPENERS: &str = r#"[role="menuitem"][aria-haspopup="menu"], [role="menuitem"][data-has-submenu]"#;
+/// Generation B's advanced view: its openers (2026-08) or its model radios
+/// (the flat panel of 2026-09: rzn-browser's live note 2026-08-31; a live
+/// DOM recorded 2026-09-05, search-index id 59148944243).
+const ADVANCED_VIEW: &str = r#"[data-testid="composer-model-picker-slider-advanced-view"]"#;
+/// Openers' words, lower-cased, as a second signal (all CODE, no capture):
+/// en "Model" / "Effort" (steipete/oracle @ 7b364aa5); zh-CN 选择模型, zh-TW
+/// 選擇模型, ko 모델 선택 (GPTLock's list, search-index id 68634717668); vi
+/// "Mô hình" / "Mức suy luận" (id 68948571794); ja 推論レベル (oracle's
+/// changelog 0.17.3); zh-CN 强度 (Fabushi's spec of 2026-09-28 as search
+/// results quote it, the weakest of these).
+const MODEL_WORDS: &[&str] = &["model", "模型", "모델", "mô hình"];
+const EFFORT_WORDS: &[&str] = &["effort", "强度", "推論レベル", "mức suy luận"];
+
+/// What a picker row sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A model ("o3").
+    Model,
+    /// A thinking effort ("Pro").
+    Effort,
+}
+
+impl Kind {
+    fn noun(self) -> &'static str {
+        match self {
+            Kind::Model => "model",
+            Kind::Effort => "effort",
+        }
+    }
+}
+
 /// Generation A's trigger label, before the model's name (en only: other
 /// locales verify by a checked radio or fail closed).
 const CURRENT_IS: &str = "current model is ";
@@ -107,35 +150,51 @@ fn reads<D: Dom>(dom: &D, row: &D::Node, label: &str) -> bool {
         || dom.query_all(Some(row), "*").iter().any(|n| normalized(&dom.text(n)) == label)
 }
 
-/// The open menus where model rows may be: the picker's own, and the
-/// submenus its openers control.
-/// Each with whether it is the first level (its radios are effort tiers):
-/// a picker menu no model opener controls.
-fn model_menus<D: Dom>(dom: &D, trigger: &D::Node) -> Vec<(D::Node, bool)> {
+/// The open menus where rows may be: the picker's own (first level), and
+/// the submenus its openers control, each with what its opener leads to.
+fn menus<D: Dom>(dom: &D, trigger: &D::Node) -> Vec<(D::Node, bool, Option<Kind>)> {
     let own = picker_menus(dom, trigger);
-    let controlled: Vec<String> = own
+    let controlled: Vec<(String, Option<Kind>)> = own
         .iter()
         .flat_map(|m| shown(dom, Some(m), OPENERS))
-        .filter(|o| leads_to_models(dom, o))
-        .filter_map(|o| dom.attr(&o, "aria-controls"))
+        .filter_map(|o| Some((dom.attr(&o, "aria-controls")?, leads_to(dom, trigger, &o))))
         .collect();
     shown(dom, None, OPEN_MENU)
         .into_iter()
         .filter_map(|m| {
-            let submenu = dom.attr(&m, "id").is_some_and(|i| controlled.contains(&i));
-            (own.contains(&m) || submenu).then_some((m, !submenu))
+            let id = dom.attr(&m, "id");
+            let submenu = controlled.iter().find(|(c, _)| id.as_deref() == Some(c.as_str()));
+            match submenu {
+                Some((_, kind)) => Some((m, false, *kind)),
+                None => own.contains(&m).then_some((m, true, None)),
+            }
         })
         .collect()
 }
 
-/// The rows labelled `label` in the picker's menus. A first-level radio is
-/// an effort tier, not a model: B's radios count only in a submenu.
-fn rows<D: Dom>(dom: &D, trigger: &D::Node, label: &str) -> Vec<D::Node> {
+/// The rows of `kind` labelled `label` in the picker's menus. Models: A's
+/// test-id rows, B's radios in a model submenu or in the advanced view.
+/// Efforts: the first level's radios outside the advanced view, and the
+/// radios of an effort submenu.
+fn rows<D: Dom>(dom: &D, trigger: &D::Node, label: &str, kind: Kind) -> Vec<D::Node> {
     let mut found = Vec::new();
-    for (menu, first_level) in model_menus(dom, trigger) {
-        let mut candidates = shown(dom, Some(&menu), A_ROWS);
-        if !first_level {
-            candidates.extend(shown(dom, Some(&menu), B_ROWS));
+    for (menu, first_level, of) in menus(dom, trigger) {
+        let mut candidates = Vec::new();
+        let radios = shown(dom, Some(&menu), B_ROWS);
+        match kind {
+            Kind::Model => {
+                candidates.extend(shown(dom, Some(&menu), A_ROWS));
+                match (first_level, of) {
+                    (true, _) => candidates.extend(radios.into_iter().filter(|r| dom.within(r, ADVANCED_VIEW))),
+                    (false, Some(Kind::Model)) => candidates.extend(radios),
+                    (false, _) => {}
+                }
+            }
+            Kind::Effort => match (first_level, of) {
+                (true, _) => candidates.extend(radios.into_iter().filter(|r| !dom.within(r, ADVANCED_VIEW))),
+                (false, Some(Kind::Effort)) => candidates.extend(radios),
+                (false, _) => {}
+            },
         }
         for row in candidates {
             if reads(dom, &row, label) && !found.contains(&row) {
@@ -151,19 +210,43 @@ fn checked<D: Dom>(dom: &D, node: &D::Node) -> bool {
         || dom.attr(node, "data-state").as_deref() == Some("checked")
 }
 
-/// Whether an opener leads to models: A's "Legacy models"/"More models"
-/// (`data-testid="… models-submenu"`), B's "Model". Never the effort
-/// submenus (their radios are tiers, not models): the words are a hint
-/// the evidence offers in English only, so elsewhere a model behind a
-/// submenu is not found and nothing is typed.
-fn leads_to_models<D: Dom>(dom: &D, opener: &D::Node) -> bool {
-    if dom.attr(opener, "data-model-picker-thinking-effort-action").is_some() {
-        return false;
+/// What an opener leads to, if it can be told: efforts (an effort action,
+/// or its value is the pill's text, which names the effort; or effort
+/// words), models (a "models-submenu" test id, an opener of the advanced
+/// view that is no effort opener, or model words), else nothing (never
+/// opened: an unknown submenu's radios are not clicked).
+fn leads_to<D: Dom>(dom: &D, trigger: &D::Node, opener: &D::Node) -> Option<Kind> {
+    if effort_marked(dom, trigger, opener) {
+        return Some(Kind::Effort);
     }
     let text = normalized(&dom.text(opener)).to_lowercase();
-    dom.attr(opener, "data-testid").is_some_and(|t| t.ends_with("models-submenu"))
-        || text.starts_with("model")
-        || text.contains("models")
+    let says = |words: &[&str]| words.iter().any(|w| text.contains(w));
+    if dom.attr(opener, "data-testid").is_some_and(|t| t.ends_with("models-submenu")) || says(MODEL_WORDS) {
+        return Some(Kind::Model);
+    }
+    // In the advanced view, in words no table holds: the model opener is
+    // the one opener there not told to lead to efforts, if it is alone.
+    let view = dom.query_all(None, ADVANCED_VIEW).into_iter().find(|v| dom.query_all(Some(v), "*").contains(opener))?;
+    let others = shown(dom, Some(&view), OPENERS).into_iter().filter(|o| o != opener).collect::<Vec<_>>();
+    let efforts = others.iter().filter(|o| effort_marked(dom, trigger, o)).count();
+    (efforts == others.len()).then_some(Kind::Model)
+}
+
+/// Whether `opener` is marked as leading to efforts, by structure or words
+/// (what [`leads_to`] checks first).
+fn effort_marked<D: Dom>(dom: &D, trigger: &D::Node, opener: &D::Node) -> bool {
+    let pill = normalized(&dom.text(trigger));
+    let leaves: Vec<String> = dom
+        .query_all(Some(opener), "span")
+        .iter()
+        .map(|n| normalized(&dom.text(n)))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let value_is_pill = !pill.is_empty() && leaves.len() > 1 && leaves.last().is_some_and(|v| *v == pill);
+    let text = normalized(&dom.text(opener)).to_lowercase();
+    dom.attr(opener, "data-model-picker-thinking-effort-action").is_some()
+        || value_is_pill
+        || EFFORT_WORDS.iter().any(|w| text.contains(w))
 }
 
 /// Opens the picker and finds the row labelled `label`, descending through
@@ -173,6 +256,7 @@ async fn open_row<D: Act, W: Wait>(
     dom: &D,
     trigger: &D::Node,
     label: &str,
+    kind: Kind,
     wait: &W,
 ) -> Result<Option<D::Node>, Refusal> {
     if picker_menus(dom, trigger).is_empty() {
@@ -181,9 +265,9 @@ async fn open_row<D: Act, W: Wait>(
             return Err(refuse(ErrorCode::HostUiChanged, "the model picker did not open"));
         }
     }
-    let found = |d: &D| !rows(d, trigger, label).is_empty();
+    let found = |d: &D| !rows(d, trigger, label, kind).is_empty();
     if found(dom) {
-        return pick(dom, trigger, label);
+        return pick(dom, trigger, label, kind);
     }
     // B: the advanced options, once.
     let advanced: Vec<D::Node> = picker_menus(dom, trigger)
@@ -204,7 +288,7 @@ async fn open_row<D: Act, W: Wait>(
         let next = picker_menus(dom, trigger)
             .iter()
             .flat_map(|m| shown(dom, Some(m), OPENERS))
-            .filter(|o| leads_to_models(dom, o))
+            .filter(|o| leads_to(dom, trigger, o) == Some(kind))
             .find(|o| {
                 !opened.contains(&dom.attr(o, "aria-controls"))
                     && dom.attr(o, "aria-expanded").as_deref() != Some("true")
@@ -221,15 +305,15 @@ async fn open_row<D: Act, W: Wait>(
             break;
         }
     }
-    if found(dom) { pick(dom, trigger, label) } else { Ok(None) }
+    if found(dom) { pick(dom, trigger, label, kind) } else { Ok(None) }
 }
 
-/// The one enabled row labelled `label`.
-fn pick<D: Dom>(dom: &D, trigger: &D::Node, label: &str) -> Result<Option<D::Node>, Refusal> {
-    match &rows(dom, trigger, label)[..] {
+/// The one enabled row of `kind` labelled `label`.
+fn pick<D: Dom>(dom: &D, trigger: &D::Node, label: &str, kind: Kind) -> Result<Option<D::Node>, Refusal> {
+    match &rows(dom, trigger, label, kind)[..] {
         [] => Ok(None),
         [row] if disabled(dom, row) => {
-            Err(refuse(ErrorCode::ModelUnavailable, format!("the model \"{label}\" is disabled")))
+            Err(refuse(ErrorCode::ModelUnavailable, format!("the {} \"{label}\" is disabled", kind.noun())))
         }
         [row] => Ok(Some(row.clone())),
         many => Err(refuse(ErrorCode::HostUiChanged, format!("{} rows read \"{label}\"; not guessing", many.len()))),
@@ -244,27 +328,38 @@ async fn close<D: Act, W: Wait>(dom: &D, trigger: &D::Node, wait: &W) {
     }
 }
 
-/// Whether the picker shows `label` as the current model: generation A's
-/// trigger names it; otherwise the picker is opened and exactly that row
-/// must be the one checked. `Err` when it cannot tell.
-async fn shows<D: Act, W: Wait>(dom: &D, trigger: &D::Node, label: &str, wait: &W) -> Result<bool, Refusal> {
-    if let Some(current) = named(dom, trigger) {
+/// Whether the picker shows `label` as the current model (or effort):
+/// generation A's trigger names the model; otherwise the picker is opened
+/// and exactly that row must be the one checked in its group. `Err` when it
+/// cannot tell.
+async fn shows<D: Act, W: Wait>(
+    dom: &D,
+    trigger: &D::Node,
+    label: &str,
+    kind: Kind,
+    wait: &W,
+) -> Result<bool, Refusal> {
+    if let (Kind::Model, Some(current)) = (kind, named(dom, trigger)) {
         return Ok(current == label);
     }
-    let row = open_row(dom, trigger, label, wait).await;
+    let row = open_row(dom, trigger, label, kind, wait).await;
     let verdict = match row {
         Ok(Some(row)) if checked(dom, &row) => {
             // And no other model row of its menu is checked.
-            let others = model_menus(dom, trigger)
+            let others = menus(dom, trigger)
                 .iter()
-                .filter(|(m, _)| dom.query_all(Some(m), "*").contains(&row))
-                .flat_map(|(m, _)| shown(dom, Some(m), B_ROWS))
-                .filter(|n| *n != row && checked(dom, n))
+                .filter(|(m, _, _)| dom.query_all(Some(m), "*").contains(&row))
+                .flat_map(|(m, _, _)| shown(dom, Some(m), B_ROWS))
+                .filter(|n| {
+                    *n != row && checked(dom, n) && dom.within(n, ADVANCED_VIEW) == dom.within(&row, ADVANCED_VIEW)
+                })
                 .count();
             Ok(others == 0)
         }
         Ok(Some(_)) => Ok(false),
-        Ok(None) => Err(refuse(ErrorCode::ModelUnavailable, format!("the picker offers no model \"{label}\""))),
+        Ok(None) => {
+            Err(refuse(ErrorCode::ModelUnavailable, format!("the picker offers no {} \"{label}\"", kind.noun())))
+        }
         Err(e) => Err(e),
     };
     close(dom, trigger, wait).await;
@@ -274,17 +369,34 @@ async fn shows<D: Act, W: Wait>(dom: &D, trigger: &D::Node, label: &str, wait: &
 /// Sets the page's model picker to `label` and verifies it, before anything
 /// is typed. `Ok` when the picker shows exactly that model afterwards.
 pub async fn pin<D: Act, W: Wait>(dom: &D, label: &str, wait: &W) -> Result<(), Refusal> {
+    set(dom, label, Kind::Model, wait).await
+}
+
+/// Sets the picker's thinking effort to `label` ("High", "Pro") and
+/// verifies it, after the model was pinned and before anything is typed:
+/// the tier is found among the first level's radios or behind an effort
+/// opener, and must be the one checked afterwards. `MODEL_UNAVAILABLE` when
+/// the picker offers no such effort (a slider alone is not driven: its
+/// stops are not rows); nothing is typed either way.
+pub async fn pin_effort<D: Act, W: Wait>(dom: &D, label: &str, wait: &W) -> Result<(), Refusal> {
+    set(dom, label, Kind::Effort, wait).await
+}
+
+async fn set<D: Act, W: Wait>(dom: &D, label: &str, kind: Kind, wait: &W) -> Result<(), Refusal> {
     let label = normalized(label);
     let trigger = trigger(dom)?;
-    if named(dom, &trigger).as_deref() == Some(label.as_str()) {
+    if kind == Kind::Model && named(dom, &trigger).as_deref() == Some(label.as_str()) {
         return Ok(());
     }
-    let row = open_row(dom, &trigger, &label, wait).await;
+    let row = open_row(dom, &trigger, &label, kind, wait).await;
     let row = match row {
         Ok(Some(row)) => row,
         Ok(None) => {
             close(dom, &trigger, wait).await;
-            return Err(refuse(ErrorCode::ModelUnavailable, format!("the picker offers no model \"{label}\"")));
+            return Err(refuse(
+                ErrorCode::ModelUnavailable,
+                format!("the picker offers no {} \"{label}\"", kind.noun()),
+            ));
         }
         Err(e) => {
             close(dom, &trigger, wait).await;
@@ -300,11 +412,11 @@ pub async fn pin<D: Act, W: Wait>(dom: &D, label: &str, wait: &W) -> Result<(), 
     // A choice closes the menu; a menu left open is closed here.
     until(dom, wait, |d| picker_menus(d, &trigger).is_empty()).await;
     close(dom, &trigger, wait).await;
-    match shows(dom, &trigger, &label, wait).await? {
+    match shows(dom, &trigger, &label, kind, wait).await? {
         true => Ok(()),
         false => Err(refuse(
             ErrorCode::HostUiChanged,
-            format!("the model \"{label}\" was picked but the picker does not show it"),
+            format!("the {} \"{label}\" was picked but the picker does not show it", kind.noun()),
         )),
     }
 }

@@ -142,6 +142,9 @@ pub struct Worker {
     /// The model it is pinned to, if any (`worker.model_pinned`).
     #[serde(default)]
     pub model: Option<String>,
+    /// The thinking effort pinned with its model, if any.
+    #[serde(default)]
+    pub effort: Option<String>,
 }
 
 /// Where an executor command is in its life.
@@ -294,6 +297,10 @@ pub struct State {
     /// (`protocol::executor::MODEL`).
     #[serde(default)]
     pub model_executors: HashSet<String>,
+    /// The executors whose latest session declared they pin the thinking
+    /// effort too (`protocol::executor::EFFORT`).
+    #[serde(default)]
+    pub effort_executors: HashSet<String>,
     /// Worktree ownership, folded from its own stream.
     #[serde(default)]
     pub ownership: crate::ownership::Ledger,
@@ -379,6 +386,7 @@ impl State {
                         (protocol::executor::PARK, &mut self.parking_executors),
                         (protocol::executor::ROLLOVER, &mut self.rolling_executors),
                         (protocol::executor::MODEL, &mut self.model_executors),
+                        (protocol::executor::EFFORT, &mut self.effort_executors),
                     ] {
                         if capabilities.iter().any(|c| c == capability) {
                             executors.insert(executor_id.clone());
@@ -470,6 +478,7 @@ impl State {
                         context_bytes: 0,
                         context_floor: 0,
                         model: None,
+                        effort: None,
                     },
                 );
             }
@@ -795,9 +804,10 @@ impl State {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.blocked = blocked.then_some(*by);
             }
-            EventBody::WorkerModelPinned { worker_id, model } => {
+            EventBody::WorkerModelPinned { worker_id, model, effort } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.model = Some(model.clone());
+                w.effort = effort.clone();
             }
             EventBody::WorkerCheckpointed { worker_id, note } => {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;

@@ -700,12 +700,27 @@ impl ControlPlane {
         model: Option<&str>,
         idem: Option<&str>,
     ) -> Result<WorkerId, Error> {
+        self.spawn_pinned_with(actor, name, assignment, model, None, idem)
+    }
+
+    /// [`ControlPlane::spawn_pinned`], with the thinking `effort` pinned
+    /// beside the model (an effort without a model is refused).
+    pub fn spawn_pinned_with(
+        &self,
+        actor: &Worker,
+        name: &str,
+        assignment: &Assignment,
+        model: Option<&str>,
+        effort: Option<&str>,
+        idem: Option<&str>,
+    ) -> Result<WorkerId, Error> {
         let idem = Self::idem_key(format!("worker_spawn:{}", actor.run_id), idem)?;
-        // Without a model, the arguments hash as they always did: a replay
-        // across an upgrade still matches its record.
-        let args = match model {
-            None => serde_json::json!([name, assignment]),
-            Some(model) => serde_json::json!([name, assignment, model]),
+        // Without a model (or an effort), the arguments hash as they always
+        // did: a replay across an upgrade still matches its record.
+        let args = match (model, effort) {
+            (None, None) => serde_json::json!([name, assignment]),
+            (Some(model), None) => serde_json::json!([name, assignment, model]),
+            (model, Some(effort)) => serde_json::json!([name, assignment, model, effort]),
         };
         self.commit(idem, &args, |_| {
             let worker_id = WorkerId::from_uuid_bytes(new_uuid());
@@ -716,6 +731,7 @@ impl ControlPlane {
                 assignment: assignment.clone(),
                 create_command: CommandId::from_uuid_bytes(new_uuid()),
                 model: model.map(str::to_owned),
+                effort: effort.map(str::to_owned),
             };
             (cmd, worker_id)
         })
@@ -1122,6 +1138,7 @@ impl ControlPlane {
                 project_url: self.chatgpt.project_url.clone(),
                 app: self.chatgpt.app_label.clone(),
                 model: worker.model.clone(),
+                effort: worker.effort.clone(),
                 replaces: worker.retired.last().filter(|_| worker.epoch > 0).cloned(),
             },
             CommandIntent::Send { prompt, steer } => {
@@ -1145,6 +1162,7 @@ impl ControlPlane {
                         prompt,
                         app: self.chatgpt.app_label.clone(),
                         model: worker.model.clone(),
+                        effort: worker.effort.clone(),
                     }
                 }
             }

@@ -147,7 +147,10 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
                     declared.map_or(limits.max_active, |c| c as usize).max(1)
                 };
                 // A pinned model is set only by an executor that declared it can.
-                let pins = |id: &str| worker.model.is_none() || state.model_executors.contains(id);
+                let pins = |id: &str| {
+                    (worker.model.is_none() || state.model_executors.contains(id))
+                        && (worker.effort.is_none() || state.effort_executors.contains(id))
+                };
                 let roomiest = load
                     .iter()
                     .filter(|(id, n)| **n < capacity(id) && room(&tabs, id) && pins(id))
@@ -167,7 +170,8 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
                     _ => false,
                 };
                 // A pinned model is set only by an executor that (still) declares it can.
-                let unpinned = worker.model.is_some() && !state.model_executors.contains(executor);
+                let unpinned = (worker.model.is_some() && !state.model_executors.contains(executor))
+                    || (worker.effort.is_some() && !state.effort_executors.contains(executor));
                 if busy_page || unpinned || !load.contains_key(executor.as_str()) {
                     continue;
                 }

@@ -104,6 +104,18 @@ pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &
                     .into(),
             )
         }
+        Some(c)
+            if c.phase == CommandPhase::Queued
+                && worker.effort.is_some()
+                && !live.iter().any(|e| state.effort_executors.contains(e)) =>
+        {
+            waiting(
+                WaitingFor::Executor,
+                "it is pinned to a thinking effort, and no connected executor declared conversation_effort: connect \
+                 the extension or CDP agent of this build"
+                    .into(),
+            )
+        }
         Some(c) if c.phase == CommandPhase::Queued && every_executor_full(state, live) => waiting(
             WaitingFor::LaunchSlot,
             "every connected executor holds as many conversations as its hello declared (load/capacity in \

@@ -796,26 +796,39 @@ pub struct ModelPinning {
     pub refused: Vec<String>,
 }
 
-/// Model pinning (the executor declares `conversation_model`; fakechat's
-/// picker offers `fakechat::fixtures::models()`), in each picker
-/// generation: a worker pinned to o3 (behind a submenu in both) gets its
-/// bootstrap and its wake under o3 (a new chat shows the account default,
-/// GPT-5.5); a worker pinned to a model the picker does not offer fails
-/// closed with `MODEL_UNAVAILABLE` and nothing is typed for it.
+/// Model pinning (the executor declares `conversation_model` and
+/// `conversation_effort`; fakechat's picker offers
+/// `fakechat::fixtures::models()`), in each picker generation: a worker
+/// pinned to o3 (behind a submenu in both) gets its bootstrap and its wake
+/// under o3 (a new chat shows the account default, GPT-5.5); a worker
+/// pinned to a model the picker does not offer fails closed with
+/// `MODEL_UNAVAILABLE` and nothing is typed for it. A third round runs the
+/// picker of 2026-08/09: its Radix trigger opens on `pointerdown` only, and
+/// the worker is pinned to o3 with the effort Pro (Advanced → Effort): both
+/// prompts go in under o3 and Pro.
 pub async fn model_pinning(mcp_url: &str, hub: &fakechat::hub::Hub, budget: Duration) -> anyhow::Result<ModelPinning> {
     use fakechat::render::Generation;
     hub.set_models(fakechat::fixtures::models());
     let mut root = Root::start(mcp_url, "model pinning").await?;
     root.call("run_continuation_set_default", json!({"policy": {"mode": "manual"}})).await?;
     let mut out = Outcome::default();
-    let spawn = |name: &str, model: &str| {
+    let spawn = |name: &str, model: &str, effort: Option<&str>| {
         let assignment = json!({"objective": format!("Build {name}\nscenario: complete \"{name} done\"")});
-        json!({"name": name, "assignment": assignment, "model": model})
+        let mut args = json!({"name": name, "assignment": assignment, "model": model});
+        if let Some(effort) = effort {
+            args["effort"] = json!(effort);
+        }
+        args
     };
     let (mut pinned_workers, mut refused) = (Vec::new(), Vec::new());
-    for (g, generation) in [("a", Generation::A), ("b", Generation::B)] {
-        hub.set_defaults(fakechat::hub::Settings { generation, ..hub.defaults() });
-        let pinned = root.call("worker_spawn", spawn(&format!("pinned-{g}"), "o3")).await?;
+    let rounds = [
+        ("a", Generation::A, false, None),
+        ("b", Generation::B, false, None),
+        ("radix", Generation::B, true, Some("Pro")),
+    ];
+    for (g, generation, picker_pointer_only, effort) in rounds {
+        hub.set_defaults(fakechat::hub::Settings { generation, picker_pointer_only, ..hub.defaults() });
+        let pinned = root.call("worker_spawn", spawn(&format!("pinned-{g}"), "o3", effort)).await?;
         let pinned = pinned["worker"]["worker_id"].as_str().context("no worker id")?.to_owned();
         let view = root.until_listed(&pinned, budget, "its model", |w| w["model"] == "o3").await?;
         let done = |e: &Value| e["type"] == "worker.completed" && e["data"]["worker_id"] == pinned.as_str();
@@ -826,7 +839,7 @@ pub async fn model_pinning(mcp_url: &str, hub: &fakechat::hub::Hub, budget: Dura
         let summary = format!("pinned-{g} again");
         let again = |e: &Value| e["type"] == "worker.completed" && e["data"]["summary"] == summary.as_str();
         root.wait(&mut out, budget, again).await?;
-        let unpinnable = root.call("worker_spawn", spawn(&format!("unpinnable-{g}"), "GPT-9")).await?;
+        let unpinnable = root.call("worker_spawn", spawn(&format!("unpinnable-{g}"), "GPT-9", effort)).await?;
         let unpinnable = unpinnable["worker"]["worker_id"].as_str().context("no worker id")?.to_owned();
         let failed = |e: &Value| {
             e["type"] == "worker.state_changed"
@@ -840,14 +853,18 @@ pub async fn model_pinning(mcp_url: &str, hub: &fakechat::hub::Hub, budget: Dura
     root.catch_up(&mut out).await?;
     let oracle = hub.oracle();
     let mut models = Vec::new();
-    for worker in &pinned_workers {
+    for (worker, (_, _, _, effort)) in pinned_workers.iter().zip(rounds) {
         let conversation = Root::conversation_of(&out, worker)?;
-        let used: Vec<String> = oracle["conversations"][&conversation]["user_turns"]
-            .as_array()
-            .map(|turns| turns.iter().map(|t| t["model"].as_str().unwrap_or("none").to_owned()).collect())
-            .unwrap_or_default();
+        let turns = oracle["conversations"][&conversation]["user_turns"].as_array().cloned().unwrap_or_default();
+        let used: Vec<String> = turns.iter().map(|t| t["model"].as_str().unwrap_or("none").to_owned()).collect();
         if used != ["o3", "o3"] {
             bail!("a pinned worker's prompts went in under {used:?}, not o3 twice");
+        }
+        if let Some(effort) = effort {
+            let efforts: Vec<&str> = turns.iter().map(|t| t["effort"].as_str().unwrap_or("none")).collect();
+            if efforts != [effort, effort] {
+                bail!("the worker pinned to {effort} sent its prompts under the efforts {efforts:?}");
+            }
         }
         models.push(used);
     }

@@ -61,6 +61,10 @@ pub struct Submission {
     /// refuse (nothing typed) if that cannot be done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// With the model, set the picker's thinking effort to exactly this and
+    /// verify it, or refuse (nothing typed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
 }
 
 /// What the page observed: URL and classified state.

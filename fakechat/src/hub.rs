@@ -28,6 +28,11 @@ pub struct Settings {
     pub locale: Locale,
     /// Intact or broken.
     pub integrity: Integrity,
+    /// The picker's trigger opens on `pointerdown` only, as Radix's does
+    /// (a report of 2026-09-05: a synthetic `click()` is ignored; public
+    /// code that drives the live site presses with pointer events).
+    #[serde(default)]
+    pub picker_pointer_only: bool,
 }
 
 /// One submitted user turn, as the oracle reports it (no text, only its hash).
@@ -47,6 +52,9 @@ pub struct UserTurn {
     /// account has no picker).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The thinking effort the picker showed when it was sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
     /// The names of the files the person attached in the composer and sent
     /// with it (the page's own attachments: never the product's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -405,12 +413,13 @@ impl Hub {
         project: Option<&str>,
         menu: Option<Menu>,
         pill: Option<&str>,
-        picker: Option<(crate::render::Picker, Option<&str>)>,
+        picker: Option<(crate::render::Picker, Option<&str>, Option<&str>)>,
     ) -> Option<View> {
         let mut view = self.view(conversation, project, String::new())?;
-        if let Some((open, chosen)) = picker {
+        if let Some((open, chosen, effort)) = picker {
             view.picker = Some(open);
             view.model = chosen.map(str::to_owned).or(view.model);
+            view.effort = effort.map(str::to_owned).or(view.effort);
         }
         if matches!(menu, Some(Menu::Mention(_))) && self.inner.lock().unwrap().no_app_mentions {
             view.apps.clear();
@@ -439,6 +448,7 @@ impl Hub {
                 project: project.map(str::to_owned),
                 models: inner.models.clone(),
                 model: inner.default_model(),
+                picker_pointer_only: s.picker_pointer_only,
                 ..View::default()
             });
         };
@@ -466,7 +476,9 @@ impl Hub {
             first_paint: false,
             models: inner.models.clone(),
             model: inner.default_model(),
+            effort: None,
             picker: None,
+            picker_pointer_only: c.settings.picker_pointer_only,
         })
     }
 
@@ -535,6 +547,7 @@ impl Hub {
             bootstrap: text.contains("[orchestrator bootstrap v")
                 || text.contains("[orchestrator rollover bootstrap v"),
             model,
+            effort: None,
             attachments: Vec::new(),
         });
         c.turns.push(Turn { role: Role::User, text: text.to_owned(), finished: true, error: None, calls: Vec::new() });

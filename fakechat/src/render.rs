@@ -339,7 +339,17 @@ pub enum Picker {
     Advanced,
     /// The model submenu: A's "Legacy models", B's Advanced → Model.
     Submenu,
+    /// Generation B: Advanced → Effort, whose tiers end with Pro (2026-08-10).
+    Effort,
 }
+
+/// The effort a fresh page shows in generation B's pill.
+pub const DEFAULT_EFFORT: &str = "High";
+/// The first level's tiers (the 2026-06 intelligence content) and the
+/// Effort submenu's (Advanced → Effort, 2026-08: Pro is an effort level;
+/// steipete/oracle 0.17.2, TheBadFella/CatGPT PR #75).
+const TIERS: &[&str] = &["Instant", "Medium", "High"];
+const EFFORTS: &[&str] = &["Instant", "Medium", "High", "Extra High", "Pro"];
 
 /// Which app popover is open in the composer.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -408,6 +418,11 @@ pub struct View {
     pub models: Vec<Model>,
     /// The model the picker shows as current.
     pub model: Option<String>,
+    /// The thinking effort the page chose (none: the account's default,
+    /// [`DEFAULT_EFFORT`]).
+    pub effort: Option<String>,
+    /// The picker's trigger opens on `pointerdown` only (2026-09).
+    pub picker_pointer_only: bool,
     /// The picker, open.
     pub picker: Option<Picker>,
 }
@@ -1226,7 +1241,9 @@ fn model_trigger(view: &View) -> String {
         Generation::B => format!(
             "<button type=\"button\" class=\"__composer-pill btn\" id=\"radix-model-pill\" aria-haspopup=\"menu\" \
              aria-expanded=\"{open}\" data-state=\"{state}\" data-testid=\"model-switcher-dropdown-button\" \
-             data-fakechat-model-trigger=\"true\">High</button>"
+             data-fakechat-model-trigger=\"true\"{pointer}>{effort}</button>",
+            effort = escape(view.effort.as_deref().unwrap_or(DEFAULT_EFFORT)),
+            pointer = if view.picker_pointer_only { " data-fakechat-pointer-only=\"true\"" } else { "" },
         ),
     }
 }
@@ -1297,51 +1314,61 @@ pub fn picker(view: &View) -> String {
             )
         }
         Generation::B => {
-            let advanced = matches!(picker, Picker::Advanced | Picker::Submenu);
-            let tiers: String = ["Instant", "Medium", "High"]
-                .iter()
-                .map(|t| {
-                    let on = *t == "High";
-                    format!(
-                        "<div role=\"menuitemradio\" aria-checked=\"{on}\" data-state=\"{}\" tabindex=\"-1\">{t}</div>",
-                        if on { "checked" } else { "unchecked" }
-                    )
-                })
-                .collect();
+            let advanced = matches!(picker, Picker::Advanced | Picker::Submenu | Picker::Effort);
+            let effort = view.effort.as_deref().unwrap_or(DEFAULT_EFFORT);
+            let radio = |t: &str| {
+                let on = t == effort;
+                format!(
+                    "<div role=\"menuitemradio\" aria-checked=\"{on}\" data-state=\"{}\" tabindex=\"-1\" \
+                     data-fakechat-effort=\"{t}\">{t}</div>",
+                    if on { "checked" } else { "unchecked" }
+                )
+            };
+            let tiers: String = TIERS.iter().map(|t| radio(t)).collect();
             let openers = if advanced {
-                let sub = picker == Picker::Submenu;
+                let (sub, eff) = (picker == Picker::Submenu, picker == Picker::Effort);
+                let state = |open: bool| if open { "open" } else { "closed" };
                 format!(
                     "<div data-testid=\"composer-model-picker-slider-advanced-view\">\
                      <div role=\"menuitem\" aria-haspopup=\"menu\" aria-controls=\"radix-model-submenu\" aria-expanded=\"{sub}\" \
-                     data-state=\"{state}\" data-fakechat-model-nav=\"submenu\"><span>Model</span><span>{current}</span></div>\
-                     <div role=\"menuitem\" aria-haspopup=\"menu\" aria-controls=\"radix-effort-submenu\" aria-expanded=\"false\" \
-                     data-state=\"closed\"><span>Effort</span><span>High</span></div></div>",
-                    state = if sub { "open" } else { "closed" },
+                     data-state=\"{}\" data-fakechat-model-nav=\"submenu\"><span>Model</span><span>{current}</span></div>\
+                     <div role=\"menuitem\" aria-haspopup=\"menu\" aria-controls=\"radix-effort-submenu\" aria-expanded=\"{eff}\" \
+                     data-state=\"{}\" data-fakechat-model-nav=\"effort\"><span>Effort</span><span>{effort}</span></div></div>",
+                    state(sub),
+                    state(eff),
                     current = escape(current.unwrap_or("")),
+                    effort = escape(effort),
                 )
             } else {
                 String::new()
             };
-            let submenu = if picker == Picker::Submenu {
-                let rows: String = view
-                    .models
-                    .iter()
-                    .map(|m| {
-                        let on = current == Some(m.label.as_str());
-                        format!(
-                            "<div role=\"menuitemradio\" aria-checked=\"{on}\" data-state=\"{state}\" tabindex=\"-1\"{disabled}{fake}>{label}</div>",
-                            state = if on { "checked" } else { "unchecked" },
-                            label = escape(&m.label),
-                            disabled = disabled(m),
-                            fake = fake(m),
-                        )
-                    })
-                    .collect();
-                format!(
-                    "<div role=\"menu\" id=\"radix-model-submenu\" data-radix-menu-content=\"\" data-state=\"open\">{rows}</div>"
-                )
-            } else {
-                String::new()
+            let submenu = match picker {
+                Picker::Submenu => {
+                    let rows: String = view
+                        .models
+                        .iter()
+                        .map(|m| {
+                            let on = current == Some(m.label.as_str());
+                            format!(
+                                "<div role=\"menuitemradio\" aria-checked=\"{on}\" data-state=\"{state}\" tabindex=\"-1\"{disabled}{fake}>{label}</div>",
+                                state = if on { "checked" } else { "unchecked" },
+                                label = escape(&m.label),
+                                disabled = disabled(m),
+                                fake = fake(m),
+                            )
+                        })
+                        .collect();
+                    format!(
+                        "<div role=\"menu\" id=\"radix-model-submenu\" data-radix-menu-content=\"\" data-state=\"open\">{rows}</div>"
+                    )
+                }
+                Picker::Effort => {
+                    let rows: String = EFFORTS.iter().map(|t| radio(t)).collect();
+                    format!(
+                        "<div role=\"menu\" id=\"radix-effort-submenu\" data-radix-menu-content=\"\" data-state=\"open\">{rows}</div>"
+                    )
+                }
+                Picker::Open | Picker::Advanced => String::new(),
             };
             format!(
                 "<div role=\"menu\" data-radix-menu-content=\"\" data-state=\"open\" aria-labelledby=\"radix-model-pill\" \

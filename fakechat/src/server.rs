@@ -142,6 +142,9 @@ struct SubmitBody {
     /// The files attached in the composer (their names), sent with the text.
     #[serde(default)]
     attachments: Vec<String>,
+    /// The thinking effort the page's picker showed (generation B).
+    #[serde(default)]
+    effort: Option<String>,
 }
 
 /// At most this many attachments, each name at most [`ATTACHMENT_NAME_MAX`] bytes.
@@ -183,15 +186,15 @@ async fn submit(State(app): State<Arc<App>>, Json(body): Json<SubmitBody>) -> Re
         Err(Refused::Model) => return (StatusCode::BAD_REQUEST, "no such usable model").into_response(),
         Err(Refused::Busy | Refused::NoComposer) => return StatusCode::CONFLICT.into_response(),
     };
-    if !body.attachments.is_empty() {
-        // The turn was just opened and the conversation is busy until it
-        // ends: no other submission lands in between.
-        app.hub.update(&id, |c| {
-            if let Some(turn) = c.user_turns.last_mut() {
-                turn.attachments = body.attachments.clone();
-            }
-        });
-    }
+    // The turn was just opened and the conversation is busy until it
+    // ends: no other submission lands in between.
+    let effort = body.effort.as_ref().filter(|e| e.len() <= ATTACHMENT_NAME_MAX).cloned();
+    app.hub.update(&id, |c| {
+        if let Some(turn) = c.user_turns.last_mut() {
+            turn.attachments = body.attachments.clone();
+            turn.effort = effort;
+        }
+    });
     tokio::spawn(agent::respond(app.hub.clone(), id.clone(), text));
     let url = match app.hub.read(&id, |c| c.project.clone()).flatten() {
         Some(project) => format!("/g/{project}/c/{id}"),
@@ -243,6 +246,8 @@ struct ComposerQuery {
     picker: Option<String>,
     /// The model the page chose, if any (else the account's default shows).
     model: Option<String>,
+    /// The effort the page chose, if any.
+    effort: Option<String>,
 }
 
 /// The composer's app strip and popover for the page script, rendered by
@@ -261,12 +266,14 @@ async fn composer(State(app): State<Arc<App>>, Query(q): Query<ComposerQuery>) -
         Some("open") => Some(render::Picker::Open),
         Some("advanced") => Some(render::Picker::Advanced),
         Some("submenu") => Some(render::Picker::Submenu),
+        Some("effort") => Some(render::Picker::Effort),
         Some(_) => return (StatusCode::BAD_REQUEST, "unknown picker").into_response(),
     };
     let conversation = q.conversation.as_deref().filter(|c| !c.is_empty());
     let project = q.project.as_deref().filter(|p| !p.is_empty());
     let chosen = q.model.as_deref().filter(|m| !m.is_empty());
-    match app.hub.composer(conversation, project, menu, q.pill.as_deref(), picker.map(|p| (p, chosen))) {
+    let effort = q.effort.as_deref().filter(|e| !e.is_empty());
+    match app.hub.composer(conversation, project, menu, q.pill.as_deref(), picker.map(|p| (p, chosen, effort))) {
         Some(view) => {
             // `mention`: the chosen app as generation B's `@` route puts it in the editor.
             let mention = view.pill.as_ref().map(render::mention);

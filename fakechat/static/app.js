@@ -67,13 +67,15 @@
   // The model picker. The page's choice lives in this page only: a reload
   // shows the account's default again (render::model_trigger, hub.rs).
   let chosenModel = null;
+  // The thinking effort, chosen the same way (generation B's pill shows it).
+  let chosenEffort = null;
   const modelPopover = () => document.getElementById("model-popover");
   const modelTrigger = () => document.querySelector("[data-fakechat-model-trigger]");
   let pickerSeq = 0;
 
   async function openPicker(level) {
     const seq = ++pickerSeq;
-    const c = await composer({ picker: level, model: chosenModel || "" });
+    const c = await composer({ picker: level, model: chosenModel || "", effort: chosenEffort || "" });
     if (!c || !modelPopover() || seq !== pickerSeq) return;
     modelPopover().innerHTML = c.picker;
     const t = modelTrigger();
@@ -103,6 +105,13 @@
       const span = t.querySelector("span");
       if (span) span.textContent = label;
     }
+    closePicker();
+  }
+
+  function chooseEffort(label) {
+    chosenEffort = label;
+    const t = modelTrigger();
+    if (t && body.dataset.fakechatGeneration === "b") t.textContent = label;
     closePicker();
   }
 
@@ -216,6 +225,7 @@
       tab,
       app: selection,
       model: chosenModel,
+      effort: body.dataset.fakechatGeneration === "b" && modelTrigger() ? modelTrigger().textContent.trim() : null,
       attachments: attachments.map((a) => a.name),
     });
     if (!response.ok) return;
@@ -341,17 +351,20 @@
     if (slotState() === "draft") submit();
   });
   document.addEventListener("click", (e) => {
-    const pick = e.target.closest && e.target.closest("[data-fakechat-model], [data-fakechat-model-nav]");
+    const pick = e.target.closest && e.target.closest("[data-fakechat-model], [data-fakechat-model-nav], [data-fakechat-effort]");
     if (pick) {
       e.preventDefault();
       if (pick.getAttribute("aria-disabled") === "true") return;
       if (pick.dataset.fakechatModelNav) openPicker(pick.dataset.fakechatModelNav);
+      else if (pick.dataset.fakechatEffort) chooseEffort(pick.dataset.fakechatEffort);
       else chooseModel(pick.dataset.fakechatModel);
       return;
     }
     const trigger = e.target.closest && e.target.closest("[data-fakechat-model-trigger]");
     if (trigger) {
       e.preventDefault();
+      // Radix's trigger of 2026-09 opens on pointerdown (below), never on a click alone.
+      if (trigger.dataset.fakechatPointerOnly) return;
       if (trigger.getAttribute("aria-expanded") === "true") closePicker();
       else openPicker("open");
       return;
@@ -396,6 +409,14 @@
     if (b) post("/_fakechat/api/approval", { conversation, button: b.textContent.trim() });
   });
   // ---- fakechat's approval-card recorder (end).
+  // The picker trigger of 2026-09 (render::model_trigger): a primary
+  // button's pointerdown toggles it, as Radix's DropdownMenu trigger does.
+  document.addEventListener("pointerdown", (e) => {
+    const trigger = e.target.closest && e.target.closest("[data-fakechat-model-trigger][data-fakechat-pointer-only]");
+    if (!trigger || e.button !== 0 || e.ctrlKey) return;
+    if (trigger.getAttribute("aria-expanded") === "true") closePicker();
+    else openPicker("open");
+  });
   document.addEventListener("visibilitychange", reportVisibility);
   reportVisibility();
   updateSlot();

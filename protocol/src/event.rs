@@ -499,6 +499,9 @@ pub enum EventBody {
         worker_id: WorkerId,
         /// The model's label, as the picker shows it.
         model: String,
+        /// The thinking effort pinned with it, as the picker labels it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        effort: Option<String>,
     },
     /// The worker recorded its own checkpoint (`worker_checkpoint`): what
     /// is done and what is next, at most `rollover::CHECKPOINT_MAX` bytes.

@@ -87,6 +87,12 @@ pub const ROLLOVER: &str = "conversation_rollover";
 /// pinned to a model is placed only on such executors.
 pub const MODEL: &str = "conversation_model";
 
+/// The capability an executor declares in `hello` when it honours `effort`
+/// beside `model`: it sets the picker's thinking effort ("Pro" is one since
+/// 2026-08) and verifies it before typing, failing closed. A worker pinned
+/// to an effort is placed only on such executors.
+pub const EFFORT: &str = "conversation_effort";
+
 /// Which kind of carrier an executor is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -400,6 +406,11 @@ pub enum CommandOp {
         /// an executor that declared [`MODEL`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
+        /// The thinking effort pinned with `model`, as the picker labels it
+        /// ("High", "Pro"): set and verified after the model, or nothing is
+        /// typed. Only sent to an executor that declared [`EFFORT`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        effort: Option<String>,
         /// A rollover: the worker's conversation this one replaces. The
         /// executor stops managing it (its tab is left open, untouched) and
         /// creates the fresh one as for a first create. Only sent to an
@@ -421,6 +432,9 @@ pub enum CommandOp {
         /// (as for `conversation_create`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
+        /// Its pinned effort (as for `conversation_create`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        effort: Option<String>,
     },
     /// Submit a mid-turn checkpoint without waiting for idle (reserved).
     ConversationSteer {
@@ -626,6 +640,7 @@ mod tests {
                 prompt: "resume".into(),
                 app: None,
                 model: None,
+                effort: None,
             },
         });
         let json = serde_json::to_value(&cmd).unwrap();

@@ -857,6 +857,7 @@ async fn after_a_restart_mid_create_a_tab_showing_its_marker_is_not_adopted() {
             project_url: None,
             app: None,
             model: None,
+            effort: None,
             replaces: None,
         },
     };

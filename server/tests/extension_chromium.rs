@@ -336,6 +336,7 @@ async fn a_tab_the_extension_did_not_open_is_never_touched_and_commands_naming_i
                 prompt: "hijack".into(),
                 app: None,
                 model: None,
+                effort: None,
             },
         ),
         command(2, CommandOp::ConversationInspect { conversation_id: conversation_id.clone() }),

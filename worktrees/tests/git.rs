@@ -189,6 +189,9 @@ fn a_landing_is_confirmed_only_once_the_commit_is_on_the_branch() {
     assert_eq!(adapter.top_level_of(&wt.join(".")).unwrap(), wt.to_str().unwrap());
 }
 
+/// Plants a vector in a repository (repo, worktree, the program's path).
+type Plant = fn(&Path, &Path, &str);
+
 /// A script that touches `marker` when run, and its path (quoted for config).
 fn script(dir: &Path, name: &str, marker: &Path) -> String {
     use std::os::unix::fs::PermissionsExt;
@@ -206,7 +209,7 @@ fn script(dir: &Path, name: &str, marker: &Path) -> String {
 /// when its program runs.
 #[test]
 fn no_program_a_repositorys_config_names_ever_runs() {
-    let vectors: &[(&str, fn(&Path, &Path, &str))] = &[
+    let vectors: &[(&str, Plant)] = &[
         ("filter.clean", |repo, _wt, prog| {
             git(repo, &["config", "filter.evil.clean", prog]);
             git(repo, &["config", "filter.evil.smudge", prog]);

@@ -31,7 +31,9 @@ use chromiumoxide::cdp::browser_protocol::target::{
     TargetId,
 };
 use chromiumoxide::cdp::js_protocol::runtime::ExecutionContextId;
-use executor_core::{Begin, Core, Identity, Phase, Plan, ack, app_of, error, model_of, prompt_of, tab_marker};
+use executor_core::{
+    Begin, Core, Identity, Phase, Plan, ack, app_of, effort_of, error, model_of, prompt_of, tab_marker,
+};
 use extension::messages::{NotStarted, PageReply, Submission, ToPage};
 use futures_util::{SinkExt, StreamExt};
 use protocol::ErrorCode;
@@ -637,6 +639,7 @@ async fn session(shared: &Arc<Shared>, instance: &str) {
             protocol::executor::PARK.into(),
             protocol::executor::ROLLOVER.into(),
             protocol::executor::MODEL.into(),
+            protocol::executor::EFFORT.into(),
         ],
         host: MachineFacts {
             os: std::env::consts::OS.into(),
@@ -1038,6 +1041,7 @@ async fn submit_in(
         conversation: conversation.map(|c| c.to_string()),
         app: app_of(command).map(str::to_owned),
         model: model_of(command).map(str::to_owned),
+        effort: effort_of(command).map(str::to_owned),
     });
     // The submission's own deadline bounds the page; the call waits a little longer for its answer.
     match shared.ask(browser, target, &request, command.deadline_ms.saturating_add(5_000)).await {

@@ -280,6 +280,14 @@ pub fn model_of(command: &Command) -> Option<&str> {
     }
 }
 
+/// The thinking effort a command pins with its model, if any.
+pub fn effort_of(command: &Command) -> Option<&str> {
+    match &command.op {
+        CommandOp::ConversationCreate { effort, .. } | CommandOp::ConversationSend { effort, .. } => effort.as_deref(),
+        _ => None,
+    }
+}
+
 /// Who this executor is, for its `hello`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Identity {
@@ -437,6 +445,11 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
         }
         if model_of(command).is_some_and(|label| !protocol::limits::valid_model_label(label)) {
             return Err(error(ErrorCode::InvalidArgument, "model is not a valid model label"));
+        }
+        if effort_of(command).is_some_and(|label| !protocol::limits::valid_model_label(label))
+            || (effort_of(command).is_some() && model_of(command).is_none())
+        {
+            return Err(error(ErrorCode::InvalidArgument, "effort is not a valid effort label beside a model"));
         }
         match &command.op {
             CommandOp::ConversationCreate { prompt, project_url, .. } => match managed {

@@ -33,6 +33,7 @@ fn create(n: u8, w: &WorkerId) -> Command {
             project_url: None,
             app: None,
             model: None,
+            effort: None,
             replaces: None,
         },
     )
@@ -44,6 +45,7 @@ fn send(n: u8, w: &WorkerId, conversation: &str) -> Command {
         prompt: "wake".into(),
         app: None,
         model: None,
+        effort: None,
     };
     command(n, w, &format!("send-{n}"), op)
 }
@@ -157,7 +159,14 @@ fn a_restart_after_opening_the_tab_submits_there_without_opening_another() {
         5,
         &w,
         "create-other",
-        CommandOp::ConversationCreate { prompt: "x".into(), project_url: None, app: None, model: None, replaces: None },
+        CommandOp::ConversationCreate {
+            prompt: "x".into(),
+            project_url: None,
+            app: None,
+            model: None,
+            effort: None,
+            replaces: None,
+        },
     );
     assert!(matches!(
         plan_at(&mut core, &other, 0),
@@ -242,6 +251,7 @@ fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
         project_url: Some("https://evil.example/g/x".into()),
         app: None,
         model: None,
+        effort: None,
         replaces: None,
     };
     assert!(matches!(
@@ -254,6 +264,7 @@ fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
         project_url: Some(project.clone()),
         app: None,
         model: None,
+        effort: None,
         replaces: None,
     };
     assert_eq!(
@@ -267,6 +278,7 @@ fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
             project_url: None,
             app: Some(label.into()),
             model: None,
+            effort: None,
             replaces: None,
         };
         assert!(matches!(
@@ -278,6 +290,7 @@ fn late_commands_and_bad_project_urls_are_refused_before_any_effect() {
             prompt: "wake".into(),
             app: Some(label.into()),
             model: None,
+            effort: None,
         };
         assert!(matches!(
             plan_at(&mut core, &command(5, &worker(5), &format!("k5{label}"), op), 0),
@@ -345,6 +358,7 @@ fn a_refused_create_releases_its_tab_so_a_retry_under_a_new_key_starts_clean() {
             project_url: None,
             app: Some("Orchestrator".into()),
             model: None,
+            effort: None,
             replaces: None,
         },
     );
@@ -453,6 +467,7 @@ fn a_create_resumed_after_its_deadline_gives_its_tab_up_and_a_retry_starts_clean
             project_url: None,
             app: None,
             model: None,
+            effort: None,
             replaces: None,
         },
     );
@@ -511,6 +526,7 @@ fn a_rollover_create_retires_the_old_conversation_and_resumes_across_restarts() 
             project_url: None,
             app: None,
             model: None,
+            effort: None,
             replaces: Some(CONV.parse().unwrap()),
         },
     );
@@ -545,6 +561,7 @@ fn a_rollover_create_retires_the_old_conversation_and_resumes_across_restarts() 
             project_url: None,
             app: None,
             model: None,
+            effort: None,
             replaces: Some(OTHER.parse().unwrap()),
         },
     );

@@ -79,6 +79,8 @@ pub enum Request {
         create_command: CommandId,
         /// The model to pin it to, as the picker labels it.
         model: Option<String>,
+        /// The thinking effort to pin with the model (never without one).
+        effort: Option<String>,
     },
     /// A worker's conversation attached with its attach identity.
     Attach {
@@ -696,6 +698,7 @@ mod table {
                 assignment,
                 create_command,
                 model: None,
+                effort: None,
             });
             worker_id
         }

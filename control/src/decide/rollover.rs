@@ -498,6 +498,7 @@ mod tests {
             assignment: big,
             create_command: create_command.clone(),
             model: None,
+            effort: None,
         });
         g.apply(Request::Dispatch { command_id: create_command.clone(), executor_id: "ext".into() });
         let conversation: protocol::ConversationId = "0196b2c4-8e1f-7a3b-9c2d-00000000beef".parse().unwrap();

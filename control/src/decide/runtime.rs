@@ -35,6 +35,7 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
                     assignment: Some(s.assignment.clone()),
                 }]);
                 events.extend(s.model.iter().map(|model| EventBody::WorkerModelPinned {
+                    effort: None,
                     worker_id: s.worker_id.clone(),
                     model: model.clone(),
                 }));

@@ -6,7 +6,7 @@ use super::*;
 /// The worker commands (routed here by [`super::decide`]).
 pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>, Refusal> {
     match command {
-        Request::Spawn { actor, worker_id, name, assignment, create_command, model } => {
+        Request::Spawn { actor, worker_id, name, assignment, create_command, model, effort } => {
             let (run, root) = root_actor(state, actor)?;
             require_active(run)?;
             check_name(name)?;
@@ -21,12 +21,17 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             if state.workers.contains_key(worker_id) {
                 return Err(Refusal::IdTaken("worker id"));
             }
-            if model.as_deref().is_some_and(|m| !protocol::limits::valid_model_label(m)) {
+            if model.as_deref().is_some_and(|m| !protocol::limits::valid_model_label(m))
+                || effort.as_deref().is_some_and(|e| !protocol::limits::valid_model_label(e))
+                || (effort.is_some() && model.is_none())
+            {
                 return Err(Refusal::BadModel);
             }
-            let pinned = model
-                .iter()
-                .map(|model| EventBody::WorkerModelPinned { worker_id: worker_id.clone(), model: model.clone() });
+            let pinned = model.iter().map(|model| EventBody::WorkerModelPinned {
+                worker_id: worker_id.clone(),
+                model: model.clone(),
+                effort: effort.clone(),
+            });
             let created = EventBody::WorkerCreated {
                 worker_id: worker_id.clone(),
                 path,
@@ -258,7 +263,15 @@ mod tests {
         let spawn = |g: &mut Given, actor: WorkerId, name: &str, objective: String| {
             let assignment = Assignment::from_objective(objective);
             let (worker_id, create_command) = (WorkerId::from_uuid_bytes(g.id()), CommandId::from_uuid_bytes(g.id()));
-            Request::Spawn { actor, worker_id, name: name.into(), assignment, create_command, model: None }
+            Request::Spawn {
+                actor,
+                worker_id,
+                name: name.into(),
+                assignment,
+                create_command,
+                model: None,
+                effort: None,
+            }
         };
         let root = g.root.clone();
         let c = spawn(&mut g, root, "a", "task".into());

@@ -8,7 +8,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use executor_core::{
-    Begin, Identity, Phase, Plan, ack, app_of, error, heartbeat_every, model_of, prompt_of, tab_marker,
+    Begin, Identity, Phase, Plan, ack, app_of, effort_of, error, heartbeat_every, model_of, prompt_of, tab_marker,
 };
 use js_sys::{Function, Reflect};
 use protocol::executor::{
@@ -364,6 +364,7 @@ impl Background {
                         protocol::executor::PARK.into(),
                         protocol::executor::ROLLOVER.into(),
                         protocol::executor::MODEL.into(),
+                        protocol::executor::EFFORT.into(),
                     ],
                     host: MachineFacts { browser: user_agent(), ..MachineFacts::default() },
                 }));
@@ -819,6 +820,7 @@ impl Background {
             conversation: conversation.map(|c| c.to_string()),
             app: app_of(command).map(str::to_owned),
             model: model_of(command).map(str::to_owned),
+            effort: effort_of(command).map(str::to_owned),
         });
         match ask(tab, &request).await {
             Ok(PageReply::Submitted(report)) => {

@@ -77,10 +77,43 @@ impl Act for LiveDom {
             && self.html_document().exec_command_with_show_ui_and_value("insertText", false, text).unwrap_or(false)
     }
 
+    /// A press as a person makes it: pointer and mouse down, then up, then
+    /// the click. A Radix trigger opens on a primary button's `pointerdown`
+    /// and ignores a `click()` alone (the model picker of 2026-09; public
+    /// code that drives the live site presses the same way); a plain
+    /// button acts on the click, once.
     fn click(&self, node: &Element) {
-        if let Some(html) = node.dyn_ref::<HtmlElement>() {
-            html.click();
-        }
+        let Some(html) = node.dyn_ref::<HtmlElement>() else { return };
+        let pointer = |kind: &str, buttons: u16| {
+            let init = web_sys::PointerEventInit::new();
+            init.set_bubbles(true);
+            init.set_cancelable(true);
+            init.set_composed(true);
+            init.set_button(0);
+            init.set_buttons(buttons);
+            init.set_pointer_id(1);
+            init.set_pointer_type("mouse");
+            init.set_is_primary(true);
+            if let Ok(event) = web_sys::PointerEvent::new_with_event_init_dict(kind, &init) {
+                let _ = node.dispatch_event(&event);
+            }
+        };
+        let mouse = |kind: &str, buttons: u16| {
+            let init = web_sys::MouseEventInit::new();
+            init.set_bubbles(true);
+            init.set_cancelable(true);
+            init.set_composed(true);
+            init.set_button(0);
+            init.set_buttons(buttons);
+            if let Ok(event) = web_sys::MouseEvent::new_with_mouse_event_init_dict(kind, &init) {
+                let _ = node.dispatch_event(&event);
+            }
+        };
+        pointer("pointerdown", 1);
+        mouse("mousedown", 1);
+        pointer("pointerup", 0);
+        mouse("mouseup", 0);
+        html.click();
     }
 
     fn clear(&self, editor: &Element) {
@@ -425,7 +458,7 @@ async fn submit_once(submission: &Submission) -> PageReply {
 }
 
 async fn submit_fresh(submission: &Submission) -> PageReply {
-    let Submission { key, prompt, deadline_ms, expect_conversation, conversation, app, model } = submission;
+    let Submission { key, prompt, deadline_ms, expect_conversation, conversation, app, model, effort } = submission;
     let (deadline_ms, conversation) = (*deadline_ms, conversation.as_deref());
     let dom = dom();
     if parse_url(&report(&dom).url).is_none() {
@@ -464,6 +497,12 @@ async fn submit_fresh(submission: &Submission) -> PageReply {
     // Then the pinned model, verified: nothing is typed under another one.
     if let Some(label) = model
         && let Err(refusal) = chatgpt_dom::model::pin(&dom, label, &Until { deadline_ms }).await
+    {
+        return PageReply::Refused { code: refusal.code, detail: refusal.detail };
+    }
+    // And the thinking effort pinned with it, verified the same way.
+    if let Some(label) = effort
+        && let Err(refusal) = chatgpt_dom::model::pin_effort(&dom, label, &Until { deadline_ms }).await
     {
         return PageReply::Refused { code: refusal.code, detail: refusal.detail };
     }

@@ -209,6 +209,7 @@ pub struct WorkerView {
     /// Its pinned model.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+
     /// Last change (ms since epoch).
     pub updated_at_ms: u64,
 }

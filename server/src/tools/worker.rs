@@ -13,9 +13,12 @@ pub struct WorkerSpawnArgs {
     pub name: String,
     /// The worker's authoritative task; it stays in the orchestrator, never in a prompt.
     pub assignment: Assignment,
-    /// Model to pin, as the picker labels it; unset: the default.
+    /// Model to pin, the picker's label; unset: the default.
     #[serde(default)]
     pub model: Option<String>,
+    /// Effort to pin with it ("Pro").
+    #[serde(default)]
+    pub effort: Option<String>,
     /// Replaying the same key with the same arguments returns the same worker.
     #[serde(default)]
     pub idempotency_key: Option<String>,
@@ -159,8 +162,9 @@ impl Tools {
         let plane = self.plane.clone();
         on_blocking_pool(move || -> Result<_, Error> {
             let root = root_only(&plane, &args.capability)?;
-            let (model, idem) = (args.model.as_deref(), args.idempotency_key.as_deref());
-            let id = plane.spawn_pinned(&root, &args.name, &args.assignment, model, idem)?;
+            let (model, effort) = (args.model.as_deref(), args.effort.as_deref());
+            let idem = args.idempotency_key.as_deref();
+            let id = plane.spawn_pinned_with(&root, &args.name, &args.assignment, model, effort, idem)?;
             let worker = plane.worker(&id).ok_or_else(|| Error::from(Refusal::NoWorker(id.clone())))?;
             Ok(WorkerSpawnOut {
                 worker: WorkerView::from(&worker),
