@@ -158,15 +158,92 @@ fn an_effort_the_picker_lacks_is_unavailable_and_changes_nothing() {
     assert_eq!(page.view.borrow().model.as_deref(), Some("GPT-5.5"));
 }
 
-/// The openers in words no table holds (an unknown locale): the effort
-/// opener is the one whose value is what the pill shows, the model opener
-/// the other one of the advanced view; both pins still hold.
+/// The openers in the words public code records for other locales (zh-CN,
+/// vi, ko with ja's effort word) and in words no table holds (an unknown
+/// locale): read by their words where known, and by structure anyway (the
+/// effort opener is the one whose value the pill shows, the model opener
+/// the other one of the advanced view); both pins hold in every one.
 #[test]
-fn openers_in_words_no_table_holds_are_told_apart_by_structure() {
-    let page = Live::new(Some(("Malli", "Ponnistus")));
+fn openers_in_other_languages_and_in_unknown_words_are_told_apart() {
+    for words in
+        [("选择模型", "强度"), ("Mô hình", "Mức suy luận"), ("모델 선택", "推論レベル"), ("Malli", "Ponnistus")]
+    {
+        let page = Live::new(Some(words));
+        let wait = Now(Default::default());
+        run(pin(&page, "o3", &wait)).unwrap_or_else(|e| panic!("{words:?}: {e:?}"));
+        run(pin_effort(&page, "Pro", &wait)).unwrap_or_else(|e| panic!("{words:?}: {e:?}"));
+        let view = page.view.borrow();
+        assert_eq!((view.model.as_deref(), view.effort.as_deref()), (Some("o3"), Some("Pro")), "{words:?}");
+    }
+}
+
+/// A page that never changes, recording what would be clicked.
+struct Still {
+    html: HtmlPage,
+    clicks: RefCell<Vec<String>>,
+}
+
+impl Dom for Still {
+    type Node = NodeId;
+    fn query_all(&self, scope: Option<&NodeId>, selector: &str) -> Vec<NodeId> {
+        self.html.query_all(scope, selector)
+    }
+    fn attr(&self, node: &NodeId, name: &str) -> Option<String> {
+        self.html.attr(node, name)
+    }
+    fn text(&self, node: &NodeId) -> String {
+        self.html.text(node)
+    }
+    fn within(&self, node: &NodeId, selector: &str) -> bool {
+        self.html.within(node, selector)
+    }
+    fn visible(&self, node: &NodeId) -> bool {
+        self.html.visible(node)
+    }
+}
+
+impl Act for Still {
+    fn insert_text(&self, _: &NodeId, _: &str) -> bool {
+        panic!("nothing is typed while pinning")
+    }
+    fn click(&self, node: &NodeId) {
+        self.clicks.borrow_mut().push(self.text(node).trim().to_owned());
+    }
+    fn clear(&self, _: &NodeId) {
+        panic!("nothing is cleared while pinning")
+    }
+}
+
+/// The flat panel of 2026-09 (a live DOM recorded 2026-09-05, search-index
+/// id 59148944243; rzn-browser's note of 2026-08-31): the pill (its text the
+/// effort), a "Select model" view toggle, the simple view's Power slider
+/// and the advanced view's model radios, open. Our own markup of that
+/// structure.
+const FLAT_PANEL: &str = r#"<html lang="en"><body><form data-chatgpt-composer="">
+<div contenteditable="true" role="textbox"><p></p></div>
+<button type="button" class="__composer-pill" aria-haspopup="menu" aria-expanded="true" data-state="open">Pro</button></form>
+<div role="menu" data-radix-menu-content="" data-state="open"><div data-testid="composer-intelligence-picker-content" role="group">
+<div role="menuitem" aria-label="Select model" aria-expanded="true">Pro</div>
+<div data-testid="composer-model-picker-slider-simple-view"><div role="menuitem" aria-label="Power"><span role="slider" aria-valuemin="0" aria-valuemax="4" aria-valuenow="4" aria-valuetext="Pro, 5 of 5"></span></div></div>
+<div data-testid="composer-model-picker-slider-advanced-view">
+<div role="menuitemradio" aria-checked="true" data-state="checked">GPT-5.6 Sol</div>
+<div role="menuitemradio" aria-checked="false" data-state="unchecked">GPT-5.5</div>
+<div role="menuitemradio" aria-checked="false" data-state="unchecked">o3</div></div></div></div>
+</body></html>"#;
+
+/// In the flat panel the model radios of the advanced view are read as
+/// models (the one checked needs no click; another one is clicked), and
+/// an effort that only the slider sets is not driven: `MODEL_UNAVAILABLE`,
+/// nothing clicked inside the panel.
+#[test]
+fn the_flat_panel_reads_its_model_radios_and_leaves_the_slider_alone() {
+    let page = Still { html: HtmlPage::parse(FLAT_PANEL), clicks: RefCell::default() };
     let wait = Now(Default::default());
-    run(pin(&page, "o3", &wait)).unwrap();
-    run(pin_effort(&page, "Pro", &wait)).unwrap();
-    let view = page.view.borrow();
-    assert_eq!((view.model.as_deref(), view.effort.as_deref()), (Some("o3"), Some("Pro")));
+    run(pin(&page, "GPT-5.6 Sol", &wait)).unwrap();
+    assert!(!page.clicks.borrow().iter().any(|c| c.starts_with("GPT")), "{:?}", page.clicks.borrow());
+    let _ = run(pin(&page, "o3", &wait));
+    assert!(page.clicks.borrow().iter().any(|c| c == "o3"), "{:?}", page.clicks.borrow());
+    page.clicks.borrow_mut().clear();
+    assert_eq!(run(pin_effort(&page, "Medium", &wait)).unwrap_err().code, ErrorCode::ModelUnavailable);
+    assert!(page.clicks.borrow().iter().all(|c| c == "Pro"), "only the trigger: {:?}", page.clicks.borrow());
 }
