@@ -196,6 +196,10 @@ impl Writer {
     pub fn create(dir: &Path, target: Target) -> Result<Writer, ChainError> {
         let fail = |why: String| ChainError { file: dir.to_owned(), why };
         std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| fail(e.to_string()))?;
+        }
         let taken = std::fs::read_dir(dir)
             .map_err(|e| fail(e.to_string()))?
             .filter_map(Result::ok)
@@ -217,7 +221,7 @@ impl Writer {
         let file = file_name(receipt.sequence, receipt.gate);
         let bytes = serde_json::to_vec_pretty(&receipt).expect("a receipt serializes");
         let path = self.dir.join(&file);
-        std::fs::write(&path, &bytes).map_err(|e| ChainError { file: path.clone(), why: e.to_string() })?;
+        write_new(&path, &bytes).map_err(|e| ChainError { file: path.clone(), why: e.to_string() })?;
         let hash = sha256(&bytes);
         if receipt.verdict.passed() {
             self.passed.push(receipt.gate);
@@ -232,7 +236,7 @@ impl Writer {
         };
         let path = self.dir.join("summary.json");
         let bytes = serde_json::to_vec_pretty(&summary).expect("a summary serializes");
-        std::fs::write(&path, bytes).map_err(|e| ChainError { file: path, why: e.to_string() })?;
+        write_new(&path, &bytes).map_err(|e| ChainError { file: path, why: e.to_string() })?;
         Ok(hash)
     }
 }
@@ -254,15 +258,63 @@ impl Chain {
     }
 }
 
+/// The most bytes a receipt or the summary may have (a real one is a few KB).
+pub const FILE_MAX: u64 = 1 << 20;
+/// The most receipts a chain may name (a run has eight gates).
+pub const RECEIPTS_MAX: usize = 64;
+
+/// Reads `path` only if it is a regular file of at most [`FILE_MAX`] bytes,
+/// never following a link and never waiting on a FIFO or a device.
+fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // A link is refused; a FIFO opens without waiting for a writer.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("{e} (a link, or not there)"))?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.file_type().is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > FILE_MAX {
+        return Err(format!("{} bytes, over the bound of {FILE_MAX}", meta.len()));
+    }
+    let mut bytes = Vec::new();
+    file.take(FILE_MAX + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > FILE_MAX {
+        return Err(format!("over the bound of {FILE_MAX} bytes"));
+    }
+    Ok(bytes)
+}
+
+/// Writes `bytes` to `path` as a new owner-only file (never through a link).
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let fresh = path.with_extension("json.new");
+    let _ = std::fs::remove_file(&fresh);
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&fresh)?;
+    file.write_all(bytes)?;
+    std::fs::rename(&fresh, path)
+}
+
 /// Reads and verifies the chain in `dir`: every receipt parses, is in
 /// sequence, names the previous one's hash, and the summary names each
 /// receipt's hash and the claim they support. The first fault is the error.
 pub fn verify(dir: &Path) -> Result<Chain, ChainError> {
     let summary_path = dir.join("summary.json");
     let at = |file: &Path, why: String| ChainError { file: file.to_owned(), why };
-    let bytes = std::fs::read(&summary_path).map_err(|e| at(&summary_path, e.to_string()))?;
+    let bytes = read_bounded(&summary_path).map_err(|e| at(&summary_path, e))?;
     let summary: Summary =
         serde_json::from_slice(&bytes).map_err(|e| at(&summary_path, format!("not a canary summary: {e}")))?;
+    if summary.receipts.len() > RECEIPTS_MAX {
+        return Err(at(
+            &summary_path,
+            format!("names {} receipts, over the bound of {RECEIPTS_MAX}", summary.receipts.len()),
+        ));
+    }
     let mut receipts = Vec::new();
     let mut previous: Option<String> = None;
     let mut passed = Vec::new();
@@ -271,7 +323,7 @@ pub fn verify(dir: &Path) -> Result<Chain, ChainError> {
         if link.file != file_name(i as u32 + 1, link.gate) {
             return Err(at(&summary_path, format!("names a file that is not the chain's: {}", link.file)));
         }
-        let bytes = std::fs::read(&path).map_err(|e| at(&path, e.to_string()))?;
+        let bytes = read_bounded(&path).map_err(|e| at(&path, e))?;
         let hash = sha256(&bytes);
         if hash != link.sha256 {
             return Err(at(&path, format!("edited: its SHA-256 is {hash}, the chain recorded {}", link.sha256)));
@@ -338,6 +390,50 @@ pub(crate) mod tests {
         for g in gates {
             w.append(receipt(*g, Verdict::Pass)).unwrap();
         }
+    }
+
+    /// Issue 43, finding 4: a summary or receipt that is a link (to
+    /// `/dev/zero`, or anywhere), a FIFO, a file past the bound, or a
+    /// summary naming more receipts than a run makes is refused at once,
+    /// by name; nothing is read without end and nothing waits. Receipts
+    /// and their directory are owner-only.
+    #[test]
+    fn show_reads_only_bounded_regular_files_of_the_directory() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        chain(dir.path(), &[Gate::G1D, Gate::G2]);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(dir.path()), 0o700);
+        assert_eq!(mode(&dir.path().join("01-G1D.json")), 0o600);
+        assert_eq!(mode(&dir.path().join("summary.json")), 0o600);
+        // A receipt replaced by a link to /dev/zero, then by a FIFO.
+        let receipt = dir.path().join("02-G2.json");
+        std::fs::remove_file(&receipt).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &receipt).unwrap();
+        let err = verify(dir.path()).unwrap_err();
+        assert_eq!(err.file, receipt, "{err}");
+        std::fs::remove_file(&receipt).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(&receipt).status().unwrap();
+        assert!(made.success());
+        let started = std::time::Instant::now();
+        let err = verify(dir.path()).unwrap_err();
+        assert!(err.why.contains("not a regular file"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "a FIFO never blocks the reader");
+        // The summary as a link, then past the bound.
+        let summary = dir.path().join("summary.json");
+        std::fs::rename(&summary, dir.path().join("kept")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &summary).unwrap();
+        assert_eq!(verify(dir.path()).unwrap_err().file, summary);
+        std::fs::remove_file(&summary).unwrap();
+        std::fs::write(&summary, vec![b' '; FILE_MAX as usize + 1]).unwrap();
+        assert!(verify(dir.path()).unwrap_err().why.contains("bound"));
+        // A summary naming more receipts than any run makes.
+        let text = std::fs::read_to_string(dir.path().join("kept")).unwrap();
+        let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let one = doc["receipts"][0].clone();
+        doc["receipts"] = serde_json::Value::Array(vec![one; RECEIPTS_MAX + 1]);
+        std::fs::write(&summary, serde_json::to_vec(&doc).unwrap()).unwrap();
+        assert!(verify(dir.path()).unwrap_err().why.contains("over the bound"));
     }
 
     #[test]

@@ -38,6 +38,25 @@ pub fn json(chain: &Chain) -> Value {
 
 /// What each gate saw, for a person.
 pub fn text(chain: &Chain) -> String {
+    printable(&text_raw(chain))
+}
+
+/// What a terminal may be given: every control character but the line
+/// breaks this text makes, and every bidirectional override, shown as
+/// U+FFFD (a rewritten chain can hold any string).
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\n' => c,
+            c if c.is_control() || ('\u{202a}'..='\u{202e}').contains(&c) || ('\u{2066}'..='\u{2069}').contains(&c) => {
+                '\u{fffd}'
+            }
+            c => c,
+        })
+        .collect()
+}
+
+fn text_raw(chain: &Chain) -> String {
     let mut out = String::new();
     let target = match chain.summary.target {
         Target::Fakechat => "fakechat (a rehearsal: no claim about chatgpt.com)",
@@ -110,6 +129,16 @@ mod tests {
     use crate::gate::{Gate, Verdict};
     use crate::receipt::tests::receipt;
     use crate::receipt::{Target, Writer, verify};
+
+    /// A rewritten chain's strings reach a terminal without its control
+    /// characters (escape sequences) or bidirectional overrides.
+    #[test]
+    fn control_characters_never_reach_the_terminal() {
+        assert_eq!(
+            super::printable("ok\n\u{1b}[2Jgone\u{202e}txt.exe\u{7}"),
+            "ok\n\u{fffd}[2Jgone\u{fffd}txt.exe\u{fffd}"
+        );
+    }
 
     #[test]
     fn the_json_names_each_verdict_its_reason_and_the_claim() {

@@ -664,8 +664,15 @@ struct Consent {
     key: [u8; 32],
     /// Ticket → the authorization request it approves.
     tickets: Mutex<HashMap<String, Pending>>,
+    /// Forms answered already (their seal → until when it would hold): one
+    /// form takes one answer, right or wrong; a new page makes a new form.
+    spent: Mutex<HashMap<String, u64>>,
     now: Now,
 }
+
+/// The most answered forms remembered; past it the one that expires first
+/// is forgotten (it would hold for the least time anyway).
+const SPENT_MAX: usize = 4096;
 
 struct Pending {
     request: String,
@@ -679,14 +686,18 @@ impl Consent {
     fn new(now: Now) -> anyhow::Result<Consent> {
         let mut key = [0u8; 32];
         getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
-        Ok(Consent { key, tickets: Mutex::default(), now })
+        Ok(Consent { key, tickets: Mutex::default(), spent: Mutex::default(), now })
     }
 
-    /// A consent form's token: until when it holds, and the authorization
-    /// request (path and query) it answers, sealed with [`hmac_sha256`].
+    /// A consent form's token: until when it holds, a nonce (each page's
+    /// form is its own, to be spent once), and the authorization request
+    /// (path and query) it answers, sealed with [`hmac_sha256`].
     fn seal(&self, request: &str) -> String {
         let until = unix_seconds((self.now)() + CONSENT_TTL);
-        let sealed = format!("{until}.{}", BASE64URL.encode(request));
+        let mut nonce = [0u8; 16];
+        // Without randomness every form is one form: it is spent at its first answer.
+        let _ = getrandom::fill(&mut nonce);
+        let sealed = format!("{until}.{}.{}", BASE64URL.encode(nonce), BASE64URL.encode(request));
         let mac = BASE64URL.encode(hmac_sha256(&self.key, sealed.as_bytes()));
         format!("{sealed}.{mac}")
     }
@@ -698,11 +709,33 @@ impl Consent {
         if !constant_time_eq(&mac, &hmac_sha256(&self.key, sealed.as_bytes())) {
             return None;
         }
-        let (until, request) = sealed.split_once('.')?;
+        let (until, rest) = sealed.split_once('.')?;
+        let (_nonce, request) = rest.split_once('.')?;
         if unix_seconds((self.now)()) >= until.parse::<u64>().ok()? {
             return None;
         }
         String::from_utf8(BASE64URL.decode(request).ok()?).ok()
+    }
+
+    /// The request a form answers, once: the form is spent by this answer,
+    /// whatever it is (allow with a wrong key, deny, allow).
+    fn spend(&self, token: &str) -> Option<String> {
+        let request = self.open(token)?;
+        let (sealed, mac) = token.rsplit_once('.')?;
+        let until = sealed.split_once('.')?.0.parse::<u64>().ok()?;
+        let now = unix_seconds((self.now)());
+        let mut spent = self.spent.lock().unwrap_or_else(|e| e.into_inner());
+        spent.retain(|_, until| *until > now);
+        if spent.contains_key(mac) {
+            return None;
+        }
+        if spent.len() >= SPENT_MAX
+            && let Some(first) = spent.iter().min_by_key(|(_, until)| **until).map(|(mac, _)| mac.clone())
+        {
+            spent.remove(&first);
+        }
+        spent.insert(mac.to_owned(), until);
+        Some(request)
     }
 
     /// Approves the request a ticket was given for; otherwise shows the page.
@@ -752,8 +785,11 @@ async fn consent_submit(
     {
         return plain(StatusCode::FORBIDDEN, "FORBIDDEN: this form is answered from its own page only");
     }
-    let Some(request) = form.get("form").and_then(|token| oauth.consent.open(token)) else {
-        return page_response(StatusCode::BAD_REQUEST, "<p>This page has expired. Start the connection again.</p>");
+    let Some(request) = form.get("form").and_then(|token| oauth.consent.spend(token)) else {
+        return page_response(
+            StatusCode::BAD_REQUEST,
+            "<p>This page has expired or was answered already. Start the connection again.</p>",
+        );
     };
     if form.get("action").map(String::as_str) != Some("allow") {
         return page_response(StatusCode::OK, "<p>Not allowed. You can close this page.</p>");
@@ -918,11 +954,16 @@ mod tests {
         let token = consent.seal(request);
         assert_eq!(consent.open(&token).as_deref(), Some(request));
         let (sealed, mac) = token.rsplit_once('.').unwrap();
-        let (until, _) = sealed.split_once('.').unwrap();
-        let forged = format!("{until}.{}.{mac}", BASE64URL.encode("/authorize?client_id=other"));
+        let (until, rest) = sealed.split_once('.').unwrap();
+        let nonce = rest.split_once('.').unwrap().0;
+        let forged = format!("{until}.{nonce}.{}.{mac}", BASE64URL.encode("/authorize?client_id=other"));
         assert_eq!(consent.open(&forged), None, "another request under the same seal");
         let later = format!("{}.{}", until.parse::<u64>().unwrap() + 3600, sealed.split_once('.').unwrap().1);
         assert_eq!(consent.open(&format!("{later}.{mac}")), None, "a longer life under the same seal");
+        // Issue 43, finding 5: one form, one answer, right or wrong.
+        assert!(consent.spend(&token).is_some(), "the first answer is read");
+        assert_eq!(consent.spend(&token), None, "a second answer to the same form is not");
+        assert!(consent.spend(&consent.seal(request)).is_some(), "a new page makes a new form");
         let other = Consent::new(Arc::new(SystemTime::now)).unwrap();
         assert_eq!(other.open(&token), None, "another process's seal (a restart)");
         for garbage in ["", ".", "..", "1.2.3", "x.y", &format!("{sealed}.")] {

@@ -221,4 +221,16 @@ async fn canary_deploy_starts_an_isolated_daemon_and_live_runs_need_one() {
         .unwrap();
     assert!(!everyday.status.success());
     assert!(String::from_utf8_lossy(&everyday.stderr).contains("everyday state"), "{everyday:?}");
+    // Issue 43, finding 3: nor a path that reaches it through `..` before
+    // it exists; nothing is created on the way.
+    let around = dir.path().join("fresh/nothere/../../xdg2/chatgpt-orchestrator");
+    let everyday = std::process::Command::new(orchestrator())
+        .args(["canary", "deploy", "--app-label", "X", "--state-dir"])
+        .arg(&around)
+        .env("XDG_STATE_HOME", dir.path().join("xdg2"))
+        .output()
+        .unwrap();
+    assert!(!everyday.status.success());
+    assert!(String::from_utf8_lossy(&everyday.stderr).contains("everyday state"), "{everyday:?}");
+    assert!(!dir.path().join("xdg2").exists() && !dir.path().join("fresh").exists(), "nothing was created");
 }

@@ -391,7 +391,7 @@ async fn a_signed_out_page_and_a_challenge_refuse_a_create_through_the_agent() {
     let world = start(&[]).await;
     for (screen, code) in [
         (fakechat::render::Screen::SignedOut, "CHATGPT_SIGNED_OUT"),
-        (fakechat::render::Screen::Challenge, "HOST_UI_CHANGED"),
+        (fakechat::render::Screen::Challenge, "CHATGPT_CHALLENGE"),
     ] {
         world.fake.hub.set_defaults(fakechat::hub::Settings { screen, ..Default::default() });
         let root = Root::new(&world.daemon.addr);
