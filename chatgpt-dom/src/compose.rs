@@ -3,9 +3,10 @@
 //! the page took it.
 //!
 //! Fail closed at every step: a page that is not idle, a composer that
-//! already holds a person's draft (typed text or an attachment), text that did not land verbatim, or a send button
-//! that stays disabled is refused *before* anything is clicked, so a refusal
-//! never leaves a half-submitted prompt behind.
+//! already holds a person's draft (typed text or an attachment), text that
+//! did not land verbatim, or a send button that stays disabled is refused
+//! *before* anything is clicked, so a refusal never leaves a half-submitted
+//! prompt behind.
 
 use protocol::ErrorCode;
 use protocol::executor::ConversationState;
@@ -85,8 +86,8 @@ pub fn observed<D: Dom>(dom: &D, typing: bool) -> (ConversationState, Option<Err
     match state {
         PageState::Error(incident) => (ConversationState::Error, Some(incident_code(incident))),
         PageState::Ready | PageState::Idle => match person_draft(dom) {
-            Ok(Some("attachment")) => (ConversationState::Error, Some(ErrorCode::ComposerHasDraft)),
-            Ok(Some(_)) if !typing => (ConversationState::Error, Some(ErrorCode::ComposerHasDraft)),
+            Ok(Some(Draft::Attachment)) => (ConversationState::Error, Some(ErrorCode::ComposerHasDraft)),
+            Ok(Some(Draft::Typed)) if !typing => (ConversationState::Error, Some(ErrorCode::ComposerHasDraft)),
             Ok(_) => (state.coarse(), None),
             Err(changed) => (ConversationState::Error, Some(changed.code())),
         },
@@ -133,22 +134,40 @@ pub fn draft<D: Dom>(dom: &D, editor: &D::Node) -> String {
     normalized(&text.replace('\u{feff}', ""))
 }
 
-/// What of a person's the composer holds, if anything: an attachment
-/// ([`crate::attachments`]: a file, an image, a pasted block) or typed
-/// text ([`draft`]). Either makes the composer theirs: nothing is typed
-/// beside it, and nothing is sent with it.
-pub fn person_draft<D: Dom>(dom: &D) -> Result<Option<&'static str>, crate::UiChanged> {
-    let form = resolve(dom, Element::ComposerForm)?;
-    if crate::attachments::shown(dom, &form) {
-        return Ok(Some("attachment"));
-    }
-    let editor = resolve(dom, Element::Editor)?;
-    Ok((!draft(dom, &editor).is_empty()).then_some("typed draft"))
+/// What of a person's a composer holds. Either makes the composer theirs:
+/// nothing is typed beside it, and nothing is sent with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Draft {
+    /// A file, an image or a pasted block ([`crate::attachments`]).
+    Attachment,
+    /// Text they typed ([`draft`]).
+    Typed,
 }
 
-/// The refusal for a composer holding a person's `what`.
-pub fn draft_refusal(what: &str) -> Refusal {
-    Refusal::new(ErrorCode::ComposerHasDraft, format!("the composer holds a person's {what}; nothing typed or sent"))
+impl Draft {
+    /// How refusals name it.
+    pub fn words(self) -> &'static str {
+        match self {
+            Draft::Attachment => "attachment",
+            Draft::Typed => "typed draft",
+        }
+    }
+}
+
+/// The person's draft in the composer, if any (an attachment first).
+pub fn person_draft<D: Dom>(dom: &D) -> Result<Option<Draft>, crate::UiChanged> {
+    let form = resolve(dom, Element::ComposerForm)?;
+    if crate::attachments::shown(dom, &form) {
+        return Ok(Some(Draft::Attachment));
+    }
+    let editor = resolve(dom, Element::Editor)?;
+    Ok((!draft(dom, &editor).is_empty()).then_some(Draft::Typed))
+}
+
+/// The refusal for a composer holding a person's draft.
+pub fn draft_refusal(what: Draft) -> Refusal {
+    let words = what.words();
+    Refusal::new(ErrorCode::ComposerHasDraft, format!("the composer holds a person's {words}; nothing typed or sent"))
 }
 
 /// Whether the tab may be closed to free capacity (it is reopened on its
@@ -163,7 +182,7 @@ pub fn parkable<D: Dom>(dom: &D) -> Result<(), Refusal> {
         return Err(Refusal::new(ErrorCode::TabInUse, format!("the page is not idle ({reading})")));
     }
     if let Some(what) = person_draft(dom).map_err(ui)? {
-        return Err(Refusal::new(ErrorCode::TabInUse, format!("the composer holds a person's {what}")));
+        return Err(Refusal::new(ErrorCode::TabInUse, format!("the composer holds a person's {}", what.words())));
     }
     Ok(())
 }
@@ -231,7 +250,7 @@ pub fn press_send<D: Act>(dom: &D, typed: Typed, app: Option<&str>) -> Result<Op
     // A person may attach something while the prompt waits for its send
     // button: it would go out with the prompt.
     match resolve(dom, Element::ComposerForm) {
-        Ok(form) if crate::attachments::shown(dom, &form) => return refuse(draft_refusal("attachment")),
+        Ok(form) if crate::attachments::shown(dom, &form) => return refuse(draft_refusal(Draft::Attachment)),
         Ok(_) => {}
         Err(e) => return refuse(ui(e)),
     }

@@ -22,6 +22,8 @@ struct Live {
     html: RefCell<HtmlPage>,
     /// Words put in place of the openers' own ("Model", "Effort").
     words: Option<(&'static str, &'static str)>,
+    /// A page that never changes: clicks are only recorded.
+    still: bool,
     clicks: RefCell<Vec<String>>,
 }
 
@@ -33,14 +35,16 @@ impl Live {
             model: Some("GPT-5.5".into()),
             ..View::default()
         };
-        let live = Live {
-            view: RefCell::new(view),
-            html: RefCell::new(HtmlPage::parse("")),
-            words,
-            clicks: RefCell::default(),
-        };
+        let html = RefCell::new(HtmlPage::parse(""));
+        let live = Live { view: RefCell::new(view), html, words, still: false, clicks: RefCell::default() };
         live.render();
         live
+    }
+
+    /// A page of our own markup that never changes.
+    fn still(markup: &str) -> Live {
+        let html = RefCell::new(HtmlPage::parse(markup));
+        Live { view: RefCell::default(), html, words: None, still: true, clicks: RefCell::default() }
     }
 
     fn render(&self) {
@@ -80,6 +84,9 @@ impl Act for Live {
     fn click(&self, node: &NodeId) {
         let attr = |name: &str| self.attr(node, name);
         self.clicks.borrow_mut().push(self.text(node).trim().to_owned());
+        if self.still {
+            return;
+        }
         {
             let mut view = self.view.borrow_mut();
             if attr("data-fakechat-model-trigger").is_some() {
@@ -177,43 +184,6 @@ fn openers_in_other_languages_and_in_unknown_words_are_told_apart() {
     }
 }
 
-/// A page that never changes, recording what would be clicked.
-struct Still {
-    html: HtmlPage,
-    clicks: RefCell<Vec<String>>,
-}
-
-impl Dom for Still {
-    type Node = NodeId;
-    fn query_all(&self, scope: Option<&NodeId>, selector: &str) -> Vec<NodeId> {
-        self.html.query_all(scope, selector)
-    }
-    fn attr(&self, node: &NodeId, name: &str) -> Option<String> {
-        self.html.attr(node, name)
-    }
-    fn text(&self, node: &NodeId) -> String {
-        self.html.text(node)
-    }
-    fn within(&self, node: &NodeId, selector: &str) -> bool {
-        self.html.within(node, selector)
-    }
-    fn visible(&self, node: &NodeId) -> bool {
-        self.html.visible(node)
-    }
-}
-
-impl Act for Still {
-    fn insert_text(&self, _: &NodeId, _: &str) -> bool {
-        panic!("nothing is typed while pinning")
-    }
-    fn click(&self, node: &NodeId) {
-        self.clicks.borrow_mut().push(self.text(node).trim().to_owned());
-    }
-    fn clear(&self, _: &NodeId) {
-        panic!("nothing is cleared while pinning")
-    }
-}
-
 /// The flat panel of 2026-09 (a live DOM recorded 2026-09-05, search-index
 /// id 59148944243; rzn-browser's note of 2026-08-31): the pill (its text the
 /// effort), a "Select model" view toggle, the simple view's Power slider
@@ -237,7 +207,7 @@ const FLAT_PANEL: &str = r#"<html lang="en"><body><form data-chatgpt-composer=""
 /// nothing clicked inside the panel.
 #[test]
 fn the_flat_panel_reads_its_model_radios_and_leaves_the_slider_alone() {
-    let page = Still { html: HtmlPage::parse(FLAT_PANEL), clicks: RefCell::default() };
+    let page = Live::still(FLAT_PANEL);
     let wait = Now(Default::default());
     run(pin(&page, "GPT-5.6 Sol", &wait)).unwrap();
     assert!(!page.clicks.borrow().iter().any(|c| c.starts_with("GPT")), "{:?}", page.clicks.borrow());

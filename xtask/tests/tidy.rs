@@ -187,7 +187,8 @@ const PRODUCT: [(&str, &[&str]); 15] = [
     ),
     ("mcp-client", &["serde_json", "thiserror", "tokio"]),
     // The canary's core: receipts and their hash chain, no IO framework.
-    ("canary", &["serde", "serde_json", "sha2", "thiserror"]),
+    // libc: receipts are read with `O_NOFOLLOW | O_NONBLOCK` (never a link, never a FIFO's wait).
+    ("canary", &["serde", "serde_json", "sha2", "thiserror", "libc"]),
     // The Git adapter of worktree ownership: it runs `git`, nothing more.
     ("worktrees", &["protocol", "thiserror"]),
     // The CDP host agent: chromiumoxide's connection and typed protocol are
@@ -255,6 +256,8 @@ const PRODUCT: [(&str, &[&str]); 15] = [
             "futures-util",
             // Worktree ownership's Git adapter.
             "worktrees",
+            // The canary's files: opened `O_NOFOLLOW`.
+            "libc",
         ],
     ),
 ];

@@ -256,13 +256,12 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                         events.extend(cancel_queued(state, [&worker.id]));
                     }
                 }
-                // The executor did not act (it never starts past the deadline,
-                // e.g. the page stayed generating): the wake goes out again
-                // as a new command, a bounded number of times, so a slow page
-                // never drops a follow-up.
-                // A person's draft in the composer: nothing was typed. The
-                // page is recorded as waiting for them (the queue holds
-                // sends until it is not) and the wake goes out again.
+                // Nothing went in: the executor did not act (it never starts
+                // past the deadline, e.g. the page stayed generating), or a
+                // person's draft stood in the composer (the page is then
+                // recorded as waiting for them; the queue holds sends until
+                // it is not). The wake goes out again as a new command, a
+                // bounded number of times: neither drops a follow-up.
                 (
                     CommandOutcome::Error {
                         code: code @ (ErrorCode::DeadlineExceeded | ErrorCode::ComposerHasDraft),
