@@ -191,7 +191,8 @@ pub fn router(
 
 async fn require_admin(State(admin): State<Arc<Admin>>, request: Request, next: Next) -> Response {
     let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-    if !carrier_webext::bridge::loopback_host(host) {
+    // The connection, not only the Host it names: a network peer can name any.
+    if !crate::http::from_loopback(&request) || !carrier_webext::bridge::loopback_host(host) {
         return (StatusCode::FORBIDDEN, "FORBIDDEN: the admin read answers loopback only").into_response();
     }
     // A browser names the page making the request: a page (one served from

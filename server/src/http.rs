@@ -263,6 +263,19 @@ impl Default for Timeouts {
     }
 }
 
+/// The address a request's connection came from, as [`serve`] accepted it
+/// (a request extension). Local surfaces (`/ui`, `/admin/*`) decide on it,
+/// never on the `Host` header alone: a peer on the network can send any
+/// `Host`.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub std::net::SocketAddr);
+
+/// Whether `request` came over a loopback connection ([`Peer`]); a request
+/// [`serve`] did not accept carries none, and is not.
+pub fn from_loopback<B>(request: &axum::http::Request<B>) -> bool {
+    request.extensions().get::<Peer>().is_some_and(|peer| peer.0.ip().is_loopback())
+}
+
 /// Serves `router` on `listener` until `shutdown`, then drains open
 /// connections for at most ten seconds. Unlike `axum::serve`, headers and
 /// bodies are read under [`Timeouts`]; `TCP_NODELAY` is set (executor
@@ -285,7 +298,7 @@ pub async fn serve(
     let mut builder = Builder::new(TokioExecutor::new()).http1_only();
     builder.http1().timer(TokioTimer::new()).header_read_timeout(timeouts.header_read);
     loop {
-        let (tcp, _) = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
@@ -298,8 +311,11 @@ pub async fn serve(
             _ = shutdown.cancelled() => break,
         };
         let _ = tcp.set_nodelay(true);
-        let service =
-            router.clone().map_request(|r: axum::http::Request<hyper::body::Incoming>| r.map(axum::body::Body::new));
+        let service = router.clone().map_request(move |r: axum::http::Request<hyper::body::Incoming>| {
+            let mut r = r.map(axum::body::Body::new);
+            r.extensions_mut().insert(Peer(peer));
+            r
+        });
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(tcp), TowerToHyperService::new(service));
         let connection = graceful.watch(connection.into_owned());
         tokio::spawn(async move {

@@ -114,10 +114,11 @@ pub fn router(ui: Arc<Ui>) -> Router {
         .with_state(ui)
 }
 
-/// Loopback `Host` only, and for a change an `Origin` naming that host.
+/// A loopback connection with a loopback `Host` only, and for a change an
+/// `Origin` naming that host; every answer `nosniff`.
 async fn loopback_only(request: Request, next: Next) -> Response {
     let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("").to_owned();
-    if !carrier_webext::bridge::loopback_host(&host) {
+    if !crate::http::from_loopback(&request) || !carrier_webext::bridge::loopback_host(&host) {
         return (StatusCode::FORBIDDEN, "FORBIDDEN: the dashboard answers on loopback only").into_response();
     }
     if request.method() != axum::http::Method::GET {
@@ -126,7 +127,9 @@ async fn loopback_only(request: Request, next: Next) -> Response {
             return (StatusCode::FORBIDDEN, "FORBIDDEN: Origin is not the dashboard's").into_response();
         }
     }
-    next.run(request).await
+    let mut response = next.run(request).await;
+    response.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, header::HeaderValue::from_static("nosniff"));
+    response
 }
 
 #[derive(Deserialize)]
@@ -552,4 +555,35 @@ fn parse_act(body: &[u8]) -> Result<control::operator::Control, String> {
     }
     let key = act.key.map(|k| format!("ui:{k}"));
     Ok(control::operator::Control { action: act.action, worker_id, run_id, text: act.text, key })
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// Issue 43: the dashboard decides on the connection, not on the `Host`
+    /// it names: a peer on the network naming `127.0.0.1` is refused; a
+    /// loopback connection is served, `nosniff`; a request that came over
+    /// no accepted connection at all is refused too.
+    #[tokio::test]
+    async fn the_dashboard_answers_loopback_connections_only_whatever_host_they_name() {
+        let app = Router::new().route("/ui", get(|| async { "ok" })).route_layer(middleware::from_fn(loopback_only));
+        let ask = |peer: Option<&str>| {
+            let mut request = Request::get("/ui").header(header::HOST, "127.0.0.1:7777").body(Body::empty()).unwrap();
+            if let Some(peer) = peer {
+                request.extensions_mut().insert(crate::http::Peer(peer.parse().unwrap()));
+            }
+            app.clone().oneshot(request)
+        };
+        let remote = ask(Some("192.0.2.7:50000")).await.unwrap();
+        assert_eq!(remote.status(), StatusCode::FORBIDDEN, "a network peer naming a loopback Host");
+        assert_eq!(ask(None).await.unwrap().status(), StatusCode::FORBIDDEN, "no connection known");
+        let local = ask(Some("127.0.0.1:50000")).await.unwrap();
+        assert_eq!(local.status(), StatusCode::OK);
+        assert_eq!(local.headers()[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+    }
 }
