@@ -167,13 +167,21 @@ impl Labels {
     pub fn check(&self) -> Result<(), String> {
         for (field, label) in [("lane", &self.lane), ("plan", &self.plan), ("request", &self.request)] {
             if let Some(label) = label
-                && (label.is_empty() || label.len() > LABEL_MAX || label.chars().any(char::is_control))
+                && (label.is_empty() || label.len() > LABEL_MAX || label.chars().any(|c| c.is_control() || bidi(c)))
             {
-                return Err(format!("{field} must be 1-{LABEL_MAX} bytes without control characters"));
+                return Err(format!(
+                    "{field} must be 1-{LABEL_MAX} bytes without control or bidirectional-override characters"
+                ));
             }
         }
         Ok(())
     }
+}
+
+/// Whether `c` reorders the text around it (bidirectional embeddings,
+/// overrides, isolates and marks): a label showing one can read as another.
+fn bidi(c: char) -> bool {
+    matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A preserved work-in-progress snapshot: a commit of the worktree's
@@ -339,6 +347,17 @@ impl Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 43: labels are bounded, and hold no control or bidirectional
+    /// character (written into Git config, shown by `who`).
+    #[test]
+    fn labels_refuse_control_and_bidi_characters_and_the_oversized() {
+        let with = |lane: &str| Labels { lane: Some(lane.into()), ..Labels::default() }.check();
+        assert!(with("backend").is_ok());
+        for bad in ["", "a\u{1b}[2J", "txt\u{202e}exe", "a\u{2066}b", &"x".repeat(LABEL_MAX + 1)] {
+            assert!(with(bad).is_err(), "{bad:?}");
+        }
+    }
 
     fn conversation(n: u8) -> ConversationId {
         format!("{:08x}-0000-4000-8000-{:012x}", n, n).parse().unwrap()

@@ -142,10 +142,22 @@ impl Git {
     }
 
     /// A path resolved, and refused unless it is under an allowed root.
+    /// Only an absolute path is taken (a relative one would be resolved
+    /// against the daemon's working directory), and a path that cannot be
+    /// resolved says nothing of what lies outside the roots: whether it
+    /// exists there is not told.
     fn confined(&self, path: &Path) -> Result<PathBuf, Error> {
         let shown = path.display().to_string();
-        let resolved = std::fs::canonicalize(path)
-            .map_err(|e| Error::NotAWorktree { path: shown.clone(), detail: e.to_string() })?;
+        if !path.is_absolute() {
+            return Err(Error::Refused(format!("{shown:?} is not an absolute path")));
+        }
+        let resolved = match std::fs::canonicalize(path) {
+            Ok(resolved) => resolved,
+            Err(_) if self.roots.iter().any(|root| lexical(path).starts_with(root)) => {
+                return Err(Error::NotAWorktree { path: shown, detail: "no such directory".into() });
+            }
+            Err(_) => return Err(Error::Outside(shown)),
+        };
         match self.roots.iter().any(|root| resolved.starts_with(root)) {
             true => Ok(resolved),
             false => Err(Error::Outside(shown)),
@@ -399,6 +411,21 @@ fn text(path: &Path) -> Result<String, Error> {
             protocol::ownership::PATH_MAX
         ))),
     }
+}
+
+/// An absolute path with its `.` and `..` applied by their text.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            part => out.push(part),
+        }
+    }
+    out
 }
 
 /// `git` in `dir`; its standard output, or an error.

@@ -257,3 +257,19 @@ fn no_program_a_repositorys_config_names_ever_runs() {
         assert!(!marker.exists(), "{name}: the repository's program ran in the daemon");
     }
 }
+
+/// Issue 43: a relative path is refused (never resolved against the
+/// daemon's working directory), and a path outside the roots is refused
+/// alike whether it exists or not: the answer tells nothing of the host.
+#[test]
+fn a_claim_is_absolute_and_tells_nothing_of_paths_outside_the_roots() {
+    let (root, _repo, _wt) = repo();
+    let adapter = Git::new(&[root.path().join("wt-a")]).unwrap();
+    assert!(matches!(adapter.inspect(Path::new("wt-a")), Err(Error::Refused(_))));
+    let outside_existing = adapter.inspect(&root.path().join("repo")).unwrap_err();
+    let outside_missing = adapter.inspect(Path::new("/nonexistent-orchestrator-test/x")).unwrap_err();
+    assert!(matches!(outside_existing, Error::Outside(_)), "{outside_existing}");
+    assert!(matches!(outside_missing, Error::Outside(_)), "{outside_missing}");
+    let inside_missing = adapter.inspect(&root.path().join("wt-a/../wt-a/nothere")).unwrap_err();
+    assert!(matches!(inside_missing, Error::NotAWorktree { .. }), "{inside_missing}");
+}
