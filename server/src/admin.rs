@@ -184,6 +184,7 @@ pub fn router(
     Router::new()
         .route("/admin/status", get(status))
         .route("/admin/ui-ticket", axum::routing::post(ui_ticket))
+        .route("/admin/ui-revoke", axum::routing::post(ui_revoke))
         .route("/admin/ownership", get(ownership))
         .route_layer(middleware::from_fn_with_state(admin.clone(), require_admin))
         .with_state(admin)
@@ -243,6 +244,21 @@ pub async fn fetch_owners(
 
 async fn ui_ticket(State(admin): State<Arc<Admin>>) -> String {
     admin.ui.ticket()
+}
+
+async fn ui_revoke(State(admin): State<Arc<Admin>>) -> String {
+    admin.ui.revoke_all().to_string()
+}
+
+/// Ends every dashboard session of the daemon at `addr` (loopback), with
+/// the admin token from `state_dir`; returns how many ended.
+pub async fn ui_revoke_all(addr: &str, state_dir: &Path) -> anyhow::Result<usize> {
+    if !carrier_webext::bridge::loopback_host(addr) {
+        anyhow::bail!("the dashboard is loopback only; {addr} is not");
+    }
+    let token = read_token(state_dir)?;
+    let ended = mcp_client::post_with_bearer(addr, "/admin/ui-revoke", &token).await?;
+    Ok(ended.trim().parse()?)
 }
 
 /// A one-time dashboard link from the daemon at `addr` (loopback), with the

@@ -39,6 +39,9 @@ enum Cmd {
         /// state directory listens, else 127.0.0.1:7777).
         #[arg(long)]
         addr: Option<String>,
+        /// End every dashboard session and void every link printed, instead.
+        #[arg(long)]
+        revoke_all: bool,
     },
     /// The canary: an isolated deployment and the gates G0–G6 with chained
     /// receipts (docs/canary.md).
@@ -1402,9 +1405,14 @@ async fn main() -> anyhow::Result<()> {
         }
         Cmd::Service { action } => service(action)?,
         Cmd::Canary { action } => canary(action).await?,
-        Cmd::Ui { state_dir, addr } => {
+        Cmd::Ui { state_dir, addr, revoke_all } => {
             let state = state_path(state_dir)?;
             let addr = addr.unwrap_or_else(|| server::admin::authority_of(&mcp_url_of(&state)));
+            if revoke_all {
+                let ended = server::admin::ui_revoke_all(&addr, &state).await?;
+                println!("{ended} dashboard session(s) ended; every link printed before is void");
+                return Ok(());
+            }
             match server::admin::ui_link(&addr, &state).await {
                 Ok(link) => println!(
                     "{link}

@@ -35,6 +35,10 @@ use serde::Deserialize;
 const TICKET_TTL_MS: u64 = 60_000;
 /// How long a dashboard session lasts.
 const SESSION_TTL_MS: u64 = 12 * 3_600_000;
+/// The most tickets and sessions held at once: past it the one that
+/// expires first gives way (a person has a few tabs, not hundreds).
+const TICKETS_MAX: usize = 16;
+const SESSIONS_MAX: usize = 16;
 /// Events the page lists for the newest run.
 const EVENTS_SHOWN: usize = 15;
 const COOKIE: &str = "orchestrator_ui";
@@ -48,6 +52,15 @@ pub struct Ui {
     tickets: Mutex<HashMap<String, u64>>,
     /// Session id → (anti-forgery token, expiry ms).
     sessions: Mutex<HashMap<String, (String, u64)>>,
+}
+
+/// Makes room for one more entry in `map` of at most `max`: the entries
+/// that expire first go.
+fn bound<V>(map: &mut HashMap<String, V>, max: usize, expiry: impl Fn(&V) -> u64) {
+    while map.len() >= max {
+        let Some(first) = map.iter().min_by_key(|(_, v)| expiry(v)).map(|(k, _)| k.clone()) else { return };
+        map.remove(&first);
+    }
 }
 
 fn now_ms() -> u64 {
@@ -72,8 +85,19 @@ impl Ui {
         let mut tickets = self.tickets.lock().unwrap();
         let now = now_ms();
         tickets.retain(|_, expiry| *expiry > now);
+        bound(&mut tickets, TICKETS_MAX, |expiry| *expiry);
         tickets.insert(ticket.clone(), now + TICKET_TTL_MS);
         ticket
+    }
+
+    /// Ends every dashboard session and voids every ticket
+    /// (`orchestrator ui --revoke-all`); returns how many sessions ended.
+    pub fn revoke_all(&self) -> usize {
+        self.tickets.lock().unwrap().clear();
+        let mut sessions = self.sessions.lock().unwrap();
+        let ended = sessions.len();
+        sessions.clear();
+        ended
     }
 
     fn redeem(&self, ticket: &str) -> Option<String> {
@@ -85,6 +109,7 @@ impl Ui {
         let session = random_hex();
         let mut sessions = self.sessions.lock().unwrap();
         sessions.retain(|_, (_, expiry)| *expiry > now);
+        bound(&mut sessions, SESSIONS_MAX, |(_, expiry)| *expiry);
         sessions.insert(session.clone(), (random_hex(), now + SESSION_TTL_MS));
         Some(session)
     }
@@ -585,5 +610,21 @@ mod tests {
         let local = ask(Some("127.0.0.1:50000")).await.unwrap();
         assert_eq!(local.status(), StatusCode::OK);
         assert_eq!(local.headers()[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+    }
+
+    /// Tickets and sessions are bounded in count (the oldest give way) and
+    /// all end at once on `revoke_all`.
+    #[test]
+    fn tickets_and_sessions_are_bounded_and_revocable() {
+        let mut map: HashMap<String, u64> = (0..20).map(|i| (format!("k{i}"), 100 + i)).collect();
+        bound(&mut map, 16, |e| *e);
+        assert_eq!(map.len(), 15, "room for one more");
+        assert!(!map.contains_key("k0") && map.contains_key("k19"), "the first to expire went");
+        let mut sessions: HashMap<String, (String, u64)> = HashMap::new();
+        for i in 0..40u64 {
+            bound(&mut sessions, SESSIONS_MAX, |(_, e)| *e);
+            sessions.insert(format!("s{i}"), (String::new(), 1_000 + i));
+        }
+        assert_eq!(sessions.len(), SESSIONS_MAX);
     }
 }

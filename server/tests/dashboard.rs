@@ -183,6 +183,17 @@ fn the_dashboard_refuses_strangers_foreign_hosts_foreign_origins_and_forged_post
         .unwrap()
         .clone();
     assert_eq!(row["status"], "paused", "{row}");
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    // `orchestrator ui --revoke-all` ends the session (issue 43).
+    let revoked = std::process::Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .args(["ui", "--revoke-all", "--state-dir"])
+        .arg(&world.state_dir)
+        .args(["--addr", &addr])
+        .output()
+        .unwrap();
+    assert!(revoked.status.success(), "{}", String::from_utf8_lossy(&revoked.stderr));
+    assert!(String::from_utf8_lossy(&revoked.stdout).starts_with("1 dashboard session"), "{revoked:?}");
+    assert_eq!(try_request(&addr, "GET", "/ui/state.json", &with(&cookie, &[]), "").unwrap().status, 401);
 }
 
 /// Chromium on a fresh profile, for a plain page.
