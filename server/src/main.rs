@@ -888,61 +888,12 @@ fn absolutize(args: &mut [String], flags: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes `path` afresh, owner-only, never through a link planted in its
-/// place: an existing file is replaced by a new one (written beside it,
-/// renamed over it), so what a link pointed to is untouched.
-fn write_own(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let fresh = path.with_extension(format!("tmp-{}", std::process::id()));
-    let _ = std::fs::remove_file(&fresh);
-    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&fresh)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&fresh, path)?;
-    Ok(())
-}
-
-/// Whether `dir` is, or would be once created, the everyday state
-/// directory: both resolved as the file system will resolve them, links and
-/// `..` included, whether they exist yet or not (nothing is created here).
-fn is_everyday(dir: &std::path::Path) -> anyhow::Result<bool> {
-    let Ok(everyday) = StateDir::default_path() else { return Ok(false) };
-    Ok(resolved(dir)? == resolved(&std::path::absolute(everyday)?)?)
-}
-
-/// An absolute path as the file system resolves it: its nearest existing
-/// ancestor canonicalised (links followed), the rest applied after it by
-/// its text (components that do not exist yet can be no links).
-fn resolved(path: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    while std::fs::symlink_metadata(&existing).is_err() {
-        let Some(last) = existing.components().next_back() else {
-            anyhow::bail!("{} cannot be resolved", path.display())
-        };
-        rest.push(last.as_os_str().to_os_string());
-        if !existing.pop() {
-            anyhow::bail!("{} cannot be resolved", path.display());
-        }
-    }
-    let mut base = std::fs::canonicalize(&existing)?;
-    for name in rest.into_iter().rev() {
-        if name == ".." {
-            base.pop();
-        } else if name != "." {
-            base.push(name);
-        }
-    }
-    Ok(base)
-}
-
 /// `orchestrator canary …`.
 async fn canary(action: CanaryAction) -> anyhow::Result<()> {
     match action {
         CanaryAction::Deploy { state_dir, listen, app_label, worker_project_url, serve_args } => {
             let state = std::path::absolute(&state_dir)?;
-            if is_everyday(&state)? {
+            if StateDir::is_everyday(&state)? {
                 anyhow::bail!("the canary never runs on your everyday state directory; give it one of its own");
             }
             std::fs::create_dir_all(&state)?;
@@ -995,7 +946,8 @@ async fn canary(action: CanaryAction) -> anyhow::Result<()> {
                 "worker_project_url": worker_project_url,
                 "deployment": status.deployment,
             });
-            write_own(&state.join("canary.json"), &serde_json::to_vec_pretty(&record)?)?;
+            // Replaced afresh, owner-only: a link planted in its place is never written through.
+            server::exposure::write_private(&state.join("canary.json"), &serde_json::to_string_pretty(&record)?)?;
             let d = status.deployment.as_ref();
             println!(
                 "canary daemon {} (pid {}) at http://{addr}/mcp
@@ -1028,7 +980,7 @@ next: pair a carrier for it: orchestrator pair --state-dir {}
                 "live" => canary::Target::Live,
                 _ => canary::Target::Fakechat,
             };
-            if is_everyday(&std::path::absolute(&state_dir)?)? {
+            if StateDir::is_everyday(&std::path::absolute(&state_dir)?)? {
                 anyhow::bail!("the canary never runs on your everyday state directory; deploy one of its own");
             }
             let deployed = std::fs::read(state_dir.join("canary.json")).ok();

@@ -29,6 +29,15 @@ impl StateDir {
         Ok(PathBuf::from(home).join(".local/state/chatgpt-orchestrator"))
     }
 
+    /// Whether `dir` is, or would be once created, the everyday state
+    /// directory ([`StateDir::default_path`]): both resolved as the file
+    /// system will resolve them, links and `..` included, whether they exist
+    /// yet or not (nothing is created here). The canary never runs there.
+    pub fn is_everyday(dir: &Path) -> anyhow::Result<bool> {
+        let Ok(everyday) = StateDir::default_path() else { return Ok(false) };
+        Ok(resolved(dir)? == resolved(&std::path::absolute(everyday)?)?)
+    }
+
     /// Creates (mode 0700) and locks the directory. Fails if another daemon
     /// holds it.
     pub fn open(path: &Path) -> anyhow::Result<Self> {
@@ -116,6 +125,30 @@ fn parse_secret(text: &str) -> Option<[u8; SECRET_LEN]> {
         *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
     }
     Some(out)
+}
+
+/// An absolute path as the file system resolves it: its nearest existing
+/// ancestor canonicalised (links followed), the rest applied after it by
+/// its text (components that do not exist yet can be no links).
+fn resolved(path: &Path) -> anyhow::Result<PathBuf> {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    while fs::symlink_metadata(&existing).is_err() {
+        let Some(last) = existing.components().next_back() else { bail!("{} cannot be resolved", path.display()) };
+        rest.push(last.as_os_str().to_os_string());
+        if !existing.pop() {
+            bail!("{} cannot be resolved", path.display());
+        }
+    }
+    let mut base = fs::canonicalize(&existing)?;
+    for name in rest.into_iter().rev() {
+        if name == ".." {
+            base.pop();
+        } else if name != "." {
+            base.push(name);
+        }
+    }
+    Ok(base)
 }
 
 #[cfg(test)]

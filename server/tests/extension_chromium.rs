@@ -16,29 +16,18 @@ use serde_json::{Value, json};
 /// One browser at a time: three Chromiums on two cores starve each other.
 static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Runs an end-to-end test body on its own world, one browser at a time. A
-/// run that only *timed out* (a rare stall of a loaded machine, not yet
-/// understood: see PLAN) is retried once on a fresh world; any assertion
-/// failure (a duplicate, a wrong binding) fails at once.
+/// Runs an end-to-end test body on its own world, one browser at a time,
+/// once: a stall fails the test like any other failure (it is a finding;
+/// two full local runs of session 18 saw none).
 async fn e2e<F, Fut>(body: F)
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let _one = ONE_BROWSER.lock().await;
-    let Err(failed) = tokio::spawn(body()).await else { return };
-    let message = failed.into_panic();
-    let text = message
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| message.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
-    let stalled = ["within 60 s", "never true", "budget ran out"].iter().any(|t| text.contains(t));
-    if !stalled {
-        std::panic::resume_unwind(message);
+    if let Err(failed) = tokio::spawn(body()).await {
+        std::panic::resume_unwind(failed.into_panic());
     }
-    eprintln!("e2e: the first run stalled ({text}); retrying once on a fresh world");
-    tokio::spawn(body()).await.unwrap();
 }
 
 /// fakechat (real-like CSP) and Chromium with the extension, no daemon: for

@@ -524,6 +524,10 @@ const SCRUBBED: &[&str] = &[
     "XDG_CONFIG_HOME",
 ];
 
+/// Commands of this adapter that never read a worktree file's content.
+const NO_CONTENT: &[&str] =
+    &["config", "rev-parse", "symbolic-ref", "update-ref", "merge-base", "commit-tree", "worktree"];
+
 /// `-c` settings that empty every filter, diff and merge driver `dir`'s
 /// config defines (directly or through includes): an emptied filter runs
 /// nothing and is not required, so the content is taken as it is on disk.
@@ -559,10 +563,11 @@ fn driver_overrides(dir: &Path) -> Result<Vec<String>, Error> {
 /// exit code, standard output and standard error (each bounded).
 fn output(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> Result<(i32, String, String), Error> {
     // Any command that looks at a file's content may run a driver (even
-    // `write-tree` refreshes racy index entries through the filters):
-    // every run but reading config gets them emptied.
+    // `write-tree` refreshes racy index entries through the filters): every
+    // run gets them emptied but those that read only refs, objects and
+    // config (one `git config` less each).
     let drivers = match args.first() {
-        Some(&"config") => Vec::new(),
+        Some(command) if NO_CONTENT.contains(command) => Vec::new(),
         _ => driver_overrides(dir)?,
     };
     output_with(dir, args, env, &drivers)
