@@ -2,7 +2,8 @@
 //! figures, asserts nothing. Over every page of the real-evidence corpus,
 //! parsed once: `classify` per call against a plain `query_all("button")`
 //! in the same run as the baseline (one selector walk of the document,
-//! the least any reading of the page costs). Native, on the HTML-parser
+//! the least any reading of the page costs), and `compose::observed` (what
+//! a carrier reports on every mutation) against `classify` too. Native, on the HTML-parser
 //! `Dom`; a browser's `querySelectorAll` is faster per walk, so the ratio,
 //! not the microseconds, is what carries over.
 
@@ -42,11 +43,21 @@ fn main() {
     let classify_us = time(&|p| {
         let _ = std::hint::black_box(classify(p));
     });
+    // What a carrier reports on every mutation: the reading and a person's
+    // draft (typed text or an attachment).
+    let observed_us = time(&|p| {
+        std::hint::black_box(chatgpt_dom::compose::observed(p, false));
+    });
     let inspect_us = time(&|p| {
         std::hint::black_box(chatgpt_dom::inspect::inspect(p));
     });
     println!("chatgpt-dom over {} corpus pages, {rounds} rounds{}", pages.len(), if quick { " (quick)" } else { "" });
     println!("  baseline query_all(\"button\"): {baseline:.1} µs/page");
     println!("  classify:                     {classify_us:.1} µs/page ({:.1}x baseline)", classify_us / baseline);
+    println!(
+        "  observed (the report):        {observed_us:.1} µs/page ({:.1}x baseline, {:.2}x classify)",
+        observed_us / baseline,
+        observed_us / classify_us
+    );
     println!("  inspect (the page check):     {inspect_us:.1} µs/page ({:.1}x baseline)", inspect_us / baseline);
 }
