@@ -400,6 +400,14 @@ fn held(conversation: &Option<ConversationId>, unmanaged: bool) -> OwnershipStat
     }
 }
 
+/// Whether a worker of `run` may see `record`: its holder is of this run,
+/// or it is live and its holder's run has ended (nobody is left there to object; the
+/// record waits for a reclaim, its work in progress preserved first).
+pub fn readable(state: &State, record: &Record, run: &RunId) -> bool {
+    let of = &record.holder().run_id;
+    of == run || (record.state.is_live() && state.runs.get(of).is_none_or(|r| r.state.is_terminal()))
+}
+
 /// Whether `record`'s holder is proven dead at `now_ms`, and why: its
 /// worker failed or was cancelled (or its run ended), or nothing came from
 /// it for [`LEASE_MS`]. A worker that completed is not dead (root may

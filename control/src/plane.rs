@@ -61,6 +61,9 @@ pub enum Viewer {
     Root,
     /// A non-root worker.
     Worker(WorkerId),
+    /// A worker of this run reading the ownership log: the events of the
+    /// records it may see ([`crate::ownership::readable`]).
+    Ownership(RunId),
 }
 
 /// A page of events and the cursor to continue from.
@@ -850,14 +853,22 @@ impl ControlPlane {
     }
 
     /// The worktree ownership records `key` names, oldest first, each with
-    /// whether its holder is proven dead now.
+    /// whether its holder is proven dead now: every one for the operator
+    /// (`run` none), only those a worker of `run` may see otherwise
+    /// ([`crate::ownership::readable`]).
     pub fn ownership(
         &self,
         key: &crate::ownership::Key,
+        run: Option<&RunId>,
     ) -> Vec<(protocol::ownership::Record, Option<protocol::ownership::StaleReason>)> {
         let now = self.clock.now_ms();
         self.with_state(|s| {
-            s.ownership.lookup(key).into_iter().map(|r| (r.clone(), crate::ownership::stale(s, r, now))).collect()
+            s.ownership
+                .lookup(key)
+                .into_iter()
+                .filter(|r| run.is_none_or(|run| crate::ownership::readable(s, r, run)))
+                .map(|r| (r.clone(), crate::ownership::stale(s, r, now)))
+                .collect()
         })
     }
 
@@ -1214,7 +1225,7 @@ impl ControlPlane {
             // Root sees every event: read no more than the page still needs.
             let wanted = match viewer {
                 Viewer::Root => limit - events.len(),
-                Viewer::Worker(_) => EVENTS_PAGE_MAX,
+                Viewer::Worker(_) | Viewer::Ownership(_) => EVENTS_PAGE_MAX,
             };
             let batch: Vec<Event> = match self.broker.tail_after(run, cursor, wanted) {
                 Some(tail) if !tail.is_empty() => tail.iter().map(|e| Event::clone(e)).collect(),
@@ -1231,6 +1242,11 @@ impl ControlPlane {
                 let visible = match viewer {
                     Viewer::Root => true,
                     Viewer::Worker(id) => event.body.visible_to(id),
+                    Viewer::Ownership(run) => event.body.ownership().is_some_and(|(id, _)| {
+                        self.with_state(|s| {
+                            s.ownership.records.get(id).is_some_and(|r| crate::ownership::readable(s, r, run))
+                        })
+                    }),
                 };
                 if visible {
                     let len = serde_json::to_vec(&event).map_or(usize::MAX, |json| json.len()) + 1;

@@ -902,7 +902,8 @@ fn git(dir: &std::path::Path, args: &[&str]) -> anyhow::Result<String> {
 /// executor binds the UUID; the worker's model (fakechat's agent, every
 /// call attributed to its page) claims the fixture worktree `worktree` (of
 /// `repo`, on branch `work/<name>`) in session `o9-s1`; the lookup names
-/// its conversation; a follow-up resumes it in session `o9-s2`; the
+/// its conversation; a follow-up resumes it in session `o9-s2`; another
+/// run sees none of it and its claim is refused naming no one; the
 /// worker commits there and submits, root lands it on main (Git confirms)
 /// and records the worktree's removal; `who` (the CLI, given) by the
 /// landed commit still names the worker, its session and its conversation.
@@ -949,6 +950,24 @@ pub async fn ownership_lifecycle(
     let followup = format!("Resume.\nscenario: call ownership_claim {resume}; complete \"resumed\"");
     root.call("worker_followup", json!({"worker_id": worker, "instructions": followup})).await?;
     root.wait(&mut out, budget, done("resumed")).await?;
+
+    // Ownership is scoped to its run: another run neither sees the record
+    // (by worktree, by id, in the ownership log) nor learns who holds it.
+    let mut other = Root::start(mcp_url, "another run").await?;
+    let by_path = other.call("ownership_who", json!({"worktree": wt})).await?;
+    let by_id = other.call("ownership_who", json!({"ownership_id": ownership_id})).await?;
+    let log = other.call("events_list", json!({"after_cursor": 0, "stream": "ownership"})).await?;
+    if by_path["records"] != json!([]) || by_id["records"] != json!([]) || log.to_string().contains(&ownership_id) {
+        bail!("another run sees the record: {by_path} {by_id} {log}");
+    }
+    let taken = other.client.call("ownership_claim", json!({"capability": other.capability, "worktree": wt})).await?;
+    match taken {
+        Err(e)
+            if e.code == "OWNERSHIP_CONFLICT" && !e.message.contains(&ownership_id) && !e.message.contains(&worker) => {
+        }
+        other => bail!("another run's claim of a held worktree: {other:?}"),
+    }
+    other.call("run_cancel", json!({"reason": "seen"})).await?;
 
     // Work, submit, land.
     std::fs::write(worktree.join("o9.txt"), "o9\n")?;

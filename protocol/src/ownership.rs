@@ -58,7 +58,9 @@ impl Session {
             if let Some(id) = id
                 && !valid_session_id(id)
             {
-                return Err(format!("{field} must be 1-{SESSION_MAX} bytes of A-Z a-z 0-9 . _ : @ / + -"));
+                return Err(format!(
+                    "{field} must be 1-{SESSION_MAX} bytes of A-Z a-z 0-9 . _ : @ / + -, and no credential"
+                ));
             }
         }
         Ok(())
@@ -67,7 +69,22 @@ impl Session {
 
 /// Whether `id` can name an execution session.
 pub fn valid_session_id(id: &str) -> bool {
-    (1..=SESSION_MAX).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._:@/+-".contains(&b))
+    (1..=SESSION_MAX).contains(&id.len())
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._:@/+-".contains(&b))
+        && !credential_shaped(id)
+}
+
+/// Whether `text` holds what looks like a worker's credential (`cap_` or
+/// `att_` starting a word, then hex): labels and sessions are written into
+/// Git config, which anyone who can read the repository reads.
+pub fn credential_shaped(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    let bytes = lower.as_bytes();
+    ["cap_", "att_"].iter().any(|prefix| {
+        lower.match_indices(prefix).any(|(at, _)| {
+            (at == 0 || !bytes[at - 1].is_ascii_alphanumeric()) && bytes.get(at + 4).is_some_and(u8::is_ascii_hexdigit)
+        })
+    })
 }
 
 /// Whether `commit` is a full Git object id (SHA-1 or SHA-256, lowercase).
@@ -167,10 +184,13 @@ impl Labels {
     pub fn check(&self) -> Result<(), String> {
         for (field, label) in [("lane", &self.lane), ("plan", &self.plan), ("request", &self.request)] {
             if let Some(label) = label
-                && (label.is_empty() || label.len() > LABEL_MAX || label.chars().any(|c| c.is_control() || bidi(c)))
+                && (label.is_empty()
+                    || label.len() > LABEL_MAX
+                    || label.chars().any(|c| c.is_control() || bidi(c))
+                    || credential_shaped(label))
             {
                 return Err(format!(
-                    "{field} must be 1-{LABEL_MAX} bytes without control or bidirectional-override characters"
+                    "{field} must be 1-{LABEL_MAX} bytes without control or bidirectional-override characters or a credential"
                 ));
             }
         }
@@ -356,6 +376,22 @@ mod tests {
         assert!(with("backend").is_ok());
         for bad in ["", "a\u{1b}[2J", "txt\u{202e}exe", "a\u{2066}b", &"x".repeat(LABEL_MAX + 1)] {
             assert!(with(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// Issue 43: a worker cannot write a credential into Git config, as a
+    /// label or a session (a capability is `cap_<hex>…`, an attach
+    /// identity `att_<hex>…`).
+    #[test]
+    fn labels_and_sessions_refuse_credentials() {
+        let cap = format!("cap_{}_{}", "0196b2c48e1f7a3b9c2d000000000001", "ab".repeat(32));
+        let with = |lane: &str| Labels { lane: Some(lane.into()), ..Labels::default() }.check();
+        for bad in [cap.clone(), format!("see {cap}"), cap.to_uppercase(), cap.replace("cap_", "att_")] {
+            assert!(with(&bad).is_err(), "{bad:?}");
+            assert!(Session { id: bad.replace(' ', "/"), parent: None }.check().is_err(), "{bad:?}");
+        }
+        for fine in ["cap_table", "recap_1", "watt_3", "lane-cap"] {
+            assert!(with(fine).is_ok() && valid_session_id(fine), "{fine:?}");
         }
     }
 

@@ -244,7 +244,8 @@ pub fn repair(git: &worktrees::Git, plane: &ControlPlane) -> Vec<(String, String
     for (record, _) in plane.owners(None) {
         newest.insert(record.worktree.path.clone(), record);
     }
-    let known = |id: &str| id.parse().is_ok_and(|id| !plane.ownership(&control::ownership::Key::Id(id)).is_empty());
+    let known =
+        |id: &str| id.parse().is_ok_and(|id| !plane.ownership(&control::ownership::Key::Id(id), None).is_empty());
     newest
         .into_values()
         .filter(|record| !worktrees::gone(&record.worktree.path))
@@ -326,7 +327,7 @@ pub fn answer(plane: &ControlPlane, query: &Query) -> Result<Owners, String> {
         _ => return Err("name at most one of worktree, branch, commit, id".into()),
     };
     let records = match key {
-        Some(key) => plane.ownership(&key),
+        Some(key) => plane.ownership(&key, None),
         None => plane.owners(query.repo.as_deref()),
     };
     let views = records.iter().map(|(r, stale)| view(plane, r, *stale));

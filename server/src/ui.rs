@@ -39,6 +39,9 @@ const SESSION_TTL_MS: u64 = 12 * 3_600_000;
 /// expires first gives way (a person has a few tabs, not hundreds).
 const TICKETS_MAX: usize = 16;
 const SESSIONS_MAX: usize = 16;
+/// The most live-update streams open at once (a couple of tabs a session);
+/// one more is refused until a page closes.
+const STREAMS_MAX: usize = 32;
 /// Events the page lists for the newest run.
 const EVENTS_SHOWN: usize = 15;
 const COOKIE: &str = "orchestrator_ui";
@@ -52,6 +55,28 @@ pub struct Ui {
     tickets: Mutex<HashMap<String, u64>>,
     /// Session id → (anti-forgery token, expiry ms).
     sessions: Mutex<HashMap<String, (String, u64)>>,
+    /// Live-update streams open now.
+    streams: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// One open live-update stream: counted while it lives.
+struct Streaming {
+    open: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Streaming {
+    /// A place among the open streams, if there is one left.
+    fn open(open: &Arc<std::sync::atomic::AtomicUsize>) -> Option<Streaming> {
+        use std::sync::atomic::Ordering::SeqCst;
+        open.fetch_update(SeqCst, SeqCst, |n| (n < STREAMS_MAX).then_some(n + 1)).ok()?;
+        Some(Streaming { open: open.clone() })
+    }
+}
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Makes room for one more entry in `map` of at most `max`: the entries
@@ -76,7 +101,14 @@ fn random_hex() -> String {
 impl Ui {
     /// The dashboard over the daemon's plane, pool and executor bridge.
     pub fn new(plane: Arc<ControlPlane>, pool: Arc<pool::Pool>, bridge: Arc<Bridge>) -> Arc<Ui> {
-        Arc::new(Ui { plane, pool, bridge, tickets: Mutex::default(), sessions: Mutex::default() })
+        Arc::new(Ui {
+            plane,
+            pool,
+            bridge,
+            tickets: Mutex::default(),
+            sessions: Mutex::default(),
+            streams: Arc::default(),
+        })
     }
 
     /// A one-time ticket for `/ui/login` (the admin read hands it out).
@@ -116,15 +148,24 @@ impl Ui {
 
     /// The session's anti-forgery token, if the request carries a live session.
     fn session(&self, headers: &HeaderMap) -> Option<String> {
-        let cookies = headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok());
-        let id = cookies
-            .flat_map(|c| c.split(';'))
-            .filter_map(|pair| pair.trim().split_once('='))
-            .find(|(name, _)| *name == COOKIE)
-            .map(|(_, value)| value.to_owned())?;
-        let sessions = self.sessions.lock().unwrap();
-        sessions.get(&id).filter(|(_, expiry)| *expiry > now_ms()).map(|(csrf, _)| csrf.clone())
+        self.csrf_of(&session_id(headers)?)
     }
+
+    /// The anti-forgery token of session `id`, while it lives.
+    fn csrf_of(&self, id: &str) -> Option<String> {
+        let sessions = self.sessions.lock().unwrap();
+        sessions.get(id).filter(|(_, expiry)| *expiry > now_ms()).map(|(csrf, _)| csrf.clone())
+    }
+}
+
+/// The session id the request's cookie names.
+fn session_id(headers: &HeaderMap) -> Option<String> {
+    let cookies = headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok());
+    cookies
+        .flat_map(|c| c.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.to_owned())
 }
 
 /// The `/ui` routes.
@@ -510,26 +551,36 @@ const SCRIPT: &str = r#"(() => {
   });
 })();"#;
 
-/// Server-sent events: `change` whenever the log moves (coalesced).
+/// Server-sent events: `change` whenever the log moves (coalesced), while
+/// the session lives; at most [`STREAMS_MAX`] open at once.
 async fn events(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
-    if ui.session(&headers).is_none() {
+    let Some(session) = session_id(&headers).filter(|id| ui.csrf_of(id).is_some()) else {
         return (StatusCode::UNAUTHORIZED, "UNAUTHORIZED").into_response();
-    }
+    };
+    let Some(streaming) = Streaming::open(&ui.streams) else {
+        return (StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_REQUESTS: too many live pages open; close some")
+            .into_response();
+    };
     let changes = ui.plane.subscribe_changes();
-    let stream = futures_util::stream::unfold(changes, |mut changes| async move {
-        // A quiet keep-alive at least every 15 s, so a dead tab's stream ends.
-        let changed = tokio::time::timeout(Duration::from_secs(15), changes.changed()).await;
-        let event = match changed {
-            Ok(Ok(())) => {
-                let n = *changes.borrow_and_update();
-                axum::response::sse::Event::default().event("change").data(n.to_string())
-            }
-            Ok(Err(_)) => return None,
-            Err(_) => axum::response::sse::Event::default().comment("keep-alive"),
-        };
-        // Coalesce bursts: at most four changes a second reach the page.
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        Some((Ok::<_, Infallible>(event), changes))
+    let stream = futures_util::stream::unfold((changes, streaming), move |(mut changes, streaming)| {
+        let (ui, session) = (ui.clone(), session.clone());
+        async move {
+            // A revoked or expired session's page stops being fed.
+            ui.csrf_of(&session)?;
+            // A quiet keep-alive at least every 15 s, so a dead tab's stream ends.
+            let changed = tokio::time::timeout(Duration::from_secs(15), changes.changed()).await;
+            let event = match changed {
+                Ok(Ok(())) => {
+                    let n = *changes.borrow_and_update();
+                    axum::response::sse::Event::default().event("change").data(n.to_string())
+                }
+                Ok(Err(_)) => return None,
+                Err(_) => axum::response::sse::Event::default().comment("keep-alive"),
+            };
+            // Coalesce bursts: at most four changes a second reach the page.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            Some((Ok::<_, Infallible>(event), (changes, streaming)))
+        }
     });
     axum::response::sse::Sse::new(stream).into_response()
 }
@@ -626,5 +677,16 @@ mod tests {
             sessions.insert(format!("s{i}"), (String::new(), 1_000 + i));
         }
         assert_eq!(sessions.len(), SESSIONS_MAX);
+    }
+
+    /// Live-update streams are bounded in count: one more than the bound is
+    /// refused, and a closed one makes room.
+    #[test]
+    fn live_streams_are_bounded_in_count() {
+        let open = Arc::default();
+        let mut held: Vec<Streaming> = (0..STREAMS_MAX).map(|_| Streaming::open(&open).expect("room")).collect();
+        assert!(Streaming::open(&open).is_none(), "one past the bound");
+        held.pop();
+        assert!(Streaming::open(&open).is_some(), "a closed stream makes room");
     }
 }

@@ -662,6 +662,22 @@ mod table {
             given
         }
 
+        /// Another run with its root, made the current one (what later
+        /// commands spawn into); the previous run and root are returned.
+        pub fn another_run(&mut self) -> (RunId, WorkerId) {
+            let (run_id, root_id) = (RunId::from_uuid_bytes(self.id()), WorkerId::from_uuid_bytes(self.id()));
+            let previous =
+                (std::mem::replace(&mut self.run, run_id.clone()), std::mem::replace(&mut self.root, root_id.clone()));
+            self.apply(Request::CreateRun {
+                run_id,
+                root_id,
+                title: "another".into(),
+                managed: None,
+                attribution: protocol::Attribution::Required,
+            });
+            previous
+        }
+
         /// A fresh 16-byte id.
         pub fn id(&mut self) -> [u8; 16] {
             self.next += 1;

@@ -7,7 +7,7 @@
 use protocol::ownership::{OwnershipState, REASON_MAX, Record, valid_commit, valid_ref};
 use protocol::{ConversationId, OwnershipId};
 
-use crate::ownership::{Key, Op, stale};
+use crate::ownership::{Key, Op, readable, stale};
 
 use super::*;
 
@@ -25,6 +25,9 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             return Err(Refusal::WorkerIs(worker.state));
         }
         if let Some(live) = ledger.live(&worktree.path) {
+            if !readable(state, live, &run.id) {
+                return Err(Refusal::WorktreeHeldElsewhere(worktree.path.clone()));
+            }
             if live.holder().worker_id != *actor || live.state == OwnershipState::HandingOff {
                 return Err(Refusal::WorktreeHeld {
                     worktree: worktree.path.clone(),
@@ -66,7 +69,13 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             previous,
         }]);
     }
-    let record = ledger.records.get(op.id()).ok_or_else(|| Refusal::NoOwnership(op.id().clone()))?;
+    // Another open run's record is not there for this run: not even its
+    // existence. An ended run's live record is left for anyone to reclaim.
+    let record = ledger
+        .records
+        .get(op.id())
+        .filter(|r| r.holder().run_id == run.id || (matches!(op, Op::Reclaim { .. }) && readable(state, r, &run.id)))
+        .ok_or_else(|| Refusal::NoOwnership(op.id().clone()))?;
     let ownership_id = record.id.clone();
     let holder = record.holder().worker_id.clone();
     let live = || match record.state.is_live() {
@@ -92,6 +101,11 @@ pub(super) fn decide(state: &State, command: &Request) -> Result<Vec<EventBody>,
             }
             if *to == holder {
                 return Err(Refusal::BadOwnership("a worktree is handed to another worker".into()));
+            }
+            if target.run_id != record.holder().run_id {
+                return Err(Refusal::BadOwnership(
+                    "a worktree is handed on only within its run: release it, and the other run claims it".into(),
+                ));
             }
             if record.handoff_to.as_ref() == Some(to) {
                 return Ok(vec![]);
@@ -500,6 +514,74 @@ mod tests {
         let (g, a, _, id) = held();
         let wip = Op::Wip { id, ref_name: "refs/orchestrator/wip/x/1".into(), commit: "e".repeat(40) };
         rows.push(("its holder preserves its work in progress", g, on(&a, wip), Ok(&["ownership.wip_preserved"][..])));
+
+        check(rows);
+    }
+
+    /// `held()`, and a bound worker `x` of a second, open run.
+    fn held_across_runs() -> (Given, WorkerId, WorkerId, OwnershipId) {
+        let (mut g, a, _, id) = held();
+        g.another_run();
+        let x = g.created("x", "ext");
+        (g, a, x, id)
+    }
+
+    #[test]
+    fn a_run_sees_and_changes_only_its_own_records() {
+        let mut rows = Vec::new();
+
+        let (mut g, _, x, _) = held_across_runs();
+        let c = claim(&mut g, &x, "/wt/a", "s2");
+        let refusal = decide(&g.state, &c).expect_err("held in another run").to_string();
+        assert!(!refusal.contains("own_") && !refusal.contains("wrk_"), "names nothing of the other run: {refusal}");
+        rows.push(("another run's worker claims a held worktree", g, c, Err(ErrorCode::OwnershipConflict)));
+
+        let ops: [(&str, fn(OwnershipId) -> Op); 3] = [
+            ("another run's worker heartbeats a record", |id| Op::Heartbeat { id }),
+            ("another run's worker releases a record", |id| Op::Release { id, reason: None, wip: None }),
+            ("another run's worker lands a record", |id| land(&id, 'c')),
+        ];
+        for (name, op) in ops {
+            let (g, _, x, id) = held_across_runs();
+            rows.push((name, g, on(&x, op(id)), Err(ErrorCode::NotFound)));
+        }
+
+        let (g, _, _, id) = held_across_runs();
+        let root = g.root.clone();
+        rows.push(("another run's root lands it", g, on(&root, land(&id, 'c')), Err(ErrorCode::NotFound)));
+
+        let (g, _, x2, id) = held_across_runs();
+        let reclaim = Request::Ownership {
+            actor: x2,
+            op: Op::Reclaim { id, session: session("s9"), wip: None },
+            now_ms: NOW + LEASE_MS,
+        };
+        rows.push(("another open run's lapsed record is not reclaimed", g, reclaim, Err(ErrorCode::NotFound)));
+
+        let (g, a, x, id) = held_across_runs();
+        rows.push((
+            "a worktree is not handed to another run's worker",
+            g,
+            on(&a, Op::Handoff { id, to: x }),
+            Err(ErrorCode::InvalidArgument),
+        ));
+
+        let mut g = Given::run();
+        let a = g.created("a", "ext");
+        let c = claim(&mut g, &a, "/wt/a", "s1");
+        g.apply(c);
+        let id = g.state.ownership.live("/wt/a").expect("claimed").id.clone();
+        let root_a = g.root.clone();
+        g.apply(Request::CancelRun { actor: root_a, reason: "over".into() });
+        g.another_run();
+        let x = g.created("x", "ext");
+        let reclaim = Op::Reclaim { id, session: session("s9"), wip: None };
+        rows.push((
+            "an ended run's record is reclaimed by another run",
+            g,
+            on(&x, reclaim),
+            Ok(&["ownership.reclaimed"][..]),
+        ));
 
         check(rows);
     }

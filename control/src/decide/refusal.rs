@@ -226,7 +226,9 @@ pub enum Refusal {
     #[error("{0}")]
     BadOwnership(String),
     /// The worktree is held by another live record.
-    #[error("worktree {worktree} is held by {held_by} ({holder}); ask it to hand over or release it")]
+    #[error(
+        "worktree {worktree} is held by {held_by} ({holder}); ask it to hand over or release it (or reclaim it, if its holder is proven dead)"
+    )]
     WorktreeHeld {
         /// The worktree.
         worktree: String,
@@ -235,6 +237,12 @@ pub enum Refusal {
         /// Its holder.
         holder: WorkerId,
     },
+    /// The worktree is held in another run that is still open: who holds
+    /// it there is that run's to know.
+    #[error(
+        "worktree {0} is held in another run; that run's root can release it, or a worker here reclaims it once that run has ended"
+    )]
+    WorktreeHeldElsewhere(String),
     /// The worktree's Git projection names a live owner this daemon never recorded.
     #[error(
         "the worktree's Git projection names ownership {0}, which this daemon does not know; another orchestrator may hold it"
@@ -303,7 +311,7 @@ impl Refusal {
             | OwnershipIs(..) => ErrorCode::InvalidTransition,
             RunNotActive(_) => ErrorCode::RunNotActive,
             RunFull(_) | RolloversExhausted(_) | HoldersExhausted(_) => ErrorCode::LimitReached,
-            WorktreeHeld { .. } | ForeignProjection(_) => ErrorCode::OwnershipConflict,
+            WorktreeHeld { .. } | WorktreeHeldElsewhere(_) | ForeignProjection(_) => ErrorCode::OwnershipConflict,
             NotHolder(_) => ErrorCode::OwnershipNotHolder,
             HolderLive(..) => ErrorCode::OwnershipHolderLive,
             Superseded { .. } => ErrorCode::Conflict,

@@ -21,15 +21,18 @@ pub enum Stream {
     /// Your run's (the default).
     #[default]
     Run,
-    /// Worktree ownership, across runs (ownership_* changes).
+    /// Worktree ownership: your run's records (ownership_* changes).
     Ownership,
 }
 
 impl Stream {
-    fn of(self, me: &Worker) -> RunId {
+    /// The log, and what of it `me` may see: root its whole run, a worker
+    /// its own events and mail; in the ownership log, its run's records.
+    fn of(self, me: &Worker) -> (RunId, Viewer) {
         match self {
-            Stream::Run => me.run_id.clone(),
-            Stream::Ownership => RunId::ownership(),
+            Stream::Run if me.is_root() => (me.run_id.clone(), Viewer::Root),
+            Stream::Run => (me.run_id.clone(), Viewer::Worker(me.id.clone())),
+            Stream::Ownership => (RunId::ownership(), Viewer::Ownership(me.run_id.clone())),
         }
     }
 }
@@ -130,7 +133,7 @@ impl Tools {
             Ok(me) => me,
             Err(e) => return Err(e.into()),
         };
-        let viewer = if me.is_root() { Viewer::Root } else { Viewer::Worker(me.id.clone()) };
+        let (log, viewer) = args.stream.of(&me);
         let timeout_ms = args.timeout_ms.unwrap_or(DEFAULT_WAIT_MS);
         if timeout_ms > WAIT_MAX_MS {
             let e = Error::TooLarge { field: "timeout_ms", len: timeout_ms as usize, max: WAIT_MAX_MS as usize };
@@ -140,11 +143,7 @@ impl Tools {
             Ok(limit) => limit,
             Err(e) => return Err(e.into()),
         };
-        match self
-            .plane
-            .wait(&args.stream.of(&me), args.after_cursor, Duration::from_millis(timeout_ms), limit, &viewer)
-            .await
-        {
+        match self.plane.wait(&log, args.after_cursor, Duration::from_millis(timeout_ms), limit, &viewer).await {
             Ok(page) => Ok(Json(page.into())),
             Err(e) => Err(e.into()),
         }
@@ -164,8 +163,8 @@ impl Tools {
         let plane = self.plane.clone();
         on_blocking_pool(move || -> Result<_, Error> {
             let me = plane.authenticate(&args.capability)?;
-            let viewer = if me.is_root() { Viewer::Root } else { Viewer::Worker(me.id.clone()) };
-            Ok(plane.events(&args.stream.of(&me), args.after_cursor, page_limit(args.limit)?, &viewer)?.into())
+            let (log, viewer) = args.stream.of(&me);
+            Ok(plane.events(&log, args.after_cursor, page_limit(args.limit)?, &viewer)?.into())
         })
         .await
     }

@@ -200,10 +200,10 @@ impl Tools {
     /// with the worktree's newest record (a repeated change to an older one
     /// must not overwrite it).
     fn changed(&self, git: &worktrees::Git, id: &OwnershipId) -> Result<OwnershipOut, ToolError> {
-        let records = self.plane.ownership(&Key::Id(id.clone()));
+        let records = self.plane.ownership(&Key::Id(id.clone()), None);
         let path = records.first().map(|(r, _)| r.worktree.path.clone()).unwrap_or_default();
         let mut out = self.ownership_out(records);
-        if let Some((record, _)) = self.plane.ownership(&Key::Worktree(path)).pop() {
+        if let Some((record, _)) = self.plane.ownership(&Key::Worktree(path), None).pop() {
             out.projection_error = project(git, &record).err().map(|e| e.to_string());
             if let Some(e) = &out.projection_error {
                 tracing::warn!(ownership = %id, error = %e, "worktree projection not written; repaired at the next change or start");
@@ -214,10 +214,13 @@ impl Tools {
 
     fn update(&self, git: &worktrees::Git, me: &Worker, args: UpdateArgs) -> Result<OwnershipOut, ToolError> {
         let id: OwnershipId = parse(&args.ownership_id)?;
+        // Another run's record is not there for this worker, but for a
+        // reclaim of one whose run has ended (decided again by the plane).
         let (record, _) = self
             .plane
-            .ownership(&Key::Id(id.clone()))
+            .ownership(&Key::Id(id.clone()), Some(&me.run_id))
             .pop()
+            .filter(|(r, _)| r.holder().run_id == me.run_id || matches!(args.op, UpdateOp::Reclaim))
             .ok_or_else(|| Error::from(Refusal::NoOwnership(id.clone())))?;
         let path = Path::new(&record.worktree.path);
         let session = |s: Option<String>| session_of(me, s, None);
@@ -305,7 +308,7 @@ impl Tools {
         git.preserve_wip(Path::new(&record.worktree.path), &record.id.to_string(), next).map_err(refused)
     }
 
-    fn who(&self, args: WhoArgs) -> Result<OwnershipOut, ToolError> {
+    fn who(&self, me: &Worker, args: WhoArgs) -> Result<OwnershipOut, ToolError> {
         let repo = match &args.repo {
             Some(path) => Some(self.git()?.inspect(Path::new(path)).map_err(refused)?.worktree.repo),
             None => None,
@@ -330,7 +333,7 @@ impl Tools {
                 .into());
             }
         };
-        Ok(self.ownership_out(self.plane.ownership(&key)))
+        Ok(self.ownership_out(self.plane.ownership(&key, Some(&me.run_id))))
     }
 }
 
@@ -400,7 +403,7 @@ impl Tools {
         .await
     }
 
-    /// Who holds, held, submitted or landed a worktree, branch or commit: workers, sessions, conversations.
+    /// Who in your run holds, held, submitted or landed a worktree, branch or commit: workers, sessions, conversations.
     #[tool(annotations(
         title = "Worktree owners",
         read_only_hint = true,
@@ -413,8 +416,8 @@ impl Tools {
         self.not_blocked(&args.capability)?;
         let tools = self.clone();
         on_blocking_pool(move || -> Result<OwnershipOut, ToolError> {
-            tools.plane.authenticate(&args.capability)?;
-            tools.who(args)
+            let me = tools.plane.authenticate(&args.capability)?;
+            tools.who(&me, args)
         })
         .await
     }
