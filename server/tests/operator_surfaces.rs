@@ -5,7 +5,8 @@
 //! measured and printed); Pause submits nothing more, Continue now exactly
 //! one prompt, Stop ends the worker and not its generation; the overlay is
 //! only in managed tabs and covers none of ChatGPT's controls; a person
-//! answers a worker's question from the dashboard and it goes on once;
+//! answers a worker's question from the popup and two dashboard tabs at
+//! once and it is answered, and goes on, once;
 //! a worker that waits for a person 30 s raises a browser notification;
 //! axe-core finds no serious or critical violation on any surface; and each
 //! surface is pictured in `docs/screenshots/`.
@@ -321,14 +322,34 @@ async fn a_person_runs_the_pool_from_the_popup_the_overlay_and_the_dashboard() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 
-    // A person answers db from the dashboard: durable, once; db goes on once.
+    // A person answers db from three surfaces at once (the popup and two
+    // dashboard tabs, each with its own key): durable, once; db goes on once.
     let db_c = conversation[&db].clone();
     let before = turns(&world, &db_c);
-    assert!(
-        eval::<bool>(&dashboard, &click(&format!("button[data-worker=\"{db}\"][data-choice=\"postgres\"]")))
-            .await
-            .unwrap()
-    );
+    // The second tab is the same session's (a person duplicating the tab).
+    let second = world.chromium.open(&format!("http://{}/ui", world.daemon.addr)).await.unwrap();
+    seen(&second, row(&db, "Needs you")).await;
+    let clear = "(() => { const e = document.getElementById('acted') || document.getElementById('notice'); e.textContent = ''; return true; })()";
+    for page in [&popup, &dashboard, &second] {
+        assert!(eval::<bool>(page, clear).await.unwrap());
+    }
+    let choose = click(&format!("button[data-worker=\"{db}\"][data-choice=\"postgres\"]"));
+    let (a, b, c) =
+        tokio::join!(eval::<bool>(&popup, &choose), eval::<bool>(&dashboard, &choose), eval::<bool>(&second, &choose));
+    assert_eq!((a.unwrap(), b.unwrap(), c.unwrap()), (true, true, true), "each surface took the click");
+    // Each says what became of its answer: one went in, the others were
+    // refused as answered already.
+    let said = "(() => { const t = (document.getElementById('acted') || document.getElementById('notice')).textContent; \
+                return t.startsWith('Done') || t.startsWith('Refused') ? t : ''; })()";
+    let mut outcomes = Vec::new();
+    for page in [&popup, &dashboard, &second] {
+        until(page, &format!("{said} !== ''")).await.unwrap();
+        outcomes.push(eval::<String>(page, said).await.unwrap());
+    }
+    let went_in = outcomes.iter().filter(|t| t.starts_with("Done")).count();
+    let already = outcomes.iter().filter(|t| t.starts_with("Refused") && t.contains("answered already")).count();
+    assert_eq!((went_in, already), (1, 2), "{outcomes:#?}");
+    second.close().await.unwrap();
     let done = root.event(&db, "worker.completed", |_| true).await;
     let at = done["at_ms"].as_u64().unwrap();
     let (o, d) = tokio::join!(overlay_seen(&db_tab, "Complete"), seen(&dashboard, row(&db, "Complete")));
