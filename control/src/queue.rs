@@ -163,8 +163,9 @@ pub fn next_dispatches(state: &State, connected: &[String], limits: Limits, now_
                 let busy_page = match worker.conversation_state {
                     Some(ConversationState::Loading) => true,
                     // A tool-approval card or a person's draft waits for a
-                    // person: nothing is typed under or beside it.
-                    Some(ConversationState::Error) => worker.last_error.is_some_and(|e| e.waits_for_person()),
+                    // person (nothing is typed under or beside it), an
+                    // unreachable browser for the browser.
+                    Some(ConversationState::Error) => worker.last_error.is_some_and(|e| e.holds_sends()),
                     // A steer goes mid-turn, to an executor that still steers.
                     Some(ConversationState::Generating) => !(*steer && state.steering_executors.contains(executor)),
                     _ => false,

@@ -97,12 +97,13 @@ pub fn next_due_at(state: &State, connected: &[String], policy: Policy) -> Optio
 /// anything and could be stale.
 fn recheck_at(state: &State, worker: &Worker, connected: &[String], policy: Policy) -> Option<u64> {
     let executor = worker.executor_id.as_ref().filter(|e| connected.contains(e))?;
-    // A tool-approval card or a person's draft holds sends as `generating`
-    // does (see `queue`): a lost report that the person is done must not
-    // hold them for ever.
-    let approval = worker.conversation_state == Some(ConversationState::Error)
-        && worker.last_error.is_some_and(|e| e.waits_for_person());
-    let blocking = approval
+    // A tool-approval card, a person's draft or an unreachable browser
+    // holds sends as `generating` does (see `queue`): a lost report that the
+    // person is done, or a browser that woke without a word, must not hold
+    // them for ever.
+    let held = worker.conversation_state == Some(ConversationState::Error)
+        && worker.last_error.is_some_and(|e| e.holds_sends());
+    let blocking = held
         || matches!(worker.conversation_state, Some(ConversationState::Generating | ConversationState::Loading));
     let unconfirmed = worker.continuity.turn_unconfirmed(worker.conversation_state);
     // A parked tab is idle by definition; its next send reopens it.

@@ -43,6 +43,24 @@ pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &
                 .into(),
         );
     }
+    // Its page could not be reached (the browser asleep, stopped, or not
+    // authorized): its next message waits for the page to answer again.
+    let unreachable = worker.last_error.filter(|e| {
+        crate::schedule::waits_for_browser(*e)
+            && worker.conversation_state == Some(protocol::executor::ConversationState::Error)
+    });
+    if let Some(code) = unreachable
+        && (!worker.state.is_terminal() || wake_due())
+    {
+        return waiting(
+            WaitingFor::Browser,
+            format!(
+                "{code}: its executor cannot reach this worker's browser (asleep, stopped, or not authorized): wake \
+                 or start the browser (docs/cdp-carrier.md for the CDP agent); the daemon looks at the page again \
+                 every 30 s (by default) and the worker's next message goes in once"
+            ),
+        );
+    }
     match worker.state {
         WorkerState::Waiting => {
             return waiting(WaitingFor::Answer, "it raised a question or blocker: answer with message_send".into());

@@ -868,6 +868,59 @@ fn a_persons_draft_holds_the_wake_until_they_send_it_and_then_it_goes_once() {
     assert!(w.pump(&["ext"]).is_empty(), "and only once");
 }
 
+/// Issue 44 (a browser asleep for a minute strands a follow-up): a wake
+/// refused `BROWSER_CONTROL_UNAVAILABLE` (the browser stopped, nothing
+/// typed) is queued again and held while the page cannot be reached; the
+/// worker says it waits for its browser; the daemon inspects the page at
+/// the recheck bound, again after an inspect that also fails, and once the
+/// page answers idle the wake goes out exactly once.
+#[test]
+fn a_wake_refused_while_the_browser_sleeps_is_held_and_goes_once_when_it_wakes() {
+    let w = world();
+    let policy = Policy { recheck_after_ms: 30_000, ..Policy::default() };
+    let a = w.attached("a", CONV_A);
+    let ext = World::connected(&["ext"]);
+    w.observe(&a, ConversationState::Idle);
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.followup(&root, &a, "more", None).unwrap();
+    assert_eq!(w.pump(&["ext"]).len(), 1, "the wake is dispatched");
+    let refused = w.open_command(&a);
+    let asleep = || CommandOutcome::Error {
+        code: ErrorCode::BrowserControlUnavailable,
+        detail: "the browser did not answer DevTools".into(),
+    };
+    w.plane.report("ext", ExecutorFrame::Result { command_id: refused.clone(), outcome: asleep() }).unwrap();
+    let waiting = w.plane.waiting_for(&w.plane.worker(&a).unwrap(), &ext).expect("it says what it waits for");
+    assert_eq!(waiting.on, protocol::WaitingFor::Browser);
+    assert!(waiting.next_step.contains("BROWSER_CONTROL_UNAVAILABLE"), "{}", waiting.next_step);
+    assert!(w.pump(&["ext"]).is_empty(), "nothing is sent into a browser that cannot be reached");
+
+    // Still asleep at the bound: the inspect fails too, and the bound starts again.
+    w.clock.advance(30_000);
+    assert_eq!(w.plane.recheck(&ext, policy).unwrap(), 1, "the page is looked at again");
+    let out = w.pump(&["ext"]);
+    assert!(matches!(&out[..], [(_, _, CommandOp::ConversationInspect { .. })]), "{out:?}");
+    let inspect = w.open_command(&a);
+    w.plane.report("ext", ExecutorFrame::Result { command_id: inspect, outcome: asleep() }).unwrap();
+    assert!(w.pump(&["ext"]).is_empty(), "still held");
+    assert_eq!(w.plane.recheck(&ext, policy).unwrap(), 0, "not before the next bound");
+    w.clock.advance(30_000);
+    assert_eq!(w.plane.recheck(&ext, policy).unwrap(), 1);
+    let out = w.pump(&["ext"]);
+    assert!(matches!(&out[..], [(_, _, CommandOp::ConversationInspect { .. })]), "{out:?}");
+
+    // The browser woke: the page answers idle, and the wake goes once.
+    let inspect = w.open_command(&a);
+    w.observe(&a, ConversationState::Idle);
+    let ok = CommandOutcome::Ok { conversation_id: None };
+    w.plane.report("ext", ExecutorFrame::Result { command_id: inspect, outcome: ok }).unwrap();
+    let sent = w.pump(&["ext"]);
+    assert!(matches!(&sent[..], [(_, _, CommandOp::ConversationSend { .. })]), "the wake, once: {sent:?}");
+    assert_ne!(w.open_command(&a), refused, "a new command, queued again when the first was refused");
+    assert!(w.plane.waiting_for(&w.plane.worker(&a).unwrap(), &ext).is_none());
+    assert!(w.pump(&["ext"]).is_empty(), "and only once");
+}
+
 /// Tab capacity (two tabs): a third worker's create waits until an idle
 /// worker's tab is parked, once its grace is over; a page that refuses
 /// keeps its tab and its grace restarts; a follow-up to a parked worker

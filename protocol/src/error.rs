@@ -174,6 +174,15 @@ impl ErrorCode {
         matches!(self, ErrorCode::ToolApprovalRequired | ErrorCode::ComposerHasDraft)
     }
 
+    /// Page states nothing is typed into until they pass: a person's
+    /// ([`Self::waits_for_person`]), or a browser the executor cannot reach
+    /// or is not allowed to drive (asleep, stopped, unauthorized). The
+    /// daemon holds sends and inspects the page until it answers.
+    pub fn holds_sends(self) -> bool {
+        self.waits_for_person()
+            || matches!(self, ErrorCode::BrowserControlUnavailable | ErrorCode::BrowserAuthorizationRequired)
+    }
+
     /// Whether a command that failed with this code may still have had its
     /// effect (a prompt may be in): never grounds for a resend.
     pub fn outcome_uncertain(self) -> bool {

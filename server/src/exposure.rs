@@ -182,6 +182,26 @@ mod tests {
         assert_eq!(stored_secret(&state).unwrap(), Some(second));
     }
 
+    /// Issue 43: a link planted where a private file goes (`canary.json`,
+    /// the secret), or where its fresh copy is made, is replaced, never
+    /// written through: the link's target is untouched, and the file is
+    /// regular and owner-only.
+    #[test]
+    fn a_private_file_is_never_written_through_a_planted_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "theirs").unwrap();
+        let path = dir.path().join("canary.json");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        std::os::unix::fs::symlink(&victim, path.with_extension("new")).unwrap();
+        write_private(&path, "ours").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "theirs");
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_file(), "a regular file, not the link");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "ours");
+    }
+
     /// Issue 29 item 9b: a secret must carry real entropy. Runs, repeats
     /// and few distinct characters are refused, with how to make one; the
     /// secret `expose` creates always passes.

@@ -228,6 +228,57 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                         });
                     }
                 }
+                // Nothing went in: the executor did not act (it never starts
+                // past the deadline, e.g. the page stayed generating), a
+                // person's draft stood in the composer, or the executor could
+                // not reach the browser (asleep, stopped, not authorized). The
+                // page is then recorded as waiting for the person or the
+                // browser: the queue holds sends, and the recheck inspects it,
+                // until it is not. The wake goes out again as a new command, a
+                // bounded number of times: none of them drops a follow-up.
+                (
+                    CommandOutcome::Error {
+                        code:
+                            code @ (ErrorCode::DeadlineExceeded
+                            | ErrorCode::ComposerHasDraft
+                            | ErrorCode::BrowserControlUnavailable
+                            | ErrorCode::BrowserAuthorizationRequired),
+                        detail,
+                    },
+                    CommandIntent::Send { prompt, .. },
+                ) if !matches!(worker.state, WorkerState::Failed | WorkerState::Cancelled)
+                    && !wake_outdated(worker, prompt) =>
+                {
+                    if crate::schedule::waits_for_browser(*code) {
+                        events.push(EventBody::ConversationError {
+                            worker_id: worker.id.clone(),
+                            code: *code,
+                            detail: detail.clone(),
+                        });
+                    }
+                    if *code != ErrorCode::DeadlineExceeded {
+                        events.push(EventBody::ConversationStateChanged {
+                            worker_id: worker.id.clone(),
+                            state: ConversationState::Error,
+                            error: Some(*code),
+                        });
+                    }
+                    let attempts = state
+                        .commands
+                        .values()
+                        .filter(|c| c.worker_id == worker.id && c.intent == command.intent)
+                        .count();
+                    if attempts < SEND_ATTEMPTS_MAX {
+                        let first_key = command.idempotency_key.split(":attempt").next().unwrap_or_default();
+                        events.push(EventBody::CommandQueued {
+                            command_id: retry_id(command_id),
+                            worker_id: worker.id.clone(),
+                            intent: command.intent.clone(),
+                            idempotency_key: format!("{first_key}:attempt{}", attempts + 1),
+                            not_before_ms: None,
+                        });
+                    }
+                }
                 // A host or setup state (the app not bound, signed out…) is not a
                 // worker's failure: it is recorded where runtime_status reads its
                 // readiness reasons; runtime_recover retries a pool create. A
@@ -254,44 +305,6 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                             Some(code.as_str()),
                         ));
                         events.extend(cancel_queued(state, [&worker.id]));
-                    }
-                }
-                // Nothing went in: the executor did not act (it never starts
-                // past the deadline, e.g. the page stayed generating), or a
-                // person's draft stood in the composer (the page is then
-                // recorded as waiting for them; the queue holds sends until
-                // it is not). The wake goes out again as a new command, a
-                // bounded number of times: neither drops a follow-up.
-                (
-                    CommandOutcome::Error {
-                        code: code @ (ErrorCode::DeadlineExceeded | ErrorCode::ComposerHasDraft),
-                        ..
-                    },
-                    CommandIntent::Send { prompt, .. },
-                ) if !matches!(worker.state, WorkerState::Failed | WorkerState::Cancelled)
-                    && !wake_outdated(worker, prompt) =>
-                {
-                    if *code == ErrorCode::ComposerHasDraft {
-                        events.push(EventBody::ConversationStateChanged {
-                            worker_id: worker.id.clone(),
-                            state: ConversationState::Error,
-                            error: Some(ErrorCode::ComposerHasDraft),
-                        });
-                    }
-                    let attempts = state
-                        .commands
-                        .values()
-                        .filter(|c| c.worker_id == worker.id && c.intent == command.intent)
-                        .count();
-                    if attempts < SEND_ATTEMPTS_MAX {
-                        let first_key = command.idempotency_key.split(":attempt").next().unwrap_or_default();
-                        events.push(EventBody::CommandQueued {
-                            command_id: retry_id(command_id),
-                            worker_id: worker.id.clone(),
-                            intent: command.intent.clone(),
-                            idempotency_key: format!("{first_key}:attempt{}", attempts + 1),
-                            not_before_ms: None,
-                        });
                     }
                 }
                 // The pinned model is gone from the picker: recorded where the
