@@ -21,7 +21,7 @@ pub enum Stream {
     /// Your run's (the default).
     #[default]
     Run,
-    /// Worktree ownership: your run's records (ownership_* changes).
+    /// Your run's worktree ownership changes.
     Ownership,
 }
 

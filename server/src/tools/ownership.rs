@@ -403,7 +403,7 @@ impl Tools {
         .await
     }
 
-    /// Who in your run holds, held, submitted or landed a worktree, branch or commit: workers, sessions, conversations.
+    /// Who in your run holds, held, submitted or landed a worktree, branch or commit (sessions, conversations).
     #[tool(annotations(
         title = "Worktree owners",
         read_only_hint = true,
