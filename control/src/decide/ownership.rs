@@ -536,7 +536,8 @@ mod tests {
         assert!(!refusal.contains("own_") && !refusal.contains("wrk_"), "names nothing of the other run: {refusal}");
         rows.push(("another run's worker claims a held worktree", g, c, Err(ErrorCode::OwnershipConflict)));
 
-        let ops: [(&str, fn(OwnershipId) -> Op); 3] = [
+        type Change = fn(OwnershipId) -> Op;
+        let ops: [(&str, Change); 3] = [
             ("another run's worker heartbeats a record", |id| Op::Heartbeat { id }),
             ("another run's worker releases a record", |id| Op::Release { id, reason: None, wip: None }),
             ("another run's worker lands a record", |id| land(&id, 'c')),
