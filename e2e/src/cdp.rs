@@ -79,11 +79,25 @@ impl AuthorizedChromium {
         Ok(carrier_cdp::discovery::parse_active_port(&text)?)
     }
 
-    /// Kills the browser (its targets die with it).
+    /// Kills the browser and every process it started (its targets die with it).
     pub fn kill(&mut self) {
+        let _ = signal_group(&self.child, "KILL");
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// Stops the whole browser (`SIGSTOP` to every one of its processes, as
+    /// a laptop's sleep stops them all), or wakes it (`SIGCONT`).
+    pub fn asleep(&self, stopped: bool) -> anyhow::Result<()> {
+        signal_group(&self.child, if stopped { "STOP" } else { "CONT" })
+    }
+}
+
+/// Sends `signal` to the process group `child` leads (see [`spawn_with`]).
+fn signal_group(child: &Child, signal: &str) -> anyhow::Result<()> {
+    let status = Command::new("kill").arg(format!("-{signal}")).arg("--").arg(format!("-{}", child.id())).status()?;
+    anyhow::ensure!(status.success(), "kill -{signal} of the browser's process group failed");
+    Ok(())
 }
 
 /// Starts Chromium with remote debugging on `user_data_dir` and waits for
@@ -98,6 +112,9 @@ fn spawn(port: u16, dir: &Path, user_data_dir: &Path) -> anyhow::Result<Child> {
 /// reaching `site` as chatgpt.com, and waits for its `DevToolsActivePort`.
 pub fn spawn_with(mut chromium: Command, site: &str, dir: &Path, user_data_dir: &Path) -> anyhow::Result<Child> {
     std::fs::create_dir_all(user_data_dir)?;
+    // A process group of its own: the whole browser is stopped, woken and
+    // killed together.
+    std::os::unix::process::CommandExt::process_group(&mut chromium, 0);
     let child = chromium
         .args(HEADLESS_FLAGS)
         .arg(format!("--host-resolver-rules=MAP chatgpt.com {site}"))

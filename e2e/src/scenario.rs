@@ -240,6 +240,95 @@ impl Root {
     }
 }
 
+/// What a browser asleep showed: how long after it woke the worker was
+/// working again, idle and mid-turn.
+#[derive(Debug)]
+pub struct Asleep {
+    /// From the wake-up to the completion of the follow-up that fell due
+    /// while the browser was stopped.
+    pub idle_back: Duration,
+    /// From the wake-up to the daemon seeing the end of the turn that was
+    /// running when the browser stopped.
+    pub mid_turn_back: Duration,
+}
+
+/// The whole browser asleep (issue 44: a laptop lid closed), `asleep(true)`
+/// stopping it and `asleep(false)` waking it. Idle: a follow-up falls due
+/// while the browser is stopped; `worker_list` says the worker waits for
+/// its browser; once it wakes the follow-up goes in once. Mid-turn: the
+/// browser stops while a turn runs and wakes `nap` later; the turn ends,
+/// nothing is sent again and the stall guard does not fire. The oracle
+/// counts exactly three user turns.
+pub async fn browser_asleep(
+    mcp_url: &str,
+    hub: &fakechat::hub::Hub,
+    asleep: impl Fn(bool) -> anyhow::Result<()>,
+    nap: Duration,
+    budget: Duration,
+) -> anyhow::Result<Asleep> {
+    let mut root = Root::start(mcp_url, "browser asleep").await?;
+    let mut out = Outcome::default();
+    let worker = root.spawn(&mut out, "sleeper", r#"complete "first""#).await?;
+    let done = |summary: &'static str| {
+        let worker = worker.clone();
+        move |e: &Value| {
+            e["type"] == "worker.completed" && e["data"]["worker_id"] == worker && e["data"]["summary"] == summary
+        }
+    };
+    root.wait(&mut out, budget, done("first")).await?;
+    let conversation = Root::conversation_of(&out, &worker)?;
+    all_idle(hub, std::slice::from_ref(&conversation), budget).await?;
+
+    // Idle: the browser stops, then a follow-up falls due.
+    asleep(true)?;
+    let followup = "Again.\nscenario: complete \"second\"";
+    let said = async {
+        root.call("worker_followup", json!({"worker_id": worker, "instructions": followup})).await?;
+        root.until_listed(&worker, budget, "waiting for its browser", |w| w["waiting_for"]["on"] == "browser").await
+    }
+    .await;
+    asleep(false)?;
+    let woke = Instant::now();
+    let waiting = said?;
+    if !waiting["waiting_for"]["next_step"].as_str().unwrap_or_default().contains("BROWSER_CONTROL_UNAVAILABLE") {
+        bail!("the worker does not say why it waits: {waiting}");
+    }
+    root.wait(&mut out, budget, done("second")).await?;
+    let idle_back = woke.elapsed();
+    all_idle(hub, std::slice::from_ref(&conversation), budget).await?;
+
+    // Mid-turn: the browser stops while the turn runs.
+    let followup = "Once more.\nscenario: progress \"napping\"; sleep 3s; complete \"third\"";
+    root.call("worker_followup", json!({"worker_id": worker, "instructions": followup})).await?;
+    root.wait(&mut out, budget, |e| e["type"] == "worker.progress" && e["data"]["summary"] == "napping").await?;
+    asleep(true)?;
+    tokio::time::sleep(nap).await;
+    asleep(false)?;
+    let woke = Instant::now();
+    // Its model's calls do not pass through the browser (it may complete
+    // meanwhile): back is when the daemon sees the page's turn end.
+    let idle = |e: &Value| {
+        e["type"] == "conversation.state_changed" && e["data"]["worker_id"] == worker && e["data"]["state"] == "idle"
+    };
+    root.wait(&mut out, budget, idle).await?;
+    let mid_turn_back = woke.elapsed();
+    all_idle(hub, std::slice::from_ref(&conversation), budget).await?;
+    if root.events_of(&worker, "worker.completed").await? != 3 {
+        bail!("the turn that slept never completed\n{}", out.trace.join("\n"));
+    }
+
+    // Exactly once: the bootstrap and two follow-ups; no stall was raised.
+    let turns = oracle_of(hub, &conversation)["user_turns"].as_array().map_or(0, Vec::len);
+    if turns != 3 {
+        bail!("{turns} user turns, not 3: {:#}", hub.oracle());
+    }
+    let stalled = root.events_of(&worker, "continuation.turn_stalled").await?;
+    if stalled != 0 {
+        bail!("the stall guard fired on a turn that was merely asleep\n{}", out.trace.join("\n"));
+    }
+    Ok(Asleep { idle_back, mid_turn_back })
+}
+
 /// Execution Continuity in the browser, with Auto Resume as the run's
 /// default and nobody typing: alpha's assignment takes three turns (it
 /// ends two of them unfinished, `status: working`) and completes; beta's

@@ -372,15 +372,32 @@ async fn an_agent_restart_mid_flow_loses_no_binding_and_duplicates_nothing() {
 /// (generating, idle, "Message delivery timed out") are read by the same
 /// adapter in targets of the agent, so a three-turn worker completes with
 /// nobody typing and a delivery timeout is answered by a fresh resume, with
-/// zero Retry and Stop clicks (`e2e::scenario::auto_resume`).
+/// zero Retry and Stop clicks (`e2e::scenario::auto_resume`). Then, in the
+/// same browser, the whole browser asleep (SIGSTOP of every process of it,
+/// then SIGCONT; issue 44): a follow-up due while it sleeps goes in once
+/// when it wakes, the worker saying meanwhile that it waits for its
+/// browser, and a turn that slept mid-way ends with nothing sent again and
+/// no stall raised (`e2e::scenario::browser_asleep`). The daemon looks at
+/// a page it cannot reach every 3 s here (30 s by default).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auto_resume_and_a_delivery_timeout_through_exact_targets() {
+async fn auto_resume_a_delivery_timeout_and_a_browser_asleep_through_exact_targets() {
     let _one = ONE_BROWSER.lock().await;
-    let world = start(&[]).await;
+    let world = start(&["--executor-recheck-after-ms", "3000"]).await;
     let out = e2e::scenario::auto_resume(&world.daemon.mcp_url(), &world.fake.hub, Duration::from_secs(60))
         .await
         .unwrap_or_else(|e| panic!("{e:#}\n{:#}", world.fake.hub.oracle()));
     eprintln!("{}", out.trace.join("\n"));
+    let asleep = |stopped| world.chromium.asleep(stopped);
+    let nap = Duration::from_secs(20);
+    let slept = e2e::scenario::browser_asleep(&world.daemon.mcp_url(), &world.fake.hub, asleep, nap, WAIT * 2)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{:#}", world.fake.hub.oracle()));
+    eprintln!(
+        "browser asleep (CDP carrier): working again {:.1} s after waking idle, {:.1} s after waking mid-turn ({} s nap)",
+        slept.idle_back.as_secs_f64(),
+        slept.mid_turn_back.as_secs_f64(),
+        nap.as_secs()
+    );
 }
 
 /// A signed-out page and a challenge interstitial, read through the agent,

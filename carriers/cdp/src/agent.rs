@@ -185,6 +185,8 @@ enum Unanswered {
     Gone(String),
     /// The adapter could not start in the target's page.
     NotStarted(NotStarted),
+    /// The browser itself stopped answering (see [`unresponsive`]).
+    Asleep,
 }
 
 impl Shared {
@@ -394,7 +396,20 @@ impl Shared {
             if let Some(context) = context {
                 tracing::debug!(%target, request = request_kind(request), "asking");
                 let within = Duration::from_millis(deadline_ms.saturating_sub(now_ms()).max(1));
-                match page::ask(&browser.cdp, &session, context, request, within).await {
+                let asked = page::ask(&browser.cdp, &session, context, request, within);
+                let answer = match request {
+                    // A ping has no effect, so it may be given up: a browser
+                    // that stopped answering (asleep, stopped) is said so
+                    // within seconds rather than at the deadline. Anything
+                    // else runs to its end: a prompt being typed is settled
+                    // by the journal, never abandoned.
+                    ToPage::Ping => tokio::select! {
+                        answer = asked => answer,
+                        () = unresponsive(&browser.cdp) => return Err(Unanswered::Asleep),
+                    },
+                    _ => asked.await,
+                };
+                match answer {
                     Ok(reply) => return Ok(reply),
                     Err(crate::cdp::Error::Closed) => {
                         return Err(Unanswered::Gone("the browser connection closed".into()));
@@ -411,6 +426,27 @@ impl Shared {
                 return Err(Unanswered::Deadline);
             }
             let _ = tokio::time::timeout(Duration::from_millis(left.min(500)), ready).await;
+        }
+    }
+}
+
+/// How often a wait on a page checks that the browser itself answers, and
+/// how long it gives it: a stopped or sleeping browser is told from a busy
+/// page within about their sum.
+const ALIVE_EVERY: Duration = Duration::from_secs(5);
+const ALIVE_WITHIN: Duration = Duration::from_secs(3);
+const ASLEEP: &str = "the browser does not answer (asleep, stopped or hung); nothing was typed";
+
+/// Returns once the browser stops answering a browser-level call within
+/// [`ALIVE_WITHIN`]; never while it answers (a closed connection is the
+/// caller's to see).
+async fn unresponsive(cdp: &Cdp) {
+    loop {
+        tokio::time::sleep(ALIVE_EVERY).await;
+        if let Err(crate::cdp::Error::TimedOut(_)) =
+            cdp.call_within(ALIVE_WITHIN, None, GetVersionParams::default()).await
+        {
+            return;
         }
     }
 }
@@ -851,6 +887,7 @@ async fn perform(shared: &Arc<Shared>, command: &Command, plan: Plan<String>) ->
                     shared.core.lock().unwrap().ok(worker)
                 }
                 Err(Unanswered::NotStarted(why)) => why.outcome(),
+                Err(Unanswered::Asleep) => error(ErrorCode::BrowserControlUnavailable, ASLEEP),
                 _ => match page_targets(&browser.cdp).await {
                     Ok(alive) if !alive.contains(&tab) => {
                         let frames = shared.core.lock().unwrap().tab_removed(&tab);
@@ -1022,6 +1059,7 @@ async fn submit_in(
             return error(ErrorCode::AmbiguousSubmission, "the page that may hold the prompt does not answer");
         }
         Err(Unanswered::Gone(why)) => return error(ErrorCode::BrowserControlUnavailable, &why),
+        Err(Unanswered::Asleep) => return error(ErrorCode::BrowserControlUnavailable, ASLEEP),
         Err(Unanswered::NotStarted(why)) => return why.outcome(),
         Err(Unanswered::Deadline) => {
             return error(ErrorCode::DeadlineExceeded, "the page did not load before the deadline");
