@@ -103,8 +103,8 @@ fn recheck_at(state: &State, worker: &Worker, connected: &[String], policy: Poli
     // them for ever.
     let held = worker.conversation_state == Some(ConversationState::Error)
         && worker.last_error.is_some_and(|e| e.holds_sends());
-    let blocking = held
-        || matches!(worker.conversation_state, Some(ConversationState::Generating | ConversationState::Loading));
+    let blocking =
+        held || matches!(worker.conversation_state, Some(ConversationState::Generating | ConversationState::Loading));
     let unconfirmed = worker.continuity.turn_unconfirmed(worker.conversation_state);
     // A parked tab is idle by definition; its next send reopens it.
     if !(blocking || unconfirmed) || worker.conversation.is_none() || worker.fenced || worker.parked {

@@ -61,6 +61,17 @@ pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &
             ),
         );
     }
+    // Its executor is gone (the browser closed, asleep past its lease, or
+    // its connection lost): its commands wait for it to come back.
+    let gone = worker.conversation.is_some() && worker.executor_id.as_ref().is_some_and(|e| !live.contains(e));
+    if gone && worker.state != WorkerState::Waiting && (!worker.state.is_terminal() || wake_due()) {
+        return waiting(
+            WaitingFor::Executor,
+            "its executor is not connected (the browser closed or asleep, or its connection lost): start or wake the \
+             browser; its commands wait and go once it is back"
+                .into(),
+        );
+    }
     match worker.state {
         WorkerState::Waiting => {
             return waiting(WaitingFor::Answer, "it raised a question or blocker: answer with message_send".into());

@@ -237,6 +237,14 @@ impl Chromium {
             .map(|t| t.target_id.inner().clone()))
     }
 
+    /// The browser's main process, as DevTools reports it.
+    pub async fn main_pid(&self) -> anyhow::Result<u32> {
+        use chromiumoxide::cdp::browser_protocol::system_info::GetProcessInfoParams;
+        let info = self.browser.execute(GetProcessInfoParams::default()).await?;
+        let main = info.result.process_info.iter().find(|p| p.r#type == "browser").context("no browser process")?;
+        Ok(u32::try_from(main.id)?)
+    }
+
     /// Polls the options page until it shows `connected`.
     pub async fn wait_connected(&self, within: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + within;
@@ -340,4 +348,54 @@ fn base64_decode(text: &str) -> Option<Vec<u8>> {
         out.extend_from_slice(&acc.to_be_bytes()[1..chunk.len()]);
     }
     Some(out)
+}
+
+/// A whole browser stopped and woken as a laptop's sleep does it: every
+/// process under its main one (renderers, the extension's, the GPU's)
+/// gets `SIGSTOP`, then the same ones `SIGCONT`.
+pub struct Sleeper {
+    main: u32,
+    stopped: std::sync::Mutex<Vec<u32>>,
+}
+
+impl Sleeper {
+    /// The browser whose main process is `main`.
+    pub fn of(main: u32) -> Sleeper {
+        Sleeper { main, stopped: std::sync::Mutex::default() }
+    }
+
+    /// Stops (`true`) or wakes (`false`) the browser.
+    pub fn asleep(&self, stopped: bool) -> anyhow::Result<()> {
+        let mut held = self.stopped.lock().unwrap();
+        let (signal, pids) = match stopped {
+            true => {
+                *held = process_tree(self.main)?;
+                ("-STOP", held.clone())
+            }
+            false => ("-CONT", std::mem::take(&mut *held)),
+        };
+        let status = std::process::Command::new("kill").arg(signal).args(pids.iter().map(u32::to_string)).status()?;
+        anyhow::ensure!(status.success(), "kill {signal} {pids:?}");
+        Ok(())
+    }
+}
+
+/// `main` and every process descended from it (from `/proc`).
+fn process_tree(main: u32) -> anyhow::Result<Vec<u32>> {
+    let mut parent_of = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let Some(pid) = entry?.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        // `pid (comm) state ppid …`: the name may hold spaces and parentheses.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        parent_of.extend(ppid.map(|ppid| (pid, ppid)));
+    }
+    let mut tree = vec![main];
+    let mut next = 0;
+    while next < tree.len() {
+        let parent = tree[next];
+        tree.extend(parent_of.iter().filter(|(_, ppid)| *ppid == parent).map(|(pid, _)| *pid));
+        next += 1;
+    }
+    Ok(tree)
 }

@@ -476,14 +476,22 @@ async fn auto_resume_body() {
 /// person's attachment in a managed tab's composer holds a wake (nothing
 /// typed, nothing sent with it, the worker waiting for a person) until they
 /// remove it, and again until they send it; each wake goes in once
-/// (`e2e::scenario::attachment_wait`).
+/// (`e2e::scenario::attachment_wait`). Last, the whole browser asleep
+/// (every process of it stopped, then woken): a follow-up due meanwhile
+/// waits, the worker saying its executor is gone, and goes in once when
+/// the browser wakes; a turn that slept ends with nothing sent again
+/// (`e2e::scenario::browser_asleep`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_waiting_on_a_tool_approval_needs_a_person_and_goes_on_once_answered() {
     e2e(approval_wait_body).await;
 }
 
 async fn approval_wait_body() {
-    let world = World::start(orchestrator(), &["--executor-recheck-after-ms", "1000"]).await.unwrap();
+    // A browser that stops answering loses its session within 6 s here
+    // (60 s by default: a heartbeat every 20 s, a lease of three).
+    let args =
+        ["--executor-recheck-after-ms", "1000", "--executor-heartbeat-ms", "2000", "--executor-lease-ms", "6000"];
+    let world = World::start(orchestrator(), &args).await.unwrap();
     let url = world.daemon.mcp_url();
     let budget = Duration::from_secs(60);
     let out = e2e::scenario::approval_wait(&url, &world.fake.hub, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
@@ -497,6 +505,20 @@ async fn approval_wait_body() {
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("{}", out.trace.join("\n"));
+    // The same browser asleep (SIGSTOP of every process of it, then SIGCONT):
+    // nothing lost, nothing doubled (issue 44).
+    let sleeper = e2e::browser::Sleeper::of(world.chromium.main_pid().await.unwrap());
+    let nap = Duration::from_secs(20);
+    let slept =
+        e2e::scenario::browser_asleep(&url, &world.fake.hub, |stopped| sleeper.asleep(stopped), nap, budget * 2)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}\n{:#}", world.fake.hub.oracle()));
+    eprintln!(
+        "browser asleep (extension): working again {:.1} s after waking idle, {:.1} s after waking mid-turn ({} s nap)",
+        slept.idle_back.as_secs_f64(),
+        slept.mid_turn_back.as_secs_f64(),
+        nap.as_secs()
+    );
     assert_eq!(world.chromium.extension_errors().await.unwrap(), Vec::<String>::new());
 }
 
