@@ -330,6 +330,79 @@ pub async fn browser_asleep(
     Ok(Asleep { idle_back, mid_turn_back })
 }
 
+/// How long after each lifecycle move the worker was working again.
+#[derive(Debug)]
+pub struct TabLifecycle {
+    /// A follow-up asked for just after its tab was discarded: to its completion.
+    pub discarded_with_wake: Duration,
+    /// A follow-up asked for once the discarded tab was back: to its completion.
+    pub discarded_then_wake: Duration,
+    /// A follow-up asked for while its tab was frozen: to its completion.
+    pub frozen_with_wake: Duration,
+}
+
+/// The browser's lifecycle moves on a managed tab (issue 44): discarded
+/// with a follow-up asked for at once, discarded with none (the follow-up
+/// comes once the tab is back), and frozen with a follow-up due. Each
+/// follow-up goes in exactly once; the oracle counts four user turns.
+pub async fn tab_lifecycle(
+    mcp_url: &str,
+    hub: &fakechat::hub::Hub,
+    browser: &mut impl crate::lifecycle::Lifecycle,
+    budget: Duration,
+) -> anyhow::Result<TabLifecycle> {
+    let mut root = Root::start(mcp_url, "tab lifecycle").await?;
+    let mut out = Outcome::default();
+    let worker = root.spawn(&mut out, "lifer", r#"complete "first""#).await?;
+    let done = |summary: &'static str| {
+        let worker = worker.clone();
+        move |e: &Value| {
+            e["type"] == "worker.completed" && e["data"]["worker_id"] == worker && e["data"]["summary"] == summary
+        }
+    };
+    root.wait(&mut out, budget, done("first")).await?;
+    let conversation = Root::conversation_of(&out, &worker)?;
+    let conv = std::slice::from_ref(&conversation);
+    all_idle(hub, conv, budget).await?;
+    let followup = |summary: &str| json!({"worker_id": worker, "instructions": format!("Go on.\nscenario: complete \"{summary}\"")});
+
+    // Discarded, a follow-up asked for at once.
+    browser.discard(&conversation).await?;
+    let asked = Instant::now();
+    root.call("worker_followup", followup("second")).await?;
+    root.wait(&mut out, budget, done("second")).await?;
+    let discarded_with_wake = asked.elapsed();
+    all_idle(hub, conv, budget).await?;
+
+    // Discarded with nothing due: the tab comes back by itself (the daemon
+    // sees its page idle again), then a follow-up.
+    root.catch_up(&mut out).await?;
+    browser.discard(&conversation).await?;
+    let back = |e: &Value| {
+        e["type"] == "conversation.state_changed" && e["data"]["worker_id"] == worker && e["data"]["state"] == "idle"
+    };
+    root.wait(&mut out, budget, back).await?;
+    let asked = Instant::now();
+    root.call("worker_followup", followup("third")).await?;
+    root.wait(&mut out, budget, done("third")).await?;
+    let discarded_then_wake = asked.elapsed();
+    all_idle(hub, conv, budget).await?;
+
+    // Frozen, a follow-up due.
+    browser.freeze(&conversation, true).await?;
+    let asked = Instant::now();
+    root.call("worker_followup", followup("fourth")).await?;
+    root.wait(&mut out, budget, done("fourth")).await?;
+    let frozen_with_wake = asked.elapsed();
+    all_idle(hub, conv, budget).await?;
+
+    let turns = oracle_of(hub, &conversation)["user_turns"].as_array().map_or(0, Vec::len);
+    if turns != 4 {
+        bail!("{turns} user turns, not 4: {:#}\n{}", hub.oracle(), out.trace.join("\n"));
+    }
+    Ok(TabLifecycle { discarded_with_wake, discarded_then_wake, frozen_with_wake })
+}
+
 /// Execution Continuity in the browser, with Auto Resume as the run's
 /// default and nobody typing: alpha's assignment takes three turns (it
 /// ends two of them unfinished, `status: working`) and completes; beta's

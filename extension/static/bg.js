@@ -12,6 +12,7 @@ const forward = (kind) => (first, second) => {
 api.runtime.onMessage.addListener(forward("message"));
 api.tabs.onRemoved.addListener(forward("tab_removed"));
 api.tabs.onUpdated.addListener(forward("tab_updated"));
+api.tabs.onReplaced?.addListener(forward("tab_replaced"));
 api.alarms.onAlarm.addListener(forward("alarm"));
 api.storage.onChanged.addListener(forward("storage_changed"));
 api.runtime.onStartup.addListener(() => ready);

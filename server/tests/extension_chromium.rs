@@ -519,6 +519,12 @@ async fn approval_wait_body() {
         slept.mid_turn_back.as_secs_f64(),
         nap.as_secs()
     );
+    // The same browser's lifecycle moves on a managed tab: discarded, frozen.
+    let mut lifecycle = e2e::lifecycle::ChromiumLifecycle(&world.chromium);
+    let moved = e2e::scenario::tab_lifecycle(&url, &world.fake.hub, &mut lifecycle, budget * 2)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{:#}", world.fake.hub.oracle()));
+    eprintln!("tab lifecycle (extension): {moved:?}");
     assert_eq!(world.chromium.extension_errors().await.unwrap(), Vec::<String>::new());
 }
 

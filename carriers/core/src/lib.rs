@@ -586,6 +586,40 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
         }
     }
 
+    /// The browser put another tab in a tab's place (Chromium gives a tab
+    /// it discards a new id): a managed tab keeps its worker under the new
+    /// handle, a parked one its pending close. Returns the worker, if the
+    /// tab was managed.
+    pub fn tab_replaced(&mut self, old: &H, new: H) -> Option<WorkerId>
+    where
+        H: Clone,
+    {
+        let (worker, managed) =
+            self.workers.iter_mut().find(|(_, m)| m.tab.as_ref() == Some(old) || m.closing.as_ref() == Some(old))?;
+        if managed.tab.as_ref() == Some(old) {
+            managed.tab = Some(new.clone());
+        }
+        if managed.closing.as_ref() == Some(old) {
+            managed.closing = Some(new);
+        }
+        Some(worker.clone())
+    }
+
+    /// The page of `tab` is out of reach for now (the browser discarded or
+    /// froze it, and it is being reloaded): reported as such, so that sends
+    /// wait, and so that its next report, whatever it says, goes out as a
+    /// change. Nothing for a tab nobody manages.
+    pub fn page_unreachable(&mut self, tab: &H, detail: &str) -> Vec<ExecutorFrame> {
+        let Some(worker) = self.worker_of(tab).cloned() else { return vec![] };
+        let managed = self.workers.get_mut(&worker).expect("found above");
+        managed.state = Some(ConversationState::Error);
+        let code = ErrorCode::BrowserControlUnavailable;
+        vec![
+            ExecutorFrame::ConversationError { worker_id: worker.clone(), code, detail: detail.into() },
+            ExecutorFrame::ConversationState { worker_id: worker, state: ConversationState::Error, error: Some(code) },
+        ]
+    }
+
     /// A tab went away. For a managed tab, the worker's conversation is closed.
     pub fn tab_removed(&mut self, tab: &H) -> Vec<ExecutorFrame> {
         let Some(worker) = self.worker_of(tab).cloned() else { return vec![] };

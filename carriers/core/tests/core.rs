@@ -203,6 +203,33 @@ fn commands_naming_conversations_this_executor_did_not_create_are_refused() {
     assert_eq!(core.worker_of(&99), None);
 }
 
+/// Issue 44: Chromium gives a tab it discards a new id (measured on
+/// Chromium 156): the managed tab keeps its worker under the new id, its
+/// reports still count, and the old id means nothing any more.
+#[test]
+fn a_replaced_tab_keeps_its_worker_under_the_new_id() {
+    let (mut core, w) = bound_worker();
+    assert_eq!(core.tab_replaced(&99, 100), None, "a tab nobody manages");
+    assert_eq!(core.tab_replaced(&7, 8), Some(w.clone()));
+    assert_eq!(core.worker_of(&8), Some(&w));
+    assert_eq!(core.worker_of(&7), None);
+    assert!(core.tab_removed(&7).is_empty(), "the old id's removal means nothing");
+    let url = format!("https://chatgpt.com/c/{CONV}");
+    assert!(!core.page_report(&8, &url, ConversationState::Idle, None).is_empty(), "the new id reports");
+    // Discarded, then reloaded: out of reach until its page reports again,
+    // and that report (idle, as before) goes out as a change.
+    let gone = core.page_unreachable(&8, "discarded");
+    assert!(matches!(
+        &gone[..],
+        [
+            ExecutorFrame::ConversationError { code: ErrorCode::BrowserControlUnavailable, .. },
+            ExecutorFrame::ConversationState { state: ConversationState::Error, .. }
+        ]
+    ));
+    assert!(!core.page_report(&8, &url, ConversationState::Idle, None).is_empty(), "back: said");
+    assert!(core.page_unreachable(&99, "not ours").is_empty());
+}
+
 #[test]
 fn page_reports_bind_once_flag_drift_and_coalesce_states() {
     let (mut core, w) = bound_worker();

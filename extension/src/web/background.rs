@@ -19,7 +19,9 @@ use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::*;
 use web_sys::{CloseEvent, MessageEvent, WebSocket};
 
-use super::{call, from_js, now_ms, object, random_hex, set_timeout, sleep, storage_get, storage_set, to_js};
+use super::{
+    call, call_within, from_js, now_ms, object, random_hex, set_timeout, sleep, storage_get, storage_set, to_js,
+};
 use crate::messages::{FromOverlay, FromPopup, PageReply, Report, Settings, Submission, ToPage};
 use protocol::operator::{Action, View};
 
@@ -221,19 +223,27 @@ pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
             }
         }
         "tab_updated" => {
-            // A managed tab the browser discarded: report, then reload the exact conversation.
             let discarded = Reflect::get(&second, &"discarded".into()).ok().and_then(|d| d.as_bool()) == Some(true);
-            if let (true, Some(tab)) = (discarded, first.as_f64())
-                && let Some(worker) = bg.core.borrow().worker_of(&(tab as i32)).cloned()
-            {
-                bg.emit(vec![ExecutorFrame::ConversationError {
-                    worker_id: worker,
-                    code: ErrorCode::BrowserControlUnavailable,
-                    detail: "the browser discarded the managed tab; reloading it".into(),
-                }]);
-                wasm_bindgen_futures::spawn_local(async move {
-                    let _ = call("tabs.reload", &[tab.into()]).await;
-                });
+            if let (true, Some(tab)) = (discarded, first.as_f64()) {
+                bg.reload_discarded(tab as i32);
+            }
+        }
+        "tab_replaced" => {
+            // Chromium gives a tab it discards a new id (measured on 156):
+            // the managed tab is followed under it, then reloaded if discarded.
+            if let (Some(added), Some(removed)) = (first.as_f64(), second.as_f64()) {
+                let (added, removed) = (added as i32, removed as i32);
+                if bg.core.borrow_mut().tab_replaced(&removed, added).is_some() {
+                    let bg = bg.clone();
+                    wasm_bindgen_futures::spawn_local(async move {
+                        bg.persist().await;
+                        let tab = call("tabs.get", &[added.into()]).await.ok();
+                        let discarded = tab.and_then(|t| Reflect::get(&t, &"discarded".into()).ok());
+                        if discarded.and_then(|d| d.as_bool()) == Some(true) {
+                            bg.reload_discarded(added);
+                        }
+                    });
+                }
             }
         }
         "alarm" => {
@@ -270,6 +280,39 @@ pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
 }
 
 impl Background {
+    /// A managed tab the browser discarded (Memory Saver): reported, then
+    /// reloaded at its exact conversation (its page is gone: nothing of a
+    /// person's is lost by the reload that was not lost by the discard).
+    fn reload_discarded(&self, tab: i32) {
+        let frames =
+            self.core.borrow_mut().page_unreachable(&tab, "the browser discarded the managed tab; reloading it");
+        if frames.is_empty() {
+            return;
+        }
+        self.emit(frames);
+        wasm_bindgen_futures::spawn_local(async move {
+            let _ = call("tabs.reload", &[tab.into()]).await;
+        });
+    }
+
+    /// A managed tab the browser froze: reloaded at its exact conversation
+    /// when its page last reported itself idle or generating (a frozen page
+    /// is exactly as it last reported, and no person typed into it since:
+    /// the reload loses nothing of theirs), reported either way. A page
+    /// that last showed anything else (a person's draft, a question card)
+    /// is left for a person to open. Returns whether it was reloaded.
+    async fn thaw(&self, tab: i32) -> bool {
+        let Some(worker) = self.core.borrow().worker_of(&tab).cloned() else { return false };
+        let state = self.core.borrow().managed(&worker).and_then(|m| m.state);
+        let reload = matches!(state, Some(ConversationState::Idle | ConversationState::Generating));
+        let frames = self.core.borrow_mut().page_unreachable(&tab, if reload { FROZEN_RELOADED } else { FROZEN_LEFT });
+        self.emit(frames);
+        if reload {
+            let _ = call("tabs.reload", &[tab.into()]).await;
+        }
+        reload
+    }
+
     async fn persist(&self) {
         let core = to_js(&*self.core.borrow());
         let _ = storage_set("local", "core", core).await;
@@ -311,8 +354,11 @@ impl Background {
         for tab in tabs {
             if call("tabs.get", &[tab.into()]).await.is_ok() {
                 alive.push(tab);
-                if ask(tab, &ToPage::Ping).await.is_err() {
-                    let _ = call("tabs.reload", &[tab.into()]).await;
+                if ask(tab, &ToPage::Ping, PAGE_ANSWERS_MS).await.is_err() {
+                    // A frozen page is reloaded only when that loses nothing.
+                    if !frozen(tab).await || self.thaw(tab).await {
+                        let _ = call("tabs.reload", &[tab.into()]).await;
+                    }
                 }
             }
         }
@@ -487,7 +533,7 @@ impl Background {
                 let tab = self.core.borrow_mut().lookup_tab(&worker_id, &conversation_id, &request_id);
                 if let Some(tab) = tab {
                     wasm_bindgen_futures::spawn_local(async move {
-                        let _ = ask(tab, &ToPage::Callers { request_id }).await;
+                        let _ = ask(tab, &ToPage::Callers { request_id }, PAGE_ANSWERS_MS).await;
                     });
                 }
             }
@@ -642,7 +688,7 @@ impl Background {
         // A managed tab's content script shows the overlay for its worker.
         if let Some(worker_id) = self.core.borrow().worker_of(&tab).map(ToString::to_string) {
             wasm_bindgen_futures::spawn_local(async move {
-                let _ = ask(tab, &ToPage::Overlay { worker_id }).await;
+                let _ = ask(tab, &ToPage::Overlay { worker_id }, PAGE_ANSWERS_MS).await;
             });
         }
         let frames = self.core.borrow_mut().page_report(&tab, &report.url, report.state, report.error);
@@ -724,7 +770,7 @@ impl Background {
                     Err(outcome) => outcome,
                 }
             }
-            Plan::Inspect { tab } => match ask(tab, &ToPage::Ping).await {
+            Plan::Inspect { tab } => match ask(tab, &ToPage::Ping, PAGE_ANSWERS_MS).await {
                 Ok(PageReply::Report(report)) => {
                     let frames = self.core.borrow_mut().inspected(&tab, &report.url, report.state, report.error);
                     self.emit(frames);
@@ -732,6 +778,10 @@ impl Background {
                     self.ok(command)
                 }
                 Ok(PageReply::NotStarted(why)) => why.outcome(),
+                _ if frozen(tab).await => match self.thaw(tab).await {
+                    true => error(ErrorCode::BrowserControlUnavailable, FROZEN_RELOADED),
+                    false => error(ErrorCode::BrowserControlUnavailable, FROZEN_LEFT),
+                },
                 _ => error(ErrorCode::BrowserControlUnavailable, "the managed tab does not answer"),
             },
             Plan::Close { tab } => {
@@ -746,7 +796,7 @@ impl Background {
             }
             // The page says whether it may go; the binding is kept (and
             // journaled) before the tab closes, so its closing reports nothing.
-            Plan::Park { tab } => match ask(tab, &ToPage::MayClose).await {
+            Plan::Park { tab } => match ask(tab, &ToPage::MayClose, PAGE_ANSWERS_MS).await {
                 Ok(PageReply::Report(_)) => {
                     let parked = self.core.borrow_mut().parked(&command.worker_id);
                     self.persist().await;
@@ -822,7 +872,8 @@ impl Background {
             model: model_of(command).map(str::to_owned),
             effort: effort_of(command).map(str::to_owned),
         });
-        match ask(tab, &request).await {
+        let within = command.deadline_ms.saturating_sub(now_ms()) + SUBMIT_GRACE_MS;
+        match ask(tab, &request, i32::try_from(within).unwrap_or(i32::MAX)).await {
             Ok(PageReply::Submitted(report)) => {
                 self.on_report(tab, &report);
                 self.core.borrow_mut().advance(key, Phase::Submitted);
@@ -855,11 +906,18 @@ impl Background {
     /// `ADAPTER_BLOCKED` and the reason, never a bare timeout.
     async fn wait_for_page(&self, tab: i32, deadline_ms: u64) -> Result<(), CommandOutcome> {
         let mut loaded_since: Option<u64> = None;
+        let mut thawed = false;
         loop {
-            match ask(tab, &ToPage::Ping).await {
+            match ask(tab, &ToPage::Ping, PAGE_ANSWERS_MS).await {
                 Ok(PageReply::NotStarted(why)) => return Err(why.outcome()),
                 Ok(_) => return Ok(()),
                 Err(_) => {}
+            }
+            if !thawed && frozen(tab).await {
+                match self.thaw(tab).await {
+                    true => thawed = true,
+                    false => return Err(error(ErrorCode::BrowserControlUnavailable, FROZEN_LEFT)),
+                }
             }
             let Ok(info) = call("tabs.get", &[tab.into()]).await else {
                 return Err(error(ErrorCode::BrowserControlUnavailable, "the managed tab closed"));
@@ -883,6 +941,10 @@ impl Background {
         }
     }
 }
+
+const FROZEN_RELOADED: &str = "the browser froze the managed tab; reloading it";
+const FROZEN_LEFT: &str = "the browser froze the managed tab, whose page last showed something of a person's \
+                           (a draft, a card): it is not reloaded; open the tab to wake it";
 
 /// Opens an inactive tab that the browser should not discard.
 async fn open_tab(url: &str) -> Result<i32, CommandOutcome> {
@@ -920,10 +982,27 @@ async fn find_marked(marker: &str) -> Option<i32> {
     (matching.len() == 1).then(|| matching[0])
 }
 
-/// Sends a typed request to the tab's content script.
-async fn ask(tab: i32, request: &ToPage) -> Result<PageReply, String> {
-    let reply = call("tabs.sendMessage", &[tab.into(), to_js(request)]).await.map_err(|e| format!("{e:?}"))?;
+/// How long a page's content script has to answer a request that asks it
+/// to do nothing but look (a ping, whether it may close): a frozen page
+/// never answers, and no wait may last for ever.
+const PAGE_ANSWERS_MS: i32 = 5_000;
+
+/// How long past a submission's own deadline its answer is awaited (the
+/// page bounds the submission by that deadline itself).
+const SUBMIT_GRACE_MS: u64 = 15_000;
+
+/// Sends a typed request to the tab's content script, waiting at most `ms`.
+async fn ask(tab: i32, request: &ToPage, ms: i32) -> Result<PageReply, String> {
+    let reply =
+        call_within("tabs.sendMessage", &[tab.into(), to_js(request)], ms).await.map_err(|e| format!("{e:?}"))?;
     from_js(&reply)
+}
+
+/// Whether the browser froze `tab` (Chromium's `frozen`, Energy Saver):
+/// its page runs nothing until it is shown or reloaded.
+async fn frozen(tab: i32) -> bool {
+    let info = call("tabs.get", &[tab.into()]).await.ok();
+    info.and_then(|i| Reflect::get(&i, &"frozen".into()).ok()).and_then(|f| f.as_bool()) == Some(true)
 }
 
 /// The browser's user agent, cut to the daemon's bound for host facts (a

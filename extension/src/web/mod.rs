@@ -54,14 +54,32 @@ fn path(root: JsValue, dotted: &str) -> Result<JsValue, JsValue> {
 
 /// Calls `api.<dotted>(args…)` and awaits the promise it returns.
 async fn call(dotted: &str, args: &[JsValue]) -> Result<JsValue, JsValue> {
-    let (owner, method) = dotted.rsplit_once('.').expect("api paths have an owner");
-    let this = path(api(), owner)?;
-    let function: Function = Reflect::get(&this, &method.into())?.dyn_into()?;
-    let out = Reflect::apply(&function, &this, &args.iter().collect::<Array>())?;
-    match out.dyn_into::<Promise>() {
+    match invoke(dotted, args)?.dyn_into::<Promise>() {
         Ok(promise) => JsFuture::from(promise).await,
         Err(value) => Ok(value),
     }
+}
+
+/// [`call`], given up (an error) after `ms`: a message to a frozen tab is
+/// never answered, and no wait may last for ever.
+async fn call_within(dotted: &str, args: &[JsValue], ms: i32) -> Result<JsValue, JsValue> {
+    match invoke(dotted, args)?.dyn_into::<Promise>() {
+        Ok(promise) => {
+            let expired = Promise::new(&mut |_, reject| {
+                set_timeout(&reject, ms);
+            });
+            JsFuture::from(Promise::race(&Array::of2(&promise, &expired))).await
+        }
+        Err(value) => Ok(value),
+    }
+}
+
+/// `api.<dotted>(args…)`, as it returns.
+fn invoke(dotted: &str, args: &[JsValue]) -> Result<JsValue, JsValue> {
+    let (owner, method) = dotted.rsplit_once('.').expect("api paths have an owner");
+    let this = path(api(), owner)?;
+    let function: Function = Reflect::get(&this, &method.into())?.dyn_into()?;
+    Reflect::apply(&function, &this, &args.iter().collect::<Array>())
 }
 
 fn to_js<T: Serialize>(value: &T) -> JsValue {

@@ -1,0 +1,68 @@
+//! What a person's browser does to a managed tab behind their back, to
+//! save memory or power: Memory Saver discards it, Energy Saver freezes it
+//! (Chromium's `Page.setWebLifecycleState`, the page lifecycle API's
+//! `frozen`). The test's own hands, through DevTools and an extension page
+//! of the rig's (`chrome.tabs.discard`), never the product's.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::person::Act;
+
+/// The browser's own lifecycle moves on the tab showing a conversation.
+pub trait Lifecycle: Send {
+    /// Discards it, as Memory Saver does (the tab stays, its page is gone
+    /// until it is reloaded).
+    fn discard<'a>(&'a mut self, conversation: &'a str) -> Act<'a, ()>;
+    /// Freezes it (no script, timer or event runs) or thaws it.
+    fn freeze<'a>(&'a mut self, conversation: &'a str, frozen: bool) -> Act<'a, ()>;
+}
+
+/// The lifecycle of a Chromium the rig launched.
+pub struct ChromiumLifecycle<'b>(pub &'b crate::Chromium);
+
+impl ChromiumLifecycle<'_> {
+    async fn tab(&self, conversation: &str) -> anyhow::Result<chromiumoxide::Page> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            for page in self.0.browser.pages().await? {
+                if page.url().await.ok().flatten().is_some_and(|u| u.contains(conversation)) {
+                    return Ok(page);
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("no tab shows {conversation}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Lifecycle for ChromiumLifecycle<'_> {
+    fn discard<'a>(&'a mut self, conversation: &'a str) -> Act<'a, ()> {
+        Box::pin(async move {
+            // `tabs.discard` is an extension API: run from the extension's
+            // options page (the browser's own Memory Saver needs no page).
+            let page = self.0.open(&self.0.extension_url("options.html")).await?;
+            let js = format!(
+                "chrome.tabs.query({{}}).then(ts => ts.find(t => (t.url || '').includes({conversation:?})))\
+                 .then(t => t ? chrome.tabs.discard(t.id).then(d => !!d && d.discarded) : false)"
+            );
+            let discarded = page.evaluate(js).await?.into_value::<bool>().unwrap_or(false);
+            page.close().await?;
+            anyhow::ensure!(discarded, "the tab showing {conversation} was not discarded");
+            Ok(())
+        })
+    }
+
+    fn freeze<'a>(&'a mut self, conversation: &'a str, frozen: bool) -> Act<'a, ()> {
+        Box::pin(async move {
+            use chromiumoxide::cdp::browser_protocol::page::{SetWebLifecycleStateParams, SetWebLifecycleStateState};
+            let page = self.tab(conversation).await?;
+            let state = if frozen { SetWebLifecycleStateState::Frozen } else { SetWebLifecycleStateState::Active };
+            page.execute(SetWebLifecycleStateParams::new(state)).await.context("Page.setWebLifecycleState")?;
+            Ok(())
+        })
+    }
+}
