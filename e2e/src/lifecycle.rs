@@ -1,8 +1,8 @@
 //! What a person's browser does to a managed tab behind their back, to
 //! save memory or power: Memory Saver discards it, Energy Saver freezes it
 //! (Chromium's `Page.setWebLifecycleState`, the page lifecycle API's
-//! `frozen`). The test's own hands, through DevTools and an extension page
-//! of the rig's (`chrome.tabs.discard`), never the product's.
+//! `frozen`). The test's own hands, through DevTools or WebDriver BiDi and
+//! an extension page (`tabs.discard`), never the product's.
 
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,18 @@ pub trait Lifecycle: Send {
     fn discard<'a>(&'a mut self, conversation: &'a str) -> Act<'a, ()>;
     /// Freezes it (no script, timer or event runs) or thaws it.
     fn freeze<'a>(&'a mut self, conversation: &'a str, frozen: bool) -> Act<'a, ()>;
+    /// Whether this browser freezes pages at all.
+    fn freezes(&self) -> bool;
+}
+
+/// `tabs.discard` of the tab whose URL holds `conversation`, from an
+/// extension page: true once it is discarded.
+fn discard_js(api: &str, conversation: &str) -> String {
+    format!(
+        "{api}.tabs.query({{}}).then(ts => ts.find(t => (t.url || '').includes({conversation:?})))\
+         .then(t => t ? {api}.tabs.discard(t.id).then(() => {api}.tabs.query({{}}))\
+         .then(ts => ts.some(t => t.discarded && (t.url || '').includes({conversation:?}))) : false)"
+    )
 }
 
 /// The lifecycle of a Chromium the rig launched.
@@ -45,11 +57,8 @@ impl Lifecycle for ChromiumLifecycle<'_> {
             // `tabs.discard` is an extension API: run from the extension's
             // options page (the browser's own Memory Saver needs no page).
             let page = self.0.open(&self.0.extension_url("options.html")).await?;
-            let js = format!(
-                "chrome.tabs.query({{}}).then(ts => ts.find(t => (t.url || '').includes({conversation:?})))\
-                 .then(t => t ? chrome.tabs.discard(t.id).then(d => !!d && d.discarded) : false)"
-            );
-            let discarded = page.evaluate(js).await?.into_value::<bool>().unwrap_or(false);
+            let discarded =
+                page.evaluate(discard_js("chrome", conversation)).await?.into_value::<bool>().unwrap_or(false);
             page.close().await?;
             anyhow::ensure!(discarded, "the tab showing {conversation} was not discarded");
             Ok(())
@@ -64,5 +73,9 @@ impl Lifecycle for ChromiumLifecycle<'_> {
             page.execute(SetWebLifecycleStateParams::new(state)).await.context("Page.setWebLifecycleState")?;
             Ok(())
         })
+    }
+
+    fn freezes(&self) -> bool {
+        true
     }
 }
