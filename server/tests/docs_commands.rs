@@ -203,3 +203,27 @@ fn expose_for_a_loopback_tunnel_agrees_with_the_setup_page() {
     let setup = std::fs::read_to_string(workspace().join("docs/setup.md")).unwrap();
     assert!(setup.contains("run `serve` without\n`--allowed-host`"), "the page still says so");
 }
+
+/// Issue 44: docs/setup.md's section on a person's everyday browser quotes
+/// the daemon's own defaults for when a lapsed connection and an
+/// unreachable page are noticed: each "`--flag` (N by default)" it names is
+/// the default `serve --help` prints.
+#[test]
+fn the_everyday_browser_section_quotes_the_daemons_defaults() {
+    let setup = std::fs::read_to_string(workspace().join("docs/setup.md")).unwrap();
+    let section = setup.split("## 6. Your browser, day to day").nth(1).expect("the section exists");
+    let section = section.split("\n## ").next().unwrap();
+    let help = orchestrator().args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let mut quoted = 0;
+    for (at, _) in section.match_indices("`--") {
+        let rest = &section[at + 1..];
+        let flag = &rest[..rest.find('`').unwrap()];
+        let said = rest.split("` (").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or("");
+        let entry = help.split(&format!("{flag} <")).nth(1).unwrap_or_else(|| panic!("serve has no {flag}"));
+        let default = entry.split("[default: ").nth(1).and_then(|d| d.split(']').next()).unwrap();
+        assert_eq!(said, default, "docs/setup.md says {flag} is {said} by default; serve --help says {default}");
+        quoted += 1;
+    }
+    assert_eq!(quoted, 2, "the section names the lease and the recheck");
+}
