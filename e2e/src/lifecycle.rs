@@ -21,16 +21,6 @@ pub trait Lifecycle: Send {
     fn freezes(&self) -> bool;
 }
 
-/// `tabs.discard` of the tab whose URL holds `conversation`, from an
-/// extension page: true once it is discarded.
-fn discard_js(api: &str, conversation: &str) -> String {
-    format!(
-        "{api}.tabs.query({{}}).then(ts => ts.find(t => (t.url || '').includes({conversation:?})))\
-         .then(t => t ? {api}.tabs.discard(t.id).then(() => {api}.tabs.query({{}}))\
-         .then(ts => ts.some(t => t.discarded && (t.url || '').includes({conversation:?}))) : false)"
-    )
-}
-
 /// The lifecycle of a Chromium the rig launched.
 pub struct ChromiumLifecycle<'b>(pub &'b crate::Chromium);
 
@@ -57,8 +47,11 @@ impl Lifecycle for ChromiumLifecycle<'_> {
             // `tabs.discard` is an extension API: run from the extension's
             // options page (the browser's own Memory Saver needs no page).
             let page = self.0.open(&self.0.extension_url("options.html")).await?;
-            let discarded =
-                page.evaluate(discard_js("chrome", conversation)).await?.into_value::<bool>().unwrap_or(false);
+            let js = format!(
+                "chrome.tabs.query({{}}).then(ts => ts.find(t => (t.url || '').includes({conversation:?})))\
+                 .then(t => t ? chrome.tabs.discard(t.id).then(d => !!d && d.discarded) : false)"
+            );
+            let discarded = page.evaluate(js).await?.into_value::<bool>().unwrap_or(false);
             page.close().await?;
             anyhow::ensure!(discarded, "the tab showing {conversation} was not discarded");
             Ok(())

@@ -241,8 +241,9 @@ pub fn ack(command: &Command) -> ExecutorFrame {
 }
 
 /// The URL fragment that marks a tab opened for the command with
-/// idempotency key `key`, so a restart between opening the tab and
-/// recording it finds that exact tab again (never by guess).
+/// idempotency key `key`, so a person can tell the tab's purpose. (A
+/// restart resumes in the tab its journal recorded, never in one found by
+/// its URL, which a person's tab may share.)
 pub fn tab_marker(key: &str) -> String {
     let safe: String =
         key.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect();
@@ -348,6 +349,19 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
     /// The worker a tab serves, if the tab is managed.
     pub fn worker_of(&self, tab: &H) -> Option<&WorkerId> {
         self.workers.iter().find(|(_, m)| m.tab.as_ref() == Some(tab)).map(|(w, _)| w)
+    }
+
+    /// Whether `tab`, showing `url`, is still the managed tab it was: it
+    /// shows its worker's bound conversation, or, before one is bound, a
+    /// page a create marked. A tab id outlives nothing reliably (after a
+    /// browser restart a stored id may name a person's tab): nothing is
+    /// reloaded, parked or closed in a tab that fails this.
+    pub fn shows_own(&self, tab: &H, url: &str) -> bool {
+        let Some(managed) = self.worker_of(tab).and_then(|w| self.workers.get(w)) else { return false };
+        match &managed.conversation {
+            Some(bound) => parse_url(url).and_then(|r| r.conversation).as_ref() == Some(bound),
+            None => url.starts_with(protocol::executor::URL_PREFIX) && url.contains("#orchestrator-"),
+        }
     }
 
     /// The outcome `ok`, naming the worker's conversation if bound.

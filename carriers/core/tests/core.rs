@@ -230,6 +230,20 @@ fn a_replaced_tab_keeps_its_worker_under_the_new_id() {
     assert!(core.page_unreachable(&99, "not ours").is_empty());
 }
 
+/// Issue 44: after a browser restart a stored tab id may name a person's
+/// tab; only a tab showing the worker's own conversation is still its.
+#[test]
+fn a_tab_is_the_workers_only_while_it_shows_its_conversation() {
+    let (core, _) = bound_worker();
+    assert!(core.shows_own(&7, &format!("https://chatgpt.com/c/{CONV}")));
+    let project = format!("https://chatgpt.com/g/g-p-{}-notes/c/{CONV}?model=y", "a".repeat(32));
+    assert!(core.shows_own(&7, &project), "in its Project");
+    assert!(!core.shows_own(&7, &format!("https://chatgpt.com/c/{OTHER}")), "a person's conversation");
+    assert!(!core.shows_own(&7, "https://chatgpt.com/"), "a new chat");
+    assert!(!core.shows_own(&7, "https://example.com/"));
+    assert!(!core.shows_own(&99, &format!("https://chatgpt.com/c/{CONV}")), "a tab nobody manages");
+}
+
 #[test]
 fn page_reports_bind_once_flag_drift_and_coalesce_states() {
     let (mut core, w) = bound_worker();

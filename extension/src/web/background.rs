@@ -290,8 +290,11 @@ impl Background {
             return;
         }
         self.emit(frames);
+        let Some(bg) = background() else { return };
         wasm_bindgen_futures::spawn_local(async move {
-            let _ = call("tabs.reload", &[tab.into()]).await;
+            if bg.still_ours(tab).await {
+                let _ = call("tabs.reload", &[tab.into()]).await;
+            }
         });
     }
 
@@ -304,13 +307,32 @@ impl Background {
     async fn thaw(&self, tab: i32) -> bool {
         let Some(worker) = self.core.borrow().worker_of(&tab).cloned() else { return false };
         let state = self.core.borrow().managed(&worker).and_then(|m| m.state);
-        let reload = matches!(state, Some(ConversationState::Idle | ConversationState::Generating));
+        let reload = matches!(state, Some(ConversationState::Idle | ConversationState::Generating))
+            && self.still_ours(tab).await;
         let frames = self.core.borrow_mut().page_unreachable(&tab, if reload { FROZEN_RELOADED } else { FROZEN_LEFT });
         self.emit(frames);
         if reload {
             let _ = call("tabs.reload", &[tab.into()]).await;
         }
         reload
+    }
+
+    /// Whether `tab` still shows what its worker owns, as the browser says
+    /// now (`Core::shows_own`): nothing is reloaded, parked or closed in a
+    /// tab that does not.
+    async fn still_ours(&self, tab: i32) -> bool {
+        let Ok(info) = call("tabs.get", &[tab.into()]).await else { return false };
+        let url = Reflect::get(&info, &"url".into()).ok().and_then(|u| u.as_string()).unwrap_or_default();
+        self.core.borrow().shows_own(&tab, &url)
+    }
+
+    /// The worker's tab is no longer its own (closed, or showing something
+    /// else): forgotten and reported closed, so the daemon reopens its
+    /// exact conversation in a tab of its own.
+    async fn lost(&self, tab: i32) {
+        let frames = self.core.borrow_mut().tab_removed(&tab);
+        self.emit(frames);
+        self.persist().await;
     }
 
     async fn persist(&self) {
@@ -354,11 +376,14 @@ impl Background {
         for tab in tabs {
             if call("tabs.get", &[tab.into()]).await.is_ok() {
                 alive.push(tab);
-                if ask(tab, &ToPage::Ping, PAGE_ANSWERS_MS).await.is_err() {
-                    // A frozen page is reloaded only when that loses nothing.
-                    if !frozen(tab).await || self.thaw(tab).await {
-                        let _ = call("tabs.reload", &[tab.into()]).await;
-                    }
+                // A stored id may name a person's tab after a browser
+                // restart: only a tab showing its worker's conversation is
+                // reloaded, and a frozen one only when that loses nothing.
+                if ask(tab, &ToPage::Ping, PAGE_ANSWERS_MS).await.is_err()
+                    && self.still_ours(tab).await
+                    && (!frozen(tab).await || self.thaw(tab).await)
+                {
+                    let _ = call("tabs.reload", &[tab.into()]).await;
                 }
             }
         }
@@ -741,7 +766,14 @@ impl Background {
                 }
                 Err(outcome) => outcome,
             },
-            Plan::Submit { tab, prompt } => self.submit(command, tab, &prompt, creating).await,
+            Plan::Submit { tab, prompt } => {
+                // A create is planned as a submit only when resumed after a
+                // restart, into the tab its journal recorded for it.
+                if creating && let Err(outcome) = self.resume_opened(command, tab).await {
+                    return outcome;
+                }
+                self.submit(command, tab, &prompt, creating).await
+            }
             // The core plans no steer for a carrier that declared no seam, and
             // the real site shows none (docs/executor-protocol.md).
             Plan::Steer { .. } => error(ErrorCode::InvalidArgument, "no steering seam on chatgpt.com"),
@@ -770,6 +802,10 @@ impl Background {
                     Err(outcome) => outcome,
                 }
             }
+            Plan::Inspect { tab } if !self.still_ours(tab).await => {
+                self.lost(tab).await;
+                self.ok(command)
+            }
             Plan::Inspect { tab } => match ask(tab, &ToPage::Ping, PAGE_ANSWERS_MS).await {
                 Ok(PageReply::Report(report)) => {
                     let frames = self.core.borrow_mut().inspected(&tab, &report.url, report.state, report.error);
@@ -786,7 +822,9 @@ impl Background {
             },
             Plan::Close { tab } => {
                 let ok = self.ok(command);
-                if let Some(tab) = tab {
+                if let Some(tab) = tab
+                    && self.still_ours(tab).await
+                {
                     let _ = call("tabs.remove", &[tab.into()]).await;
                 }
                 let frames = self.core.borrow_mut().closed_by_daemon(&command.worker_id);
@@ -796,6 +834,10 @@ impl Background {
             }
             // The page says whether it may go; the binding is kept (and
             // journaled) before the tab closes, so its closing reports nothing.
+            Plan::Park { tab } if !self.still_ours(tab).await => {
+                self.lost(tab).await;
+                self.ok(command)
+            }
             Plan::Park { tab } => match ask(tab, &ToPage::MayClose, PAGE_ANSWERS_MS).await {
                 Ok(PageReply::Report(_)) => {
                     let parked = self.core.borrow_mut().parked(&command.worker_id);
@@ -813,7 +855,9 @@ impl Background {
             },
             // The page agreed before a restart: its tab closes now.
             Plan::FinishPark { tab } => {
-                let _ = call("tabs.remove", &[tab.into()]).await;
+                if self.still_ours(tab).await {
+                    let _ = call("tabs.remove", &[tab.into()]).await;
+                }
                 self.core.borrow_mut().park_closed(&command.worker_id);
                 self.persist().await;
                 self.ok(command)
@@ -825,23 +869,57 @@ impl Background {
         self.core.borrow().ok(&command.worker_id)
     }
 
-    /// Opens the new chat's tab, marked with the command, unless a restart
-    /// interrupted an earlier opening: then that exact tab is found by its
-    /// marker and used.
+    /// Opens the create's tab blank and journals it by its id *before* it
+    /// shows any page, then shows it the page: a restart resumes in exactly
+    /// that tab ([`Background::resume_opened`]), and never adopts a tab by
+    /// its URL, which a person's tab may share. The URL still carries the
+    /// command's marker, so a person can tell the tab's purpose.
     async fn open_marked(&self, command: &Command, url: &str) -> Result<i32, CommandOutcome> {
         let key = &command.idempotency_key;
-        let marker = tab_marker(key);
-        let resumed = self.core.borrow().entry(key).is_some_and(|e| e.phase == Phase::TabOpening);
-        let found = if resumed { find_marked(&marker).await } else { None };
         self.core.borrow_mut().advance(key, Phase::TabOpening);
         self.persist().await;
-        let tab = match found {
-            Some(tab) => tab,
-            None => open_tab(&format!("{url}{marker}")).await?,
-        };
+        let tab = open_tab("about:blank").await?;
         self.core.borrow_mut().tab_opened(&command.worker_id, tab);
         self.persist().await;
+        if let Err(outcome) = show(tab, &format!("{url}{}", tab_marker(key))).await {
+            self.core.borrow_mut().release_unbound(&command.worker_id);
+            self.persist().await;
+            return Err(outcome);
+        }
         Ok(tab)
+    }
+
+    /// A create resumed after a restart, in the tab its journal recorded:
+    /// shown its page now if the restart came before it was (never another
+    /// tab); a tab that is gone is forgotten, so the replay opens one anew
+    /// (no page was ever shown there: nothing was typed).
+    async fn resume_opened(&self, command: &Command, tab: i32) -> Result<(), CommandOutcome> {
+        let CommandOp::ConversationCreate { project_url, .. } = &command.op else { return Ok(()) };
+        let marker = tab_marker(&command.idempotency_key);
+        match call("tabs.get", &[tab.into()]).await {
+            Ok(info) => {
+                let url = Reflect::get(&info, &"url".into()).ok().and_then(|u| u.as_string()).unwrap_or_default();
+                let start = project_url.as_deref().unwrap_or(protocol::executor::URL_PREFIX);
+                match url.as_str() {
+                    _ if url.ends_with(&marker) => Ok(()),
+                    // Still the blank tab it opened: shown its page now.
+                    "" | "about:blank" => show(tab, &format!("{start}{marker}")).await,
+                    // Anything else is not that tab any more (after a
+                    // browser restart its id may name a person's tab):
+                    // untouched, and the create starts afresh.
+                    _ => {
+                        self.core.borrow_mut().release_unbound(&command.worker_id);
+                        self.persist().await;
+                        Err(error(ErrorCode::BrowserControlUnavailable, "the create's tab shows another page"))
+                    }
+                }
+            }
+            Err(_) => {
+                self.core.borrow_mut().release_unbound(&command.worker_id);
+                self.persist().await;
+                Err(error(ErrorCode::BrowserControlUnavailable, "the create's tab is gone"))
+            }
+        }
     }
 
     /// Hands the prompt to the page once, recording the phase first.
@@ -968,18 +1046,12 @@ async fn open_tab(url: &str) -> Result<i32, CommandOutcome> {
     Ok(id)
 }
 
-/// The one tab whose URL ends with `marker`, if exactly one does.
-async fn find_marked(marker: &str) -> Option<i32> {
-    let tabs = call("tabs.query", &[object(&[("url", "https://chatgpt.com/*".into())])]).await.ok()?;
-    let tabs: js_sys::Array = tabs.dyn_into().ok()?;
-    let matching: Vec<i32> = tabs
-        .iter()
-        .filter(|t| {
-            Reflect::get(t, &"url".into()).ok().and_then(|u| u.as_string()).is_some_and(|u| u.ends_with(marker))
-        })
-        .filter_map(|t| Reflect::get(&t, &"id".into()).ok().and_then(|v| v.as_f64()).map(|v| v as i32))
-        .collect();
-    (matching.len() == 1).then(|| matching[0])
+/// Shows `tab` the page at `url`.
+async fn show(tab: i32, url: &str) -> Result<(), CommandOutcome> {
+    match call("tabs.update", &[tab.into(), object(&[("url", url.into())])]).await {
+        Ok(_) => Ok(()),
+        Err(_) => Err(error(ErrorCode::BrowserControlUnavailable, "the create's tab could not be shown its page")),
+    }
 }
 
 /// How long a page's content script has to answer a request that asks it
