@@ -62,8 +62,9 @@ pub enum Viewer {
     /// A non-root worker.
     Worker(WorkerId),
     /// A worker of this run reading the ownership log: the events of the
-    /// records it may see ([`crate::ownership::readable`]).
-    Ownership(RunId),
+    /// records its run may see ([`crate::ownership::readable`]); for a
+    /// worker other than root (named), only those about it.
+    Ownership(RunId, Option<WorkerId>),
 }
 
 /// A page of events and the cursor to continue from.
@@ -1225,7 +1226,7 @@ impl ControlPlane {
             // Root sees every event: read no more than the page still needs.
             let wanted = match viewer {
                 Viewer::Root => limit - events.len(),
-                Viewer::Worker(_) | Viewer::Ownership(_) => EVENTS_PAGE_MAX,
+                Viewer::Worker(_) | Viewer::Ownership(..) => EVENTS_PAGE_MAX,
             };
             let batch: Vec<Event> = match self.broker.tail_after(run, cursor, wanted) {
                 Some(tail) if !tail.is_empty() => tail.iter().map(|e| Event::clone(e)).collect(),
@@ -1242,11 +1243,14 @@ impl ControlPlane {
                 let visible = match viewer {
                     Viewer::Root => true,
                     Viewer::Worker(id) => event.body.visible_to(id),
-                    Viewer::Ownership(run) => event.body.ownership().is_some_and(|(id, _)| {
-                        self.with_state(|s| {
-                            s.ownership.records.get(id).is_some_and(|r| crate::ownership::readable(s, r, run))
-                        })
-                    }),
+                    Viewer::Ownership(run, worker) => {
+                        worker.as_ref().is_none_or(|w| event.body.visible_to(w))
+                            && event.body.ownership().is_some_and(|(id, _)| {
+                                self.with_state(|s| {
+                                    s.ownership.records.get(id).is_some_and(|r| crate::ownership::readable(s, r, run))
+                                })
+                            })
+                    }
                 };
                 if visible {
                     let len = serde_json::to_vec(&event).map_or(usize::MAX, |json| json.len()) + 1;

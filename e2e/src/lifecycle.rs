@@ -4,9 +4,7 @@
 //! `frozen`). The test's own hands, through DevTools or WebDriver BiDi and
 //! an extension page (`tabs.discard`), never the product's.
 
-use std::time::{Duration, Instant};
-
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 use crate::person::Act;
 
@@ -23,23 +21,6 @@ pub trait Lifecycle: Send {
 
 /// The lifecycle of a Chromium the rig launched.
 pub struct ChromiumLifecycle<'b>(pub &'b crate::Chromium);
-
-impl ChromiumLifecycle<'_> {
-    async fn tab(&self, conversation: &str) -> anyhow::Result<chromiumoxide::Page> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            for page in self.0.browser.pages().await? {
-                if page.url().await.ok().flatten().is_some_and(|u| u.contains(conversation)) {
-                    return Ok(page);
-                }
-            }
-            if Instant::now() > deadline {
-                bail!("no tab shows {conversation}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
 
 impl Lifecycle for ChromiumLifecycle<'_> {
     fn discard<'a>(&'a mut self, conversation: &'a str) -> Act<'a, ()> {
@@ -61,7 +42,7 @@ impl Lifecycle for ChromiumLifecycle<'_> {
     fn freeze<'a>(&'a mut self, conversation: &'a str, frozen: bool) -> Act<'a, ()> {
         Box::pin(async move {
             use chromiumoxide::cdp::browser_protocol::page::{SetWebLifecycleStateParams, SetWebLifecycleStateState};
-            let page = self.tab(conversation).await?;
+            let page = crate::person::tab_showing(self.0, conversation).await?;
             let state = if frozen { SetWebLifecycleStateState::Frozen } else { SetWebLifecycleStateState::Active };
             page.execute(SetWebLifecycleStateParams::new(state)).await.context("Page.setWebLifecycleState")?;
             Ok(())

@@ -29,20 +29,19 @@ const FILE_INPUT: &str = "#composer-region form input[type='file']";
 /// A person at a Chromium the rig launched.
 pub struct ChromiumHands<'b>(pub &'b crate::Chromium);
 
-impl ChromiumHands<'_> {
-    async fn tab(&self, conversation: &str) -> anyhow::Result<chromiumoxide::Page> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            for page in self.0.browser.pages().await? {
-                if page.url().await.ok().flatten().is_some_and(|u| u.contains(conversation)) {
-                    return Ok(page);
-                }
+/// The tab of `chromium` showing `conversation` (waiting for it, 20 s).
+pub(crate) async fn tab_showing(chromium: &crate::Chromium, conversation: &str) -> anyhow::Result<chromiumoxide::Page> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        for page in chromium.browser.pages().await? {
+            if page.url().await.ok().flatten().is_some_and(|u| u.contains(conversation)) {
+                return Ok(page);
             }
-            if Instant::now() > deadline {
-                bail!("no tab shows {conversation}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        if Instant::now() > deadline {
+            bail!("no tab shows {conversation}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -50,7 +49,7 @@ impl Person for ChromiumHands<'_> {
     fn attach<'a>(&'a mut self, conversation: &'a str, file: &'a Path) -> Act<'a, ()> {
         Box::pin(async move {
             use chromiumoxide::cdp::browser_protocol::dom::SetFileInputFilesParams;
-            let page = self.tab(conversation).await?;
+            let page = tab_showing(self.0, conversation).await?;
             let input = page.find_element(FILE_INPUT).await?;
             let params = SetFileInputFilesParams::builder()
                 .file(file.display().to_string())
@@ -64,7 +63,7 @@ impl Person for ChromiumHands<'_> {
 
     fn run<'a>(&'a mut self, conversation: &'a str, js: &'a str) -> Act<'a, Value> {
         Box::pin(async move {
-            let page = self.tab(conversation).await?;
+            let page = tab_showing(self.0, conversation).await?;
             Ok(page.evaluate(js).await?.into_value::<Value>().unwrap_or(Value::Null))
         })
     }

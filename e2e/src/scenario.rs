@@ -240,6 +240,33 @@ impl Root {
     }
 }
 
+/// Whether `e` is `worker`'s completion with `summary`.
+fn completed(worker: &str, summary: &'static str) -> impl Fn(&Value) -> bool + use<> {
+    let worker = worker.to_owned();
+    move |e: &Value| {
+        e["type"] == "worker.completed" && e["data"]["worker_id"] == worker.as_str() && e["data"]["summary"] == summary
+    }
+}
+
+/// A fresh run (titled `title`) whose one worker `name` completed its first
+/// turn ("first") and whose page went idle: root, what was seen, the
+/// worker and its conversation.
+async fn settled_worker(
+    mcp_url: &str,
+    hub: &fakechat::hub::Hub,
+    title: &str,
+    name: &str,
+    budget: Duration,
+) -> anyhow::Result<(Root, Outcome, String, String)> {
+    let mut root = Root::start(mcp_url, title).await?;
+    let mut out = Outcome::default();
+    let worker = root.spawn(&mut out, name, r#"complete "first""#).await?;
+    root.wait(&mut out, budget, completed(&worker, "first")).await?;
+    let conversation = Root::conversation_of(&out, &worker)?;
+    all_idle(hub, std::slice::from_ref(&conversation), budget).await?;
+    Ok((root, out, worker, conversation))
+}
+
 /// What a browser asleep showed: how long after it woke the worker was
 /// working again, idle and mid-turn.
 #[derive(Debug)]
@@ -267,18 +294,9 @@ pub async fn browser_asleep(
     nap: Duration,
     budget: Duration,
 ) -> anyhow::Result<Asleep> {
-    let mut root = Root::start(mcp_url, "browser asleep").await?;
-    let mut out = Outcome::default();
-    let worker = root.spawn(&mut out, "sleeper", r#"complete "first""#).await?;
-    let done = |summary: &'static str| {
-        let worker = worker.clone();
-        move |e: &Value| {
-            e["type"] == "worker.completed" && e["data"]["worker_id"] == worker && e["data"]["summary"] == summary
-        }
-    };
-    root.wait(&mut out, budget, done("first")).await?;
-    let conversation = Root::conversation_of(&out, &worker)?;
-    all_idle(hub, std::slice::from_ref(&conversation), budget).await?;
+    let (mut root, mut out, worker, conversation) =
+        settled_worker(mcp_url, hub, "browser asleep", "sleeper", budget).await?;
+    let done = |summary| completed(&worker, summary);
 
     // Idle: the browser stops, then a follow-up falls due.
     asleep(true)?;
@@ -353,19 +371,10 @@ pub async fn tab_lifecycle(
     browser: &mut impl crate::lifecycle::Lifecycle,
     budget: Duration,
 ) -> anyhow::Result<TabLifecycle> {
-    let mut root = Root::start(mcp_url, "tab lifecycle").await?;
-    let mut out = Outcome::default();
-    let worker = root.spawn(&mut out, "lifer", r#"complete "first""#).await?;
-    let done = |summary: &'static str| {
-        let worker = worker.clone();
-        move |e: &Value| {
-            e["type"] == "worker.completed" && e["data"]["worker_id"] == worker && e["data"]["summary"] == summary
-        }
-    };
-    root.wait(&mut out, budget, done("first")).await?;
-    let conversation = Root::conversation_of(&out, &worker)?;
+    let (mut root, mut out, worker, conversation) =
+        settled_worker(mcp_url, hub, "tab lifecycle", "lifer", budget).await?;
+    let done = |summary| completed(&worker, summary);
     let conv = std::slice::from_ref(&conversation);
-    all_idle(hub, conv, budget).await?;
     let followup = |summary: &str| json!({"worker_id": worker, "instructions": format!("Go on.\nscenario: complete \"{summary}\"")});
 
     // Discarded, a follow-up asked for at once.
@@ -1090,12 +1099,7 @@ pub async fn ownership_lifecycle(
     let wt = worktree.display().to_string();
     let claim = json!({"worktree": wt, "session": "o9-s1", "lane": "e2e"});
     let worker = root.spawn(&mut out, "owner", &format!("call ownership_claim {claim}; complete \"claimed\"")).await?;
-    let done = |summary: &'static str| {
-        let worker = worker.clone();
-        move |e: &Value| {
-            e["type"] == "worker.completed" && e["data"]["worker_id"] == worker && e["data"]["summary"] == summary
-        }
-    };
+    let done = |summary| completed(&worker, summary);
     root.wait(&mut out, budget, done("claimed")).await?;
     let conversation = Root::conversation_of(&out, &worker)?;
     let found = root.call("ownership_who", json!({"worktree": wt})).await?;

@@ -27,12 +27,16 @@ pub enum Stream {
 
 impl Stream {
     /// The log, and what of it `me` may see: root its whole run, a worker
-    /// its own events and mail; in the ownership log, its run's records.
+    /// its own events and mail; in the ownership log, the same of its run's
+    /// records.
     fn of(self, me: &Worker) -> (RunId, Viewer) {
         match self {
             Stream::Run if me.is_root() => (me.run_id.clone(), Viewer::Root),
             Stream::Run => (me.run_id.clone(), Viewer::Worker(me.id.clone())),
-            Stream::Ownership => (RunId::ownership(), Viewer::Ownership(me.run_id.clone())),
+            Stream::Ownership => {
+                let worker = (!me.is_root()).then(|| me.id.clone());
+                (RunId::ownership(), Viewer::Ownership(me.run_id.clone(), worker))
+            }
         }
     }
 }
