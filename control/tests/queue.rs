@@ -159,6 +159,18 @@ impl World {
             .unwrap();
     }
 
+    /// An idle attached worker `a` whose follow-up was dispatched to
+    /// `ext`: the worker, the connected executors and the command.
+    fn wake_dispatched(&self) -> (WorkerId, Vec<String>, protocol::CommandId) {
+        let a = self.attached("a", CONV_A);
+        self.observe(&a, ConversationState::Idle);
+        let root = self.plane.worker(&self.root).unwrap();
+        self.plane.followup(&root, &a, "more", None).unwrap();
+        assert_eq!(self.pump(&["ext"]).len(), 1, "the wake is dispatched");
+        let command = self.open_command(&a);
+        (a, World::connected(&["ext"]), command)
+    }
+
     fn open_command(&self, worker: &WorkerId) -> protocol::CommandId {
         let w = self.plane.worker(worker).unwrap();
         let run = self.plane.run(&w.run_id).unwrap();
@@ -822,13 +834,7 @@ fn a_tool_approval_card_waits_for_a_person_and_holds_every_send() {
 #[test]
 fn a_persons_draft_holds_the_wake_until_they_send_it_and_then_it_goes_once() {
     let w = world();
-    let a = w.attached("a", CONV_A);
-    let ext = World::connected(&["ext"]);
-    w.observe(&a, ConversationState::Idle);
-    let root = w.plane.worker(&w.root).unwrap();
-    w.plane.followup(&root, &a, "more", None).unwrap();
-    assert_eq!(w.pump(&["ext"]).len(), 1, "the wake is dispatched");
-    let refused = w.open_command(&a);
+    let (a, ext, refused) = w.wake_dispatched();
     let outcome = CommandOutcome::Error {
         code: ErrorCode::ComposerHasDraft,
         detail: "the composer holds a person's attachment; nothing typed or sent".into(),
@@ -878,13 +884,7 @@ fn a_persons_draft_holds_the_wake_until_they_send_it_and_then_it_goes_once() {
 fn a_wake_refused_while_the_browser_sleeps_is_held_and_goes_once_when_it_wakes() {
     let w = world();
     let policy = Policy { recheck_after_ms: 30_000, ..Policy::default() };
-    let a = w.attached("a", CONV_A);
-    let ext = World::connected(&["ext"]);
-    w.observe(&a, ConversationState::Idle);
-    let root = w.plane.worker(&w.root).unwrap();
-    w.plane.followup(&root, &a, "more", None).unwrap();
-    assert_eq!(w.pump(&["ext"]).len(), 1, "the wake is dispatched");
-    let refused = w.open_command(&a);
+    let (a, ext, refused) = w.wake_dispatched();
     let asleep = || CommandOutcome::Error {
         code: ErrorCode::BrowserControlUnavailable,
         detail: "the browser did not answer DevTools".into(),
