@@ -55,9 +55,9 @@ pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &
         return waiting(
             WaitingFor::Browser,
             format!(
-                "{code}: its executor cannot reach this worker's browser (asleep, stopped, or not authorized): wake \
-                 or start the browser (docs/cdp-carrier.md for the CDP agent); the daemon looks at the page again \
-                 every 30 s (by default) and the worker's next message goes in once"
+                "{code}: its executor cannot reach this worker's page (the browser asleep, stopped or not \
+                 authorized, or the tab frozen): wake or start the browser, or open the tab (docs/setup.md); while a \
+                 message waits the daemon looks at the page again at its recheck interval, and the message goes in once"
             ),
         );
     }

@@ -75,14 +75,17 @@ pub fn valid_session_id(id: &str) -> bool {
 }
 
 /// Whether `text` holds what looks like a worker's credential (`cap_` or
-/// `att_` starting a word, then hex): labels and sessions are written into
-/// Git config, which anyone who can read the repository reads.
+/// `att_` starting a word, then the 32 hex digits of a worker id): labels
+/// and sessions are written into Git config, which anyone who can read the
+/// repository reads.
 pub fn credential_shaped(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
     let bytes = lower.as_bytes();
     ["cap_", "att_"].iter().any(|prefix| {
         lower.match_indices(prefix).any(|(at, _)| {
-            (at == 0 || !bytes[at - 1].is_ascii_alphanumeric()) && bytes.get(at + 4).is_some_and(u8::is_ascii_hexdigit)
+            let id = bytes.get(at + 4..at + 36);
+            (at == 0 || !bytes[at - 1].is_ascii_alphanumeric())
+                && id.is_some_and(|id| id.iter().all(u8::is_ascii_hexdigit))
         })
     })
 }
@@ -390,7 +393,7 @@ mod tests {
             assert!(with(&bad).is_err(), "{bad:?}");
             assert!(Session { id: bad.replace(' ', "/"), parent: None }.check().is_err(), "{bad:?}");
         }
-        for fine in ["cap_table", "recap_1", "watt_3", "lane-cap"] {
+        for fine in ["cap_table", "recap_1", "watt_3", "lane-cap", "cap_fix", "att_deploy", "cap_add", "att_2fa"] {
             assert!(with(fine).is_ok() && valid_session_id(fine), "{fine:?}");
         }
     }

@@ -357,11 +357,25 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
     /// browser restart a stored id may name a person's tab): nothing is
     /// reloaded, parked or closed in a tab that fails this.
     pub fn shows_own(&self, tab: &H, url: &str) -> bool {
-        let Some(managed) = self.worker_of(tab).and_then(|w| self.workers.get(w)) else { return false };
+        let owner = self.workers.iter().find(|(_, m)| m.tab.as_ref() == Some(tab) || m.closing.as_ref() == Some(tab));
+        let Some((worker, managed)) = owner else { return false };
+        let shown = parse_url(url).and_then(|r| r.conversation);
         match &managed.conversation {
-            Some(bound) => parse_url(url).and_then(|r| r.conversation).as_ref() == Some(bound),
-            None => url.starts_with(protocol::executor::URL_PREFIX) && url.contains("#orchestrator-"),
+            Some(bound) => shown.as_ref() == Some(bound),
+            // A create's tab: blank until shown its page, then marked, and
+            // once its prompt may be in, the conversation it made.
+            None => {
+                matches!(url, "" | "about:blank")
+                    || (url.starts_with(protocol::executor::URL_PREFIX) && url.contains("#orchestrator-"))
+                    || (shown.is_some() && self.submitting(worker))
+            }
         }
+    }
+
+    /// Whether a submission of `worker`'s may be in its page now (journaled
+    /// as started, its outcome not yet known): its page is never reloaded.
+    pub fn submitting(&self, worker: &WorkerId) -> bool {
+        self.journal.values().any(|e| e.worker_id == *worker && e.phase == Phase::SubmissionStarted)
     }
 
     /// The outcome `ok`, naming the worker's conversation if bound.

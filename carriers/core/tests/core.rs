@@ -242,6 +242,7 @@ fn a_tab_is_the_workers_only_while_it_shows_its_conversation() {
     assert!(!core.shows_own(&7, "https://chatgpt.com/"), "a new chat");
     assert!(!core.shows_own(&7, "https://example.com/"));
     assert!(!core.shows_own(&99, &format!("https://chatgpt.com/c/{CONV}")), "a tab nobody manages");
+    assert!(!core.submitting(&worker(1)), "its create's outcome is known");
 }
 
 #[test]

@@ -234,8 +234,9 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                 // not reach the browser (asleep, stopped, not authorized). The
                 // page is then recorded as waiting for the person or the
                 // browser: the queue holds sends, and the recheck inspects it,
-                // until it is not. The wake goes out again as a new command, a
-                // bounded number of times: none of them drops a follow-up.
+                // until it is not. The wake goes out again as a new command, up
+                // to SEND_ATTEMPTS_MAX attempts (the last refusal stays in the
+                // log for root to see).
                 (
                     CommandOutcome::Error {
                         code:
@@ -295,6 +296,16 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                         code: *code,
                         detail: detail.clone(),
                     });
+                    // A send that could not reach the page (one no longer due,
+                    // so not queued again) still marks the page unreachable:
+                    // nothing more is sent into it until it answers.
+                    if matches!(intent, CommandIntent::Send { .. }) && crate::schedule::waits_for_browser(*code) {
+                        events.push(EventBody::ConversationStateChanged {
+                            worker_id: worker.id.clone(),
+                            state: ConversationState::Error,
+                            error: Some(*code),
+                        });
+                    }
                 }
                 (CommandOutcome::Error { code, .. }, CommandIntent::Create) if !code.outcome_uncertain() => {
                     if matches!(worker.state, WorkerState::LaunchRequested | WorkerState::Launching) {

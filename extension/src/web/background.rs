@@ -92,6 +92,9 @@ struct Background {
     raising: Cell<bool>,
     /// The timer of the next notice falling due.
     notice_timer: Cell<Option<i32>>,
+    /// Managed tabs being reloaded after a discard, until their page
+    /// reports again (the browser may tell of one discard twice).
+    reloading: RefCell<std::collections::HashSet<i32>>,
 }
 
 thread_local! {
@@ -131,6 +134,7 @@ pub async fn bg_start() {
         reconnect_pending: Cell::new(false),
         raising: Cell::new(false),
         notice_timer: Cell::new(None),
+        reloading: RefCell::default(),
     });
     // A view is only as good as the connection that brought it.
     forget_view();
@@ -284,6 +288,9 @@ impl Background {
     /// reloaded at its exact conversation (its page is gone: nothing of a
     /// person's is lost by the reload that was not lost by the discard).
     fn reload_discarded(&self, tab: i32) {
+        if self.core.borrow().worker_of(&tab).is_none() || !self.reloading.borrow_mut().insert(tab) {
+            return;
+        }
         let frames =
             self.core.borrow_mut().page_unreachable(&tab, "the browser discarded the managed tab; reloading it");
         if frames.is_empty() {
@@ -299,15 +306,18 @@ impl Background {
     }
 
     /// A managed tab the browser froze: reloaded at its exact conversation
-    /// when its page last reported itself idle or generating (a frozen page
-    /// is exactly as it last reported, and no person typed into it since:
-    /// the reload loses nothing of theirs), reported either way. A page
-    /// that last showed anything else (a person's draft, a question card)
-    /// is left for a person to open. Returns whether it was reloaded.
+    /// when its page last reported itself idle with nothing of a person's
+    /// (a frozen page is exactly as it last reported, and nobody typed into
+    /// it since: the reload loses nothing of theirs) and no submission of
+    /// ours may be in it; reported either way. A page that last showed
+    /// anything else (generating, a person's draft, a question card) is
+    /// left for a person to open. Returns whether it was reloaded.
     async fn thaw(&self, tab: i32) -> bool {
         let Some(worker) = self.core.borrow().worker_of(&tab).cloned() else { return false };
         let state = self.core.borrow().managed(&worker).and_then(|m| m.state);
-        let reload = matches!(state, Some(ConversationState::Idle | ConversationState::Generating))
+        // Idle only: a page generating may hold a draft typed meanwhile.
+        let reload = state == Some(ConversationState::Idle)
+            && !self.core.borrow().submitting(&worker)
             && self.still_ours(tab).await;
         let frames = self.core.borrow_mut().page_unreachable(&tab, if reload { FROZEN_RELOADED } else { FROZEN_LEFT });
         self.emit(frames);
@@ -327,8 +337,7 @@ impl Background {
     }
 
     /// The worker's tab is no longer its own (closed, or showing something
-    /// else): forgotten and reported closed, so the daemon reopens its
-    /// exact conversation in a tab of its own.
+    /// else): forgotten and reported closed, as a closed tab is.
     async fn lost(&self, tab: i32) {
         let frames = self.core.borrow_mut().tab_removed(&tab);
         self.emit(frames);
@@ -374,16 +383,19 @@ impl Background {
         let tabs: Vec<i32> = self.core.borrow().workers().filter_map(|(_, m)| m.tab).collect();
         let mut alive = Vec::new();
         for tab in tabs {
-            if call("tabs.get", &[tab.into()]).await.is_ok() {
+            // A stored id may name a person's tab after a browser restart: a
+            // tab is kept only while it shows its worker's conversation (or
+            // the blank page of a create), and a frozen one is reloaded
+            // only when that loses nothing.
+            if self.still_ours(tab).await {
                 alive.push(tab);
-                // A stored id may name a person's tab after a browser
-                // restart: only a tab showing its worker's conversation is
-                // reloaded, and a frozen one only when that loses nothing.
-                if ask(tab, &ToPage::Ping, PAGE_ANSWERS_MS).await.is_err()
-                    && self.still_ours(tab).await
-                    && (!frozen(tab).await || self.thaw(tab).await)
-                {
-                    let _ = call("tabs.reload", &[tab.into()]).await;
+                if ask(tab, &ToPage::Ping, PAGE_ANSWERS_MS).await.is_err() {
+                    match frozen(tab).await {
+                        true => drop(self.thaw(tab).await),
+                        false => {
+                            let _ = call("tabs.reload", &[tab.into()]).await;
+                        }
+                    }
                 }
             }
         }
@@ -710,6 +722,7 @@ impl Background {
     }
 
     fn on_report(self: &Rc<Self>, tab: i32, report: &Report) {
+        self.reloading.borrow_mut().remove(&tab);
         // A managed tab's content script shows the overlay for its worker.
         if let Some(worker_id) = self.core.borrow().worker_of(&tab).map(ToString::to_string) {
             wasm_bindgen_futures::spawn_local(async move {
@@ -782,7 +795,7 @@ impl Background {
             Plan::Reconcile { tab: Some(tab) } => match prompt_of(command) {
                 // The page's record settles it: a page that does not answer
                 // leaves the outcome unknown, and nothing is released or closed.
-                Some(prompt) => match self.wait_for_page(tab, command.deadline_ms).await {
+                Some(prompt) => match self.wait_for_page(tab, command.deadline_ms, false).await {
                     Ok(()) => self.submit(command, tab, prompt, creating).await,
                     Err(_) => {
                         error(ErrorCode::AmbiguousSubmission, "the page that may hold the prompt does not answer")
@@ -797,7 +810,7 @@ impl Background {
                 };
                 self.core.borrow_mut().tab_opened(&command.worker_id, tab);
                 self.persist().await;
-                match self.wait_for_page(tab, command.deadline_ms).await {
+                match self.wait_for_page(tab, command.deadline_ms, true).await {
                     Ok(()) => self.ok(command),
                     Err(outcome) => outcome,
                 }
@@ -882,8 +895,11 @@ impl Background {
         self.core.borrow_mut().tab_opened(&command.worker_id, tab);
         self.persist().await;
         if let Err(outcome) = show(tab, &format!("{url}{}", tab_marker(key))).await {
-            self.core.borrow_mut().release_unbound(&command.worker_id);
+            let blank = self.core.borrow_mut().release_unbound(&command.worker_id);
             self.persist().await;
+            if let Some(blank) = blank {
+                let _ = call("tabs.remove", &[blank.into()]).await;
+            }
             return Err(outcome);
         }
         Ok(tab)
@@ -934,8 +950,15 @@ impl Background {
 
     async fn submit_in(self: &Rc<Self>, command: &Command, tab: i32, prompt: &str, creating: bool) -> CommandOutcome {
         let key = &command.idempotency_key;
-        if let Err(outcome) = self.wait_for_page(tab, command.deadline_ms).await {
-            return outcome;
+        // Resumed inside a submission (reconciling), the prompt may be in:
+        // only the page's record settles it, so the page is never reloaded
+        // and a page that does not answer leaves the outcome unknown.
+        let reconciling = self.core.borrow().entry(key).is_some_and(|e| e.phase >= Phase::SubmissionStarted);
+        if let Err(outcome) = self.wait_for_page(tab, command.deadline_ms, !reconciling).await {
+            return match reconciling {
+                true => error(ErrorCode::AmbiguousSubmission, "the page that may hold the prompt does not answer"),
+                false => outcome,
+            };
         }
         self.core.borrow_mut().advance(key, Phase::SubmissionStarted);
         self.persist().await;
@@ -982,7 +1005,7 @@ impl Background {
     /// chatgpt.com page whose content script stays silent is given up after
     /// [`SILENT_AFTER_LOAD_MS`]: both end the wait at once with
     /// `ADAPTER_BLOCKED` and the reason, never a bare timeout.
-    async fn wait_for_page(&self, tab: i32, deadline_ms: u64) -> Result<(), CommandOutcome> {
+    async fn wait_for_page(&self, tab: i32, deadline_ms: u64, may_reload: bool) -> Result<(), CommandOutcome> {
         let mut loaded_since: Option<u64> = None;
         let mut thawed = false;
         loop {
@@ -992,7 +1015,7 @@ impl Background {
                 Err(_) => {}
             }
             if !thawed && frozen(tab).await {
-                match self.thaw(tab).await {
+                match may_reload && self.thaw(tab).await {
                     true => thawed = true,
                     false => return Err(error(ErrorCode::BrowserControlUnavailable, FROZEN_LEFT)),
                 }
