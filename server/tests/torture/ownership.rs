@@ -35,7 +35,8 @@ const WAIT: Duration = Duration::from_secs(30);
 /// The daemon's `git`: the real one, except while the file
 /// `$OWNERSHIP_GATE` exists. It says where to hold: `projection` holds a
 /// projection write before it is made, `wip` holds a WIP snapshot's ref
-/// once it is written; either touches `$OWNERSHIP_GATE.held` and waits.
+/// once it is written; either writes its process id into
+/// `$OWNERSHIP_GATE.held` and waits.
 fn gated_git(dir: &Path) -> PathBuf {
     let real = support::git(Path::new("/"), &["--exec-path"]);
     let real = Path::new(&real).join("git");
@@ -46,7 +47,7 @@ fn gated_git(dir: &Path) -> PathBuf {
         r#"#!/bin/sh
 mode=""
 [ -e "$OWNERSHIP_GATE" ] && mode=$(cat "$OWNERSHIP_GATE")
-hold() {{ touch "$OWNERSHIP_GATE.held"; while [ -e "$OWNERSHIP_GATE" ]; do sleep 0.02; done; }}
+hold() {{ echo $$ > "$OWNERSHIP_GATE.held"; while [ -e "$OWNERSHIP_GATE" ]; do sleep 0.02; done; }}
 case "$mode:$*" in
   projection:*'config --worktree'*|projection:*'worktree lock'*|projection:*'worktree unlock'*) hold ;;
   wip:*'update-ref refs/orchestrator/wip/'*) {real} "$@"; status=$?; hold; exit $status ;;
@@ -125,11 +126,16 @@ impl Rig {
         let mcp = self.mcp();
         let caller = std::thread::spawn(move || call(mcp));
         let deadline = Instant::now() + WAIT;
-        while !held.exists() {
+        while std::fs::read_to_string(&held).map_or(true, |pid| pid.trim().is_empty()) {
             assert!(Instant::now() < deadline, "git never held at {mode}");
             std::thread::sleep(Duration::from_millis(10));
         }
         self.kill9();
+        // The held git outlives the daemon it was a child of: it dies too,
+        // or it would write the projection after all (racing the test's
+        // own Git commands) once the gate opens.
+        let pid = std::fs::read_to_string(&held).unwrap();
+        let _ = std::process::Command::new("kill").args(["-9", pid.trim()]).status();
         std::fs::remove_file(&self.gate).unwrap();
         caller.join().unwrap()
     }
