@@ -237,6 +237,34 @@ impl Chromium {
             .map(|t| t.target_id.inner().clone()))
     }
 
+    /// Stops the extension's service worker as the browser does when it
+    /// idles one out (DevTools `Target.closeTarget` on its target, what
+    /// Chrome's own guide to testing service worker termination does), and
+    /// waits until it is gone. Its next event starts it again.
+    pub async fn stop_service_worker(&self) -> anyhow::Result<()> {
+        let target = self.worker_target().await?.context("no service worker runs")?;
+        self.browser
+            .execute(CloseTargetParams::new(target.clone()))
+            .await
+            .context("Target.closeTarget on the service worker")?;
+        for _ in 0..100 {
+            if self.worker_target().await?.as_ref() != Some(&target) {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::bail!("the service worker still runs after Target.closeTarget")
+    }
+
+    /// The connection line the extension's popup shows a person.
+    pub async fn popup_connection(&self) -> anyhow::Result<String> {
+        let popup = self.open(&self.extension_url("popup.html")).await?;
+        until(&popup, "(document.querySelector('#connection')?.textContent || '') !== ''").await?;
+        let text = eval::<String>(&popup, "document.querySelector('#connection').textContent").await?;
+        popup.close().await?;
+        Ok(text)
+    }
+
     /// The browser's main process, as DevTools reports it.
     pub async fn main_pid(&self) -> anyhow::Result<u32> {
         use chromiumoxide::cdp::browser_protocol::system_info::GetProcessInfoParams;

@@ -74,6 +74,12 @@ impl Daemon {
     /// Kills the daemon and starts it again on the same address and state.
     pub fn restart(&mut self, extra: &[&str]) -> anyhow::Result<()> {
         self.kill();
+        self.start_again(extra)
+    }
+
+    /// Starts the daemon again on the same address and state after a
+    /// [`Daemon::kill`]: its port was closed meanwhile.
+    pub fn start_again(&mut self, extra: &[&str]) -> anyhow::Result<()> {
         // The port was just released; binding it again may take a moment.
         let mut last = None;
         for _ in 0..50 {

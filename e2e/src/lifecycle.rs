@@ -1,7 +1,7 @@
 //! What a person's browser does to a managed tab behind their back, to
 //! save memory or power: Memory Saver discards it, Energy Saver freezes it
 //! (Chromium's `Page.setWebLifecycleState`, the page lifecycle API's
-//! `frozen`). The test's own hands, through DevTools or WebDriver BiDi and
+//! `frozen`); and to the extension's background, which it stops when idle. The test's own hands, through DevTools or WebDriver BiDi and
 //! an extension page (`tabs.discard`), never the product's.
 
 use anyhow::Context;
@@ -17,6 +17,10 @@ pub trait Lifecycle: Send {
     fn freeze<'a>(&'a mut self, conversation: &'a str, frozen: bool) -> Act<'a, ()>;
     /// Whether this browser freezes pages at all.
     fn freezes(&self) -> bool;
+    /// Stops the extension's background (an MV3 service worker idled out).
+    fn stop_background(&mut self) -> Act<'_, ()>;
+    /// The connection line the extension's popup shows a person.
+    fn said(&mut self) -> Act<'_, String>;
 }
 
 /// The lifecycle of a Chromium the rig launched.
@@ -51,5 +55,13 @@ impl Lifecycle for ChromiumLifecycle<'_> {
 
     fn freezes(&self) -> bool {
         true
+    }
+
+    fn stop_background(&mut self) -> Act<'_, ()> {
+        Box::pin(self.0.stop_service_worker())
+    }
+
+    fn said(&mut self) -> Act<'_, String> {
+        Box::pin(self.0.popup_connection())
     }
 }

@@ -3,8 +3,10 @@
 //! follows up A, whose wake prompt lands in A's existing conversation.
 
 mod attachment;
+mod everyday;
 
 pub use attachment::attachment_wait;
+pub use everyday::{Away, BackgroundStopped, background_stopped, daemon_away};
 
 use std::time::{Duration, Instant};
 

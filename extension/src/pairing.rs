@@ -8,6 +8,14 @@
 //! options page checks before saving and the background again right before
 //! connecting; the extension's CSP allows loopback WebSockets only.
 
+/// The first wait before reconnecting to the daemon after a disconnect;
+/// each failed attempt doubles it (jittered ±50 %) up to
+/// [`RECONNECT_MOST_MS`]. Quoted by docs/setup.md and docs/executor-protocol.md.
+pub const RECONNECT_FIRST_MS: u32 = 500;
+/// The longest wait between attempts: a failed attempt costs nothing, and a
+/// person who starts the daemon again should not wait long.
+pub const RECONNECT_MOST_MS: u32 = 10_000;
+
 /// A URL as a WHATWG parser (`new URL(…)`, the `url` crate) splits it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UrlParts {

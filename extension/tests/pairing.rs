@@ -60,3 +60,30 @@ fn only_a_credential_of_pairs_form_is_taken_and_it_names_its_executor() {
         assert!(check_credential(&bad).is_err(), "{bad}");
     }
 }
+
+/// Issue 44: the reconnect backoff the docs promise a person is the one the
+/// extension runs.
+#[test]
+fn the_docs_quote_the_reconnect_backoff() {
+    use extension::pairing::{RECONNECT_FIRST_MS, RECONNECT_MOST_MS};
+    let secs = |ms: u32| format!("{} s", f64::from(ms) / 1000.0);
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
+    for (doc, words) in [
+        (
+            "executor-protocol.md",
+            format!("doubling from {} to at most {}", secs(RECONNECT_FIRST_MS), secs(RECONNECT_MOST_MS)),
+        ),
+        (
+            "setup.md",
+            format!(
+                "after {}, then after twice as long each time up to {}",
+                secs(RECONNECT_FIRST_MS),
+                secs(RECONNECT_MOST_MS)
+            ),
+        ),
+    ] {
+        let text = std::fs::read_to_string(docs.join(doc)).unwrap();
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(text.contains(&words), "docs/{doc} does not say {words:?}");
+    }
+}

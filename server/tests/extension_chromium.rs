@@ -255,6 +255,22 @@ async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_noth
         oracle["tabs"].as_object().unwrap().values().filter(|t| !t["conversation"].is_null()).collect();
     assert_eq!(tabs.len(), 1, "one managed tab across every restart: {oracle:#}");
     assert!(world.chromium.wait_connected(Duration::from_secs(10)).await, "the extension reconnected");
+
+    // 4. The browser stops the extension's service worker, idle and mid-command.
+    let budget = Duration::from_secs(90);
+    let mut browser = e2e::lifecycle::ChromiumLifecycle(&world.chromium);
+    let stopped = e2e::scenario::background_stopped(&url, &world.fake.hub, &mut browser, budget)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("measured: service worker stopped, follow-up completed after {stopped:?}");
+
+    // 5. The daemon away for seconds, then for longer than the backoff's
+    //    cap (10 s): the popup says so, and the extension comes back by itself.
+    let outages = [Duration::from_secs(3), Duration::from_secs(25)];
+    let away = e2e::scenario::daemon_away(&mut world.daemon, &world.fake.hub, &mut browser, &outages, budget)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("measured: daemon away, extension back after {away:?}");
 }
 
 /// A daemon impostor on loopback: accepts the extension's hello, then

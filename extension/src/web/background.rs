@@ -27,6 +27,7 @@ use super::{
     call, call_within, from_js, now_ms, object, random_hex, set_timeout, sleep, storage_get, storage_set, to_js,
 };
 use crate::messages::{FromOverlay, FromPopup, PageReply, Report, Settings, Submission, ToPage};
+use crate::pairing::{RECONNECT_FIRST_MS as BACKOFF_MIN_MS, RECONNECT_MOST_MS as BACKOFF_MAX_MS};
 use protocol::operator::{Action, View};
 
 /// Notification ids: this prefix and the worker's id.
@@ -36,9 +37,6 @@ const NOTICE_ICON: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAACAAAAA
 
 /// The shared executor core, with tab ids as handles.
 type Core = executor_core::Core<i32>;
-
-const BACKOFF_MIN_MS: u32 = 500;
-const BACKOFF_MAX_MS: u32 = 30_000;
 
 /// How long a managed tab may show a loaded chatgpt.com page whose content
 /// script never answers before a command stops waiting for it, saying so:
@@ -92,6 +90,9 @@ struct Background {
     heartbeat_seq: Cell<u64>,
     backoff_ms: Cell<u32>,
     reconnect_pending: Cell<bool>,
+    /// Whether the connection failed and is being tried again: the failure's
+    /// words then stay up through each attempt instead of "connecting".
+    retrying: Cell<bool>,
     /// Whether notices are being raised now (one pass at a time).
     raising: Cell<bool>,
     /// The timer of the next notice falling due.
@@ -136,6 +137,7 @@ pub async fn bg_start() {
         heartbeat_seq: Cell::new(0),
         backoff_ms: Cell::new(BACKOFF_MIN_MS),
         reconnect_pending: Cell::new(false),
+        retrying: Cell::new(false),
         raising: Cell::new(false),
         notice_timer: Cell::new(None),
         reloading: RefCell::default(),
@@ -279,6 +281,7 @@ pub fn bg_event(kind: String, first: JsValue, second: JsValue) {
                 let value = Reflect::get(&change, &"newValue".into()).unwrap_or(JsValue::UNDEFINED);
                 *bg.pairing.borrow_mut() = from_js(&value).ok();
                 bg.backoff_ms.set(BACKOFF_MIN_MS);
+                bg.retrying.set(false);
                 bg.disconnect();
                 bg.connect();
             }
@@ -373,7 +376,9 @@ impl Background {
         };
         let generation = self.generation.get() + 1;
         self.generation.set(generation);
-        self.set_connection("connecting");
+        if !self.retrying.get() {
+            self.set_connection("connecting");
+        }
         let current = {
             let bg = self.clone();
             move || bg.generation.get() == generation
@@ -442,12 +447,19 @@ impl Background {
             }
             _ => format!("disconnected: {reason}"),
         };
-        self.set_connection(&why);
+        // docs/executor-protocol.md, "Reconnecting": no quick retry can
+        // succeed after these; the 30 s alarm still tries (a daemon updated).
+        if matches!(code, 4001 | 4002) {
+            self.set_connection(&why);
+            return;
+        }
+        self.set_connection(&format!("{why} (trying again by itself)"));
         self.schedule_reconnect();
     }
 
     /// Reconnects after a jittered, doubling delay.
     fn schedule_reconnect(self: &Rc<Self>) {
+        self.retrying.set(true);
         if self.reconnect_pending.replace(true) {
             return;
         }
@@ -501,6 +513,7 @@ impl Background {
         match serde_json::from_str::<DaemonFrame>(text) {
             Ok(DaemonFrame::Welcome { heartbeat_ms, .. }) => {
                 self.backoff_ms.set(BACKOFF_MIN_MS);
+                self.retrying.set(false);
                 self.set_connection("connected");
                 self.start_heartbeat(heartbeat_every(heartbeat_ms).as_millis() as u64);
                 self.resync();
@@ -567,7 +580,7 @@ impl Background {
 
     fn disconnect_and_retry(self: &Rc<Self>, why: &str) {
         self.disconnect();
-        self.set_connection(why);
+        self.set_connection(&format!("{why} (trying again by itself)"));
         self.schedule_reconnect();
     }
 
