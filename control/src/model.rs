@@ -727,6 +727,10 @@ impl State {
                 let w = touch(&mut self.workers, worker_id, &event.run_id, at).ok_or_else(|| fail("unknown worker"))?;
                 w.conversation_state = Some(ConversationState::Closed);
                 w.state_checked_at_ms = at;
+                // Its conversation lives on without a tab (a person closed
+                // it, the browser restarted): as a parked one, it is opened
+                // again in its exact conversation before its next prompt.
+                w.parked |= w.conversation.is_some();
                 // The tab is gone: "cannot reach the browser" no longer says
                 // anything about it (its slot's lost health does).
                 w.last_error = w.last_error.filter(|e| !crate::schedule::waits_for_browser(*e));

@@ -59,7 +59,8 @@ pub struct Policy {
     pub recheck_after_ms: u64,
     /// The account-wide budget for automatic continuation attempts.
     pub pacing: crate::continuity::Pacing,
-    /// Tab capacity per executor, if any (see [`crate::tabs`]).
+    /// Tab capacity per executor and the reopening of lost tabs, if any
+    /// (see [`crate::tabs`]; `usize::MAX` tabs: no capacity, reopening only).
     pub tabs: Option<crate::tabs::TabPolicy>,
     /// When workers roll over to a fresh conversation (see [`crate::rollover`]).
     pub rollover: crate::rollover::RolloverPolicy,

@@ -17,6 +17,8 @@
 //! - A parked worker with a prompt to deliver gets an `open` first (the
 //!   exact conversation, in a new tab); the queue dispatches it ahead of
 //!   the prompt once its executor has room.
+//! - A worker whose tab was lost (a person closed it, the browser
+//!   restarted) is parked too, capacity or not, and reopened the same way.
 
 use std::collections::HashMap;
 

@@ -997,6 +997,37 @@ fn tab_capacity_parks_idle_tabs_and_reopens_the_exact_conversation_before_a_prom
     assert_eq!(w.plane.tabs(policy).unwrap(), 0, "two tabs open, nothing waits");
 }
 
+/// Issue 44: a worker whose tab was lost (a person closed it, the browser
+/// restarted), with no tab capacity set, is not stranded: its next prompt
+/// waits for a reopen of its exact conversation, then goes once.
+#[test]
+fn a_lost_tab_is_opened_again_in_its_exact_conversation_before_the_next_prompt() {
+    use control::tabs::TabPolicy;
+    let w = world();
+    let uncapped = TabPolicy { max_open: usize::MAX, idle_grace_ms: 60_000 };
+    let a = w.spawn("a");
+    assert_eq!(w.pump(&["ext"]).len(), 1);
+    w.complete_create("ext", &a, CONV_A);
+    w.plane.execute(Request::Attach { worker_id: a.clone() }).unwrap();
+    w.plane.execute(Request::Complete { actor: a.clone(), summary: "ok".into(), artifacts: vec![] }).unwrap();
+    w.plane.report("ext", ExecutorFrame::ConversationClosed { worker_id: a.clone() }).unwrap();
+    assert!(w.plane.worker(&a).unwrap().parked, "its conversation lives on without a tab");
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.followup(&root, &a, "one more thing", None).unwrap();
+    assert!(w.pump(&["ext"]).is_empty(), "never a send into nothing");
+    assert_eq!(w.plane.tabs(uncapped).unwrap(), 1, "a reopen");
+    let reopened = w.pump(&["ext"]);
+    assert!(
+        matches!(&reopened[..], [(x, _, CommandOp::ConversationOpen { conversation_id, .. })] if *x == a && conversation_id.to_string() == CONV_A),
+        "{reopened:?}"
+    );
+    w.answer(&a, CommandOutcome::Ok { conversation_id: Some(CONV_A.parse().unwrap()) });
+    let sent = w.pump(&["ext"]);
+    assert!(matches!(&sent[..], [(x, _, CommandOp::ConversationSend { .. })] if *x == a), "{sent:?}");
+    assert!(w.pump(&["ext"]).is_empty(), "once");
+    assert_eq!(w.plane.tabs(uncapped).unwrap(), 0, "uncapped, nothing is parked");
+}
+
 /// A worker that waits (for root's answer) with its page idle gives up its
 /// tab like a finished one; a reopen that fails is tried again only after
 /// a backoff, not at every turn.

@@ -61,19 +61,21 @@ impl Chromium {
     /// Launches Chromium with `extension` loaded, `chatgpt.com` mapped to
     /// `127.0.0.1:port`, profile and caches under `dir`.
     pub async fn launch(extension: &Path, port: u16, dir: &Path) -> anyhow::Result<Chromium> {
-        let chromium = Chromium::start(extension, port, dir).await?;
+        let chromium = Chromium::start(extension, port, dir, false).await?;
         chromium.close_welcome_tab().await?;
         Ok(chromium)
     }
 
     /// Starts Chromium again on the profile under `dir` a [`Chromium::launch`]
-    /// made: a new browser generation, the extension installed and paired.
-    pub async fn relaunch(extension: &Path, port: u16, dir: &Path) -> anyhow::Result<Chromium> {
+    /// made: a new browser generation, the extension installed and paired;
+    /// with `restore_tabs`, the last session's tabs restored, as a person's
+    /// "Continue where you left off" does.
+    pub async fn relaunch(extension: &Path, port: u16, dir: &Path, restore_tabs: bool) -> anyhow::Result<Chromium> {
         let _ = std::fs::remove_file(dir.join("profile/SingletonLock"));
-        Chromium::start(extension, port, dir).await
+        Chromium::start(extension, port, dir, restore_tabs).await
     }
 
-    async fn start(extension: &Path, port: u16, dir: &Path) -> anyhow::Result<Chromium> {
+    async fn start(extension: &Path, port: u16, dir: &Path, restore_tabs: bool) -> anyhow::Result<Chromium> {
         crate::print_versions();
         let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(extension.join("manifest.json"))?)?;
         let key = manifest["key"].as_str().context("the Chromium manifest has no key")?;
@@ -90,6 +92,7 @@ impl Chromium {
         let config = config(port, dir)?
             .extension(ext.clone())
             .args([format!("disable-extensions-except={ext}"), "enable-unsafe-extension-debugging".to_owned()])
+            .args(restore_tabs.then_some("restore-last-session"))
             .build()
             .map_err(anyhow::Error::msg)?;
         let (browser, mut handler) = Browser::launch(config).await.context("launching chromium")?;

@@ -181,7 +181,7 @@ async fn webext_act(
     if kind == "restart_browser" {
         let _ = chromium.browser.close().await;
         let _ = chromium.browser.wait().await;
-        *chromium = crate::browser::Chromium::relaunch(extension, port, dir).await?;
+        *chromium = crate::browser::Chromium::relaunch(extension, port, dir, false).await?;
         return Ok("done".into());
     }
     if kind == "person_chat" {

@@ -21,6 +21,8 @@ pub trait Person: Send {
     fn attach<'a>(&'a mut self, conversation: &'a str, file: &'a Path) -> Act<'a, ()>;
     /// Runs `js` in that tab's page (a person's click, or a look), returning its value.
     fn run<'a>(&'a mut self, conversation: &'a str, js: &'a str) -> Act<'a, Value>;
+    /// Closes that tab.
+    fn close<'a>(&'a mut self, conversation: &'a str) -> Act<'a, ()>;
 }
 
 /// The composer's file input in fakechat's page (`render::attachments_tray`).
@@ -67,6 +69,13 @@ impl Person for ChromiumHands<'_> {
             Ok(page.evaluate(js).await?.into_value::<Value>().unwrap_or(Value::Null))
         })
     }
+
+    fn close<'a>(&'a mut self, conversation: &'a str) -> Act<'a, ()> {
+        Box::pin(async move {
+            tab_showing(self.0, conversation).await?.close().await?;
+            Ok(())
+        })
+    }
 }
 
 /// A person at a Firefox the rig launched.
@@ -95,6 +104,14 @@ impl Person for FirefoxHands<'_> {
         Box::pin(async move {
             let context = self.0.context_of(conversation).await?;
             self.0.eval(&context, js).await
+        })
+    }
+
+    fn close<'a>(&'a mut self, conversation: &'a str) -> Act<'a, ()> {
+        Box::pin(async move {
+            let context = self.0.context_of(conversation).await?;
+            self.0.command("browsingContext.close", json!({"context": context})).await?;
+            Ok(())
         })
     }
 }

@@ -6,7 +6,9 @@ mod attachment;
 mod everyday;
 
 pub use attachment::attachment_wait;
-pub use everyday::{Away, BackgroundStopped, background_stopped, daemon_away};
+pub use everyday::{
+    Away, BackgroundStopped, Restarted, background_stopped, browser_restarted, daemon_away, tab_closed,
+};
 
 use std::time::{Duration, Instant};
 

@@ -649,9 +649,10 @@ impl ExecutorArgs {
             at_bytes: (self.rollover_at_bytes > 0).then_some(self.rollover_at_bytes),
             checkpoint_wait_ms: self.rollover_checkpoint_wait_ms,
         };
-        let tabs = self
-            .max_open_tabs
-            .map(|max_open| control::tabs::TabPolicy { max_open, idle_grace_ms: self.tab_idle_grace_ms });
+        // Uncapped, nothing is parked; a worker whose tab was lost is still
+        // opened again before its next prompt.
+        let max_open = self.max_open_tabs.unwrap_or(usize::MAX);
+        let tabs = Some(control::tabs::TabPolicy { max_open, idle_grace_ms: self.tab_idle_grace_ms });
         Ok(BridgeConfig {
             heartbeat_ms: self.executor_heartbeat_ms,
             lease_ms: self.executor_lease_ms,

@@ -271,6 +271,21 @@ async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_noth
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("measured: daemon away, extension back after {away:?}");
+
+    // 6. The browser restarts, with its tabs restored and without.
+    let dist = e2e::chromium_dist().unwrap();
+    let profile = world.dir.path().join("chromium");
+    let rig = (dist.as_path(), world.fake.addr.port(), profile.as_path());
+    let restarted = e2e::scenario::browser_restarted(&url, &world.fake.hub, &mut world.chromium, rig, budget)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("measured: browser restarted, {restarted:?}");
+
+    // 7. A person closes a managed tab.
+    let mut hands = e2e::person::ChromiumHands(&world.chromium);
+    let back =
+        e2e::scenario::tab_closed(&url, &world.fake.hub, &mut hands, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("measured: managed tab closed by a person, follow-up completed after {back:?}");
 }
 
 /// A daemon impostor on loopback: accepts the extension's hello, then

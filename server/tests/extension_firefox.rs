@@ -156,7 +156,9 @@ async fn firefox_a_worker_claims_and_lands_a_worktree_and_who_finds_its_conversa
 /// no stall report) across several 1 s rechecks, then delivered exactly
 /// once after a person answers; the add-on never clicks the card. Then a
 /// person's attachment holds a wake until they remove it, and again until
-/// they send it (`e2e::scenario::attachment_wait`).
+/// they send it (`e2e::scenario::attachment_wait`); and a worker's tab
+/// closed by a person is opened again for its next follow-up
+/// (`e2e::scenario::tab_closed`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firefox_holds_a_worker_on_a_tool_approval_until_a_person_answers() {
     let dir = tempfile::tempdir().unwrap();
@@ -173,4 +175,7 @@ async fn firefox_holds_a_worker_on_a_tool_approval_until_a_person_answers() {
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("{}", out.trace.join("\n"));
+    // And a person closes a worker's tab: the next follow-up opens it again.
+    let back = e2e::scenario::tab_closed(&url, &fake.hub, &mut hands, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("measured: managed tab closed by a person, follow-up completed after {back:?}");
 }

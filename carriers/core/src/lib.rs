@@ -817,6 +817,29 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
         gone.iter().flat_map(|tab| self.tab_removed(tab)).collect()
     }
 
+    /// The browser started: every tab handle kept from before names
+    /// nothing of ours now (a restored tab gets a new id, and an old id may
+    /// name a person's tab), so none is trusted. A bound worker keeps its
+    /// conversation with no tab (reported closed: the daemon opens it
+    /// again); a create's worker with no conversation yet is forgotten, and
+    /// its command, if it had only begun opening its tab, starts afresh on
+    /// replay; one that may have handed its prompt over is ambiguous then.
+    /// A tab being parked is left as it is.
+    pub fn browser_started(&mut self) -> Vec<ExecutorFrame> {
+        let unbound: Vec<WorkerId> =
+            self.workers.iter().filter(|(_, m)| m.conversation.is_none()).map(|(w, _)| w.clone()).collect();
+        for worker in &unbound {
+            self.workers.remove(worker);
+            for entry in self.journal.values_mut().filter(|e| &e.worker_id == worker && e.phase == Phase::TabOpening) {
+                entry.phase = Phase::Received;
+            }
+        }
+        for managed in self.workers.values_mut() {
+            managed.closing = None;
+        }
+        self.retain_tabs(|_| false)
+    }
+
     /// What to send right after `welcome`: every managed conversation's
     /// binding and current state, changed or not (a report sent while the
     /// daemon was away is lost). Send it in [`RESYNC_CHUNK`]s.

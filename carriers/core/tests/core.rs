@@ -613,3 +613,42 @@ fn a_rollover_create_retires_the_old_conversation_and_resumes_across_restarts() 
     ));
     assert!(core.managed(&w).is_some());
 }
+
+/// Issue 44: after a browser start no tab id from before is trusted. A
+/// bound worker keeps its conversation, reported closed, and is opened
+/// again at its exact URL (never in the tab its old id may now name); a
+/// create that had only opened its tab starts afresh; one that may have
+/// handed its prompt over is ambiguous.
+#[test]
+fn after_a_browser_start_no_tab_id_from_before_is_trusted() {
+    let (core, w) = bound_worker();
+    let mut core = restart(&core);
+    assert_eq!(core.browser_started(), vec![ExecutorFrame::ConversationClosed { worker_id: w.clone() }]);
+    assert_eq!(core.managed(&w).unwrap().tab, None);
+    assert_eq!(core.managed(&w).unwrap().conversation.as_ref().map(ConversationId::as_str), Some(CONV));
+    assert!(core.page_report(&7, &format!("https://chatgpt.com/c/{CONV}"), ConversationState::Idle, None).is_empty());
+    assert!(matches!(
+        plan_at(&mut core, &send(2, &w, CONV), 0),
+        Plan::Reply(CommandOutcome::Error { code: ErrorCode::NotFound, .. })
+    ));
+    let url = format!("https://chatgpt.com/c/{CONV}");
+    let open = command(
+        3,
+        &w,
+        "open-3",
+        CommandOp::ConversationOpen { conversation_id: CONV.parse().unwrap(), url: url.clone() },
+    );
+    assert_eq!(plan_at(&mut core, &open, 0), Plan::Open { url });
+
+    let (core, w) = opening_worker();
+    let mut core = restart(&core);
+    assert!(core.browser_started().is_empty(), "a create's tab was never reported bound");
+    assert!(core.managed(&w).is_none());
+    assert!(matches!(plan_at(&mut core, &create(1, &w), 0), Plan::Create { .. }), "opened only: starts afresh");
+
+    let (mut core, w) = opening_worker();
+    core.advance("create-1", Phase::SubmissionStarted);
+    let mut core = restart(&core);
+    core.browser_started();
+    assert_eq!(plan_at(&mut core, &create(1, &w), 0), Plan::Reconcile { tab: None }, "may have been sent");
+}

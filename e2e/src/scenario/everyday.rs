@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use mcp_client::Client;
 use serde_json::{Value, json};
 
@@ -141,4 +141,117 @@ pub async fn daemon_away(
     }
     exactly(hub, &conversation, 1 + outages.len(), &out)?;
     Ok(seen)
+}
+
+/// One browser restart.
+#[derive(Debug)]
+pub struct Restarted {
+    /// Whether the last session's tabs were restored.
+    pub restore_tabs: bool,
+    /// Tabs showing the worker's conversation once the browser was back,
+    /// before any command (restored ones, none of them managed).
+    pub restored: usize,
+    /// From the follow-up asked for to its completion.
+    pub back: Duration,
+}
+
+/// Whether every chatgpt.com tab of `chromium` has an empty composer (no
+/// keystroke of ours left anywhere), each shown in turn (a restored tab
+/// loads only then), and the pages' paths.
+async fn composers_empty(chromium: &crate::Chromium) -> anyhow::Result<Vec<String>> {
+    use chromiumoxide::cdp::browser_protocol::target::{ActivateTargetParams, GetTargetsParams};
+    let mut paths = Vec::new();
+    // The browser's own list of tabs (a restored one may not have reached
+    // the automation library's list of pages yet).
+    let targets = chromium.browser.execute(GetTargetsParams::default()).await?.result.target_infos;
+    for target in targets.into_iter().filter(|t| t.r#type == "page" && t.url.starts_with("https://chatgpt.com/")) {
+        let page = chromium.browser.get_page(target.target_id.clone()).await.with_context(|| format!("{target:?}"))?;
+        // A restored tab loads once it is shown, as when a person opens it.
+        chromium.browser.execute(ActivateTargetParams::new(target.target_id.clone())).await?;
+        let loaded = "document.readyState === 'complete' && !!document.querySelector('#prompt-textarea')";
+        crate::browser::until(&page, loaded).await.with_context(|| format!("{} never loaded", target.url))?;
+        let js = "[location.pathname, document.querySelector('#prompt-textarea')?.textContent ?? '']";
+        let [path, draft] = crate::browser::eval::<[String; 2]>(&page, js).await.context("a page's composer")?;
+        if !draft.is_empty() {
+            bail!("the tab at {path} holds {draft:?}");
+        }
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
+/// The browser closed and started again on the same profile (`extension`
+/// in it, chatgpt.com at `port`, under `dir`), first with its tabs
+/// restored, then without, while a person's own chat and a tab of theirs
+/// showing the worker's conversation were open. No tab id from before is
+/// trusted: each follow-up goes in once through a tab opened afresh at its
+/// conversation (the browser's own tab list has exactly one more tab
+/// showing it), no tab holds a keystroke of ours, and the person's chat
+/// keeps its one turn.
+pub async fn browser_restarted(
+    mcp_url: &str,
+    hub: &fakechat::hub::Hub,
+    chromium: &mut crate::Chromium,
+    (extension, port, dir): (&std::path::Path, u16, &std::path::Path),
+    budget: Duration,
+) -> anyhow::Result<Vec<Restarted>> {
+    let mine = chromium.open("https://chatgpt.com/").await?;
+    let person = crate::browser::chat_by_hand(&mine, "a person's own chat").await?;
+    let (mut root, mut out, worker, conversation) =
+        settled_worker(mcp_url, hub, "browser restarted", "restored", budget).await?;
+    let reading = chromium.open(&format!("https://chatgpt.com/c/{conversation}")).await?;
+    crate::browser::until(&reading, "!!document.querySelector('#prompt-textarea')").await?;
+
+    let mut seen = Vec::new();
+    for (restore_tabs, summary) in [(true, "after a restart with its tabs"), (false, "after a restart without them")] {
+        let _ = chromium.browser.close().await;
+        let _ = chromium.browser.wait().await;
+        *chromium = crate::Chromium::relaunch(extension, port, dir, restore_tabs).await.context("relaunching")?;
+        if !chromium.wait_connected(budget).await {
+            bail!("the extension did not reconnect after the browser restarted");
+        }
+        let paths = composers_empty(chromium).await.context("the tabs once restarted")?;
+        let restored = paths.iter().filter(|p| p.contains(&conversation)).count();
+        if restore_tabs && !paths.iter().any(|p| p.contains(&person)) {
+            bail!("the person's tab was not restored: {paths:?}");
+        }
+        let asked = Instant::now();
+        root.call("worker_followup", followup(&worker, summary)).await?;
+        root.wait(&mut out, budget, completed(&worker, summary)).await?;
+        seen.push(Restarted { restore_tabs, restored, back: asked.elapsed() });
+        all_idle(hub, std::slice::from_ref(&conversation), budget).await?;
+        // The follow-up went in through a tab the extension opened after the
+        // restart, never through a restored one its old id may name.
+        let after = composers_empty(chromium).await?.iter().filter(|p| p.contains(&conversation)).count();
+        if after != restored + 1 {
+            bail!("{restored} restored tabs showed the conversation, {after} after the follow-up, not one more");
+        }
+    }
+    exactly(hub, &conversation, 3, &out)?;
+    exactly(hub, &person, 1, &out)?;
+    Ok(seen)
+}
+
+/// A person closes a worker's tab. Its conversation lives on: the next
+/// follow-up opens it again at its exact URL in a new tab and goes in once
+/// (before, the daemon sent it into no tab and the worker was stranded).
+/// How long the follow-up took.
+pub async fn tab_closed(
+    mcp_url: &str,
+    hub: &fakechat::hub::Hub,
+    person: &mut impl crate::person::Person,
+    budget: Duration,
+) -> anyhow::Result<Duration> {
+    let (mut root, mut out, worker, conversation) =
+        settled_worker(mcp_url, hub, "tab closed", "closed", budget).await?;
+    person.close(&conversation).await?;
+    let closed = |e: &Value| e["type"] == "conversation.closed" && e["data"]["worker_id"] == worker.as_str();
+    root.wait(&mut out, budget, closed).await?;
+    let asked = Instant::now();
+    root.call("worker_followup", followup(&worker, "after its tab was closed")).await?;
+    root.wait(&mut out, budget, completed(&worker, "after its tab was closed")).await?;
+    let back = asked.elapsed();
+    all_idle(hub, std::slice::from_ref(&conversation), budget).await?;
+    exactly(hub, &conversation, 2, &out)?;
+    Ok(back)
 }

@@ -113,14 +113,18 @@ fn background() -> Option<Rc<Background>> {
 /// Starts the background once per context: loads state, drops tabs that are
 /// gone, repairs managed tabs without a live content script, connects.
 #[wasm_bindgen]
-pub async fn bg_start() {
+pub async fn bg_start(why: js_sys::Promise) {
     if background().is_some() {
         return;
     }
-    let core: Core = match storage_get("local", "core").await {
+    let mut core: Core = match storage_get("local", "core").await {
         Some(value) => from_js(&value).unwrap_or_default(),
         None => Core::default(),
     };
+    // Reported closed by the resync once connected.
+    if !tabs::stored_tabs_trusted(why).await {
+        core.browser_started();
+    }
     let pairing = storage_get("local", "pairing").await.and_then(|v| from_js::<Pairing>(&v).ok());
     // The executor id is the one the credential was issued for.
     let executor_id =

@@ -3,6 +3,9 @@
 //! restart, and every question to a page bounded (a frozen page never
 //! answers).
 
+use js_sys::Array;
+use wasm_bindgen_futures::JsFuture;
+
 use super::*;
 
 impl Background {
@@ -100,4 +103,28 @@ pub(super) async fn ask(tab: i32, request: &ToPage, ms: i32) -> Result<PageReply
 pub(super) async fn frozen(tab: i32) -> bool {
     let info = call("tabs.get", &[tab.into()]).await.ok();
     info.and_then(|i| Reflect::get(&i, &"frozen".into()).ok()).and_then(|f| f.as_bool()) == Some(true)
+}
+
+/// How long a background that did not find its session marker waits to
+/// hear why it started before it trusts no stored tab id.
+const WHY_STARTED_MS: i32 = 3_000;
+
+/// Whether the tab ids stored before this background started still name
+/// the same tabs: yes when it was only woken (its `storage.session` marker
+/// is there) or installed, updated or reloaded (the same browser session);
+/// no when the browser started (`runtime.onStartup`: a restored tab has a
+/// new id, and an old id may name a person's tab), and no when nothing says
+/// why within [`WHY_STARTED_MS`] (enabled again, say): fail closed.
+pub(super) async fn stored_tabs_trusted(why: js_sys::Promise) -> bool {
+    const MARKER: &str = "backgroundRan";
+    let woken = storage_get("session", MARKER).await.is_some();
+    let trusted = woken || {
+        let expired = js_sys::Promise::new(&mut |resolve, _| {
+            set_timeout(&resolve, WHY_STARTED_MS);
+        });
+        let said = JsFuture::from(js_sys::Promise::race(&Array::of2(&why, &expired))).await;
+        said.ok().and_then(|w| w.as_string()).as_deref() == Some("installed")
+    };
+    let _ = storage_set("session", MARKER, true.into()).await;
+    trusted
 }
