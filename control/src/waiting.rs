@@ -43,6 +43,17 @@ pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &
                 .into(),
         );
     }
+    // Its tab showed another conversation (a person navigated it, or the
+    // site moved it): fenced, nothing more goes to it, and a person says why.
+    if worker.fenced && (!worker.state.is_terminal() || wake_due()) {
+        return waiting(
+            WaitingFor::Person,
+            "CONVERSATION_IDENTITY_DRIFT: its tab showed another conversation than its own (a person navigated it \
+             elsewhere, or ChatGPT moved it), so nothing more is sent to it: stop it (worker_stop) and spawn it \
+             again (a pool slot shows RECONCILE_REQUIRED in runtime_status)"
+                .into(),
+        );
+    }
     // Its page could not be reached (the browser asleep, stopped, or not
     // authorized): its next message waits for the page to answer again.
     let unreachable = worker.last_error.filter(|e| {

@@ -7,7 +7,7 @@ mod everyday;
 
 pub use attachment::attachment_wait;
 pub use everyday::{
-    Away, BackgroundStopped, Restarted, background_stopped, browser_restarted, daemon_away, tab_closed,
+    Away, BackgroundStopped, Restarted, background_stopped, browser_restarted, daemon_away, tab_closed, tab_navigated,
 };
 
 use std::time::{Duration, Instant};

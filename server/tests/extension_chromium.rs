@@ -192,6 +192,12 @@ fn completed(worker: &str) -> impl Fn(&Value) -> bool + '_ {
     move |e| e["type"] == "worker.completed" && e["data"]["worker_id"] == worker
 }
 
+/// A person's everyday browser and daemon, in one browser: the extension
+/// reloaded, the daemon restarted between commands and killed mid-send;
+/// then (issue 44, `e2e::scenario::everyday`) the service worker stopped
+/// idle and mid-command, the daemon away for seconds and past the backoff's
+/// cap, the browser restarted with and without its tabs restored, a
+/// managed tab closed by a person, and one navigated to their own chat.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_nothing() {
     e2e(reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_nothing_body).await;
@@ -286,6 +292,14 @@ async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_noth
     let back =
         e2e::scenario::tab_closed(&url, &world.fake.hub, &mut hands, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("measured: managed tab closed by a person, follow-up completed after {back:?}");
+
+    // 8. A person navigates a managed tab to a chat of their own.
+    let mine = world.chromium.open("https://chatgpt.com/").await.unwrap();
+    let theirs = e2e::browser::chat_by_hand(&mine, "a person's chat").await.unwrap();
+    let said = e2e::scenario::tab_navigated(&url, &world.fake.hub, &mut hands, &theirs, budget)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("a navigated tab: {said}");
 }
 
 /// A daemon impostor on loopback: accepts the extension's hello, then

@@ -1,7 +1,8 @@
-//! A person's attachment is their draft (issue 42), in a real browser
-//! through the extension: a file a person chose in a managed tab's
-//! composer holds the worker's wake (nothing typed beside it, nothing sent
-//! with it) until they remove it or send it; then the wake goes in once.
+//! A person's draft, typed (issue 44) or an attachment (issue 42), in a
+//! real browser through the extension: words a person typed or a file they
+//! chose in a managed tab's composer hold the worker's wake (nothing typed
+//! beside them, nothing sent with them) until they remove or send them;
+//! then the wake goes in once.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -26,17 +27,21 @@ const COMPOSER: &str = "(() => { const f = document.querySelector('#composer-reg
 /// The person's click on the last card's remove button.
 const REMOVE: &str = "(() => { const b = [...document.querySelectorAll('#composer-attachments button')].pop(); \
      if (!b) return false; b.click(); return true; })()";
+/// The person types their own words into the composer.
+const TYPE: &str = "(() => { const e = document.querySelector('#composer-region form [contenteditable=\"true\"]'); \
+     if (!e) return false; e.focus(); return document.execCommand('insertText', false, 'my own words'); })()";
 /// The person's click on the composer's send button.
 const SEND: &str = "(() => { const b = document.querySelector('#composer-actions button'); \
      if (!b) return false; b.click(); return true; })()";
 
-/// Theta completes its assignment. A person attaches `file` in its tab and
-/// a follow-up falls due: theta shows `waiting_for: person` naming the
-/// attachment, and for [`HELD`] nothing is typed or sent; the person
-/// removes the file and the follow-up goes in exactly once. Then the
-/// person attaches it again and a second follow-up falls due; they send
-/// their file (their own turn, no text), and once that turn ends the
-/// second follow-up goes in exactly once. No wake ever carries a file.
+/// Theta completes its assignment. A person types their own words in its
+/// tab and a follow-up falls due: theta shows `waiting_for: person` naming
+/// the draft, and for [`HELD`] nothing is typed or sent; the person sends
+/// their words (their own turn) and the follow-up goes in exactly once
+/// after it. Then the person attaches `file` and a follow-up falls due: the
+/// same hold; they remove the file and the follow-up goes in once. Then
+/// they attach it again and send it (their own turn, no text), and the
+/// third follow-up goes in once. No wake ever carries a file or their words.
 pub async fn attachment_wait(
     mcp_url: &str,
     hub: &fakechat::hub::Hub,
@@ -55,12 +60,23 @@ pub async fn attachment_wait(
     let turns = |hub: &fakechat::hub::Hub| oracle_of(hub, &conversation)["user_turns"].as_array().cloned();
     let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
 
-    for (round, way) in [(1, REMOVE), (2, SEND)] {
+    for (round, typed, way) in [(1, true, SEND), (2, false, REMOVE), (3, false, SEND)] {
         let before = turns(hub).map_or(0, |t| t.len());
-        person.attach(&conversation, file).await?;
+        let draft = match typed {
+            true => {
+                if person.run(&conversation, TYPE).await? != Value::Bool(true) {
+                    bail!("round {round}: the person could not type");
+                }
+                json!({"files": 0, "text": "my own words"})
+            }
+            false => {
+                person.attach(&conversation, file).await?;
+                json!({"files": 1, "text": ""})
+            }
+        };
         let shown = composer(person, &conversation).await?;
-        if shown["files"] != 1 || shown["text"] != "" {
-            bail!("round {round}: the person's file is not the composer's one card: {shown}");
+        if shown != draft {
+            bail!("round {round}: the composer does not show the person's draft alone: {shown}");
         }
         // The page tells the daemon (the extension's report), then a wake falls due.
         let reported = |e: &Value| {
@@ -81,16 +97,16 @@ pub async fn attachment_wait(
         let held_until = Instant::now() + HELD.min(budget);
         while Instant::now() < held_until {
             let shown = composer(person, &conversation).await?;
-            if turns(hub).map_or(0, |t| t.len()) != before || shown["files"] != 1 || shown["text"] != "" {
-                bail!("round {round}: something was typed or sent beside the person's file: {shown}");
+            if turns(hub).map_or(0, |t| t.len()) != before || shown != draft {
+                bail!("round {round}: something was typed or sent beside the person's draft: {shown}");
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         if person.run(&conversation, way).await? != Value::Bool(true) {
             bail!("round {round}: the person's click found no button");
         }
-        // Round 2: the person's own turn (their file, no text) comes first.
-        let wanted = before + round;
+        // Sent: the person's own turn comes first.
+        let wanted = before + if way == SEND { 2 } else { 1 };
         let deadline = Instant::now() + budget;
         while turns(hub).map_or(0, |t| t.len()) < wanted || oracle_of(hub, &conversation)["state"] != "idle" {
             if Instant::now() > deadline {
@@ -111,14 +127,23 @@ pub async fn attachment_wait(
     let seen = oracle_of(hub, &conversation);
     let all = turns(hub).unwrap_or_default();
     let files = |t: &Value| t["attachments"].as_array().map_or(0, Vec::len);
-    let shape: Vec<(bool, usize, bool)> =
-        all.iter().map(|t| (t["bootstrap"] == true, files(t), t["len"].as_u64().unwrap_or(0) > 0)).collect();
-    // bootstrap; wake 1; the person's file alone; wake 2.
-    if shape != [(true, 0, true), (false, 0, true), (false, 1, false), (false, 0, true)] {
-        bail!("expected the bootstrap, wake 1, the person's file, wake 2, each once: {shape:?}\n{seen:#}");
+    let words = "my own words".len() as u64;
+    let shape: Vec<(bool, usize, u64)> =
+        all.iter().map(|t| (t["bootstrap"] == true, files(t), t["len"].as_u64().unwrap_or(0))).collect();
+    // bootstrap; the person's words; wake 1; wake 2; the person's file alone; wake 3.
+    let wake = |n: usize| shape.get(n).is_some_and(|&(b, f, len)| !b && f == 0 && len > 0 && len != words);
+    let shaped = shape.len() == 6
+        && shape[0].0
+        && shape[1] == (false, 0, words)
+        && shape[4] == (false, 1, 0)
+        && [2, 3, 5].into_iter().all(wake);
+    if !shaped {
+        bail!(
+            "expected the bootstrap, the person's words, wakes 1 and 2, their file, wake 3, each once: {shape:?}\n{seen:#}"
+        );
     }
-    if all[2]["attachments"] != json!([name]) {
-        bail!("the person's turn does not carry their file: {}", all[2]);
+    if all[4]["attachments"] != json!([name]) {
+        bail!("the person's turn does not carry their file: {}", all[4]);
     }
     if seen["retry_clicks"] != 0 || seen["stop_clicks"] != 0 || seen["errors"] != json!([]) {
         bail!("Retry or Stop was clicked, or the agent saw an error: {seen:#}");

@@ -255,3 +255,37 @@ pub async fn tab_closed(
     exactly(hub, &conversation, 2, &out)?;
     Ok(back)
 }
+
+/// A person navigates a worker's tab to `theirs`, a conversation of their
+/// own. The drift is reported and the worker fenced: a follow-up is sent
+/// nowhere (neither conversation gets a turn for [`HELD`]) and the worker
+/// says what happened and what to do.
+pub async fn tab_navigated(
+    mcp_url: &str,
+    hub: &fakechat::hub::Hub,
+    person: &mut impl crate::person::Person,
+    theirs: &str,
+    budget: Duration,
+) -> anyhow::Result<Value> {
+    const HELD: Duration = Duration::from_secs(3);
+    let (mut root, mut out, worker, conversation) =
+        settled_worker(mcp_url, hub, "tab navigated", "moved", budget).await?;
+    let before = oracle_of(hub, theirs)["user_turns"].as_array().map_or(0, Vec::len);
+    person.run(&conversation, &format!("location.assign('/c/{theirs}'); true")).await?;
+    let drift = |e: &Value| {
+        e["type"] == "conversation.error"
+            && e["data"]["worker_id"] == worker.as_str()
+            && e["data"]["code"] == "CONVERSATION_IDENTITY_DRIFT"
+    };
+    root.wait(&mut out, budget, drift).await?;
+    root.call("worker_followup", followup(&worker, "never")).await?;
+    let said = |w: &Value| {
+        w["waiting_for"]["on"] == "person"
+            && w["waiting_for"]["next_step"].as_str().is_some_and(|s| s.contains("CONVERSATION_IDENTITY_DRIFT"))
+    };
+    let listed = root.until_listed(&worker, budget, "the drift", said).await?;
+    tokio::time::sleep(HELD).await;
+    exactly(hub, &conversation, 1, &out)?;
+    exactly(hub, theirs, before, &out)?;
+    Ok(listed["waiting_for"].clone())
+}
