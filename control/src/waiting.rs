@@ -23,8 +23,6 @@ pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &
                 .into(),
         );
     }
-    // A person's draft matters to a worker that works, or that has a wake
-    // due (a finished worker's follow-up waits on it too).
     let draft = worker.conversation_state == Some(protocol::executor::ConversationState::Error)
         && worker.last_error == Some(ErrorCode::ComposerHasDraft);
     let wake_due = || {
@@ -34,15 +32,6 @@ pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &
             .filter_map(|id| state.commands.get(id))
             .any(|c| c.worker_id == worker.id && matches!(c.intent, CommandIntent::Send { .. }))
     };
-    if draft && (!worker.state.is_terminal() || wake_due()) {
-        return waiting(
-            WaitingFor::Person,
-            "COMPOSER_HAS_DRAFT: a person's draft is in this worker's composer (typed text, or an attachment: a \
-             file, an image or a pasted block); nothing is typed beside it: send it or remove it in that tab, and \
-             the worker's next message goes in once"
-                .into(),
-        );
-    }
     // Its tab showed another conversation (a person navigated it, or the
     // site moved it): fenced, nothing more goes to it, and a person says why.
     if worker.fenced && (!worker.state.is_terminal() || wake_due()) {
@@ -51,6 +40,17 @@ pub fn waiting_for(state: &State, setup: &ChatgptSetup, worker: &Worker, live: &
             "CONVERSATION_IDENTITY_DRIFT: its tab showed another conversation than its own (a person navigated it \
              elsewhere, or ChatGPT moved it), so nothing more is sent to it: stop it (worker_stop) and spawn it \
              again (a pool slot shows RECONCILE_REQUIRED in runtime_status)"
+                .into(),
+        );
+    }
+    // A person's draft matters to a worker that works, or that has a wake
+    // due (a finished worker's follow-up waits on it too).
+    if draft && (!worker.state.is_terminal() || wake_due()) {
+        return waiting(
+            WaitingFor::Person,
+            "COMPOSER_HAS_DRAFT: a person's draft is in this worker's composer (typed text, or an attachment: a \
+             file, an image or a pasted block); nothing is typed beside it: send it or remove it in that tab, and \
+             the worker's next message goes in once"
                 .into(),
         );
     }

@@ -1026,6 +1026,26 @@ fn a_lost_tab_is_opened_again_in_its_exact_conversation_before_the_next_prompt()
     assert!(matches!(&sent[..], [(x, _, CommandOp::ConversationSend { .. })] if *x == a), "{sent:?}");
     assert!(w.pump(&["ext"]).is_empty(), "once");
     assert_eq!(w.plane.tabs(uncapped).unwrap(), 0, "uncapped, nothing is parked");
+
+    // Lost before the daemon heard (the browser restarted while a prompt was
+    // queued): the executor answers the send NOT_FOUND; the worker is parked,
+    // its conversation reopened, and the prompt goes again, once.
+    w.answer(&a, CommandOutcome::Ok { conversation_id: None });
+    w.observe(&a, ConversationState::Idle);
+    w.plane.followup(&root, &a, "and another", None).unwrap();
+    let sent = w.pump(&["ext"]);
+    assert!(matches!(&sent[..], [(_, _, CommandOp::ConversationSend { .. })]), "{sent:?}");
+    let no_tab = CommandOutcome::Error { code: ErrorCode::NotFound, detail: "no open tab".into() };
+    w.answer(&a, no_tab);
+    assert!(w.plane.worker(&a).unwrap().parked);
+    assert!(w.pump(&["ext"]).is_empty(), "the prompt waits for its tab");
+    assert_eq!(w.plane.tabs(uncapped).unwrap(), 1);
+    let reopened = w.pump(&["ext"]);
+    assert!(matches!(&reopened[..], [(_, _, CommandOp::ConversationOpen { .. })]), "{reopened:?}");
+    w.answer(&a, CommandOutcome::Ok { conversation_id: Some(CONV_A.parse().unwrap()) });
+    let sent = w.pump(&["ext"]);
+    assert!(matches!(&sent[..], [(_, _, CommandOp::ConversationSend { .. })]), "sent again: {sent:?}");
+    assert!(w.pump(&["ext"]).is_empty(), "once");
 }
 
 /// A worker that waits (for root's answer) with its page idle gives up its

@@ -267,7 +267,9 @@ impl Chromium {
     /// The connection line the extension's popup shows a person.
     pub async fn popup_connection(&self) -> anyhow::Result<String> {
         let popup = self.open(&self.extension_url("popup.html")).await?;
-        until(&popup, "(document.querySelector('#connection')?.textContent || '') !== ''").await?;
+        // The page's own placeholder says "starting" until it has rendered.
+        let rendered = "!['', 'starting'].includes(document.querySelector('#connection')?.textContent ?? '')";
+        until(&popup, rendered).await?;
         let text = eval::<String>(&popup, "document.querySelector('#connection').textContent").await?;
         popup.close().await?;
         Ok(text)
@@ -279,6 +281,17 @@ impl Chromium {
         let info = self.browser.execute(GetProcessInfoParams::default()).await?;
         let main = info.result.process_info.iter().find(|p| p.r#type == "browser").context("no browser process")?;
         Ok(u32::try_from(main.id)?)
+    }
+
+    /// Kills the browser and every process under it (SIGKILL), as a power
+    /// cut or a crash does: none of its shutdown runs, so no tab is
+    /// reported closed. Then it is reaped.
+    pub async fn crash(&mut self) -> anyhow::Result<()> {
+        let pids = process_tree(self.main_pid().await?)?;
+        let status = std::process::Command::new("kill").arg("-KILL").args(pids.iter().map(u32::to_string)).status()?;
+        anyhow::ensure!(status.success(), "kill -KILL {pids:?}");
+        let _ = self.browser.wait().await;
+        Ok(())
     }
 
     /// Polls the options page until it shows `connected`.

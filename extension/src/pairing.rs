@@ -9,7 +9,7 @@
 //! connecting; the extension's CSP allows loopback WebSockets only.
 
 /// The first wait before reconnecting to the daemon after a disconnect;
-/// each failed attempt doubles it (jittered ±50 %) up to
+/// each failed attempt doubles it (jittered ±50 %), never past
 /// [`RECONNECT_MOST_MS`]. Quoted by docs/setup.md and docs/executor-protocol.md.
 pub const RECONNECT_FIRST_MS: u32 = 500;
 /// The longest wait between attempts: a failed attempt costs nothing, and a

@@ -26,8 +26,11 @@ api.runtime.onStartup.addListener(() => {
   return ready;
 });
 api.runtime.onInstalled.addListener((details) => {
-  // The browser's own update comes with a browser start.
-  said(details?.reason === "install" || details?.reason === "update" ? "installed" : "browser");
+  // The browser's own update comes with a browser start; an update of the
+  // extension applied at a browser start comes with onStartup, which must
+  // win: "installed" is said a moment later.
+  const ours = details?.reason === "install" || details?.reason === "update";
+  setTimeout(() => said(ours ? "installed" : "browser"), ours ? 500 : 0);
   forward("installed")(details);
 });
 api.notifications?.onClicked.addListener(forward("notification_clicked"));

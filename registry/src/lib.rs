@@ -204,7 +204,11 @@ impl Registry {
                 );
                 match (intent, outcome) {
                     (CommandIntent::Create, CommandOutcome::Ok { .. }) => record.bootstrapped = true,
-                    (CommandIntent::Open, CommandOutcome::Ok { .. }) if record.health == SlotHealth::Recovering => {
+                    // A recover's reopen, or the daemon's own before a prompt
+                    // (a lost tab leaves its worker parked): the tab is back.
+                    (CommandIntent::Open, CommandOutcome::Ok { .. })
+                        if matches!(record.health, SlotHealth::Recovering | SlotHealth::Lost) =>
+                    {
                         record.health = SlotHealth::Parked;
                     }
                     (CommandIntent::Close, CommandOutcome::Ok { .. }) if record.health == SlotHealth::Retiring => {

@@ -243,7 +243,8 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                             code @ (ErrorCode::DeadlineExceeded
                             | ErrorCode::ComposerHasDraft
                             | ErrorCode::BrowserControlUnavailable
-                            | ErrorCode::BrowserAuthorizationRequired),
+                            | ErrorCode::BrowserAuthorizationRequired
+                            | ErrorCode::NotFound),
                         detail,
                     },
                     CommandIntent::Send { prompt, .. },
@@ -257,7 +258,14 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
                             detail: detail.clone(),
                         });
                     }
-                    if *code != ErrorCode::DeadlineExceeded {
+                    // The executor holds no tab for it (lost before the daemon
+                    // heard, e.g. the browser restarted meanwhile): as a closed
+                    // tab, its conversation is opened again before the send.
+                    if *code == ErrorCode::NotFound {
+                        if !worker.parked {
+                            events.push(EventBody::ConversationClosed { worker_id: worker.id.clone() });
+                        }
+                    } else if *code != ErrorCode::DeadlineExceeded {
                         events.push(EventBody::ConversationStateChanged {
                             worker_id: worker.id.clone(),
                             state: ConversationState::Error,
@@ -363,7 +371,7 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
         // tab gone, exactly as `conversationClosed` (the slot is lost either way).
         ExecutorFrame::ConversationState { worker_id, state: ConversationState::Closed, .. } => {
             let worker = held_worker(state, executor_id, worker_id)?;
-            Ok(if worker.conversation_state == Some(ConversationState::Closed) {
+            Ok(if already_closed(worker) {
                 vec![]
             } else {
                 vec![EventBody::ConversationClosed { worker_id: worker_id.clone() }]
@@ -406,7 +414,7 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
         }
         ExecutorFrame::ConversationClosed { worker_id } => {
             let worker = held_worker(state, executor_id, worker_id)?;
-            Ok(if worker.conversation_state == Some(ConversationState::Closed) {
+            Ok(if already_closed(worker) {
                 vec![]
             } else {
                 vec![EventBody::ConversationClosed { worker_id: worker_id.clone() }]
@@ -420,6 +428,12 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
         // Sightings are the bridge's to match with calls, not the log's.
         ExecutorFrame::CallerSeen { .. } | ExecutorFrame::OperatorAct { .. } => Err(Refusal::SessionFrame),
     }
+}
+
+/// Whether a closed report says nothing new: the worker already reads
+/// closed and (if bound) is parked, so its next prompt reopens it.
+fn already_closed(worker: &crate::model::Worker) -> bool {
+    worker.conversation_state == Some(ConversationState::Closed) && (worker.parked || worker.conversation.is_none())
 }
 
 /// Binds a worker's first observed conversation, unless another worker already

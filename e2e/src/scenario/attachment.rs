@@ -91,8 +91,8 @@ pub async fn attachment_wait(
             .until_listed(&theta, budget, "theta waiting for a person", |w| w["waiting_for"]["on"] == "person")
             .await?;
         let reason = waiting["waiting_for"]["next_step"].as_str().unwrap_or_default();
-        if !reason.contains("COMPOSER_HAS_DRAFT") || !reason.contains("attachment") {
-            bail!("round {round}: theta's wait does not name the attachment: {waiting}");
+        if !reason.contains("COMPOSER_HAS_DRAFT") {
+            bail!("round {round}: theta's wait does not name the draft: {waiting}");
         }
         let held_until = Instant::now() + HELD.min(budget);
         while Instant::now() < held_until {

@@ -30,8 +30,11 @@ fn exactly(hub: &fakechat::hub::Hub, conversation: &str, want: usize, out: &Outc
 pub struct BackgroundStopped {
     /// Stopped while nothing ran; the follow-up was asked for right after.
     pub idle: Duration,
-    /// Stopped as the follow-up's command was seen at each moment.
-    pub mid_command: Vec<(&'static str, Duration)>,
+    /// Stopped as the follow-up's command was seen at each moment: whether
+    /// the command was still unfinished then (it completed after the stop:
+    /// a race the test cannot steer, so it is reported, not required), and
+    /// the time to completion.
+    pub mid_command: Vec<(&'static str, bool, Duration)>,
 }
 
 /// The browser stops the extension's background (an MV3 service worker
@@ -67,9 +70,17 @@ pub async fn background_stopped(
         root.wait(&mut out, budget, move |e| e["type"] == moment && e["data"]["worker_id"] == of_worker.as_str())
             .await?;
         browser.stop_background().await?;
-        let stopped = Instant::now();
+        let (stopped, stopped_ms) = (Instant::now(), fakechat::hub::now_ms());
+        let of_worker = worker.clone();
+        let finished =
+            move |e: &Value| e["type"] == "executor.command_completed" && e["data"]["worker_id"] == of_worker.as_str();
+        // The command's result and the worker's completion come in either order.
+        let cursor = root.cursor;
+        let finished = root.wait(&mut out, budget, finished).await?;
+        let unfinished = finished["at_ms"].as_u64().is_some_and(|at| at >= stopped_ms);
+        root.cursor = cursor;
         root.wait(&mut out, budget, completed(&worker, summary)).await?;
-        mid_command.push((moment, stopped.elapsed()));
+        mid_command.push((moment, unfinished, stopped.elapsed()));
         all_idle(hub, conv, budget).await?;
     }
     exactly(hub, &conversation, 4, &out)?;
@@ -133,7 +144,12 @@ pub async fn daemon_away(
         daemon.start_again(&[])?;
         let started = Instant::now();
         until_said(browser, "it is connected", budget, |s| s.starts_with("Live")).await?;
-        seen.push(Away { away: gone.elapsed() - started.elapsed(), back: started.elapsed() });
+        let back = started.elapsed();
+        // The backoff's cap (10 s, docs/setup.md), an attempt, and the popup's look.
+        if back > Duration::from_secs(13) {
+            bail!("the extension came back {back:?} after the daemon, past the backoff's cap");
+        }
+        seen.push(Away { away: gone.elapsed() - back, back });
         root.client = Client::connect(&url).await?;
         root.call("worker_followup", followup(&worker, summary)).await?;
         root.wait(&mut out, budget, completed(&worker, summary)).await?;
@@ -151,7 +167,9 @@ pub struct Restarted {
     /// Tabs showing the worker's conversation once the browser was back,
     /// before any command (restored ones, none of them managed).
     pub restored: usize,
-    /// From the follow-up asked for to its completion.
+    /// From the follow-up asked for (with its tabs restored: once the
+    /// browser was back; without: while it was closed, counted from its
+    /// start again) to its completion.
     pub back: Duration,
 }
 
@@ -165,7 +183,16 @@ async fn composers_empty(chromium: &crate::Chromium) -> anyhow::Result<Vec<Strin
     // the automation library's list of pages yet).
     let targets = chromium.browser.execute(GetTargetsParams::default()).await?.result.target_infos;
     for target in targets.into_iter().filter(|t| t.r#type == "page" && t.url.starts_with("https://chatgpt.com/")) {
-        let page = chromium.browser.get_page(target.target_id.clone()).await.with_context(|| format!("{target:?}"))?;
+        // The automation library attaches to a just-restored tab a moment later.
+        let mut page = chromium.browser.get_page(target.target_id.clone()).await;
+        for _ in 0..50 {
+            if page.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            page = chromium.browser.get_page(target.target_id.clone()).await;
+        }
+        let page = page.with_context(|| format!("{target:?}"))?;
         // A restored tab loads once it is shown, as when a person opens it.
         chromium.browser.execute(ActivateTargetParams::new(target.target_id.clone())).await?;
         let loaded = "document.readyState === 'complete' && !!document.querySelector('#prompt-textarea')";
@@ -180,14 +207,16 @@ async fn composers_empty(chromium: &crate::Chromium) -> anyhow::Result<Vec<Strin
     Ok(paths)
 }
 
-/// The browser closed and started again on the same profile (`extension`
-/// in it, chatgpt.com at `port`, under `dir`), first with its tabs
-/// restored, then without, while a person's own chat and a tab of theirs
-/// showing the worker's conversation were open. No tab id from before is
-/// trusted: each follow-up goes in once through a tab opened afresh at its
-/// conversation (the browser's own tab list has exactly one more tab
-/// showing it), no tab holds a keystroke of ours, and the person's chat
-/// keeps its one turn.
+/// The browser started again on its profile (`extension` in it,
+/// chatgpt.com at `port`, under `dir`) while a person's own chat and a tab
+/// of theirs showing the worker's conversation are open: first closed
+/// cleanly and started with its tabs restored; then killed (no tab is
+/// reported closed), a follow-up asked while it is gone (so it reaches the
+/// extension before the extension says the tab is gone), and started
+/// without them. No tab id from before is trusted: each follow-up goes in
+/// once through a tab opened afresh at its conversation (the browser's own
+/// tab list has exactly one more tab showing it), no tab holds a keystroke
+/// of ours, and the person's chat keeps its one turn.
 pub async fn browser_restarted(
     mcp_url: &str,
     hub: &fakechat::hub::Hub,
@@ -204,19 +233,40 @@ pub async fn browser_restarted(
 
     let mut seen = Vec::new();
     for (restore_tabs, summary) in [(true, "after a restart with its tabs"), (false, "after a restart without them")] {
-        let _ = chromium.browser.close().await;
-        let _ = chromium.browser.wait().await;
+        // Without its tabs, the browser dies (a power cut: no tab is reported
+        // closed) and the follow-up is asked while it is gone: it waits, and
+        // goes once the browser is back.
+        let early = !restore_tabs;
+        if early {
+            chromium.crash().await?;
+        } else {
+            let _ = chromium.browser.close().await;
+            let _ = chromium.browser.wait().await;
+        }
+        if early {
+            root.call("worker_followup", followup(&worker, summary)).await?;
+        }
+        let asked = Instant::now();
         *chromium = crate::Chromium::relaunch(extension, port, dir, restore_tabs).await.context("relaunching")?;
         if !chromium.wait_connected(budget).await {
             bail!("the extension did not reconnect after the browser restarted");
         }
-        let paths = composers_empty(chromium).await.context("the tabs once restarted")?;
-        let restored = paths.iter().filter(|p| p.contains(&conversation)).count();
-        if restore_tabs && !paths.iter().any(|p| p.contains(&person)) {
-            bail!("the person's tab was not restored: {paths:?}");
+        // Restored tabs, looked at before anything is asked of the worker (a
+        // follow-up asked early may be typing into its new tab already).
+        let restored = match early {
+            true => 0,
+            false => {
+                let paths = composers_empty(chromium).await.context("the tabs once restarted")?;
+                if !paths.iter().any(|p| p.contains(&person)) {
+                    bail!("the person's tab was not restored: {paths:?}");
+                }
+                paths.iter().filter(|p| p.contains(&conversation)).count()
+            }
+        };
+        let asked = if early { asked } else { Instant::now() };
+        if !early {
+            root.call("worker_followup", followup(&worker, summary)).await?;
         }
-        let asked = Instant::now();
-        root.call("worker_followup", followup(&worker, summary)).await?;
         root.wait(&mut out, budget, completed(&worker, summary)).await?;
         seen.push(Restarted { restore_tabs, restored, back: asked.elapsed() });
         all_idle(hub, std::slice::from_ref(&conversation), budget).await?;

@@ -124,7 +124,9 @@ pub async fn bg_start(why: js_sys::Promise) {
     // Reported closed by the resync once connected.
     if !tabs::stored_tabs_trusted(why).await {
         core.browser_started();
+        let _ = storage_set("local", "core", to_js(&core)).await;
     }
+    tabs::mark_session().await;
     let pairing = storage_get("local", "pairing").await.and_then(|v| from_js::<Pairing>(&v).ok());
     // The executor id is the one the credential was issued for.
     let executor_id =
@@ -454,6 +456,7 @@ impl Background {
         // docs/executor-protocol.md, "Reconnecting": no quick retry can
         // succeed after these; the 30 s alarm still tries (a daemon updated).
         if matches!(code, 4001 | 4002) {
+            self.retrying.set(true);
             self.set_connection(&why);
             return;
         }
@@ -469,7 +472,7 @@ impl Background {
         }
         let base = self.backoff_ms.get();
         self.backoff_ms.set((base * 2).min(BACKOFF_MAX_MS));
-        let delay = base / 2 + (js_sys::Math::random() * f64::from(base)) as u32;
+        let delay = (base / 2 + (js_sys::Math::random() * f64::from(base)) as u32).min(BACKOFF_MAX_MS);
         let bg = self.clone();
         let retry = Closure::once_into_js(move || {
             bg.reconnect_pending.set(false);

@@ -116,15 +116,21 @@ const WHY_STARTED_MS: i32 = 3_000;
 /// new id, and an old id may name a person's tab), and no when nothing says
 /// why within [`WHY_STARTED_MS`] (enabled again, say): fail closed.
 pub(super) async fn stored_tabs_trusted(why: js_sys::Promise) -> bool {
-    const MARKER: &str = "backgroundRan";
-    let woken = storage_get("session", MARKER).await.is_some();
-    let trusted = woken || {
+    let woken = storage_get("session", SESSION_MARKER).await.is_some();
+    woken || {
         let expired = js_sys::Promise::new(&mut |resolve, _| {
             set_timeout(&resolve, WHY_STARTED_MS);
         });
         let said = JsFuture::from(js_sys::Promise::race(&Array::of2(&why, &expired))).await;
         said.ok().and_then(|w| w.as_string()).as_deref() == Some("installed")
-    };
-    let _ = storage_set("session", MARKER, true.into()).await;
-    trusted
+    }
 }
+
+/// Marks this browser session as one the background ran in, once the tabs
+/// it keeps are journaled (a wake after a stop in between must not trust
+/// ids it had dropped).
+pub(super) async fn mark_session() {
+    let _ = storage_set("session", SESSION_MARKER, true.into()).await;
+}
+
+const SESSION_MARKER: &str = "backgroundRan";
