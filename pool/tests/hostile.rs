@@ -336,6 +336,25 @@ fn a_tab_reported_closed_either_way_is_a_lost_slot_that_recover_reopens() {
     assert_eq!(w.pool.recover(&w.root).unwrap().recovering, vec![0]);
 }
 
+/// Issue 44: a lost slot's worker is parked, so a prompt to it first
+/// reopens its exact conversation (the daemon's own reopen, no recover);
+/// once reopened the slot is parked (live) again, not still lost.
+#[test]
+fn a_lost_slot_reopened_before_a_prompt_is_live_again() {
+    let mut w = world();
+    w.parked(2);
+    let lost = w.worker_of(0);
+    w.plane.report(EXEC, ExecutorFrame::ConversationClosed { worker_id: lost.clone() }).unwrap();
+    assert_eq!(w.slots().into_iter().find(|s| s.slot == 0).unwrap().health, SlotHealth::Lost);
+    w.plane.followup(&w.root, &lost, "one more", None).unwrap();
+    let uncapped = control::tabs::TabPolicy { max_open: usize::MAX, idle_grace_ms: 60_000 };
+    assert_eq!(w.plane.tabs(uncapped).unwrap(), 1, "a reopen before the prompt");
+    w.executor_runs();
+    let slot = w.slots().into_iter().find(|s| s.slot == 0).unwrap();
+    assert_eq!(slot.health, SlotHealth::Parked, "its tab is back");
+    assert!(!w.plane.worker(&lost).unwrap().parked);
+}
+
 #[test]
 fn host_and_setup_states_are_readiness_reasons_not_worker_failures() {
     let mut w = world();
