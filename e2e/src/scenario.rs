@@ -165,6 +165,15 @@ fn oracle_of(hub: &fakechat::hub::Hub, conversation: &str) -> Value {
     hub.oracle()["conversations"][conversation].clone()
 }
 
+/// Checks that `conversation` holds exactly `want` user turns.
+fn exactly(hub: &fakechat::hub::Hub, conversation: &str, want: usize, out: &Outcome) -> anyhow::Result<()> {
+    let turns = oracle_of(hub, conversation)["user_turns"].as_array().map_or(0, Vec::len);
+    if turns != want {
+        bail!("{turns} user turns, not {want}: {:#}\n{}", hub.oracle(), out.trace.join("\n"));
+    }
+    Ok(())
+}
+
 /// Waits until every one of `conversations` has its last turn ended.
 async fn all_idle(hub: &fakechat::hub::Hub, conversations: &[String], budget: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + budget;
@@ -341,10 +350,7 @@ pub async fn browser_asleep(
     }
 
     // Exactly once: the bootstrap and two follow-ups; no stall was raised.
-    let turns = oracle_of(hub, &conversation)["user_turns"].as_array().map_or(0, Vec::len);
-    if turns != 3 {
-        bail!("{turns} user turns, not 3: {:#}", hub.oracle());
-    }
+    exactly(hub, &conversation, 3, &out)?;
     let stalled = root.events_of(&worker, "continuation.turn_stalled").await?;
     if stalled != 0 {
         bail!("the stall guard fired on a turn that was merely asleep\n{}", out.trace.join("\n"));
@@ -417,10 +423,7 @@ pub async fn tab_lifecycle(
     };
 
     let want = if browser.freezes() { 4 } else { 3 };
-    let turns = oracle_of(hub, &conversation)["user_turns"].as_array().map_or(0, Vec::len);
-    if turns != want {
-        bail!("{turns} user turns, not {want}: {:#}\n{}", hub.oracle(), out.trace.join("\n"));
-    }
+    exactly(hub, &conversation, want, &out)?;
     Ok(TabLifecycle { discarded_with_wake, discarded_then_wake, frozen_with_wake })
 }
 

@@ -9,20 +9,11 @@ use anyhow::{Context, bail};
 use mcp_client::Client;
 use serde_json::{Value, json};
 
-use super::{Outcome, all_idle, completed, oracle_of, settled_worker};
+use super::{all_idle, completed, exactly, oracle_of, settled_worker};
 use crate::lifecycle::Lifecycle;
 
 fn followup(worker: &str, summary: &str) -> Value {
     json!({"worker_id": worker, "instructions": format!("Go on.\nscenario: complete \"{summary}\"")})
-}
-
-/// The user turns `conversation` holds, checked against `want`.
-fn exactly(hub: &fakechat::hub::Hub, conversation: &str, want: usize, out: &Outcome) -> anyhow::Result<()> {
-    let turns = oracle_of(hub, conversation)["user_turns"].as_array().map_or(0, Vec::len);
-    if turns != want {
-        bail!("{turns} user turns, not {want}: {:#}\n{}", hub.oracle(), out.trace.join("\n"));
-    }
-    Ok(())
 }
 
 /// How long after the background was stopped its worker's follow-up completed.
