@@ -18,7 +18,8 @@
 //!   exact conversation, in a new tab); the queue dispatches it ahead of
 //!   the prompt once its executor has room.
 //! - A worker whose tab was lost (a person closed it, the browser
-//!   restarted) is parked too, capacity or not, and reopened the same way.
+//!   restarted) is parked too, capacity or not, and reopened the same way;
+//!   at once if the tab went mid-turn, so that the turn's end is seen.
 
 use std::collections::HashMap;
 
@@ -110,12 +111,16 @@ fn tabs_of<'a>(state: &'a State, open: &Open) -> HashMap<&'a str, usize> {
 /// doubling, at most five minutes.
 const REOPEN_BACKOFF_MAX_MS: u64 = 300_000;
 
-/// When `worker`, parked with a prompt waiting, is to be reopened: at once,
-/// or after a backoff when its last reopens failed.
+/// When `worker`, parked with a prompt waiting or with a turn whose end was
+/// never seen (its tab was lost mid-turn: only its page can say how the
+/// turn ended), is to be reopened: at once, or after a backoff when its
+/// last reopens failed.
 fn reopen_at(open: &Open, worker: &Worker, policy: TabPolicy) -> Option<u64> {
-    let waits = worker.parked
-        && open.of(&worker.id).any(|c| matches!(c.intent, CommandIntent::Send { .. }))
-        && !open.of(&worker.id).any(|c| c.intent == CommandIntent::Open);
+    let prompt_waits = open.of(&worker.id).any(|c| matches!(c.intent, CommandIntent::Send { .. }));
+    let turn_running = worker.continuity.turn_open || worker.continuity.busy_since_ms.is_some();
+    let turn_unseen = turn_running && !worker.state.is_terminal() && !worker.fenced;
+    let waits =
+        worker.parked && (prompt_waits || turn_unseen) && !open.of(&worker.id).any(|c| c.intent == CommandIntent::Open);
     if !waits {
         return None;
     }

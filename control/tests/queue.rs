@@ -1048,6 +1048,45 @@ fn a_lost_tab_is_opened_again_in_its_exact_conversation_before_the_next_prompt()
     assert!(w.pump(&["ext"]).is_empty(), "once");
 }
 
+/// Issue 44 (found by the hostile day): a worker whose tab was lost while
+/// its turn ran, with nothing queued, is not left unseen: its exact
+/// conversation is reopened at once, so the turn's end is read from its
+/// page (and Execution Continuity can act on it). A finished worker's lost
+/// tab stays closed until a prompt needs it.
+#[test]
+fn a_tab_lost_mid_turn_is_opened_again_to_see_the_turn_end() {
+    use control::tabs::TabPolicy;
+    let w = world();
+    let uncapped = TabPolicy { max_open: usize::MAX, idle_grace_ms: 60_000 };
+    let a = w.spawn("a");
+    assert_eq!(w.pump(&["ext"]).len(), 1);
+    w.complete_create("ext", &a, CONV_A);
+    w.plane.execute(Request::Attach { worker_id: a.clone() }).unwrap();
+    w.observe(&a, ConversationState::Idle);
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.followup(&root, &a, "one more thing", None).unwrap();
+    let sent = w.pump(&["ext"]);
+    assert!(matches!(&sent[..], [(_, _, CommandOp::ConversationSend { .. })]), "{sent:?}");
+    w.answer(&a, CommandOutcome::Ok { conversation_id: Some(CONV_A.parse().unwrap()) });
+    w.observe(&a, ConversationState::Generating);
+    w.plane.report("ext", ExecutorFrame::ConversationClosed { worker_id: a.clone() }).unwrap();
+    assert_eq!(w.plane.tabs(uncapped).unwrap(), 1, "a reopen, with no prompt waiting");
+    let reopened = w.pump(&["ext"]);
+    assert!(
+        matches!(&reopened[..], [(x, _, CommandOp::ConversationOpen { conversation_id, .. })] if *x == a && conversation_id.to_string() == CONV_A),
+        "{reopened:?}"
+    );
+    w.answer(&a, CommandOutcome::Ok { conversation_id: Some(CONV_A.parse().unwrap()) });
+    assert!(!w.plane.worker(&a).unwrap().parked);
+
+    // Finished, then its tab lost: nothing to see, nothing reopened.
+    w.observe(&a, ConversationState::Idle);
+    w.plane.execute(Request::Complete { actor: a.clone(), summary: "ok".into(), artifacts: vec![] }).unwrap();
+    w.plane.report("ext", ExecutorFrame::ConversationClosed { worker_id: a.clone() }).unwrap();
+    assert_eq!(w.plane.tabs(uncapped).unwrap(), 0);
+    assert!(w.pump(&["ext"]).is_empty());
+}
+
 /// A worker that waits (for root's answer) with its page idle gives up its
 /// tab like a finished one; a reopen that fails is tried again only after
 /// a backoff, not at every turn.

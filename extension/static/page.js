@@ -194,7 +194,27 @@
   // New calls show up as the thread re-renders: look once per batch of
   // mutations, at once (a hidden tab throttles timers to a second or more,
   // and a call waits on this). A slow timer catches data that changes
-  // without a DOM change; the content script also asks when a call waits.
-  new MutationObserver(() => scan(null)).observe(document, { childList: true, subtree: true });
-  setInterval(() => scan(null), 1000);
+  // without a DOM change (a request id stamped up to ~40 s after its turn
+  // began); it runs for a minute after the last change only, so a page
+  // where nothing changes costs nothing. The content script also asks when
+  // a call waits.
+  const QUIET_MS = 60000;
+  const later = setTimeout;
+  let lastChange = Date.now();
+  let ticking = false;
+  const tick = () => {
+    scan(null);
+    ticking = Date.now() - lastChange < QUIET_MS;
+    if (ticking) later(tick, 1000);
+  };
+  const changed = () => {
+    lastChange = Date.now();
+    scan(null);
+    if (!ticking) {
+      ticking = true;
+      later(tick, 1000);
+    }
+  };
+  new MutationObserver(changed).observe(document, { childList: true, subtree: true });
+  changed();
 })();
