@@ -158,6 +158,14 @@ impl Chromium {
         Ok(self.browser.new_page(url).await?)
     }
 
+    /// Opens a page in a tab that does not come to the front (its window
+    /// keeps showing the tab it showed).
+    pub async fn open_background(&self, url: &str) -> anyhow::Result<Page> {
+        use chromiumoxide::cdp::browser_protocol::target::CreateTargetParams;
+        let params = CreateTargetParams::builder().url(url).background(true).build().map_err(anyhow::Error::msg)?;
+        Ok(self.browser.new_page(params).await?)
+    }
+
     /// Pairs the extension through its options page, as a person would, and
     /// waits until it reports `connected`.
     pub async fn pair(&self, endpoint: &str, token: &str) -> anyhow::Result<()> {

@@ -12,6 +12,7 @@ pub mod cdp;
 pub mod daemon;
 pub mod find_chromium;
 pub mod firefox;
+pub mod history;
 pub mod lifecycle;
 pub mod person;
 pub mod scenario;

@@ -23,6 +23,70 @@ pub trait Person: Send {
     fn run<'a>(&'a mut self, conversation: &'a str, js: &'a str) -> Act<'a, Value>;
     /// Closes that tab.
     fn close<'a>(&'a mut self, conversation: &'a str) -> Act<'a, ()>;
+    /// Moves that tab, or its window, as `to` says.
+    fn place<'a>(&'a mut self, conversation: &'a str, to: Place) -> Act<'a, Placed>;
+}
+
+/// Where a person puts the tab showing a conversation, or what they do to
+/// its window. The moves are made through the browser's `tabs`/`windows`
+/// API from an extension page of the test's: dragging a tab out of its
+/// window fires the same `tabs.onDetached`/`onAttached` and keeps the
+/// tab's id, as the API's move does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// Dragged out into a window of its own, which does not take the focus.
+    NewWindow,
+    /// Its window minimized.
+    Minimized,
+    /// Its window shown again, and a window of the person's opened and
+    /// focused over it.
+    Covered,
+    /// Dragged back into the browser's first window, beside other tabs.
+    Back,
+}
+
+/// What the browser said once a tab was placed.
+#[derive(Debug)]
+pub struct Placed {
+    /// Whether the tab kept its id (the browser's own promise for a move).
+    pub same_tab: bool,
+    /// Its window's state (`normal`, `minimized`, …).
+    pub window: String,
+    /// Its page's `document.visibilityState`.
+    pub visibility: String,
+}
+
+impl Placed {
+    fn from(said: &Value, visibility: &Value) -> anyhow::Result<Placed> {
+        // A JSON string: both automation protocols pass a string as it is.
+        let moved: Value = said.as_str().and_then(|m| serde_json::from_str(m).ok()).unwrap_or(Value::Null);
+        let same_tab = moved["sameTab"].as_bool().with_context(|| format!("the move said {said}"))?;
+        let window = moved["window"].as_str().unwrap_or_default().to_owned();
+        Ok(Placed { same_tab, window, visibility: visibility.as_str().unwrap_or_default().to_owned() })
+    }
+}
+
+/// The extension-page script that places the tab showing `conversation`
+/// (a promise of `{sameTab, window}` as JSON).
+fn place_script(conversation: &str, to: Place) -> String {
+    let how = match to {
+        Place::NewWindow => "await api.windows.create({tabId: t.id, focused: false});",
+        Place::Minimized => "await api.windows.update(t.windowId, {state: 'minimized'});",
+        Place::Covered => {
+            "await api.windows.update(t.windowId, {state: 'normal'}); \
+             await api.windows.create({url: 'about:blank', focused: true});"
+        }
+        Place::Back => {
+            "const first = Math.min(...(await api.windows.getAll()).map(w => w.id)); \
+             await api.tabs.move(t.id, {windowId: first, index: -1});"
+        }
+    };
+    format!(
+        "(async () => {{ const api = globalThis.browser ?? chrome; \
+         const t = (await api.tabs.query({{}})).find(t => (t.url || '').includes({conversation:?})); \
+         if (!t) return null; {how} const now = await api.tabs.get(t.id); \
+         return JSON.stringify({{sameTab: now.id === t.id, window: (await api.windows.get(now.windowId)).state}}); }})()"
+    )
 }
 
 /// The composer's file input in fakechat's page (`render::attachments_tray`).
@@ -76,6 +140,19 @@ impl Person for ChromiumHands<'_> {
             Ok(())
         })
     }
+
+    fn place<'a>(&'a mut self, conversation: &'a str, to: Place) -> Act<'a, Placed> {
+        Box::pin(async move {
+            // The extension page opens in the background: the placed tab
+            // stays the one its window shows.
+            let options = self.0.open_background(&self.0.extension_url("options.html")).await?;
+            let moved = options.evaluate(place_script(conversation, to)).await?.into_value::<Value>();
+            options.close().await?;
+            let moved = moved.unwrap_or(Value::Null);
+            let visibility = self.run(conversation, "document.visibilityState").await?;
+            Placed::from(&moved, &visibility)
+        })
+    }
 }
 
 /// A person at a Firefox the rig launched.
@@ -112,6 +189,16 @@ impl Person for FirefoxHands<'_> {
             let context = self.0.context_of(conversation).await?;
             self.0.command("browsingContext.close", json!({"context": context})).await?;
             Ok(())
+        })
+    }
+
+    fn place<'a>(&'a mut self, conversation: &'a str, to: Place) -> Act<'a, Placed> {
+        Box::pin(async move {
+            // The options page the add-on opened on install, still open.
+            let options = self.0.extension_page("/options.html").await?;
+            let moved = self.0.eval(&options, &place_script(conversation, to)).await?;
+            let visibility = self.run(conversation, "document.visibilityState").await?;
+            Placed::from(&moved, &visibility)
         })
     }
 }

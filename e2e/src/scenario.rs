@@ -4,11 +4,14 @@
 
 mod attachment;
 mod everyday;
+mod soak;
 
 pub use attachment::attachment_wait;
 pub use everyday::{
     Away, BackgroundStopped, Restarted, background_stopped, browser_restarted, daemon_away, tab_closed, tab_navigated,
+    tab_placed,
 };
+pub use soak::{Day, Disruption, STALL, Soak, hostile_day};
 
 use std::time::{Duration, Instant};
 

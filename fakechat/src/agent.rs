@@ -424,7 +424,13 @@ async fn run(
                 return Ok(None);
             }
             Step::Complete(summary) => {
-                call(mcp, "worker_complete", json!({"capability": cap, "summary": summary})).await?;
+                let sent = call(mcp, "worker_complete", json!({"capability": cap, "summary": summary.clone()})).await;
+                // A model whose report did not go through (the orchestrator
+                // was away) makes it again when it is resumed.
+                if let Err(e) = sent {
+                    memory.remaining = std::iter::once(Step::Complete(summary)).chain(steps).collect();
+                    return Err(e);
+                }
                 stream(hub, conversation, &format!("• completed: {summary}\n")).await;
                 stream(hub, conversation, &status_block("complete", &summary, &[])).await;
             }

@@ -48,6 +48,10 @@ pub struct UserTurn {
     pub tab: Option<String>,
     /// Whether it was a worker bootstrap.
     pub bootstrap: bool,
+    /// The follow-up a wake prompt names (`Root gave you follow-up #N`), so
+    /// a long run can count each follow-up's deliveries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub followup: Option<u64>,
     /// The model the page's picker showed when it was sent (none: the
     /// account has no picker).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -275,6 +279,14 @@ pub struct Hub {
 /// Milliseconds since the epoch.
 pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// The follow-up number a wake prompt names (control's `prompts::wake`).
+fn followup_of(text: &str) -> Option<u64> {
+    let wake = text.split_once("[orchestrator wake v")?.1;
+    let after = wake.split_once("follow-up #")?.1;
+    let digits = after.find(|c: char| !c.is_ascii_digit()).unwrap_or(after.len());
+    after[..digits].parse().ok()
 }
 
 fn hex_sha256(text: &str) -> String {
@@ -546,6 +558,7 @@ impl Hub {
             tab: tab.map(str::to_owned),
             bootstrap: text.contains("[orchestrator bootstrap v")
                 || text.contains("[orchestrator rollover bootstrap v"),
+            followup: followup_of(text),
             model,
             effort: None,
             attachments: Vec::new(),

@@ -197,7 +197,8 @@ fn completed(worker: &str) -> impl Fn(&Value) -> bool + '_ {
 /// then (issue 44, `e2e::scenario::everyday`) the service worker stopped
 /// idle and mid-command, the daemon away for seconds and past the backoff's
 /// cap, the browser restarted with and without its tabs restored, a
-/// managed tab closed by a person, and one navigated to their own chat.
+/// managed tab closed by a person, one navigated to their own chat, and one
+/// moved between windows and hidden.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_nothing() {
     e2e(reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_nothing_body).await;
@@ -300,6 +301,43 @@ async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_noth
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("a navigated tab: {said}");
+
+    // 9. A person drags a managed tab into a window of its own, minimizes
+    //    it, covers it with another window and drags it back.
+    let placed =
+        e2e::scenario::tab_placed(&url, &world.fake.hub, &mut hands, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("measured: a tab moved and hidden, {placed:?}");
+}
+
+/// A hostile day (issue 44, `e2e::scenario::hostile_day`): four workers
+/// kept busy while a seeded sequence of service-worker stops, discarded,
+/// frozen, moved, hidden and closed tabs, browser sleeps and crashes and
+/// daemon SIGKILLs falls on them; nothing doubled, nothing lost, nothing
+/// typed into a person's chat, no follow-up past the stall bound. Two
+/// minutes here; `cargo xtask soak --minutes N [--seed S]` runs a longer
+/// day (`SOAK_MINUTES`, `SOAK_SEED`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_day_of_browser_and_daemon_trouble_doubles_and_loses_nothing() {
+    e2e(hostile_day_body).await;
+}
+
+async fn hostile_day_body() {
+    let env = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let day = e2e::scenario::Day {
+        seed: env("SOAK_SEED", 44),
+        length: Duration::from_secs(60 * env("SOAK_MINUTES", 2)),
+        workers: 4,
+    };
+    let mut world = World::start(orchestrator(), &[]).await.unwrap();
+    // The day, its settling (twice the stall bound at most) and a margin.
+    let bound = day.length + 3 * e2e::scenario::STALL;
+    let soak = tokio::time::timeout(bound, e2e::scenario::hostile_day(&mut world, day))
+        .await
+        .unwrap_or_else(|_| panic!("seed {}: the day never ended", day.seed))
+        .unwrap_or_else(|e| panic!("seed {}: {e:#}", day.seed));
+    println!("{soak}");
+    let problems = soak.problems();
+    assert!(problems.is_empty(), "{problems:#?}\n{soak}\n{}", soak.trace.join("\n"));
 }
 
 /// A daemon impostor on loopback: accepts the extension's hello, then

@@ -158,7 +158,8 @@ async fn firefox_a_worker_claims_and_lands_a_worktree_and_who_finds_its_conversa
 /// person's attachment holds a wake until they remove it, and again until
 /// they send it (`e2e::scenario::attachment_wait`); and a worker's tab
 /// closed by a person is opened again for its next follow-up
-/// (`e2e::scenario::tab_closed`).
+/// (`e2e::scenario::tab_closed`); one moved between windows and hidden
+/// goes on in the same tab (`e2e::scenario::tab_placed`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firefox_holds_a_worker_on_a_tool_approval_until_a_person_answers() {
     let dir = tempfile::tempdir().unwrap();
@@ -178,4 +179,8 @@ async fn firefox_holds_a_worker_on_a_tool_approval_until_a_person_answers() {
     // And a person closes a worker's tab: the next follow-up opens it again.
     let back = e2e::scenario::tab_closed(&url, &fake.hub, &mut hands, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("measured: managed tab closed by a person, follow-up completed after {back:?}");
+    // And moves a worker's tab between windows and hides it.
+    let placed =
+        e2e::scenario::tab_placed(&url, &fake.hub, &mut hands, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("measured: a tab moved and hidden, {placed:?}");
 }

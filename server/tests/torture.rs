@@ -46,6 +46,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use e2e::history::{Rng, Submitted, exactly_once, gapless};
 use fake_executor::{FakeConfig, FakeExecutor, Fault, Op};
 use protocol::WorkerId;
 use serde_json::{Value, json};
@@ -68,27 +69,6 @@ const DAEMON_ARGS: [&str; 10] = [
 ];
 /// How long the system may take to finish everything after the last restart.
 const SETTLE: Duration = Duration::from_secs(60);
-
-/// SplitMix64: a tiny seeded generator, so a schedule reproduces from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// One call in the history.
 #[derive(Debug, Clone)]
@@ -652,9 +632,7 @@ fn check_history(driver: &Driver, events: &[Value], executors: &[Arc<FakeExecuto
         assert_eq!(*first, effect, "key {key} answered two effects");
     }
 
-    // Gapless cursors.
-    let cursors: Vec<u64> = events.iter().map(|e| e["cursor"].as_u64().unwrap()).collect();
-    assert_eq!(cursors, (1..=events.len() as u64).collect::<Vec<_>>(), "cursors have gaps");
+    gapless(events).unwrap();
 
     // Once per key: one worker per spawn key (by name), one follow-up per key (by text).
     for (key, worker) in &driver.spawned {
@@ -676,51 +654,22 @@ fn check_history(driver: &Driver, events: &[Value], executors: &[Arc<FakeExecuto
         }
     }
 
-    // Exactly once into the conversation: every bootstrap and every follow-up
-    // in the log, submitted once.
-    let mut submitted: HashMap<String, usize> = HashMap::new();
-    let mut bootstraps: HashMap<String, usize> = HashMap::new();
+    // Exactly once into the conversation: every bootstrap and every
+    // follow-up in the log (or a newer one carrying it), submitted once.
+    let mut submitted = Submitted::default();
     for executor in executors {
         let stats = executor.stats();
         for (conversation, prompt) in &stats.submissions {
             let worker = stats.conversations.iter().find(|(_, c)| c == conversation).map(|(w, _)| w.to_string());
             let worker = worker.expect("submissions go to created conversations");
             match prompt.split("follow-up #").nth(1).and_then(|t| t.split('.').next()) {
-                Some(seq) => *submitted.entry(format!("{worker}#{seq}")).or_default() += 1,
-                // One bootstrap per conversation (a rolled-over worker has several).
-                None => *bootstraps.entry(format!("{worker} in {conversation}")).or_default() += 1,
+                Some(seq) => *submitted.followups.entry((worker, seq.parse().unwrap())).or_default() += 1,
+                None => *submitted.bootstraps.entry(conversation.to_string()).or_default() += 1,
             }
         }
     }
-    for (what, n) in submitted.iter().chain(bootstraps.iter()) {
-        assert_eq!(*n, 1, "{what} was submitted {n} times");
-    }
-    // A follow-up whose wake missed its deadline is not sent again once a
-    // newer follow-up exists: the newer wake carries it (the model reads
-    // every follow-up on attach). So each follow-up went in once, or a newer
-    // one of the same worker did; the newest always went in once.
-    let mut seqs: HashMap<&str, u64> = HashMap::new();
-    for e in events.iter().filter(|e| e["type"] == "worker.followup") {
-        *seqs.entry(e["data"]["worker_id"].as_str().unwrap()).or_default() += 1;
-    }
-    // A rollover carries every follow-up before it into the fresh
-    // conversation (its attach lists them, its capsule names the open one).
-    let rolled_after = |worker: &str, seq: u64| {
-        let at = events.iter().position(|e| {
-            e["type"] == "worker.followup" && e["data"]["worker_id"] == worker && e["data"]["seq"] == seq
-        });
-        at.is_some_and(|at| {
-            events[at..].iter().any(|e| e["type"] == "worker.rolled_over" && e["data"]["worker_id"] == worker)
-        })
-    };
-    for (worker, newest) in &seqs {
-        let times = |seq: u64| submitted.get(&format!("{worker}#{seq}")).copied().unwrap_or(0);
-        for seq in 1..=*newest {
-            let n = times(seq);
-            let carried = (seq + 1..=*newest).any(|later| times(later) == 1) || rolled_after(worker, seq);
-            assert!(n == 1 || (n == 0 && carried), "follow-up #{seq} of {worker} was submitted {n} times");
-        }
-    }
+    let tally = exactly_once(events, &submitted);
+    assert!(tally.duplicates.is_empty() && tally.lost.is_empty(), "{tally:?}");
     let rollovers = events.iter().filter(|e| e["type"] == "worker.rolled_over").count();
     eprintln!("torture: {rollovers} rollovers of full conversations");
     let conversations: usize = executors.iter().map(|e| e.stats().conversations.len()).sum();

@@ -130,7 +130,7 @@ fn prerequisites(task: &str) -> &'static [Tool] {
     match task {
         "ci" | "install" => EVERYTHING,
         "dist" => BUILD,
-        "demo" | "canary" => DEMO,
+        "demo" | "canary" | "soak" => DEMO,
         "canary-firefox" | "screenshots" => CANARY_FIREFOX,
         _ => &[],
     }
@@ -279,6 +279,27 @@ fn torture() -> anyhow::Result<()> {
     run(&mut cmd)
 }
 
+/// `cargo xtask soak [--minutes N] [--seed S]`: the hostile day of
+/// `server/tests/extension_chromium.rs` (a real browser, four workers, a
+/// seeded sequence of browser and daemon trouble) for N minutes (default
+/// 30) instead of CI's 2, printing its figures.
+fn soak() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let minutes = flag("--minutes").unwrap_or_else(|| "30".into());
+    minutes.parse::<u64>().map_err(|_| anyhow::anyhow!("--minutes takes a whole number"))?;
+    install(prerequisites("soak"))?;
+    dist::dist()?;
+    let mut cmd = Command::new("cargo");
+    cmd.args(["test", "-p", "server", "--test", "extension_chromium", "--", "hostile_day", "--nocapture"])
+        .env("SOAK_MINUTES", &minutes);
+    if let Some(seed) = flag("--seed") {
+        seed.parse::<u64>().map_err(|_| anyhow::anyhow!("--seed takes a whole number"))?;
+        cmd.env("SOAK_SEED", seed);
+    }
+    run(&mut cmd)
+}
+
 fn main() -> anyhow::Result<()> {
     let task = std::env::args().nth(1);
     match task.as_deref() {
@@ -318,13 +339,14 @@ fn main() -> anyhow::Result<()> {
             ]))
         }
         Some("torture") => torture(),
+        Some("soak") => soak(),
         Some("skill") => skills(),
         Some("errors-doc") => {
             std::fs::write(root().join("docs/errors.md"), errors_doc::render())?;
             Ok(())
         }
         _ => bail!(
-            "usage: cargo xtask <ci | install | dist | demo | canary [--carrier cdp|webext|firefox] [--receipts DIR] | screenshots | torture [--minutes N] [--seed S] | errors-doc | skill>"
+            "usage: cargo xtask <ci | install | dist | demo | canary [--carrier cdp|webext|firefox] [--receipts DIR] | screenshots | torture [--minutes N] [--seed S] | soak [--minutes N] [--seed S] | errors-doc | skill>"
         ),
     }
 }

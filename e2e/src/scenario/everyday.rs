@@ -330,3 +330,47 @@ pub async fn tab_navigated(
     exactly(hub, theirs, before, &out)?;
     Ok(listed["waiting_for"].clone())
 }
+
+/// A person moves a worker's tab between windows and hides it: dragged
+/// out into a window of its own, that window minimized, shown again under
+/// a window of theirs that has the focus, dragged back beside other tabs.
+/// After each move a follow-up goes in once through the same tab (the
+/// browser keeps a moved tab's id), and nothing else is opened. What the
+/// browser said after each move, and how long its follow-up took.
+pub async fn tab_placed(
+    mcp_url: &str,
+    hub: &fakechat::hub::Hub,
+    person: &mut impl crate::person::Person,
+    budget: Duration,
+) -> anyhow::Result<Vec<(crate::person::Place, crate::person::Placed, Duration)>> {
+    use crate::person::Place;
+    const MOVES: [(Place, &str); 4] = [
+        (Place::NewWindow, "in a window of its own"),
+        (Place::Minimized, "in a minimized window"),
+        (Place::Covered, "under another window"),
+        (Place::Back, "dragged back"),
+    ];
+    let (mut root, mut out, worker, conversation) = settled_worker(mcp_url, hub, "tab placed", "mover", budget).await?;
+    let mut seen = Vec::new();
+    for (to, summary) in MOVES {
+        let placed = person.place(&conversation, to).await.with_context(|| format!("{to:?}"))?;
+        if !placed.same_tab {
+            bail!("the tab moved {to:?} changed its id: {placed:?}");
+        }
+        let asked = Instant::now();
+        root.call("worker_followup", followup(&worker, summary)).await?;
+        root.wait(&mut out, budget, completed(&worker, summary)).await?;
+        seen.push((to, placed, asked.elapsed()));
+        all_idle(hub, std::slice::from_ref(&conversation), budget).await?;
+    }
+    exactly(hub, &conversation, 1 + MOVES.len(), &out)?;
+    // One page sent them all (fakechat names a tab in its session storage,
+    // which moves with the tab).
+    let turns = oracle_of(hub, &conversation)["user_turns"].clone();
+    let senders: std::collections::BTreeSet<String> =
+        turns.as_array().into_iter().flatten().map(|t| t["tab"].to_string()).collect();
+    if senders.len() != 1 {
+        bail!("the turns came from {} tabs, not one: {turns}", senders.len());
+    }
+    Ok(seen)
+}
