@@ -107,6 +107,10 @@ fn tabs_of<'a>(state: &'a State, open: &Open) -> HashMap<&'a str, usize> {
     tabs
 }
 
+/// Reopens in a row that may fail before a tab lost mid-turn waits for its
+/// worker's next prompt instead.
+const UNSEEN_REOPENS_MAX: u32 = 3;
+
 /// How long a reopen waits after `failures` in a row failed: the grace,
 /// doubling, at most five minutes.
 const REOPEN_BACKOFF_MAX_MS: u64 = 300_000;
@@ -116,11 +120,20 @@ const REOPEN_BACKOFF_MAX_MS: u64 = 300_000;
 /// turn ended), is to be reopened: at once, or after a backoff when its
 /// last reopens failed.
 fn reopen_at(open: &Open, worker: &Worker, policy: TabPolicy) -> Option<u64> {
+    if !worker.parked || open.of(&worker.id).any(|c| c.intent == CommandIntent::Open) {
+        return None;
+    }
     let prompt_waits = open.of(&worker.id).any(|c| matches!(c.intent, CommandIntent::Send { .. }));
+    // Not a worker that waits for a person (its page may show them a card
+    // they chose to close), nor one whose reopens keep failing (its
+    // conversation may be gone): those wait for their next prompt.
     let turn_running = worker.continuity.turn_open || worker.continuity.busy_since_ms.is_some();
-    let turn_unseen = turn_running && !worker.state.is_terminal() && !worker.fenced;
-    let waits =
-        worker.parked && (prompt_waits || turn_unseen) && !open.of(&worker.id).any(|c| c.intent == CommandIntent::Open);
+    let turn_unseen = turn_running
+        && !worker.state.is_terminal()
+        && !worker.fenced
+        && worker.continuity.hold.is_none()
+        && worker.reopen_failures < UNSEEN_REOPENS_MAX;
+    let waits = prompt_waits || turn_unseen;
     if !waits {
         return None;
     }

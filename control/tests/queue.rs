@@ -1079,8 +1079,9 @@ fn a_tab_lost_mid_turn_is_opened_again_to_see_the_turn_end() {
     w.answer(&a, CommandOutcome::Ok { conversation_id: Some(CONV_A.parse().unwrap()) });
     assert!(!w.plane.worker(&a).unwrap().parked);
 
-    // Finished, then its tab lost: nothing to see, nothing reopened.
-    w.observe(&a, ConversationState::Idle);
+    // Finished while its page still generated, then its tab lost: its
+    // outcome is known, nothing reopened.
+    w.observe(&a, ConversationState::Generating);
     w.plane.execute(Request::Complete { actor: a.clone(), summary: "ok".into(), artifacts: vec![] }).unwrap();
     w.plane.report("ext", ExecutorFrame::ConversationClosed { worker_id: a.clone() }).unwrap();
     assert_eq!(w.plane.tabs(uncapped).unwrap(), 0);

@@ -82,6 +82,9 @@ pub struct Tally {
     pub duplicates: BTreeMap<String, usize>,
     /// Follow-ups in the log that never went in and nothing carried.
     pub lost: Vec<String>,
+    /// Wakes naming a follow-up the log does not hold for that worker (a
+    /// prompt typed into the wrong conversation, or one made up).
+    pub stray: Vec<String>,
 }
 
 /// Every bootstrap went in once; every follow-up in the log (its
@@ -106,6 +109,12 @@ pub fn exactly_once(events: &[Value], submitted: &Submitted) -> Tally {
             events[at..].iter().any(|e| e["type"] == "worker.rolled_over" && e["data"]["worker_id"] == worker)
         })
     };
+    for (worker, seq) in submitted.followups.keys() {
+        if !newest.get(worker.as_str()).is_some_and(|n| (1..=*n).contains(seq)) {
+            tally.stray.push(format!("{worker}#{seq}"));
+        }
+    }
+    tally.stray.sort();
     for (worker, newest) in newest {
         let times = |seq: u64| submitted.followups.get(&(worker.to_owned(), seq)).copied().unwrap_or(0);
         for seq in 1..=newest {
@@ -145,10 +154,12 @@ mod tests {
         let mut submitted = Submitted::default();
         submitted.followups.insert(("a".into(), 2), 1);
         submitted.followups.insert(("b".into(), 1), 2);
+        submitted.followups.insert(("b".into(), 7), 1);
         submitted.bootstraps.insert("conv".into(), 1);
         let tally = exactly_once(&events, &submitted);
         assert_eq!((tally.delivered, tally.carried), (1, 1), "{tally:?}");
         assert_eq!(tally.duplicates.get("b#1"), Some(&2));
         assert_eq!(tally.lost, ["c#1"]);
+        assert_eq!(tally.stray, ["b#7"]);
     }
 }

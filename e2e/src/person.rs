@@ -48,7 +48,8 @@ pub enum Place {
 /// What the browser said once a tab was placed.
 #[derive(Debug)]
 pub struct Placed {
-    /// Whether the tab kept its id (the browser's own promise for a move).
+    /// Whether the tab showing the conversation after the move is the one
+    /// before it (the browser promises a move keeps the id).
     pub same_tab: bool,
     /// Its window's state (`normal`, `minimized`, …).
     pub window: String,
@@ -76,16 +77,22 @@ fn place_script(conversation: &str, to: Place) -> String {
             "await api.windows.update(t.windowId, {state: 'normal'}); \
              await api.windows.create({url: 'about:blank', focused: true});"
         }
+        // Back among other tabs; the windows of blank pages the covers
+        // opened are closed.
         Place::Back => {
-            "const first = Math.min(...(await api.windows.getAll()).map(w => w.id)); \
-             await api.tabs.move(t.id, {windowId: first, index: -1});"
+            "const all = await api.windows.getAll({populate: true}); \
+             const first = Math.min(...all.map(w => w.id)); \
+             await api.tabs.move(t.id, {windowId: first, index: -1}); \
+             for (const w of all) if (w.id !== first && w.tabs.every(x => x.url === 'about:blank')) await api.windows.remove(w.id);"
         }
     };
     format!(
         "(async () => {{ const api = globalThis.browser ?? chrome; \
          const t = (await api.tabs.query({{}})).find(t => (t.url || '').includes({conversation:?})); \
-         if (!t) return null; {how} const now = await api.tabs.get(t.id); \
-         return JSON.stringify({{sameTab: now.id === t.id, window: (await api.windows.get(now.windowId)).state}}); }})()"
+         if (!t) return null; {how} \
+         const now = (await api.tabs.query({{}})).find(t => (t.url || '').includes({conversation:?})); \
+         return JSON.stringify({{sameTab: !!now && now.id === t.id, \
+           window: now ? (await api.windows.get(now.windowId)).state : null}}); }})()"
     )
 }
 

@@ -200,20 +200,23 @@
   // a call waits.
   const QUIET_MS = 60000;
   const later = setTimeout;
-  let lastChange = Date.now();
+  let lastChange = 0;
   let ticking = false;
+  const clock = Date.now;
   const tick = () => {
-    scan(null);
-    ticking = Date.now() - lastChange < QUIET_MS;
+    // Rearmed before the look: a look that throws (page data of an
+    // unexpected shape) never stops the timer.
+    ticking = clock() - lastChange < QUIET_MS;
     if (ticking) later(tick, 1000);
+    scan(null);
   };
   const changed = () => {
-    lastChange = Date.now();
-    scan(null);
+    lastChange = clock();
     if (!ticking) {
       ticking = true;
       later(tick, 1000);
     }
+    scan(null);
   };
   new MutationObserver(changed).observe(document, { childList: true, subtree: true });
   changed();

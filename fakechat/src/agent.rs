@@ -394,7 +394,11 @@ async fn run(
     while let Some(step) = steps.next() {
         match step {
             Step::Progress(summary) => {
-                call(mcp, "worker_progress", json!({"capability": cap, "summary": summary})).await?;
+                let sent = call(mcp, "worker_progress", json!({"capability": cap, "summary": summary.clone()})).await;
+                if let Err(e) = sent {
+                    memory.remaining = std::iter::once(Step::Progress(summary)).chain(steps).collect();
+                    return Err(e);
+                }
                 stream(hub, conversation, &format!("• progress: {summary}\n")).await;
             }
             Step::AskRoot(question) => {
@@ -426,7 +430,8 @@ async fn run(
             Step::Complete(summary) => {
                 let sent = call(mcp, "worker_complete", json!({"capability": cap, "summary": summary.clone()})).await;
                 // A model whose report did not go through (the orchestrator
-                // was away) makes it again when it is resumed.
+                // was away, or refused it) makes it again when it is resumed,
+                // as with a progress report above.
                 if let Err(e) = sent {
                     memory.remaining = std::iter::once(Step::Complete(summary)).chain(steps).collect();
                     return Err(e);

@@ -154,7 +154,9 @@ async fn workers(world: &World, root: &mut Client, cap: &str, first: usize, n: u
     }
     let ours = |e: &Value| ids.iter().any(|id| e["data"]["worker_id"] == id.as_str());
     let (mut cursor, mut bound, mut done) = (0, Vec::new(), 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
     while done < n {
+        assert!(std::time::Instant::now() < deadline, "the workers never completed their first turn");
         let page = call(root, "events_wait", json!({"after_cursor": cursor, "timeout_ms": 5000}), cap).await;
         cursor = page["cursor"].as_u64().unwrap_or(cursor);
         for e in page["events"].as_array().unwrap().iter().filter(|e| ours(e)) {
@@ -167,6 +169,7 @@ async fn workers(world: &World, root: &mut Client, cap: &str, first: usize, n: u
     }
     for c in &bound {
         while world.fake.hub.oracle()["conversations"][c]["state"] != "idle" {
+            assert!(std::time::Instant::now() < deadline, "a worker's page never went idle");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

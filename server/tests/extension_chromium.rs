@@ -329,8 +329,9 @@ async fn hostile_day_body() {
         workers: 4,
     };
     let mut world = World::start(orchestrator(), &[]).await.unwrap();
-    // The day, its settling (twice the stall bound at most) and a margin.
-    let bound = day.length + 3 * e2e::scenario::STALL;
+    // The day, its last step, its start and settling (the stall bound
+    // each, at most three times) and a margin.
+    let bound = day.length + 5 * e2e::scenario::STALL;
     let soak = tokio::time::timeout(bound, e2e::scenario::hostile_day(&mut world, day))
         .await
         .unwrap_or_else(|_| panic!("seed {}: the day never ended", day.seed))

@@ -669,7 +669,7 @@ fn check_history(driver: &Driver, events: &[Value], executors: &[Arc<FakeExecuto
         }
     }
     let tally = exactly_once(events, &submitted);
-    assert!(tally.duplicates.is_empty() && tally.lost.is_empty(), "{tally:?}");
+    assert!(tally.duplicates.is_empty() && tally.lost.is_empty() && tally.stray.is_empty(), "{tally:?}");
     let rollovers = events.iter().filter(|e| e["type"] == "worker.rolled_over").count();
     eprintln!("torture: {rollovers} rollovers of full conversations");
     let conversations: usize = executors.iter().map(|e| e.stats().conversations.len()).sum();

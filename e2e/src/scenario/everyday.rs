@@ -357,6 +357,11 @@ pub async fn tab_placed(
         if !placed.same_tab {
             bail!("the tab moved {to:?} changed its id: {placed:?}");
         }
+        // Minimized, the page is hidden (a covered one stays visible in a
+        // headless browser, which computes no occlusion).
+        if to == Place::Minimized && (placed.window != "minimized" || placed.visibility != "hidden") {
+            bail!("a minimized tab: {placed:?}");
+        }
         let asked = Instant::now();
         root.call("worker_followup", followup(&worker, summary)).await?;
         root.wait(&mut out, budget, completed(&worker, summary)).await?;
@@ -369,7 +374,7 @@ pub async fn tab_placed(
     let turns = oracle_of(hub, &conversation)["user_turns"].clone();
     let senders: std::collections::BTreeSet<String> =
         turns.as_array().into_iter().flatten().map(|t| t["tab"].to_string()).collect();
-    if senders.len() != 1 {
+    if senders.len() != 1 || senders.contains("null") {
         bail!("the turns came from {} tabs, not one: {turns}", senders.len());
     }
     Ok(seen)

@@ -26,7 +26,7 @@ use crate::person::{ChromiumHands, Person, Place};
 /// The longest a follow-up may take from asked to completed, whatever fell
 /// on it: the longest disruption (the browser asleep 20 s, or crashed and
 /// started again), the reconnect backoff's cap (10 s), a recheck, a turn.
-pub const STALL: Duration = Duration::from_secs(120);
+pub const STALL: Duration = Duration::from_secs(150);
 
 /// How long the test's hands get for one act on a tab (a frozen page may
 /// never answer a look).
@@ -127,6 +127,9 @@ impl Soak {
         if !self.tally.duplicates.is_empty() {
             problems.push(format!("prompts went in more than once: {:?}", self.tally.duplicates));
         }
+        if !self.tally.stray.is_empty() {
+            problems.push(format!("wakes named follow-ups their worker never had: {:?}", self.tally.stray));
+        }
         if !self.tally.lost.is_empty() {
             problems.push(format!("follow-ups never went in: {:?}", self.tally.lost));
         }
@@ -135,6 +138,11 @@ impl Soak {
         }
         if let Some(longest) = self.back.last().filter(|b| **b > STALL) {
             problems.push(format!("a follow-up took {longest:?}, past the stall bound {STALL:?}"));
+        }
+        for (what, tried) in &self.not_made {
+            if *tried >= 3 && !self.made.contains_key(what) {
+                problems.push(format!("{what:?} was tried {tried} times and never made (see the trace)"));
+            }
         }
         if self.person_turns != 1 {
             problems.push(format!("the person's own chat has {} user turns, not their one", self.person_turns));
@@ -151,12 +159,13 @@ impl fmt::Display for Soak {
         writeln!(f, "  not made (no tab to act on): {:?}", self.not_made)?;
         writeln!(
             f,
-            "  follow-ups: {} asked, {} delivered once, {} carried by a newer one, {} duplicates, {} lost, {} unfinished",
+            "  follow-ups: {} asked, {} delivered once, {} carried by a newer one, {} duplicates, {} lost, {} stray, {} unfinished",
             self.asked,
             self.tally.delivered,
             self.tally.carried,
             self.tally.duplicates.len(),
             self.tally.lost.len(),
+            self.tally.stray.len(),
             self.unfinished.len()
         )?;
         writeln!(
@@ -202,48 +211,60 @@ async fn look(
     }
 }
 
-/// Makes one disruption; `Ok(false)` when the test's hands found nothing
-/// to act on (a tab already closed, frozen or not open again yet). Errors
-/// are the rig's own (the daemon or the browser would not start again).
+/// Whether a disruption was made, or why the test's hands could not make
+/// it (a tab already closed, frozen or not open again yet).
+type Made = Result<(), String>;
+
+/// Makes one disruption. Errors are the rig's own (the daemon or the
+/// browser would not start again).
 async fn disrupt(
     world: &mut crate::World,
     root: &mut Root,
     what: Disruption,
     conversation: Option<&str>,
     rng: &mut Rng,
-) -> anyhow::Result<bool> {
-    let hands =
-        async |act: crate::person::Act<'_, ()>| Ok(matches!(tokio::time::timeout(HANDS, act).await, Ok(Ok(()))));
+) -> anyhow::Result<Made> {
+    let hands = async |act: crate::person::Act<'_, ()>| -> anyhow::Result<Made> {
+        Ok(match tokio::time::timeout(HANDS, act).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("{e:#}")),
+            Err(_) => Err(format!("no answer within {HANDS:?}")),
+        })
+    };
     match (what, conversation) {
         (Disruption::BackgroundStopped, _) => hands(ChromiumLifecycle(&world.chromium).stop_background()).await,
         (Disruption::TabDiscarded, Some(c)) => hands(ChromiumLifecycle(&world.chromium).discard(c)).await,
         (Disruption::TabFrozen, Some(c)) => {
-            if !hands(ChromiumLifecycle(&world.chromium).freeze(c, true)).await? {
-                return Ok(false);
+            if let Err(why) = hands(ChromiumLifecycle(&world.chromium).freeze(c, true)).await? {
+                return Ok(Err(why));
             }
             // A page frozen mid-turn is left for a person (reloading it
             // could lose what they typed): they show the tab, and the
             // browser thaws it (a reloaded page is not frozen any more).
             tokio::time::sleep(Duration::from_millis(2_000 + rng.below(18_000))).await;
             let _ = hands(ChromiumLifecycle(&world.chromium).freeze(c, false)).await;
-            Ok(true)
+            Ok(Ok(()))
         }
         (Disruption::TabClosed, Some(c)) => hands(ChromiumHands(&world.chromium).close(c)).await,
         (Disruption::TabMoved, Some(c)) => {
             let to = [Place::NewWindow, Place::Minimized, Place::Covered, Place::Back][rng.below(4) as usize];
             let mut person = ChromiumHands(&world.chromium);
-            let placed = tokio::time::timeout(HANDS, person.place(c, to)).await;
-            Ok(matches!(placed, Ok(Ok(p)) if p.same_tab))
+            Ok(match tokio::time::timeout(HANDS, person.place(c, to)).await {
+                Ok(Ok(p)) if p.same_tab => Ok(()),
+                Ok(Ok(p)) => Err(format!("{to:?}: {p:?}")),
+                Ok(Err(e)) => Err(format!("{to:?}: {e:#}")),
+                Err(_) => Err(format!("{to:?}: no answer within {HANDS:?}")),
+            })
         }
         (Disruption::TabDiscarded | Disruption::TabFrozen | Disruption::TabClosed | Disruption::TabMoved, None) => {
-            Ok(false)
+            Ok(Err("the worker has no conversation yet".into()))
         }
         (Disruption::BrowserAsleep, _) => {
             let sleeper = crate::browser::Sleeper::of(world.chromium.main_pid().await?);
             sleeper.asleep(true)?;
             tokio::time::sleep(Duration::from_millis(2_000 + rng.below(18_000))).await;
             sleeper.asleep(false)?;
-            Ok(true)
+            Ok(Ok(()))
         }
         (Disruption::BrowserCrashed, _) => {
             world.chromium.crash().await?;
@@ -255,14 +276,14 @@ async fn disrupt(
                 world.chromium.wait_connected(Duration::from_secs(60)).await,
                 "the extension never reconnected after the browser started again"
             );
-            Ok(true)
+            Ok(Ok(()))
         }
         (Disruption::DaemonKilled, _) => {
             world.daemon.kill();
             tokio::time::sleep(Duration::from_millis(rng.below(4_000))).await;
             world.daemon.start_again(&[])?;
             root.client = Client::connect(&world.daemon.mcp_url()).await?;
-            Ok(true)
+            Ok(Ok(()))
         }
     }
 }
@@ -329,7 +350,14 @@ pub async fn hostile_day(world: &mut crate::World, day: Day) -> anyhow::Result<S
     let (mut made, mut not_made, mut asked) = (BTreeMap::new(), BTreeMap::new(), 0);
     let end = Instant::now() + day.length;
     while Instant::now() < end {
-        let idle: Vec<&String> = workers.iter().filter(|w| !open.contains_key(*w)).collect();
+        // One draw of the day's generator per step, whichever way it goes:
+        // the steps' draws are fixed by the seed (what each step meets
+        // still depends on timing).
+        let mut rng = Rng(rng.next_u64());
+        // Mostly to an idle worker; sometimes to a busy one, whose newer
+        // follow-up carries the older (the model reads the latest).
+        let to_busy = rng.chance(20);
+        let idle: Vec<&String> = workers.iter().filter(|w| to_busy || !open.contains_key(*w)).collect();
         if !idle.is_empty() && rng.chance(50) {
             let worker = idle[rng.below(idle.len() as u64) as usize].clone();
             asked += 1;
@@ -344,7 +372,9 @@ pub async fn hostile_day(world: &mut crate::World, day: Day) -> anyhow::Result<S
                 json!({"worker_id": worker, "instructions": format!("Go on.\nscenario: {script}")}),
             )
             .await?;
-            open.insert(worker, (summary, Instant::now()));
+            // A carried follow-up counts from when the older was asked.
+            let since = open.get(&worker).map_or_else(Instant::now, |(_, at)| *at);
+            open.insert(worker, (summary, since));
         } else {
             let what = weighted(&mut rng);
             let target = workers[rng.below(workers.len() as u64) as usize].clone();
@@ -353,8 +383,9 @@ pub async fn hostile_day(world: &mut crate::World, day: Day) -> anyhow::Result<S
                 .await
                 .with_context(|| format!("{what:?}"))?;
             let at = fakechat::hub::now_ms().saturating_sub(root.started_ms) as f64 / 1000.0;
-            out.trace.push(format!("{at:>7.2}s  -- {what:?}{}", if did { "" } else { " (not made)" }));
-            let count = if did { &mut made } else { &mut not_made };
+            let why = did.as_ref().err().map(|w| format!(" (not made: {w})")).unwrap_or_default();
+            out.trace.push(format!("{at:>7.2}s  -- {what:?}{why}"));
+            let count = if did.is_ok() { &mut made } else { &mut not_made };
             *count.entry(what).or_insert(0) += 1;
         }
         let pause = Duration::from_millis(500 + rng.below(2_500));
