@@ -612,6 +612,13 @@ impl State {
                     if sent || (c.intent == CommandIntent::Create && matches!(outcome, CommandOutcome::Ok { .. })) {
                         w.metered(PROMPT_BYTES);
                     }
+                    // A prompt just went in: its turn is starting, though its
+                    // page may still read idle (its busy report travels
+                    // apart). Its tab's idle grace starts again, or it could
+                    // be parked under the turn it just began.
+                    if sent {
+                        w.updated_at_ms = at;
+                    }
                     if let Some(parked) = tab {
                         w.parked = parked;
                         w.reopen_failures = 0;

@@ -1137,6 +1137,35 @@ fn a_waiting_worker_is_parked_and_a_failed_reopen_backs_off() {
     assert_eq!(w.plane.tabs(policy).unwrap(), 1, "then tried again");
 }
 
+/// A prompt that just went in restarts its tab's idle grace: the page may
+/// still read idle (its busy report travels apart from the result), and a
+/// park then would close the tab under the turn it just began (seen once
+/// in CI through the CDP carrier: the worker never completed).
+#[test]
+fn a_tab_is_not_parked_under_a_turn_that_just_began() {
+    use control::tabs::TabPolicy;
+    let w = world();
+    w.connect_declaring(vec![protocol::executor::PARK.into()]);
+    let policy = TabPolicy { max_open: 1, idle_grace_ms: 1_000 };
+    let pump = || w.pump_capped(Limits { max_open_tabs: Some(1), ..Limits::default() });
+    let a = w.spawn("a");
+    pump();
+    w.complete_create("ext", &a, CONV_A);
+    w.plane.execute(Request::Attach { worker_id: a.clone() }).unwrap();
+    w.observe(&a, ConversationState::Idle);
+    let root = w.plane.worker(&w.root).unwrap();
+    w.plane.followup(&root, &a, "go on", None).unwrap();
+    let sent = pump();
+    assert!(matches!(&sent[..], [(_, CommandOp::ConversationSend { .. })]), "{sent:?}");
+    // The submission takes longer than the grace; another worker waits for room.
+    w.clock.advance(2_000);
+    w.answer(&a, CommandOutcome::Ok { conversation_id: Some(CONV_A.parse().unwrap()) });
+    let _b = w.spawn("b");
+    assert_eq!(w.plane.tabs(policy).unwrap(), 0, "not parked under its new turn");
+    w.clock.advance(1_000);
+    assert_eq!(w.plane.tabs(policy).unwrap(), 1, "parked once the grace has passed with its page idle");
+}
+
 /// A worker pinned to a model is created only by an executor that declared
 /// `conversation_model`, and its create and every prompt carry the model;
 /// an unpinned worker goes anywhere, and carries none.
