@@ -288,20 +288,6 @@ async fn disrupt(
     }
 }
 
-/// Every event of the run, in order.
-async fn all_events(root: &mut Root) -> anyhow::Result<Vec<Value>> {
-    let (mut after, mut all) = (0, Vec::new());
-    loop {
-        let page = root.call("events_list", json!({"after_cursor": after, "limit": 500})).await?;
-        let events = page["events"].as_array().cloned().unwrap_or_default();
-        match events.last().and_then(|e| e["cursor"].as_u64()) {
-            Some(last) => after = last,
-            None => return Ok(all),
-        }
-        all.extend(events);
-    }
-}
-
 /// What the log shows of the daemon's recoveries.
 fn recoveries(events: &[Value]) -> BTreeMap<String, usize> {
     let mut seen = BTreeMap::new();
@@ -400,7 +386,7 @@ pub async fn hostile_day(world: &mut crate::World, day: Day) -> anyhow::Result<S
     if open.is_empty() {
         all_idle(&hub, &conversations, STALL).await?;
     }
-    let events = all_events(&mut root).await?;
+    let events = root.log_of_run().await?;
     gapless(&events).map_err(anyhow::Error::msg)?;
     let bound: HashMap<String, String> = out.bound.iter().map(|(w, c)| (c.clone(), w.clone())).collect();
     let oracle = hub.oracle();
