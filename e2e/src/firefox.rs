@@ -24,6 +24,8 @@ pub struct Firefox {
     child: Child,
     socket: Socket,
     next_id: u64,
+    /// The add-on's id, as its manifest names it.
+    gecko_id: String,
 }
 
 impl Firefox {
@@ -60,7 +62,17 @@ impl Firefox {
         certutil(&["-A", "-n", "fakechat", "-t", "C,,", "-i", &ca.display().to_string(), "-d", &db])?;
 
         let mut child = Command::new(FIREFOX)
-            .args(["--headless", "--no-remote", "--remote-debugging-port=0", "--profile"])
+            // System access lets the test's hands reach the browser's own
+            // window (to unload the add-on's event page, as Firefox does when
+            // it idles) and open the add-on's popup, which Firefox 153
+            // otherwise refuses to BiDi.
+            .args([
+                "--headless",
+                "--no-remote",
+                "--remote-debugging-port=0",
+                "--remote-allow-system-access",
+                "--profile",
+            ])
             .arg(&profile)
             .env("XDG_CONFIG_HOME", dir.join("config"))
             .env("XDG_CACHE_HOME", dir.join("cache"))
@@ -78,7 +90,7 @@ impl Firefox {
         };
         std::thread::spawn(move || lines.for_each(drop));
         let (socket, _) = tokio_tungstenite::connect_async(format!("{url}/session")).await?;
-        let mut firefox = Firefox { child, socket, next_id: 0 };
+        let mut firefox = Firefox { child, socket, next_id: 0, gecko_id: gecko_id.to_owned() };
         firefox.command("session.new", json!({"capabilities": {"alwaysMatch": {"acceptInsecureCerts": true}}})).await?;
         let path = extension.canonicalize()?.display().to_string();
         firefox.command("webExtension.install", json!({"extensionData": {"type": "path", "path": path}})).await?;
@@ -180,6 +192,43 @@ impl Firefox {
             Some(Value::Bool(true)) => Ok(()),
             other => bail!("no overlay button {label:?} ({other:?})"),
         }
+    }
+
+    /// Unloads the add-on's event page as Firefox does once it idles
+    /// (`extensions.background.idle.timeout`), even with a socket open:
+    /// from the browser's own window, as Firefox's own tests do. Whatever
+    /// the add-on listens for wakes it again.
+    pub async fn stop_background(&mut self) -> anyhow::Result<()> {
+        let tree = self.command("browsingContext.getTree", json!({"maxDepth": 0, "moz:scope": "chrome"})).await?;
+        let window = tree["contexts"][0]["context"].as_str().context("no browser window")?.to_owned();
+        let js = format!(
+            "(async () => {{ const e = WebExtensionPolicy.getByID({:?}).extension; \
+             await e.terminateBackground({{ignoreDevToolsAttached: true, disableResetIdleForTest: true}}); \
+             return e.backgroundState; }})()",
+            self.gecko_id
+        );
+        let state = self.eval(&window, &js).await?;
+        // "starting": an event in the meantime (a page's message) woke it
+        // again, which it can only do once stopped.
+        let state = state.as_str().unwrap_or_default();
+        anyhow::ensure!(["stopped", "starting"].contains(&state), "the event page is still {state:?}");
+        Ok(())
+    }
+
+    /// The connection line the add-on's popup shows, opened in a tab of its own.
+    pub async fn popup_connection(&mut self) -> anyhow::Result<String> {
+        let tab = self.command("browsingContext.create", json!({"type": "tab", "background": true})).await?;
+        let tab = tab["context"].as_str().context("no tab")?.to_owned();
+        let url = format!("moz-extension://{UUID}/popup.html");
+        self.command("browsingContext.navigate", json!({"context": tab, "url": url, "wait": "complete"})).await?;
+        // The page's own placeholder says "starting" until it has rendered.
+        let rendered = "!['', 'starting'].includes(document.querySelector('#connection')?.textContent ?? '')";
+        let text = match self.until(&tab, rendered).await {
+            Ok(()) => self.eval(&tab, "document.querySelector('#connection').textContent").await,
+            Err(e) => Err(e),
+        };
+        self.command("browsingContext.close", json!({"context": tab})).await?;
+        Ok(text?.as_str().unwrap_or_default().to_owned())
     }
 
     /// The top-level context whose URL contains `part` (20 s).

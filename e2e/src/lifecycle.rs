@@ -23,6 +23,25 @@ pub trait Lifecycle: Send {
     fn said(&mut self) -> Act<'_, String>;
 }
 
+/// The extension-page script that discards the tab showing
+/// `conversation`: what the browser then says of it.
+fn discard_script(conversation: &str) -> String {
+    format!(
+        "(async () => {{ const api = globalThis.browser ?? chrome; \
+         const t = (await api.tabs.query({{}})).find(t => (t.url || '').includes({conversation:?})); \
+         if (!t) return 'no tab'; \
+         const d = await api.tabs.discard(t.id); \
+         const now = d ?? await api.tabs.get(t.id); \
+         return now.discarded ? 'discarded' : (t.active ? 'the active tab of its window' : 'loaded'); }})()"
+    )
+}
+
+/// Whether the discard script said the tab was discarded.
+fn discarded(conversation: &str, said: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(said == "discarded", "the tab showing {conversation} was not discarded: {said}");
+    Ok(())
+}
+
 /// The lifecycle of a Chromium the rig launched.
 pub struct ChromiumLifecycle<'b>(pub &'b crate::Chromium);
 
@@ -32,14 +51,9 @@ impl Lifecycle for ChromiumLifecycle<'_> {
             // `tabs.discard` is an extension API: run from the extension's
             // options page (the browser's own Memory Saver needs no page).
             let page = self.0.open(&self.0.extension_url("options.html")).await?;
-            let js = format!(
-                "chrome.tabs.query({{}}).then(ts => ts.find(t => (t.url || '').includes({conversation:?})))\
-                 .then(t => t ? chrome.tabs.discard(t.id).then(d => !!d && d.discarded) : false)"
-            );
-            let discarded = page.evaluate(js).await?.into_value::<bool>().unwrap_or(false);
+            let said = page.evaluate(discard_script(conversation)).await?.into_value::<String>();
             page.close().await?;
-            anyhow::ensure!(discarded, "the tab showing {conversation} was not discarded");
-            Ok(())
+            discarded(conversation, &said.unwrap_or_default())
         })
     }
 
@@ -59,6 +73,38 @@ impl Lifecycle for ChromiumLifecycle<'_> {
 
     fn stop_background(&mut self) -> Act<'_, ()> {
         Box::pin(self.0.stop_service_worker())
+    }
+
+    fn said(&mut self) -> Act<'_, String> {
+        Box::pin(self.0.popup_connection())
+    }
+}
+
+/// The lifecycle of a Firefox the rig launched. Firefox freezes no page
+/// (it throttles timers in background tabs) and unloads an idle add-on's
+/// event page rather than stopping a service worker.
+pub struct FirefoxLifecycle<'f>(pub &'f mut crate::Firefox);
+
+impl Lifecycle for FirefoxLifecycle<'_> {
+    fn discard<'a>(&'a mut self, conversation: &'a str) -> Act<'a, ()> {
+        Box::pin(async move {
+            // The options page the add-on opened on install, still open.
+            let options = self.0.extension_page("/options.html").await?;
+            let said = self.0.eval(&options, &discard_script(conversation)).await?;
+            discarded(conversation, said.as_str().unwrap_or_default())
+        })
+    }
+
+    fn freeze<'a>(&'a mut self, _conversation: &'a str, _frozen: bool) -> Act<'a, ()> {
+        Box::pin(async { anyhow::bail!("Firefox freezes no page") })
+    }
+
+    fn freezes(&self) -> bool {
+        false
+    }
+
+    fn stop_background(&mut self) -> Act<'_, ()> {
+        Box::pin(self.0.stop_background())
     }
 
     fn said(&mut self) -> Act<'_, String> {

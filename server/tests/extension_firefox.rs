@@ -159,11 +159,17 @@ async fn firefox_a_worker_claims_and_lands_a_worktree_and_who_finds_its_conversa
 /// they send it (`e2e::scenario::attachment_wait`); and a worker's tab
 /// closed by a person is opened again for its next follow-up
 /// (`e2e::scenario::tab_closed`); one moved between windows and hidden
-/// goes on in the same tab (`e2e::scenario::tab_placed`).
+/// goes on in the same tab (`e2e::scenario::tab_placed`). Then what
+/// Firefox does by itself (issue 44): a managed tab discarded, with a
+/// follow-up asked at once and with none (`e2e::scenario::tab_lifecycle`;
+/// Firefox freezes no page); the add-on's event page unloaded idle and
+/// mid-command (`e2e::scenario::background_stopped`); the daemon away for
+/// seconds and past the reconnect backoff's cap, the popup saying so
+/// (`e2e::scenario::daemon_away`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firefox_holds_a_worker_on_a_tool_approval_until_a_person_answers() {
     let dir = tempfile::tempdir().unwrap();
-    let (daemon, fake, mut firefox) = paired_firefox(dir.path(), &["--executor-recheck-after-ms", "1000"]).await;
+    let (mut daemon, fake, mut firefox) = paired_firefox(dir.path(), &["--executor-recheck-after-ms", "1000"]).await;
     let url = daemon.mcp_url();
     let budget = Duration::from_secs(60);
     let out = e2e::scenario::approval_wait(&url, &fake.hub, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
@@ -183,4 +189,20 @@ async fn firefox_holds_a_worker_on_a_tool_approval_until_a_person_answers() {
     let placed =
         e2e::scenario::tab_placed(&url, &fake.hub, &mut hands, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("measured: a tab moved and hidden, {placed:?}");
+    // Firefox's own moves: a discarded tab, an unloaded event page.
+    let mut lifecycle = e2e::lifecycle::FirefoxLifecycle(&mut firefox);
+    let moved = e2e::scenario::tab_lifecycle(&url, &fake.hub, &mut lifecycle, budget * 2)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{:#}", fake.hub.oracle()));
+    eprintln!("measured: tab lifecycle (Firefox), {moved:?}");
+    let stopped = e2e::scenario::background_stopped(&url, &fake.hub, &mut lifecycle, budget)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{:#}", fake.hub.oracle()));
+    eprintln!("measured: event page unloaded, follow-up completed after {stopped:?}");
+    // The daemon away for seconds, then past the backoff's cap (10 s).
+    let outages = [Duration::from_secs(3), Duration::from_secs(12)];
+    let away = e2e::scenario::daemon_away(&mut daemon, &fake.hub, &mut lifecycle, &outages, budget)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("measured: daemon away (Firefox), add-on back after {away:?}");
 }
