@@ -32,6 +32,17 @@ impl Firefox {
     /// Launches Firefox on a fresh profile under `dir` with `extension`
     /// installed; `chatgpt.com:443` goes to `127.0.0.1:port`, whose CA is `ca_pem`.
     pub async fn launch(extension: &Path, port: u16, ca_pem: &str, dir: &Path) -> anyhow::Result<Firefox> {
+        Firefox::launch_with(extension, port, ca_pem, dir, &[]).await
+    }
+
+    /// [`Firefox::launch`] with `extra` preferences in its profile.
+    pub async fn launch_with(
+        extension: &Path,
+        port: u16,
+        ca_pem: &str,
+        dir: &Path,
+        extra: &[(&str, Value)],
+    ) -> anyhow::Result<Firefox> {
         anyhow::ensure!(Path::new(FIREFOX).exists(), "{FIREFOX} is missing: run `cargo xtask install`");
         crate::print_versions();
         let manifest: Value = serde_json::from_slice(&std::fs::read(extension.join("manifest.json"))?)?;
@@ -52,7 +63,8 @@ impl Firefox {
             // install (or from the add-on's permissions tab). The profile grants them.
             ("extensions.originControls.grantByDefault", json!(true)),
         ];
-        let user_js: String = prefs.iter().map(|(k, v)| format!("user_pref({}, {v});\n", json!(k))).collect();
+        let user_js: String =
+            prefs.iter().chain(extra).map(|(k, v)| format!("user_pref({}, {v});\n", json!(k))).collect();
         std::fs::write(profile.join("user.js"), user_js)?;
         // Trust fakechat's CA in the profile's own NSS database.
         let ca = dir.join("ca.pem");
@@ -95,6 +107,11 @@ impl Firefox {
         let path = extension.canonicalize()?.display().to_string();
         firefox.command("webExtension.install", json!({"extensionData": {"type": "path", "path": path}})).await?;
         Ok(firefox)
+    }
+
+    /// The browser's main process.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Sends a BiDi command and returns its result.
@@ -194,20 +211,32 @@ impl Firefox {
         }
     }
 
+    /// Evaluates `js` in the browser's own window (system access).
+    async fn in_browser_window(&mut self, js: &str) -> anyhow::Result<Value> {
+        let tree = self.command("browsingContext.getTree", json!({"maxDepth": 0, "moz:scope": "chrome"})).await?;
+        let window = tree["contexts"][0]["context"].as_str().context("no browser window")?.to_owned();
+        self.eval(&window, js).await
+    }
+
+    /// The add-on's background state as Firefox keeps it (`running`,
+    /// `suspending`, `stopped`, `starting`).
+    pub async fn background_state(&mut self) -> anyhow::Result<String> {
+        let js = format!("WebExtensionPolicy.getByID({:?}).extension.backgroundState", self.gecko_id);
+        Ok(self.in_browser_window(&js).await?.as_str().unwrap_or_default().to_owned())
+    }
+
     /// Unloads the add-on's event page as Firefox does once it idles
     /// (`extensions.background.idle.timeout`), even with a socket open:
     /// from the browser's own window, as Firefox's own tests do. Whatever
     /// the add-on listens for wakes it again.
     pub async fn stop_background(&mut self) -> anyhow::Result<()> {
-        let tree = self.command("browsingContext.getTree", json!({"maxDepth": 0, "moz:scope": "chrome"})).await?;
-        let window = tree["contexts"][0]["context"].as_str().context("no browser window")?.to_owned();
         let js = format!(
             "(async () => {{ const e = WebExtensionPolicy.getByID({:?}).extension; \
              await e.terminateBackground({{ignoreDevToolsAttached: true, disableResetIdleForTest: true}}); \
              return e.backgroundState; }})()",
             self.gecko_id
         );
-        let state = self.eval(&window, &js).await?;
+        let state = self.in_browser_window(&js).await?;
         // "starting": an event in the meantime (a page's message) woke it
         // again, which it can only do once stopped.
         let state = state.as_str().unwrap_or_default();

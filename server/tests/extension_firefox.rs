@@ -35,6 +35,15 @@ fn web_ext_lint_finds_no_errors() {
 /// The daemon (with `daemon_args`), fakechat wired to it, and headless
 /// Firefox with the add-on installed and paired, all under `dir`.
 async fn paired_firefox(dir: &Path, daemon_args: &[&str]) -> (e2e::Daemon, fakechat::Running, e2e::firefox::Firefox) {
+    paired_firefox_with(dir, daemon_args, &[]).await
+}
+
+/// [`paired_firefox`] with `prefs` in Firefox's profile.
+async fn paired_firefox_with(
+    dir: &Path,
+    daemon_args: &[&str],
+    prefs: &[(&str, Value)],
+) -> (e2e::Daemon, fakechat::Running, e2e::firefox::Firefox) {
     let orchestrator = Path::new(env!("CARGO_BIN_EXE_orchestrator"));
     let daemon = e2e::Daemon::start(orchestrator, &dir.join("state"), "127.0.0.1:0", daemon_args).unwrap();
     let fake =
@@ -43,10 +52,15 @@ async fn paired_firefox(dir: &Path, daemon_args: &[&str]) -> (e2e::Daemon, fakec
             .unwrap();
     e2e::install_apps(&fake.hub, e2e::APP_LABEL, fakechat::render::AppState::Enabled);
     let started = std::time::Instant::now();
-    let mut firefox =
-        e2e::firefox::Firefox::launch(&e2e::firefox_dist().unwrap(), fake.addr.port(), &fake.ca_pem, &dir.join("ff"))
-            .await
-            .unwrap();
+    let mut firefox = e2e::firefox::Firefox::launch_with(
+        &e2e::firefox_dist().unwrap(),
+        fake.addr.port(),
+        &fake.ca_pem,
+        &dir.join("ff"),
+        prefs,
+    )
+    .await
+    .unwrap();
     firefox.pair(&daemon.executor_url(), &daemon.credential().unwrap()).await.unwrap();
     eprintln!("firefox: started, extension installed and paired in {:.1} s", started.elapsed().as_secs_f64());
     (daemon, fake, firefox)
@@ -164,12 +178,16 @@ async fn firefox_a_worker_claims_and_lands_a_worktree_and_who_finds_its_conversa
 /// follow-up asked at once and with none (`e2e::scenario::tab_lifecycle`;
 /// Firefox freezes no page); the add-on's event page unloaded idle and
 /// mid-command (`e2e::scenario::background_stopped`); the daemon away for
-/// seconds and past the reconnect backoff's cap, the popup saying so
-/// (`e2e::scenario::daemon_away`).
+/// seconds, the popup saying so (`e2e::scenario::daemon_away`); the whole browser asleep, idle and
+/// mid-turn (`e2e::scenario::browser_asleep`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firefox_holds_a_worker_on_a_tool_approval_until_a_person_answers() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut daemon, fake, mut firefox) = paired_firefox(dir.path(), &["--executor-recheck-after-ms", "1000"]).await;
+    // A browser that stops answering loses its session within 6 s here
+    // (60 s by default: a heartbeat every 20 s, a lease of three).
+    let args =
+        ["--executor-recheck-after-ms", "1000", "--executor-heartbeat-ms", "2000", "--executor-lease-ms", "6000"];
+    let (mut daemon, fake, mut firefox) = paired_firefox(dir.path(), &args).await;
     let url = daemon.mcp_url();
     let budget = Duration::from_secs(60);
     let out = e2e::scenario::approval_wait(&url, &fake.hub, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
@@ -199,10 +217,41 @@ async fn firefox_holds_a_worker_on_a_tool_approval_until_a_person_answers() {
         .await
         .unwrap_or_else(|e| panic!("{e:#}\n{:#}", fake.hub.oracle()));
     eprintln!("measured: event page unloaded, follow-up completed after {stopped:?}");
-    // The daemon away for seconds, then past the backoff's cap (10 s).
-    let outages = [Duration::from_secs(3), Duration::from_secs(12)];
+    // The daemon away for seconds (past the backoff's cap: Chromium's test).
+    let outages = [Duration::from_secs(3)];
     let away = e2e::scenario::daemon_away(&mut daemon, &fake.hub, &mut lifecycle, &outages, budget)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("measured: daemon away (Firefox), add-on back after {away:?}");
+    // The whole browser asleep (SIGSTOP of every process of it, then SIGCONT).
+    let sleeper = e2e::browser::Sleeper::of(firefox.pid());
+    let nap = Duration::from_secs(20);
+    let slept = e2e::scenario::browser_asleep(&url, &fake.hub, |stopped| sleeper.asleep(stopped), nap, budget * 2)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n{:#}", fake.hub.oracle()));
+    eprintln!("measured: browser asleep (Firefox), {slept:?}");
+}
+
+/// Firefox unloads an add-on's event page once nothing called into the
+/// browser or fired an event for `extensions.background.idle.timeout` (30
+/// s), socket traffic or not; the add-on's 30 s alarm lost that race and
+/// its daemon connection dropped every ~30 s. While connected, its
+/// heartbeat now calls into the browser: with the idle timeout at 3 s and a
+/// heartbeat every 2 s, the page stays loaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn firefox_keeps_the_event_page_loaded_while_connected() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--executor-heartbeat-ms", "2000", "--executor-lease-ms", "6000"];
+    let idle = [("extensions.background.idle.timeout", serde_json::json!(3000))];
+    let (daemon, _fake, mut firefox) = paired_firefox_with(dir.path(), &args, &idle).await;
+    let mut states = std::collections::BTreeSet::new();
+    let until = std::time::Instant::now() + Duration::from_secs(12);
+    while std::time::Instant::now() < until {
+        states.insert(firefox.background_state().await.unwrap());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Once unloaded it stays stopped until an event (the alarm, 30 s): a
+    // look every 200 ms sees it.
+    assert_eq!(states.into_iter().collect::<Vec<_>>(), ["running"], "the event page was unloaded");
+    drop(daemon);
 }

@@ -150,6 +150,15 @@ impl Background {
             let seq = bg.heartbeat_seq.get() + 1;
             bg.heartbeat_seq.set(seq);
             bg.send(&ExecutorFrame::Heartbeat { seq });
+            // Firefox unloads an event page 30 s after its last event or
+            // call into the browser, socket traffic or not, and a 30 s alarm
+            // loses that race (measured: unloaded every ~30 s, its socket
+            // with it). A call into the browser with each heartbeat (at
+            // most 20 s apart) keeps it loaded while it is connected, as
+            // Chrome keeps a service worker whose WebSocket is busy.
+            wasm_bindgen_futures::spawn_local(async {
+                let _ = call("runtime.getPlatformInfo", &[]).await;
+            });
         });
         let set: Function = Reflect::get(&js_sys::global(), &"setInterval".into()).unwrap().unchecked_into();
         let id = set.call2(&JsValue::NULL, beat.as_ref(), &(every_ms as f64).into()).ok().and_then(|v| v.as_f64());
