@@ -157,10 +157,11 @@ impl Firefox {
     /// Pairs the add-on through the options page it opened on install, as a
     /// person would, and waits for `connected`.
     ///
-    /// The rig never navigates to the page itself: Firefox 153 refuses a
+    /// Through the page the add-on opens itself: Firefox 153 refuses a
     /// BiDi `browsingContext.navigate` to a `moz-extension:` URL ("not
-    /// allowed in this context"), which ESR 140 allowed. The add-on opening
-    /// its own pairing page on a fresh install works on both.
+    /// allowed in this context") unless it runs with
+    /// `--remote-allow-system-access` (ESR 140 allowed it), and a person
+    /// pairs on that page.
     pub async fn pair(&mut self, endpoint: &str, token: &str) -> anyhow::Result<()> {
         let options = self.extension_page("/options.html").await?;
         self.until(&options, "document.body.hasAttribute('data-ready')").await?;
@@ -212,17 +213,25 @@ impl Firefox {
     }
 
     /// Evaluates `js` in the browser's own window (system access).
+    /// A script that throws is an error here (a look that fails must
+    /// not read as a state).
     async fn in_browser_window(&mut self, js: &str) -> anyhow::Result<Value> {
         let tree = self.command("browsingContext.getTree", json!({"maxDepth": 0, "moz:scope": "chrome"})).await?;
         let window = tree["contexts"][0]["context"].as_str().context("no browser window")?.to_owned();
-        self.eval(&window, js).await
+        let params = json!({"expression": js, "target": {"context": window}, "awaitPromise": true});
+        let out = self.command("script.evaluate", params).await?;
+        if out["type"] == "exception" {
+            bail!("{js}: threw {}", out["exceptionDetails"]["text"]);
+        }
+        Ok(out["result"]["value"].clone())
     }
 
     /// The add-on's background state as Firefox keeps it (`running`,
     /// `suspending`, `stopped`, `starting`).
     pub async fn background_state(&mut self) -> anyhow::Result<String> {
-        let js = format!("WebExtensionPolicy.getByID({:?}).extension.backgroundState", self.gecko_id);
-        Ok(self.in_browser_window(&js).await?.as_str().unwrap_or_default().to_owned())
+        let js = format!("WebExtensionPolicy.getByID({}).extension.backgroundState", json!(self.gecko_id));
+        let state = self.in_browser_window(&js).await?;
+        state.as_str().map(str::to_owned).with_context(|| format!("no background state: {state}"))
     }
 
     /// Unloads the add-on's event page as Firefox does once it idles
@@ -230,17 +239,26 @@ impl Firefox {
     /// from the browser's own window, as Firefox's own tests do. Whatever
     /// the add-on listens for wakes it again.
     pub async fn stop_background(&mut self) -> anyhow::Result<()> {
+        // Firefox unloads only a running page (it ignores the call
+        // otherwise): one still starting is waited for (20 s).
+        for _ in 0..200 {
+            if self.background_state().await? == "running" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let js = format!(
-            "(async () => {{ const e = WebExtensionPolicy.getByID({:?}).extension; \
+            "(async () => {{ const e = WebExtensionPolicy.getByID({}).extension; \
+             if (e.backgroundState !== 'running') return 'not running: ' + e.backgroundState; \
              await e.terminateBackground({{ignoreDevToolsAttached: true, disableResetIdleForTest: true}}); \
              return e.backgroundState; }})()",
-            self.gecko_id
+            json!(self.gecko_id)
         );
         let state = self.in_browser_window(&js).await?;
-        // "starting": an event in the meantime (a page's message) woke it
-        // again, which it can only do once stopped.
+        // It was running; "starting": an event in the meantime (a page's
+        // message) woke it again, which it can only do once stopped.
         let state = state.as_str().unwrap_or_default();
-        anyhow::ensure!(["stopped", "starting"].contains(&state), "the event page is still {state:?}");
+        anyhow::ensure!(["stopped", "starting"].contains(&state), "the event page was not unloaded: {state}");
         Ok(())
     }
 
@@ -249,13 +267,18 @@ impl Firefox {
         let tab = self.command("browsingContext.create", json!({"type": "tab", "background": true})).await?;
         let tab = tab["context"].as_str().context("no tab")?.to_owned();
         let url = format!("moz-extension://{UUID}/popup.html");
-        self.command("browsingContext.navigate", json!({"context": tab, "url": url, "wait": "complete"})).await?;
+        let navigated =
+            self.command("browsingContext.navigate", json!({"context": tab, "url": url, "wait": "complete"})).await;
         // The page's own placeholder says "starting" until it has rendered.
         let rendered = "!['', 'starting'].includes(document.querySelector('#connection')?.textContent ?? '')";
-        let text = match self.until(&tab, rendered).await {
-            Ok(()) => self.eval(&tab, "document.querySelector('#connection').textContent").await,
+        let text = match navigated {
+            Ok(_) => match self.until(&tab, rendered).await {
+                Ok(()) => self.eval(&tab, "document.querySelector('#connection').textContent").await,
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
+        // Closed whatever happened.
         self.command("browsingContext.close", json!({"context": tab})).await?;
         Ok(text?.as_str().unwrap_or_default().to_owned())
     }

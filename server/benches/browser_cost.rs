@@ -73,43 +73,56 @@ impl Probe {
     }
 
     /// What ran on the page's main thread over `span`, sampled every
-    /// 200 µs: each sample's time goes to the innermost script function on
-    /// its stack ("fn (scheme:file)"; a builtin such as `querySelectorAll` counts
-    /// for its caller), or to the engine's own ("(program)", "(garbage
+    /// 200 µs (each sample weighted by the time to the next, as DevTools
+    /// does: a busy machine stretches the gaps): each sample's time goes to
+    /// the innermost script function on its stack ("fn (scheme:file)"; a
+    /// builtin such as `querySelectorAll` counts for its caller, or as
+    /// "name (native)" without one), or to work outside any script
+    /// ("(program)": style, layout, the browser's own tasks; "(garbage
     /// collector)"). Longest first.
     async fn profile(&self, span: Duration) -> Vec<(String, f64)> {
         use chromiumoxide::cdp::js_protocol::profiler::{
-            EnableParams, SetSamplingIntervalParams, StartParams, StopParams,
+            DisableParams, EnableParams, SetSamplingIntervalParams, StartParams, StopParams,
         };
-        const EVERY_US: i64 = 200;
+        use std::collections::{BTreeMap, HashMap};
         let session = Some(&self.session);
         self.cdp.call(session, EnableParams::default()).await.unwrap();
-        self.cdp.call(session, SetSamplingIntervalParams::new(EVERY_US)).await.unwrap();
+        self.cdp.call(session, SetSamplingIntervalParams::new(200)).await.unwrap();
         self.cdp.call(session, StartParams::default()).await.unwrap();
         tokio::time::sleep(span).await;
-        let nodes = self.cdp.call(session, StopParams::default()).await.unwrap().profile.nodes;
-        let by_id: std::collections::HashMap<i64, &_> = nodes.iter().map(|n| (n.id, n)).collect();
-        let parent: std::collections::HashMap<i64, i64> =
-            nodes.iter().flat_map(|n| n.children.iter().flatten().map(move |c| (*c, n.id))).collect();
-        let mut by_function = std::collections::BTreeMap::<String, f64>::new();
-        for node in nodes.iter().filter(|n| n.hit_count.unwrap_or(0) > 0 && n.call_frame.function_name != "(idle)") {
+        let profile = self.cdp.call(session, StopParams::default()).await.unwrap().profile;
+        self.cdp.call(session, DisableParams::default()).await.unwrap();
+        // Each sample lasts until the next one.
+        let (samples, deltas) = (profile.samples.unwrap_or_default(), profile.time_deltas.unwrap_or_default());
+        let mut self_us = HashMap::<i64, i64>::new();
+        for (i, node) in samples.iter().enumerate() {
+            *self_us.entry(*node).or_default() += deltas.get(i + 1).copied().unwrap_or(0).max(0);
+        }
+        let by_id: HashMap<i64, _> = profile.nodes.iter().map(|n| (n.id, n)).collect();
+        let parent: HashMap<i64, i64> =
+            profile.nodes.iter().flat_map(|n| n.children.iter().flatten().map(move |c| (*c, n.id))).collect();
+        let mut by_function = BTreeMap::<String, f64>::new();
+        for (id, us) in self_us {
+            let Some(node) = by_id.get(&id) else { continue };
+            if node.call_frame.function_name == "(idle)" {
+                continue;
+            }
             // Up to the innermost frame of a script.
-            let mut at = node;
+            let mut at = *node;
             while at.call_frame.url.is_empty() && !at.call_frame.function_name.starts_with('(') {
                 match parent.get(&at.id).and_then(|p| by_id.get(p)) {
                     Some(up) => at = up,
                     None => break,
                 }
             }
-            let url = &at.call_frame.url;
+            let (function, url) = (&at.call_frame.function_name, &at.call_frame.url);
             let name = match url.split_once(':') {
-                None => at.call_frame.function_name.clone(),
-                Some((scheme, _)) => {
-                    let file = url.rsplit('/').next().unwrap_or_default();
-                    format!("{} ({scheme}:{file})", at.call_frame.function_name)
-                }
+                Some((scheme, _)) => format!("{function} ({scheme}:{})", url.rsplit('/').next().unwrap_or_default()),
+                // A builtin that no script called.
+                None if at.id != node.id => format!("{} (native)", node.call_frame.function_name),
+                None => function.clone(),
             };
-            *by_function.entry(name).or_default() += node.hit_count.unwrap_or(0) as f64 * EVERY_US as f64 / 1e6;
+            *by_function.entry(name).or_default() += us as f64 / 1e6;
         }
         let mut ranked: Vec<(String, f64)> = by_function.into_iter().collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -117,10 +130,12 @@ impl Probe {
     }
 
     /// Waits until nothing in the page's DOM has changed for `span` (10 min
-    /// at most), watched by an observer of the bench's own in the page.
+    /// at most), watched by an observer of the bench's own in the page,
+    /// disconnected after (it sees nothing inside a shadow root, such as
+    /// the overlay's).
     async fn quiet(&self, span: Duration) {
         use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
-        let watch = "window.__benchChanged ??= (new MutationObserver(() => { window.__benchChanged = performance.now(); })\
+        let watch = "window.__benchChanged ??= ((window.__benchWatch = new MutationObserver(() => { window.__benchChanged = performance.now(); }))\
             .observe(document, {childList: true, subtree: true, attributes: true, characterData: true}), performance.now())";
         self.cdp.call(Some(&self.session), EvaluateParams::new(watch)).await.unwrap();
         let since = EvaluateParams::builder()
@@ -133,6 +148,8 @@ impl Probe {
             let out = self.cdp.call(Some(&self.session), since.clone()).await.unwrap();
             let quiet_ms = out.result.value.and_then(|v| v.as_f64()).unwrap_or(0.0);
             if quiet_ms >= span.as_millis() as f64 {
+                let stop = EvaluateParams::new("window.__benchWatch.disconnect()");
+                self.cdp.call(Some(&self.session), stop).await.unwrap();
                 return;
             }
             assert!(std::time::Instant::now() < deadline, "the page never went quiet for {span:?}");
@@ -291,7 +308,7 @@ async fn main() {
     // (a minute). fakechat, like ChatGPT, stamps a turn's request id up to
     // ~40 s after it began: the page changes then.
     let quiet = if quick { Duration::from_secs(3) } else { Duration::from_secs(65) };
-    managed.quiet(quiet).await;
+    tokio::join!(managed.quiet(quiet), baseline.quiet(quiet));
 
     eprintln!("browser cost: measuring idle");
     let idle = window([&managed, &baseline], span, async {}).await;

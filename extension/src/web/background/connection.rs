@@ -151,11 +151,12 @@ impl Background {
             bg.heartbeat_seq.set(seq);
             bg.send(&ExecutorFrame::Heartbeat { seq });
             // Firefox unloads an event page 30 s after its last event or
-            // call into the browser, socket traffic or not, and a 30 s alarm
-            // loses that race (measured: unloaded every ~30 s, its socket
-            // with it). A call into the browser with each heartbeat (at
-            // most 20 s apart) keeps it loaded while it is connected, as
-            // Chrome keeps a service worker whose WebSocket is busy.
+            // call served by the browser's parent process, socket traffic or
+            // not, and a 30 s alarm loses that race (measured: unloaded
+            // every ~30 s, its socket with it). One such call with each
+            // heartbeat (at most 20 s apart) keeps it loaded while it is
+            // connected, as Chrome keeps a service worker whose WebSocket
+            // is busy.
             wasm_bindgen_futures::spawn_local(async {
                 let _ = call("runtime.getPlatformInfo", &[]).await;
             });
