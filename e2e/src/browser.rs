@@ -275,10 +275,8 @@ impl Chromium {
     /// The connection line the extension's popup shows a person.
     pub async fn popup_connection(&self) -> anyhow::Result<String> {
         let popup = self.open(&self.extension_url("popup.html")).await?;
-        // The page's own placeholder says "starting" until it has rendered.
-        let rendered = "!['', 'starting'].includes(document.querySelector('#connection')?.textContent ?? '')";
-        until(&popup, rendered).await?;
-        let text = eval::<String>(&popup, "document.querySelector('#connection').textContent").await?;
+        until(&popup, crate::lifecycle::POPUP_RENDERED).await?;
+        let text = eval::<String>(&popup, crate::lifecycle::POPUP_CONNECTION).await?;
         popup.close().await?;
         Ok(text)
     }

@@ -269,11 +269,9 @@ impl Firefox {
         let url = format!("moz-extension://{UUID}/popup.html");
         let navigated =
             self.command("browsingContext.navigate", json!({"context": tab, "url": url, "wait": "complete"})).await;
-        // The page's own placeholder says "starting" until it has rendered.
-        let rendered = "!['', 'starting'].includes(document.querySelector('#connection')?.textContent ?? '')";
         let text = match navigated {
-            Ok(_) => match self.until(&tab, rendered).await {
-                Ok(()) => self.eval(&tab, "document.querySelector('#connection').textContent").await,
+            Ok(_) => match self.until(&tab, crate::lifecycle::POPUP_RENDERED).await {
+                Ok(()) => self.eval(&tab, crate::lifecycle::POPUP_CONNECTION).await,
                 Err(e) => Err(e),
             },
             Err(e) => Err(e),

@@ -23,6 +23,13 @@ pub trait Lifecycle: Send {
     fn said(&mut self) -> Act<'_, String>;
 }
 
+/// True once the extension's popup has rendered its connection line (its
+/// own placeholder says "starting" until then).
+pub(crate) const POPUP_RENDERED: &str =
+    "!['', 'starting'].includes(document.querySelector('#connection')?.textContent ?? '')";
+/// The popup's connection line.
+pub(crate) const POPUP_CONNECTION: &str = "document.querySelector('#connection').textContent";
+
 /// The extension-page script that discards the tab showing
 /// `conversation`: what the browser then says of it.
 fn discard_script(conversation: &str) -> String {
