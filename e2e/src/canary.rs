@@ -274,7 +274,10 @@ async fn plant(planted: Planted, receipts: PathBuf, person: Arc<Mutex<Person>>, 
             }
         }
         Planted::LostTargetInG3 => {
-            // Once a G3 task is in a conversation (a second user turn), that tab goes.
+            // Once a G3 task is in a conversation (a second user turn), that
+            // tab goes while the model is surely still on it: the answers
+            // wait until the gate has judged (or 60 s).
+            hub.hold_replies.send_replace(true);
             let tasked = || -> Option<String> {
                 let oracle = hub.oracle();
                 oracle["conversations"]
@@ -292,6 +295,11 @@ async fn plant(planted: Planted, receipts: PathBuf, person: Arc<Mutex<Person>>, 
                 let fault = serde_json::json!({"fault": "lose_target", "conversation_id": id});
                 let _ = person.lock().await.act(&fault).await;
             }
+            let until = tokio::time::Instant::now() + Duration::from_secs(60);
+            while !written("G3") && tokio::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            hub.hold_replies.send_replace(false);
         }
         Planted::ExecutorKilledMidSend => {
             // Hold the page's submit in flight, then take the executor away under it.

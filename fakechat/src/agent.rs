@@ -170,6 +170,10 @@ fn attach_identity(text: &str) -> Option<String> {
 
 /// Plays the model for one submitted turn.
 pub async fn respond(hub: Arc<Hub>, conversation: String, text: String) {
+    let mut hold = hub.hold_replies.subscribe();
+    if *hold.borrow_and_update() {
+        let _ = tokio::time::timeout(Duration::from_secs(60), hold.wait_for(|held| !held)).await;
+    }
     let worker_turn = [
         "[orchestrator bootstrap v",
         "[orchestrator wake v",

@@ -264,6 +264,10 @@ pub struct Hub {
     pub hold_submissions: watch::Sender<bool>,
     /// How many submissions are being held now.
     pub held: std::sync::atomic::AtomicUsize,
+    /// While set, a recorded prompt waits (bounded) before the model
+    /// answers it (the site slow to answer): a test can lose a tab while
+    /// its turn is surely still running.
+    pub hold_replies: watch::Sender<bool>,
     /// How long after a turn's first tool call starts its request id lands
     /// in the page's data (on a plain message): the real page may take
     /// seconds.
@@ -303,6 +307,7 @@ impl Hub {
             sessions: Mutex::new(None),
             hold_submissions: watch::Sender::new(false),
             held: std::sync::atomic::AtomicUsize::new(0),
+            hold_replies: watch::Sender::new(false),
             call_delay: watch::Sender::new(std::time::Duration::from_millis(300)),
             request_message_delay: watch::Sender::new(std::time::Duration::from_secs(40)),
         }

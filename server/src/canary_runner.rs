@@ -148,6 +148,9 @@ struct Runner {
     watched: u64,
     /// Every conversation a pool of this run held.
     created: BTreeSet<String>,
+    /// The workers whose tab went (`conversation.closed`), in log order:
+    /// a loss recovered between two looks at the status still counts.
+    closed: Vec<String>,
 }
 
 /// Runs the gates in order, writing receipts, until the first stop.
@@ -168,6 +171,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
         tolerated: BTreeSet::new(),
         watched: 0,
         created: BTreeSet::new(),
+        closed: Vec::new(),
     };
     let mut passed = Vec::new();
     let mut stopped = None;
@@ -343,6 +347,9 @@ impl Runner {
                 self.prompts += 1;
             }
             let data = &e["data"];
+            if e["type"] == "conversation.closed" {
+                self.closed.push(data["worker_id"].as_str().unwrap_or_default().to_owned());
+            }
             let mut codes: Vec<&str> = [&data["code"], &data["error"], &data["outcome"]["code"]]
                 .into_iter()
                 .filter_map(Value::as_str)
@@ -729,6 +736,8 @@ impl Runner {
     async fn g3(&mut self, seen: &mut Seen) -> Result<(), Stop> {
         let status = self.until("a ready pool", Runner::ready_with(self.desired as usize)).await?;
         let before = self.cursor().await?;
+        self.watch().await?;
+        let closed_before = self.closed.len();
         let nonce = format!("{:08x}", now_ms() & 0xffff_ffff);
         let slots: Vec<u32> =
             Runner::slots(&status).iter().filter_map(|s| s["slot"].as_u64().map(|n| n as u32)).collect();
@@ -754,6 +763,13 @@ impl Runner {
             self.watch().await?;
             // Nothing may be lost while the tasks run: a lost target is a fault nobody asked for.
             let now = self.status().await?;
+            if let Some(worker) = self.closed.get(closed_before) {
+                let slot = Runner::slots(&now)
+                    .iter()
+                    .find(|s| s["worker_id"] == worker.as_str())
+                    .map_or_else(|| "?".to_owned(), |s| s["slot"].to_string());
+                return Err(uncertain(format!("TARGET_LOST: slot {slot}")));
+            }
             for slot in Runner::slots(&now) {
                 match slot["health"].as_str() {
                     Some("lost" | "recovering") => {
