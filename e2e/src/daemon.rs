@@ -11,6 +11,8 @@ pub struct Daemon {
     child: Child,
     binary: PathBuf,
     state_dir: PathBuf,
+    /// The flags it was started with, used again by every restart.
+    extra: Vec<String>,
     /// `host:port`.
     pub addr: String,
 }
@@ -19,7 +21,8 @@ impl Daemon {
     /// Starts `orchestrator serve` and waits for its endpoint line.
     pub fn start(binary: &Path, state_dir: &Path, listen: &str, extra: &[&str]) -> anyhow::Result<Daemon> {
         let (child, addr) = spawn(binary, state_dir, listen, extra)?;
-        Ok(Daemon { child, binary: binary.to_owned(), state_dir: state_dir.to_owned(), addr })
+        let extra = extra.iter().map(|a| (*a).to_owned()).collect();
+        Ok(Daemon { child, binary: binary.to_owned(), state_dir: state_dir.to_owned(), extra, addr })
     }
 
     /// The daemon's process id (for resource figures).
@@ -71,19 +74,21 @@ impl Daemon {
         stdout.lines().next().map(str::to_owned).context("`orchestrator ui` printed no link")
     }
 
-    /// Kills the daemon and starts it again on the same address and state.
-    pub fn restart(&mut self, extra: &[&str]) -> anyhow::Result<()> {
+    /// Kills the daemon and starts it again on the same address, state and
+    /// flags.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
         self.kill();
-        self.start_again(extra)
+        self.start_again()
     }
 
-    /// Starts the daemon again on the same address and state after a
+    /// Starts the daemon again on the same address, state and flags after a
     /// [`Daemon::kill`]: its port was closed meanwhile.
-    pub fn start_again(&mut self, extra: &[&str]) -> anyhow::Result<()> {
+    pub fn start_again(&mut self) -> anyhow::Result<()> {
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
         // The port was just released; binding it again may take a moment.
         let mut last = None;
         for _ in 0..50 {
-            match spawn(&self.binary, &self.state_dir, &self.addr, extra) {
+            match spawn(&self.binary, &self.state_dir, &self.addr, &extra) {
                 Ok((child, addr)) => {
                     (self.child, self.addr) = (child, addr);
                     return Ok(());

@@ -215,7 +215,7 @@ async fn g0_witness_and_pool_gates_through_exact_targets() {
 
     // G6: a cold restart; one ensure reconstructs, with no new conversation.
     let kept = root.call("runtime_status", json!({}));
-    world.daemon.restart(&args).unwrap();
+    world.daemon.restart().unwrap();
     let root = Root { mcp: support::Mcp::connect(&world.daemon.addr), cap: root.cap };
     e2e::cdp::wait_until(WAIT, || world.agent.is_connected()).await.unwrap();
     assert_eq!(root.call("runtime_ensure", json!({"desired_workers": 2}))["outcome"]["provisioned"], json!([]));
@@ -1041,7 +1041,7 @@ async fn a_crash_at_each_rollover_step_still_ends_with_one_fresh_conversation() 
         run.until(index, Duration::from_secs(60)).await.unwrap_or_else(|e| panic!("{crash} {step}: {e:#}"));
         match crash {
             "daemon" => {
-                world.daemon.restart(&[]).unwrap();
+                world.daemon.restart().unwrap();
                 run.reconnect().await.unwrap();
             }
             _ => {

@@ -221,7 +221,7 @@ async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_noth
     root.wait(&url, "completion", completed(&worker)).await;
 
     // 2. The daemon restarts between commands.
-    world.daemon.restart(&[]).unwrap();
+    world.daemon.restart().unwrap();
     root.reconnect(&url).await;
     root.call("worker_followup", json!({"worker_id": worker, "instructions": "scenario: complete \"after restart\""}))
         .await;
@@ -236,7 +236,7 @@ async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_noth
         let instructions = format!("scenario: complete \"dropped at {moment}\"");
         root.call("worker_followup", json!({"worker_id": worker, "instructions": instructions})).await;
         root.wait(&url, moment, |e| e["type"] == moment && e["data"]["worker_id"] == worker.as_str()).await;
-        world.daemon.restart(&[]).unwrap();
+        world.daemon.restart().unwrap();
         root.reconnect(&url).await;
         // The command completes (live, or from the journal on replay) and the worker finishes, in either order.
         let after_restart = root.cursor;
@@ -998,7 +998,7 @@ async fn rollover_killed_body() {
         let url = world.daemon.mcp_url();
         let mut run = e2e::scenario::RolloverRun::start(&url, Duration::from_secs(3)).await.unwrap();
         run.until(index, Duration::from_secs(60)).await.unwrap_or_else(|e| panic!("{step}: {e:#}"));
-        world.daemon.restart(&[]).unwrap();
+        world.daemon.restart().unwrap();
         run.reconnect().await.unwrap();
         let seen =
             run.finish(&world.fake.hub, Duration::from_secs(60)).await.unwrap_or_else(|e| panic!("{step}: {e:#}"));

@@ -132,7 +132,7 @@ pub async fn daemon_away(
         })
         .await?;
         tokio::time::sleep(away.saturating_sub(gone.elapsed())).await;
-        daemon.start_again(&[])?;
+        daemon.start_again()?;
         let started = Instant::now();
         until_said(browser, "it is connected", budget, |s| s.starts_with("Live")).await?;
         let back = started.elapsed();

@@ -281,7 +281,7 @@ async fn disrupt(
         (Disruption::DaemonKilled, _) => {
             world.daemon.kill();
             tokio::time::sleep(Duration::from_millis(rng.below(4_000))).await;
-            world.daemon.start_again(&[])?;
+            world.daemon.start_again()?;
             root.client = Client::connect(&world.daemon.mcp_url()).await?;
             Ok(Ok(()))
         }

@@ -152,9 +152,26 @@ pub async fn bg_start(why: js_sys::Promise) {
     // A view is only as good as the connection that brought it.
     forget_view();
     BACKGROUND.with(|b| *b.borrow_mut() = Some(bg.clone()));
-    let _ = call("alarms.create", &["keepalive".into(), object(&[("periodInMinutes", 0.5.into())])]).await;
+    let _ =
+        call("alarms.create", &["keepalive".into(), object(&[("periodInMinutes", keepalive_minutes().into())])]).await;
     bg.reattach_tabs().await;
     bg.connect();
+}
+
+/// How often the keepalive alarm wakes this background up. Firefox
+/// unloads an event page 30 s after its last event or call into the
+/// browser, socket traffic or not (`IdleManager` in its
+/// `ext-backgroundPage.js`; measured: unloaded every ~30 s with a 30 s
+/// alarm, the daemon connection with it). An alarm is such an event, kept
+/// by the browser's parent: after a sleep it fires before the overdue idle
+/// check (earlier deadline), where a call from the page would come too
+/// late. Every 10 s, the page stays loaded, connected or not, and one
+/// unloaded anyway is back within 10 s. Chrome clamps alarms to 30 s and
+/// keeps a service worker whose WebSocket is busy. (`getBrowserInfo` is
+/// Firefox's alone.)
+fn keepalive_minutes() -> f64 {
+    let firefox = super::path(super::api(), "runtime.getBrowserInfo").is_ok_and(|f| f.is_function());
+    if firefox { 1.0 / 6.0 } else { 0.5 }
 }
 
 /// Drops the last `operatorView`: the popup and overlays then show no

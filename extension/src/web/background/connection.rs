@@ -1,6 +1,6 @@
 //! The daemon connection: hello, heartbeats, the jittered reconnect
 //! (0.5 s doubling to at most 10 s, the failure's words kept up meanwhile;
-//! none after 4001/4002, where only the 30 s alarm tries), and what the
+//! none after 4001/4002, where only the keepalive alarm tries), and what the
 //! options page and popup say of it.
 
 use super::*;
@@ -109,7 +109,7 @@ impl Background {
             _ => format!("disconnected: {reason}"),
         };
         // docs/executor-protocol.md, "Reconnecting": no quick retry can
-        // succeed after these; the 30 s alarm still tries (a daemon updated).
+        // succeed after these; the keepalive alarm still tries (a daemon updated).
         if matches!(code, 4001 | 4002) {
             self.retrying.set(true);
             self.set_connection(&why);
@@ -150,16 +150,6 @@ impl Background {
             let seq = bg.heartbeat_seq.get() + 1;
             bg.heartbeat_seq.set(seq);
             bg.send(&ExecutorFrame::Heartbeat { seq });
-            // Firefox unloads an event page 30 s after its last event or
-            // call served by the browser's parent process, socket traffic or
-            // not, and a 30 s alarm loses that race (measured: unloaded
-            // every ~30 s, its socket with it). One such call with each
-            // heartbeat (at most 20 s apart) keeps it loaded while it is
-            // connected, as Chrome keeps a service worker whose WebSocket
-            // is busy.
-            wasm_bindgen_futures::spawn_local(async {
-                let _ = call("runtime.getPlatformInfo", &[]).await;
-            });
         });
         let set: Function = Reflect::get(&js_sys::global(), &"setInterval".into()).unwrap().unchecked_into();
         let id = set.call2(&JsValue::NULL, beat.as_ref(), &(every_ms as f64).into()).ok().and_then(|v| v.as_f64());
