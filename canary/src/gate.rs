@@ -30,17 +30,19 @@ impl Gate {
     /// Every gate, in the order a run takes them.
     pub const ALL: [Gate; 7] = [Gate::G0, Gate::G1D, Gate::G2, Gate::G3, Gate::G4, Gate::G5, Gate::G6];
 
-    /// The claim a pass of this gate supports. G0's and the final claim are
-    /// the seed's own names; the others name what their gate proves.
-    pub fn claim(self) -> &'static str {
+    /// The claim a pass of this gate supports on `os` (the run's
+    /// [`crate::Platform::os`]). G0's and the final claim are the seed's own
+    /// names, which name macOS: elsewhere they name the OS they ran on
+    /// ([`os_word`]). The others name what their gate proves.
+    pub fn claim(self, os: &str) -> String {
         match self {
-            Gate::G0 => "MACOS_CONVERSATION_TARGET_ISOLATION_WITNESS_PASS",
-            Gate::G1D => "EXACT_CANARY_DEPLOYMENT_BOUND",
-            Gate::G2 => "ZERO_TOUCH_CREATE_BIND_PASS",
-            Gate::G3 => "EXACT_TARGETED_EXECUTION_PASS",
-            Gate::G4 => "SINGLE_CARRIER_RECOVERY_PASS",
-            Gate::G5 => "ELASTIC_SCALE_PASS",
-            Gate::G6 => "COLD_BROWSER_RECONSTRUCTION_PASS",
+            Gate::G0 => format!("{}_CONVERSATION_TARGET_ISOLATION_WITNESS_PASS", os_word(os)),
+            Gate::G1D => "EXACT_CANARY_DEPLOYMENT_BOUND".into(),
+            Gate::G2 => "ZERO_TOUCH_CREATE_BIND_PASS".into(),
+            Gate::G3 => "EXACT_TARGETED_EXECUTION_PASS".into(),
+            Gate::G4 => "SINGLE_CARRIER_RECOVERY_PASS".into(),
+            Gate::G5 => "ELASTIC_SCALE_PASS".into(),
+            Gate::G6 => "COLD_BROWSER_RECONSTRUCTION_PASS".into(),
         }
     }
 
@@ -69,11 +71,27 @@ impl std::fmt::Display for Gate {
     }
 }
 
-/// The seed's claim once G1D and G2–G6 all pass on exact evidence.
-pub const FINAL_CLAIM: &str = "MACOS_ZERO_TOUCH_CHATGPT_WORKER_RUNTIME_CANARY_PASS";
+/// The seed's claim once G0 and G1D–G6 all pass on exact evidence, on `os`.
+pub fn final_claim(os: &str) -> String {
+    format!("{}_ZERO_TOUCH_CHATGPT_WORKER_RUNTIME_CANARY_PASS", os_word(os))
+}
 
-/// The seed's ceiling before any gate has passed live.
-pub const NO_CLAIM: &str = "MACOS_ZERO_TOUCH_WORKER_RUNTIME_NOT_YET_LIVE_PROVEN";
+/// The seed's ceiling before any gate has passed live, on `os`.
+pub fn no_claim(os: &str) -> String {
+    format!("{}_ZERO_TOUCH_WORKER_RUNTIME_NOT_YET_LIVE_PROVEN", os_word(os))
+}
+
+/// How a claim names `os` (`std::env::consts::OS`'s words): `MACOS` only
+/// for `macos`, `LINUX` for `linux`, `WINDOWS` for `windows`; anything
+/// else (another OS, a run across machines that disagree) `UNNAMED_OS`.
+pub fn os_word(os: &str) -> &'static str {
+    match os {
+        "macos" => "MACOS",
+        "linux" => "LINUX",
+        "windows" => "WINDOWS",
+        _ => "UNNAMED_OS",
+    }
+}
 
 /// How a gate ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -117,21 +135,22 @@ pub const CLAIM_ORDER: [Gate; 6] = [Gate::G1D, Gate::G2, Gate::G3, Gate::G4, Gat
 /// What a claim on fakechat is called: a rehearsal says nothing about chatgpt.com.
 pub const REHEARSAL_PREFIX: &str = "REHEARSAL_ONLY:";
 
-/// The claim a run on `live` (or not) supports after `passed` (the gates
-/// that passed, in run order): the claim of the last gate of the longest
-/// run of [`CLAIM_ORDER`] from G1D that passed (the seed's final claim once
-/// all six did), G0's witness when only it passed, else the ceiling
-/// [`NO_CLAIM`]. On fakechat the claim is prefixed [`REHEARSAL_PREFIX`].
-pub fn claim_reached(live: bool, passed: &[Gate]) -> String {
+/// The claim a run on `live` (or not), on `os`, supports after `passed`
+/// (the gates that passed): the claim of the last gate of the longest run
+/// of [`CLAIM_ORDER`] from G1D that passed; the seed's final claim once
+/// all six did *and* G0 did (its closure needs the isolation witness);
+/// G0's witness when only it passed; else the ceiling [`no_claim`]. On
+/// fakechat the claim is prefixed [`REHEARSAL_PREFIX`].
+pub fn claim_reached(live: bool, os: &str, passed: &[Gate]) -> String {
     let climbed = CLAIM_ORDER.iter().take_while(|g| passed.contains(g)).count();
     let claim = match climbed {
-        6 => FINAL_CLAIM,
-        0 if passed.contains(&Gate::G0) => Gate::G0.claim(),
-        0 => NO_CLAIM,
-        n => CLAIM_ORDER[n - 1].claim(),
+        6 if passed.contains(&Gate::G0) => final_claim(os),
+        0 if passed.contains(&Gate::G0) => Gate::G0.claim(os),
+        0 => no_claim(os),
+        n => CLAIM_ORDER[n - 1].claim(os),
     };
     match live {
-        true => claim.to_owned(),
+        true => claim,
         false => format!("{REHEARSAL_PREFIX} {claim}"),
     }
 }
@@ -158,17 +177,35 @@ mod tests {
     }
 
     #[test]
-    fn the_final_claim_needs_every_gate_from_g1d_to_g6() {
-        assert_eq!(claim_reached(true, &[]), NO_CLAIM);
-        assert_eq!(claim_reached(true, &[Gate::G0, Gate::G1D, Gate::G2]), Gate::G2.claim());
-        assert_eq!(claim_reached(true, &CLAIM_ORDER), FINAL_CLAIM);
+    fn the_final_claim_needs_g0_and_every_gate_from_g1d_to_g6() {
+        let mac = "macos";
+        assert_eq!(claim_reached(true, mac, &[]), no_claim(mac));
+        assert_eq!(claim_reached(true, mac, &[Gate::G0, Gate::G1D, Gate::G2]), Gate::G2.claim(mac));
+        assert_eq!(claim_reached(true, mac, &Gate::ALL), "MACOS_ZERO_TOUCH_CHATGPT_WORKER_RUNTIME_CANARY_PASS");
+        // Without G0 a run climbs to G6's own claim, never the final one
+        // (the old overclaim: G1D–G6 alone reached it).
+        assert_eq!(claim_reached(true, mac, &CLAIM_ORDER), Gate::G6.claim(mac));
         // Without the deployment bound first, or out of order, nothing is claimed past it.
-        assert_eq!(claim_reached(true, &[Gate::G2, Gate::G3]), NO_CLAIM);
-        assert_eq!(claim_reached(true, &[Gate::G1D, Gate::G3]), Gate::G1D.claim());
-        assert_eq!(claim_reached(true, &[Gate::G0]), Gate::G0.claim());
+        assert_eq!(claim_reached(true, mac, &[Gate::G2, Gate::G3]), no_claim(mac));
+        assert_eq!(claim_reached(true, mac, &[Gate::G1D, Gate::G3]), Gate::G1D.claim(mac));
+        assert_eq!(claim_reached(true, mac, &[Gate::G0]), "MACOS_CONVERSATION_TARGET_ISOLATION_WITNESS_PASS");
         // A rehearsal never makes a live claim.
-        assert_eq!(claim_reached(false, &CLAIM_ORDER), format!("{REHEARSAL_PREFIX} {FINAL_CLAIM}"));
+        assert_eq!(claim_reached(false, mac, &Gate::ALL), format!("{REHEARSAL_PREFIX} {}", final_claim(mac)));
         assert_eq!(Gate::parse("g1d"), Some(Gate::G1D));
         assert_eq!(Gate::parse("G7"), None);
+    }
+
+    /// A claim names macOS only on macOS: the same gates on Linux make the
+    /// claim naming Linux, and a platform nobody named makes none of either.
+    #[test]
+    fn a_claim_names_the_os_it_ran_on() {
+        assert_eq!(claim_reached(true, "linux", &Gate::ALL), "LINUX_ZERO_TOUCH_CHATGPT_WORKER_RUNTIME_CANARY_PASS");
+        assert_eq!(claim_reached(true, "linux", &[Gate::G0]), "LINUX_CONVERSATION_TARGET_ISOLATION_WITNESS_PASS");
+        assert_eq!(claim_reached(true, "linux", &[]), "LINUX_ZERO_TOUCH_WORKER_RUNTIME_NOT_YET_LIVE_PROVEN");
+        assert_eq!(final_claim(""), "UNNAMED_OS_ZERO_TOUCH_CHATGPT_WORKER_RUNTIME_CANARY_PASS");
+        assert_eq!(os_word(crate::receipt::UNNAMED), "UNNAMED_OS");
+        for os in ["linux", "windows", "", "mixed", "macosx", "MACOS", "freebsd"] {
+            assert!(!claim_reached(true, os, &Gate::ALL).starts_with("MACOS"), "{os}");
+        }
     }
 }

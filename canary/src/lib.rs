@@ -16,5 +16,7 @@ pub mod gate;
 pub mod receipt;
 pub mod show;
 
-pub use gate::{CLAIM_ORDER, FINAL_CLAIM, Gate, NO_CLAIM, REHEARSAL_PREFIX, Verdict, claim_reached};
-pub use receipt::{Chain, ChainError, Counts, Deployment, Evidence, Executor, Receipt, Target, Writer, verify};
+pub use gate::{CLAIM_ORDER, Gate, REHEARSAL_PREFIX, Verdict, claim_reached, final_claim, no_claim, os_word};
+pub use receipt::{
+    Chain, ChainError, Counts, Deployment, Evidence, Executor, Platform, Receipt, Target, Writer, verify, verify_head,
+};

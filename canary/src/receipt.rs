@@ -14,8 +14,9 @@ use sha2::{Digest, Sha256};
 
 use crate::gate::{Gate, Verdict, claim_reached};
 
-/// The receipt format's version.
-pub const SCHEMA: u32 = 1;
+/// The receipt format's version (2: every receipt and the summary name
+/// their [`Platform`]).
+pub const SCHEMA: u32 = 2;
 
 /// Where the gates ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,8 +37,46 @@ pub struct Executor {
     pub carrier: String,
     /// The browser and its version, as the hello named it.
     pub browser: String,
+    /// Its machine's OS, as the hello named it (`""`: it did not).
+    #[serde(default)]
+    pub os: String,
     /// The browser-control generation (changes when the browser restarts).
     pub generation: Option<String>,
+}
+
+/// The OS of a run whose machines disagree, or did not say, or had no
+/// executor to say.
+pub const UNNAMED: &str = "unnamed";
+
+/// Where a run ran. A claim names [`Platform::os`] ([`crate::os_word`]):
+/// the daemon's machine's OS when at least one executor was connected and
+/// every executor's machine said the same, else [`UNNAMED`], which no
+/// claim names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Platform {
+    /// `macos`, `linux` … or [`UNNAMED`].
+    pub os: String,
+    /// The daemon's machine's OS and architecture (`std::env::consts`).
+    pub daemon: String,
+    /// Each executor: its carrier, its browser and its machine's OS.
+    pub browsers: Vec<String>,
+}
+
+impl Platform {
+    /// The platform of a daemon on `os`/`arch` with `executors` connected.
+    pub fn of(os: &str, arch: &str, executors: &[Executor]) -> Platform {
+        let named = !os.is_empty() && !executors.is_empty() && executors.iter().all(|e| e.os == os);
+        Platform {
+            os: if named { os.to_owned() } else { UNNAMED.to_owned() },
+            daemon: format!("{} {}", or_unsaid(os), or_unsaid(arch)),
+            browsers: executors.iter().map(|e| format!("{} {} ({})", e.carrier, e.browser, or_unsaid(&e.os))).collect(),
+        }
+    }
+}
+
+/// `word`, or `?` when nothing was said.
+pub fn or_unsaid(word: &str) -> &str {
+    if word.is_empty() { "?" } else { word }
 }
 
 /// G1D: exactly which deployment the gates ran against.
@@ -118,6 +157,8 @@ pub struct Receipt {
     pub target: Target,
     /// Through which carrier (`webext`, `cdp`, `fake`).
     pub carrier: String,
+    /// Where it ran.
+    pub platform: Platform,
     /// The deployment.
     pub deployment: Deployment,
     /// The gate's inputs (worker counts, budgets, pacing).
@@ -143,6 +184,8 @@ pub struct Summary {
     pub schema: u32,
     /// Where the run ran.
     pub target: Target,
+    /// On what: every receipt's platform (one per chain; `verify` checks).
+    pub platform: Platform,
     /// The receipts, in order.
     pub receipts: Vec<Link>,
     /// The claim reached.
@@ -189,6 +232,8 @@ pub struct Writer {
     target: Target,
     links: Vec<Link>,
     passed: Vec<Gate>,
+    /// The first receipt's platform: every other must be the same.
+    platform: Option<Platform>,
 }
 
 impl Writer {
@@ -207,17 +252,23 @@ impl Writer {
         if taken {
             return Err(fail("already holds receipts; give each run its own directory".into()));
         }
-        Ok(Writer { dir: dir.to_owned(), target, links: Vec::new(), passed: Vec::new() })
+        Ok(Writer { dir: dir.to_owned(), target, links: Vec::new(), passed: Vec::new(), platform: None })
     }
 
     /// Writes `receipt` as the chain's next link (its sequence and previous
     /// hash are set here), then the summary. Returns the receipt's hash.
     pub fn append(&mut self, mut receipt: Receipt) -> Result<String, ChainError> {
+        if let Some(first) = &self.platform
+            && *first != receipt.platform
+        {
+            return Err(ChainError { file: self.dir.clone(), why: "one chain runs on one platform".into() });
+        }
+        self.platform = Some(receipt.platform.clone());
         receipt.schema = SCHEMA;
         receipt.sequence = self.links.len() as u32 + 1;
         receipt.previous_sha256 = self.links.last().map(|l| l.sha256.clone());
         receipt.stop_reason = receipt.verdict.stop_reason(receipt.gate);
-        receipt.claim = receipt.verdict.passed().then(|| receipt.gate.claim().to_owned());
+        receipt.claim = receipt.verdict.passed().then(|| receipt.gate.claim(&receipt.platform.os));
         let file = file_name(receipt.sequence, receipt.gate);
         let bytes = serde_json::to_vec_pretty(&receipt).expect("a receipt serializes");
         let path = self.dir.join(&file);
@@ -230,8 +281,9 @@ impl Writer {
         let summary = Summary {
             schema: SCHEMA,
             target: self.target,
+            platform: receipt.platform.clone(),
             receipts: self.links.clone(),
-            claim: claim_reached(self.target == Target::Live, &self.passed),
+            claim: claim_reached(self.target == Target::Live, &receipt.platform.os, &self.passed),
             stopped: receipt.stop_reason.clone(),
         };
         let path = self.dir.join("summary.json");
@@ -300,6 +352,20 @@ fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&fresh, path)
 }
 
+/// Refuses a document of another format version by name, before its
+/// fields are read (an older build's chain would fail on a missing field).
+fn schema_of(bytes: &[u8]) -> Result<(), String> {
+    #[derive(Deserialize)]
+    struct Versioned {
+        schema: u32,
+    }
+    match serde_json::from_slice::<Versioned>(bytes).map(|v| v.schema) {
+        Ok(SCHEMA) => Ok(()),
+        Ok(other) => Err(format!("made by another build (receipt format {other}; this one reads {SCHEMA})")),
+        Err(e) => Err(format!("not a canary document: {e}")),
+    }
+}
+
 /// Reads and verifies the chain in `dir`: every receipt parses, is in
 /// sequence, names the previous one's hash, and the summary names each
 /// receipt's hash and the claim they support. The first fault is the error.
@@ -307,6 +373,7 @@ pub fn verify(dir: &Path) -> Result<Chain, ChainError> {
     let summary_path = dir.join("summary.json");
     let at = |file: &Path, why: String| ChainError { file: file.to_owned(), why };
     let bytes = read_bounded(&summary_path).map_err(|e| at(&summary_path, e))?;
+    schema_of(&bytes).map_err(|e| at(&summary_path, e))?;
     let summary: Summary =
         serde_json::from_slice(&bytes).map_err(|e| at(&summary_path, format!("not a canary summary: {e}")))?;
     if summary.receipts.len() > RECEIPTS_MAX {
@@ -328,6 +395,7 @@ pub fn verify(dir: &Path) -> Result<Chain, ChainError> {
         if hash != link.sha256 {
             return Err(at(&path, format!("edited: its SHA-256 is {hash}, the chain recorded {}", link.sha256)));
         }
+        schema_of(&bytes).map_err(|e| at(&path, e))?;
         let receipt: Receipt = serde_json::from_slice(&bytes).map_err(|e| at(&path, format!("not a receipt: {e}")))?;
         if receipt.sequence as usize != i + 1 || receipt.gate != link.gate {
             return Err(at(&path, format!("out of order: sequence {} gate {}", receipt.sequence, receipt.gate)));
@@ -337,6 +405,10 @@ pub fn verify(dir: &Path) -> Result<Chain, ChainError> {
         }
         if receipt.verdict.passed() != link.passed || receipt.target != summary.target || receipt.schema != SCHEMA {
             return Err(at(&path, "disagrees with the summary".into()));
+        }
+        // One chain, one platform, the summary's: a claim names its OS.
+        if receipt.platform != summary.platform {
+            return Err(at(&path, format!("ran on {:?}, the summary says {:?}", receipt.platform, summary.platform)));
         }
         // A run stops at its first gate that did not pass: only the last may not have.
         let last = i + 1 == summary.receipts.len();
@@ -352,17 +424,35 @@ pub fn verify(dir: &Path) -> Result<Chain, ChainError> {
         previous = Some(hash.clone());
         receipts.push((receipt, hash));
     }
-    let reached = claim_reached(summary.target == Target::Live, &passed);
+    let reached = claim_reached(summary.target == Target::Live, &summary.platform.os, &passed);
     if summary.claim != reached {
         return Err(at(&summary_path, format!("claims {} but its receipts support {reached}", summary.claim)));
     }
     Ok(Chain { summary, receipts })
 }
 
+/// [`verify`], and the chain's head must be `head`, the hash its operator
+/// kept elsewhere when the run ended: a chain rewritten whole (receipts and
+/// summary together) verifies by itself, never against the kept head.
+pub fn verify_head(dir: &Path, head: &str) -> Result<Chain, ChainError> {
+    let kept = head.trim().to_ascii_lowercase();
+    if kept.len() != 64 || !kept.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ChainError { file: dir.to_owned(), why: "--head takes the 64 hex digits the run printed".into() });
+    }
+    let chain = verify(dir)?;
+    match chain.head() {
+        Some(h) if h == kept => Ok(chain),
+        found => Err(ChainError {
+            file: dir.join("summary.json"),
+            why: format!("rewritten: the chain's head is {}, not the {kept} kept", found.unwrap_or("none")),
+        }),
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::gate::{FINAL_CLAIM, NO_CLAIM};
+    use crate::gate::{final_claim, no_claim};
 
     pub(crate) fn receipt(gate: Gate, verdict: Verdict) -> Receipt {
         Receipt {
@@ -374,6 +464,7 @@ pub(crate) mod tests {
             claim: None,
             target: Target::Live,
             carrier: "fake".into(),
+            platform: Platform { os: "macos".into(), ..Platform::default() },
             deployment: Deployment::default(),
             inputs: serde_json::json!({"workers": 3}),
             observations: vec!["seen".into()],
@@ -441,7 +532,8 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         chain(dir.path(), &Gate::ALL);
         let chain = verify(dir.path()).unwrap();
-        assert_eq!(chain.summary.claim, FINAL_CLAIM);
+        assert_eq!(chain.summary.claim, final_claim("macos"));
+        assert_eq!(chain.summary.platform.os, "macos");
         assert_eq!(chain.receipts.len(), 7);
         assert_eq!(chain.receipts[1].0.previous_sha256.as_deref(), Some(chain.receipts[0].1.as_str()));
     }
@@ -454,7 +546,7 @@ pub(crate) mod tests {
         w.append(receipt(Gate::G2, Verdict::Pass)).unwrap();
         w.append(receipt(Gate::G3, Verdict::Fail("CROSS_ATTRIBUTION".into()))).unwrap();
         let chain = verify(dir.path()).unwrap();
-        assert_eq!(chain.summary.claim, Gate::G2.claim());
+        assert_eq!(chain.summary.claim, Gate::G2.claim("macos"));
         assert_eq!(chain.summary.stopped.as_deref(), Some("G3_FAIL: CROSS_ATTRIBUTION"));
         assert_eq!(chain.receipts[2].0.claim, None);
     }
@@ -490,11 +582,12 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         chain(dir.path(), &[Gate::G1D]);
         let summary_path = dir.path().join("summary.json");
-        let text = std::fs::read_to_string(&summary_path).unwrap().replace(Gate::G1D.claim(), FINAL_CLAIM);
+        let text =
+            std::fs::read_to_string(&summary_path).unwrap().replace(&Gate::G1D.claim("macos"), &final_claim("macos"));
         std::fs::write(&summary_path, text).unwrap();
         let err = verify(dir.path()).unwrap_err();
         assert!(err.file.ends_with("summary.json") && err.why.contains("support"), "{err}");
-        assert_ne!(NO_CLAIM, FINAL_CLAIM);
+        assert_ne!(no_claim("macos"), final_claim("macos"));
     }
 
     #[test]
@@ -508,6 +601,85 @@ pub(crate) mod tests {
         std::fs::write(&summary_path, text).unwrap();
         let err = verify(dir.path()).unwrap_err();
         assert!(err.why.contains("stop reason"), "{err}");
+    }
+
+    fn on(os: &str, gate: Gate) -> Receipt {
+        Receipt { platform: Platform { os: os.into(), ..Platform::default() }, ..receipt(gate, Verdict::Pass) }
+    }
+
+    /// A summary moved to another OS (to claim macOS for a Linux run) no
+    /// longer matches its receipts; a chain never changes platform midway;
+    /// and a platform is made from what the machines said: no executor,
+    /// one on another OS, or a silent one, and the run's OS is [`UNNAMED`].
+    #[test]
+    fn a_chain_names_one_platform() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = Writer::create(dir.path(), Target::Live).unwrap();
+        w.append(on("linux", Gate::G1D)).unwrap();
+        w.append(on("linux", Gate::G2)).unwrap();
+        assert!(w.append(on("macos", Gate::G3)).unwrap_err().why.contains("one platform"));
+        let summary_path = dir.path().join("summary.json");
+        let text = std::fs::read_to_string(&summary_path).unwrap().replace("\"linux\"", "\"macos\"");
+        std::fs::write(&summary_path, text).unwrap();
+        let err = verify(dir.path()).unwrap_err();
+        assert!(err.why.contains("ran on"), "{err}");
+
+        let executor = |os: &str| Executor {
+            id: "e".into(),
+            carrier: "cdp".into(),
+            browser: "Chrome/156".into(),
+            generation: None,
+            os: os.into(),
+        };
+        assert_eq!(Platform::of("macos", "aarch64", &[executor("macos")]).os, "macos");
+        assert_eq!(Platform::of("macos", "aarch64", &[]).os, UNNAMED, "nobody said where the browser is");
+        assert_eq!(Platform::of("", "", &[executor("")]).os, UNNAMED);
+        assert_eq!(Platform::of("macos", "aarch64", &[executor("macos"), executor("linux")]).os, UNNAMED);
+        let silent = Platform::of("macos", "aarch64", &[executor("")]);
+        assert_eq!(silent.os, UNNAMED);
+        assert_eq!(silent.browsers, ["cdp Chrome/156 (?)"]);
+        assert_eq!(silent.daemon, "macos aarch64");
+    }
+
+    /// A chain of an older receipt format is refused by its version, not
+    /// by a missing field.
+    #[test]
+    fn an_older_format_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        chain(dir.path(), &[Gate::G1D]);
+        let summary_path = dir.path().join("summary.json");
+        let text =
+            std::fs::read_to_string(&summary_path).unwrap().replace(&format!("\"schema\": {SCHEMA}"), "\"schema\": 1");
+        std::fs::write(&summary_path, text).unwrap();
+        assert!(verify(dir.path()).unwrap_err().why.contains("receipt format 1"));
+    }
+
+    /// A chain rewritten whole (every receipt and the summary made anew,
+    /// all hashes consistent) passes `verify` but not `verify_head` with
+    /// the head kept from the real run.
+    #[test]
+    fn a_rewritten_chain_is_refused_against_its_kept_head() {
+        let real = tempfile::tempdir().unwrap();
+        chain(real.path(), &[Gate::G1D, Gate::G2]);
+        let kept = verify(real.path()).unwrap().head().unwrap().to_owned();
+        assert!(verify_head(real.path(), &kept.to_ascii_uppercase()).is_ok());
+        // The same run made again on paper, on another OS.
+        let forged = tempfile::tempdir().unwrap();
+        let mut w = Writer::create(forged.path(), Target::Live).unwrap();
+        for gate in [Gate::G1D, Gate::G2] {
+            w.append(on("linux", gate)).unwrap();
+        }
+        // Put where the real one was: it verifies by itself.
+        let moved = real.path().join("moved");
+        std::fs::create_dir(&moved).unwrap();
+        for e in std::fs::read_dir(forged.path()).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), moved.join(e.file_name())).unwrap();
+        }
+        assert!(verify(&moved).is_ok());
+        let err = verify_head(&moved, &kept).unwrap_err();
+        assert!(err.why.contains("rewritten") && err.why.contains(&kept), "{err}");
+        assert!(verify_head(&moved, "not a hash").unwrap_err().why.contains("64 hex digits"));
     }
 
     #[test]

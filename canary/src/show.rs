@@ -26,11 +26,12 @@ pub fn json(chain: &Chain) -> Value {
         })
         .collect();
     json!({
+        "head": chain.head(),
         "target": chain.summary.target,
+        "platform": chain.summary.platform,
         "claim": chain.summary.claim,
         "stopped": chain.summary.stopped,
         "rehearsal": chain.summary.target == Target::Fakechat,
-        "head": chain.head(),
         "deployment": chain.receipts.first().map(|(r, _)| &r.deployment),
         "gates": gates,
     })
@@ -44,7 +45,7 @@ pub fn text(chain: &Chain) -> String {
 /// What a terminal may be given: every control character but the line
 /// breaks this text makes, and every bidirectional override, shown as
 /// U+FFFD (a rewritten chain can hold any string).
-fn printable(text: &str) -> String {
+pub fn printable(text: &str) -> String {
     text.chars()
         .map(|c| match c {
             '\n' => c,
@@ -63,6 +64,8 @@ fn text_raw(chain: &Chain) -> String {
         Target::Live => "chatgpt.com",
     };
     out.push_str(&format!("Canary on {target}\n"));
+    let p = &chain.summary.platform;
+    out.push_str(&format!("Platform: {} (daemon on {})\n", p.os, p.daemon));
     if let Some((first, _)) = chain.receipts.first() {
         let d = &first.deployment;
         out.push_str(&format!(
@@ -76,10 +79,11 @@ fn text_raw(chain: &Chain) -> String {
         ));
         for e in &d.executors {
             out.push_str(&format!(
-                "  executor {} via {} on {} (generation {})\n",
+                "  executor {} via {} on {} ({}) (generation {})\n",
                 e.id,
                 e.carrier,
                 e.browser,
+                crate::receipt::or_unsaid(&e.os),
                 e.generation.as_deref().unwrap_or("-")
             ));
         }
@@ -152,7 +156,8 @@ mod tests {
         assert_eq!(doc["gates"][1]["verdict"], "setup_required");
         assert_eq!(doc["gates"][1]["reason"], "HOST_APP_STALE");
         assert_eq!(doc["stopped"], "SETUP_REQUIRED: HOST_APP_STALE");
-        assert_eq!(doc["claim"], Gate::G1D.claim());
+        assert_eq!(doc["claim"], Gate::G1D.claim("macos"));
+        assert_eq!(doc["platform"]["os"], "macos");
         assert_eq!(doc["rehearsal"], false);
         assert_eq!(doc["head"], chain.receipts[1].1.as_str());
         let text = super::text(&chain);

@@ -24,3 +24,32 @@ pub mod pairing;
 
 #[cfg(target_arch = "wasm32")]
 mod web;
+
+/// The browser's word for its machine's OS (`runtime.getPlatformInfo`'s
+/// `os`, MDN `runtime.PlatformOs`) in the daemon's words
+/// (`std::env::consts::OS`), for the hello's host facts: `mac` is `macos`,
+/// `win` is `windows`, `cros` is `chromeos`; `linux`, `android`, `openbsd`
+/// and `fuchsia` stay; anything else is not said (`""`).
+pub fn machine_os(platform_os: &str) -> &'static str {
+    match platform_os {
+        "mac" => "macos",
+        "win" => "windows",
+        "cros" => "chromeos",
+        "linux" => "linux",
+        "android" => "android",
+        "openbsd" => "openbsd",
+        "fuchsia" => "fuchsia",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_browsers_os_words_become_the_daemons() {
+        assert_eq!(super::machine_os("mac"), "macos");
+        assert_eq!(super::machine_os("linux"), "linux");
+        assert_eq!(super::machine_os("win"), "windows");
+        assert_eq!(super::machine_os("macos\n"), "", "only the browser's own words");
+    }
+}

@@ -78,6 +78,12 @@ pub struct Deployment {
     pub build_id: String,
     /// Its state directory.
     pub state_root: Option<String>,
+    /// Its machine's OS (`std::env::consts::OS`).
+    #[serde(default)]
+    pub os: String,
+    /// Its machine's architecture (`std::env::consts::ARCH`).
+    #[serde(default)]
+    pub arch: String,
 }
 
 /// A live executor: where it runs and how full it is.
@@ -89,6 +95,8 @@ pub struct ExecutorSummary {
     pub host: Option<String>,
     /// Its browser, if it said.
     pub browser: Option<String>,
+    /// Its machine's OS (`macos`, `linux` …), if it said.
+    pub os: Option<String>,
     /// The managed conversations it holds now.
     pub load: usize,
     /// The most it takes (protocol v2); none: only the daemon's limits.
@@ -304,6 +312,7 @@ async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
                 ExecutorSummary {
                     executor_id: id.clone(),
                     host: facts.name,
+                    os: Some(facts.os).filter(|os| !os.is_empty()),
                     browser: facts.browser,
                     load: s.workers.values().filter(held).count(),
                     capacity: facts.capacity,
@@ -329,6 +338,8 @@ async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
             identity: crate::deployment::identity(),
             build_id: crate::deployment::build_id().to_owned(),
             state_root: admin.exposed.state_root.clone(),
+            os: std::env::consts::OS.to_owned(),
+            arch: std::env::consts::ARCH.to_owned(),
         }),
     })
 }

@@ -89,21 +89,57 @@ pub struct Outcome {
     pub head: Option<String>,
 }
 
+/// Active workers a canary daemon makes room for by default: G5 scales the
+/// pool to `--workers` + 2 (five for the seed's three), and a run may ask
+/// up to six.
+pub const ACTIVE_WORKERS: usize = 8;
+
+/// The fewest active workers G5 can pass with: the seed's three, plus two.
+pub const ACTIVE_WORKERS_MIN: usize = 5;
+
+/// `orchestrator canary deploy`'s serve flags: `--max-active-workers`
+/// [`ACTIVE_WORKERS`] unless given; refused when given too small for G5.
+pub fn serve_args(mut serve_args: Vec<String>) -> anyhow::Result<Vec<String>> {
+    const FLAG: &str = "--max-active-workers";
+    let given = serve_args.iter().enumerate().find_map(|(i, a)| match a.strip_prefix(FLAG) {
+        Some("") => Some(serve_args.get(i + 1).cloned().unwrap_or_default()),
+        Some(rest) => rest.strip_prefix('=').map(str::to_owned),
+        None => None,
+    });
+    match given.map(|v| v.parse::<usize>()) {
+        None => serve_args.extend([FLAG.to_owned(), ACTIVE_WORKERS.to_string()]),
+        Some(Ok(n)) if n >= ACTIVE_WORKERS_MIN => {}
+        Some(_) => anyhow::bail!(
+            "{FLAG} must be at least {ACTIVE_WORKERS_MIN} for the canary (G5 scales three workers to five); leave it out and deploy sets {ACTIVE_WORKERS}"
+        ),
+    }
+    Ok(serve_args)
+}
+
+/// The executors an admin status lists, as receipts name them.
+fn executors_of(admin: &crate::admin::Status) -> Vec<Executor> {
+    admin
+        .executors
+        .iter()
+        .map(|e| Executor {
+            id: e.executor_id.clone(),
+            carrier: e.kind.map(|k| format!("{k:?}").to_lowercase()).unwrap_or_else(|| "unknown".into()),
+            browser: e.browser.clone().unwrap_or_else(|| "unknown".into()),
+            generation: e.instance.clone(),
+            os: e.os.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
 /// Codes that mean a person must act (counted as manual interactions):
 /// the host's setup states, a rate limit, a tool-approval card.
 fn needs_person(code: &str) -> bool {
-    matches!(
-        code,
-        "BROWSER_AUTHORIZATION_REQUIRED"
-            | "BROWSER_CONTROL_UNAVAILABLE"
-            | "CHATGPT_SIGNED_OUT"
-            | "HOST_APP_BINDING_NOT_READY"
-            | "HOST_APP_DISABLED"
-            | "HOST_APP_STALE"
-            | "ADAPTER_BLOCKED"
-            | "RATE_LIMITED"
-            | "TOOL_APPROVAL_REQUIRED"
-    )
+    use protocol::error::ErrorCode;
+    let Some(code) = ErrorCode::ALL.iter().find(|c| c.as_str() == code) else { return false };
+    // A drifted tab is the gate's failure (`IDENTITY_DRIFT`), not a setup.
+    (code.is_host_state() && *code != ErrorCode::ConversationIdentityDrift)
+        || code.waits_for_person()
+        || *code == ErrorCode::RateLimited
 }
 
 /// A gate's end short of a pass.
@@ -173,7 +209,16 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
         created: BTreeSet::new(),
         closed: Vec::new(),
     };
-    let mut passed = Vec::new();
+    // Where the run runs, once: the daemon's machine and its executors' as
+    // they said it before the first gate (one platform per chain).
+    let platform = match runner.admin().await {
+        Ok(admin) => {
+            let d = admin.deployment.as_ref();
+            let executors = executors_of(&admin);
+            canary::Platform::of(d.map_or("", |d| d.os.as_str()), d.map_or("", |d| d.arch.as_str()), &executors)
+        }
+        Err(_) => canary::Platform::of("", "", &[]),
+    };
     let mut stopped = None;
     for gate in &cfg.gates {
         let started_at_ms = now_ms();
@@ -208,6 +253,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
             claim: None,
             target: cfg.target,
             carrier: runner.carrier_name(),
+            platform: platform.clone(),
             deployment: runner.deployment.clone(),
             inputs: seen.inputs,
             observations: seen.observations,
@@ -227,11 +273,10 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
             stopped = Some(reason);
             break;
         }
-        passed.push(*gate);
     }
     let conversations = runner.created.into_iter().collect();
-    let head = canary::verify(&cfg.receipts)?.head().map(str::to_owned);
-    Ok(Outcome { claim: canary::claim_reached(cfg.target == Target::Live, &passed), stopped, conversations, head })
+    let chain = canary::verify(&cfg.receipts)?;
+    Ok(Outcome { claim: chain.summary.claim.clone(), stopped, conversations, head: chain.head().map(str::to_owned) })
 }
 
 /// A run of its own, with root's capability.
@@ -309,6 +354,15 @@ impl Runner {
         crate::admin::fetch(&crate::admin::authority_of(&self.cfg.mcp_url), &self.cfg.state_dir)
             .await
             .map_err(|e| uncertain(format!("ADMIN_UNREACHABLE: {e}")))
+    }
+
+    /// A task's words for the model, with fakechat's `scenario:` line (how
+    /// its model plays the task) on a rehearsal only: ChatGPT gets the words.
+    fn task(&self, words: String, scenario: &str) -> String {
+        match self.cfg.target {
+            Target::Fakechat => format!("{words}\nscenario: {scenario}"),
+            Target::Live => words,
+        }
     }
 
     async fn status(&mut self) -> Result<Value, Stop> {
@@ -534,16 +588,7 @@ impl Runner {
             instance_id: d.identity.instance_id.clone(),
             state_root: d.state_root.clone().unwrap_or_default(),
             tools_sha256,
-            executors: admin
-                .executors
-                .iter()
-                .map(|e| Executor {
-                    id: e.executor_id.clone(),
-                    carrier: e.kind.map(|k| format!("{k:?}").to_lowercase()).unwrap_or_else(|| "unknown".into()),
-                    browser: e.browser.clone().unwrap_or_else(|| "unknown".into()),
-                    generation: e.instance.clone(),
-                })
-                .collect(),
+            executors: executors_of(&admin),
             app_label: admin.app_label.clone(),
             project_url: admin.worker_project_url.clone(),
         };
@@ -557,7 +602,8 @@ impl Runner {
             tools.len()
         ));
         for e in &self.deployment.executors {
-            seen.note(format!("executor {} ({}) on {}", e.id, e.carrier, e.browser));
+            let os = canary::receipt::or_unsaid(&e.os);
+            seen.note(format!("executor {} ({}) on {} ({os})", e.id, e.carrier, e.browser));
         }
         if self.cfg.target == Target::Live && self.deployment.executors.iter().any(|e| e.carrier == "fake") {
             return Err(fail("CARRIER_MISMATCH: a fake executor cannot speak for chatgpt.com"));
@@ -585,8 +631,6 @@ impl Runner {
             new_run(&mut self.root, "canary G0").await.map_err(|e| uncertain(format!("DAEMON_UNREACHABLE: {e}")))?;
         let main = (std::mem::replace(&mut self.cap, cap), std::mem::replace(&mut self.run_id, run_id));
         let (desired, watched) = (self.desired, std::mem::replace(&mut self.watched, 0));
-        // The navigation is the witness's own fault.
-        self.tolerated.insert("CONVERSATION_IDENTITY_DRIFT");
         let witnessed = self.g0_witness(seen).await;
         // Its workers retire whatever the witness saw.
         let stopped = self.call("runtime_stop", json!({})).await;
@@ -614,6 +658,10 @@ impl Runner {
                 "open a chat of your own in this browser, send one message in it, then paste its address here",
             )
             .await?;
+        // The navigation is the witness's own fault (to another chat, or a
+        // page that is none): what it causes from here on stops nothing.
+        self.tolerated.insert("CONVERSATION_IDENTITY_DRIFT");
+        self.tolerated.insert("NOT_CONVERSATION_PAGE");
         self.fault(
             seen,
             json!({"fault": "navigate", "conversation_id": moved}),
@@ -745,8 +793,11 @@ impl Runner {
         let mut tasks = Vec::new();
         for slot in &slots {
             let mark = format!("canary-G3-{nonce}-s{slot}");
-            let instructions = format!(
-                "Canary task for slot {slot}. Call worker_complete with the summary {mark} and do nothing else.\nscenario: complete \"{mark}\""
+            let instructions = self.task(
+                format!(
+                    "Canary task for slot {slot}. Call worker_complete with the summary {mark} and do nothing else."
+                ),
+                &format!("complete \"{mark}\""),
             );
             let key = format!("canary-{nonce}-{slot}");
             let task = self
@@ -846,7 +897,8 @@ impl Runner {
             Runner::slots(s).iter().any(|x| x["slot"] == slot && x["health"] != "parked")
         })
         .await?;
-        self.call("runtime_ensure", json!({"desired_workers": self.desired})).await?;
+        // The seed's G4 recovers the lost worker with `runtime_recover`.
+        self.call("runtime_recover", json!({})).await?;
         let after = self.until("the slot reopened", Runner::ready_with(self.desired as usize)).await?;
         let events = self.effects_since(before, seen).await?;
         if let Some(e) = events.iter().find(|e| prompt_op(e).is_some()) {
@@ -901,7 +953,10 @@ impl Runner {
             .call(
                 "task_dispatch",
                 json!({
-                    "instructions": format!("Canary task: write three short paragraphs about lighthouses, then call worker_complete with the summary {mark}.\nscenario: stream 20s; complete \"{mark}\""),
+                    "instructions": self.task(
+                        format!("Canary task: write three short paragraphs about lighthouses, then call worker_complete with the summary {mark}."),
+                        &format!("stream 20s; complete \"{mark}\""),
+                    ),
                     "slot": busy_slot,
                     "idempotency_key": mark,
                 }),
@@ -998,5 +1053,36 @@ impl Runner {
             now.len()
         ));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What stops a gate as a person's to resolve, from the protocol's own
+    /// classes: a challenge page and a person's draft too; a drifted tab is
+    /// the gate's failure; an unknown word is nothing.
+    #[test]
+    fn a_person_must_act_on_the_hosts_setup_states() {
+        for code in
+            ["CHATGPT_CHALLENGE", "CHATGPT_SIGNED_OUT", "COMPOSER_HAS_DRAFT", "TOOL_APPROVAL_REQUIRED", "RATE_LIMITED"]
+        {
+            assert!(needs_person(code), "{code}");
+        }
+        for code in ["CONVERSATION_IDENTITY_DRIFT", "OUTCOME_UNKNOWN", "chatgpt_challenge", ""] {
+            assert!(!needs_person(code), "{code}");
+        }
+    }
+
+    #[test]
+    fn deploy_makes_room_for_g5_and_refuses_less() {
+        let args = |a: &[&str]| serve_args(a.iter().map(|s| (*s).to_owned()).collect());
+        assert_eq!(args(&["--pool-pacing-ms", "40"]).unwrap(), ["--pool-pacing-ms", "40", "--max-active-workers", "8"]);
+        assert_eq!(args(&["--max-active-workers", "6"]).unwrap(), ["--max-active-workers", "6"]);
+        assert_eq!(args(&["--max-active-workers=12"]).unwrap(), ["--max-active-workers=12"]);
+        for small in [&["--max-active-workers", "4"][..], &["--max-active-workers=2"], &["--max-active-workers"]] {
+            assert!(args(small).unwrap_err().to_string().contains("at least 5"), "{small:?}");
+        }
     }
 }

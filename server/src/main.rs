@@ -366,6 +366,16 @@ enum CanaryAction {
         #[arg(long, default_value_t = 5_000)]
         pacing_ms: u64,
     },
+    /// Verify a receipt chain against the head its run printed (kept
+    /// elsewhere): a chain rewritten whole is refused (exit 2); prints the
+    /// claim and the platform it names.
+    Verify {
+        /// The receipt directory.
+        receipts: PathBuf,
+        /// The chain head the run printed (64 hex digits).
+        #[arg(long)]
+        head: String,
+    },
     /// Verify a receipt chain and print what each gate saw; an edited
     /// receipt is refused (exit 2, naming it).
     Show {
@@ -897,6 +907,7 @@ async fn canary(action: CanaryAction) -> anyhow::Result<()> {
             if StateDir::is_everyday(&state)? {
                 anyhow::bail!("the canary never runs on your everyday state directory; give it one of its own");
             }
+            let serve_args = server::canary_runner::serve_args(serve_args)?;
             std::fs::create_dir_all(&state)?;
             let log = {
                 use std::os::unix::fs::OpenOptionsExt;
@@ -954,12 +965,14 @@ async fn canary(action: CanaryAction) -> anyhow::Result<()> {
                 "canary daemon {} (pid {}) at http://{addr}/mcp
 build: commit {} tree {}
 state: {}
-next: pair a carrier for it: orchestrator pair --state-dir {}
-      then: orchestrator canary run --state-dir {} --receipts <new dir>",
+next: pair a carrier for it: orchestrator pair --state-dir {} --listen {addr}
+      rehearse (fakechat): orchestrator canary run --state-dir {} --receipts <new dir>
+      live (chatgpt.com):  orchestrator canary run --state-dir {} --receipts <new dir> --target live",
                 d.map_or("?", |d| d.identity.instance_id.as_str()),
                 child.id(),
                 d.map_or("?", |d| d.identity.commit.as_str()),
                 d.map_or("?", |d| d.identity.tree.as_str()),
+                state.display(),
                 state.display(),
                 state.display(),
                 state.display(),
@@ -1011,8 +1024,16 @@ next: pair a carrier for it: orchestrator pair --state-dir {}
             if workers == 0 || workers > 8 {
                 anyhow::bail!("--workers must be 1-8");
             }
+            // The canary's own daemon or none: never the everyday one.
+            let Some(mcp_url) = server::state_dir::running_endpoint(&state_dir) else {
+                anyhow::bail!(
+                    "no daemon runs on {}: start it with `orchestrator canary deploy --state-dir {}`",
+                    state_dir.display(),
+                    state_dir.display()
+                );
+            };
             let cfg = server::canary_runner::Config {
-                mcp_url: mcp_url_of(&state_dir),
+                mcp_url,
                 state_dir,
                 receipts: receipts.clone(),
                 gates,
@@ -1037,13 +1058,28 @@ next: pair a carrier for it: orchestrator pair --state-dir {}
             }
             println!("claim reached: {}", outcome.claim);
             if let Some(head) = &outcome.head {
-                println!("chain head: {head} (keep it: `canary show` prints it again to compare)");
+                println!(
+                    "chain head: {head} (keep it elsewhere: `orchestrator canary verify {} --head {head}` checks the receipts against it)",
+                    receipts.display()
+                );
             }
             if let Some(stopped) = outcome.stopped {
                 println!("stopped: {stopped}");
                 std::process::exit(1);
             }
         }
+        CanaryAction::Verify { receipts, head } => match canary::verify_head(&receipts, &head) {
+            Ok(chain) => {
+                let s = &chain.summary;
+                println!("verified: {} receipts, head {}", chain.receipts.len(), chain.head().unwrap_or_default());
+                let line = format!("claim: {} (on {}, daemon on {})", s.claim, s.platform.os, s.platform.daemon);
+                println!("{}", canary::show::printable(&line));
+            }
+            Err(e) => {
+                eprintln!("refused: {e}");
+                std::process::exit(2);
+            }
+        },
         CanaryAction::Show { receipts, json } => match canary::verify(&receipts) {
             Ok(chain) if json => println!("{}", canary::show::json(&chain)),
             Ok(chain) => print!("{}", canary::show::text(&chain)),

@@ -1,7 +1,8 @@
 //! The canary, rehearsed on fakechat through every carrier with the
 //! product's own runner (`orchestrator canary run`, a separate process):
 //! the full gate set through the CDP carrier and through the extension in
-//! Chromium, G1D–G3 through the extension in Firefox; the planted-fault
+//! Chromium, G1D–G6 without G0 through the CDP carrier (G6's own claim,
+//! never the final one), G1D–G3 through the extension in Firefox; the planted-fault
 //! table, each fault stopping the runner at its gate with its reason; and a
 //! receipt edited after the run refused by `canary show`. Each chain stays
 //! under the target directory (`canary-receipts/<test>`) as a CI artifact.
@@ -51,11 +52,12 @@ fn gate<'a>(show: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {name}: {show:#}"))
 }
 
-/// Every gate passed: the final claim, with zero manual interactions,
-/// duplicates and cross-attributions anywhere in the chain.
-fn assert_final_claim(out: &Rehearsal, gates: &[&str]) {
+/// Every gate asked for passed, with zero manual interactions, duplicates
+/// and cross-attributions anywhere in the chain, on this machine's OS.
+fn assert_all_passed(out: &Rehearsal, gates: &[&str]) {
     assert_eq!(out.code, 0, "{:#}", out.show);
     assert_eq!(out.show["stopped"], Value::Null);
+    assert_eq!(out.show["platform"]["os"], std::env::consts::OS, "{:#}", out.show["platform"]);
     let seen: Vec<&str> = out.show["gates"].as_array().unwrap().iter().filter_map(|g| g["gate"].as_str()).collect();
     assert_eq!(seen, gates);
     for g in out.show["gates"].as_array().unwrap() {
@@ -73,24 +75,40 @@ fn assert_final_claim(out: &Rehearsal, gates: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_full_gate_set_through_the_cdp_carrier_reaches_the_final_claim() {
     let out = rehearse("cdp", Carrier::Cdp, None, None).await;
-    assert_final_claim(&out, &["G1D", "G0", "G2", "G3", "G4", "G5", "G6"]);
-    assert_eq!(out.show["claim"], format!("{} {}", canary::REHEARSAL_PREFIX, canary::FINAL_CLAIM));
+    assert_all_passed(&out, &["G1D", "G0", "G2", "G3", "G4", "G5", "G6"]);
+    let last = canary::final_claim(std::env::consts::OS);
+    assert_eq!(out.show["claim"], format!("{} {last}", canary::REHEARSAL_PREFIX));
     assert_eq!(out.show["rehearsal"], true, "fakechat is never a live claim");
     assert_eq!(gate(&out.show, "G6")["counts"]["prompts_sent"], 0, "no blind replay");
+}
+
+/// The seed's closure needs the isolation witness: G1D–G6 without G0
+/// climb to G6's own claim, never the final one (issue 45; before, they
+/// reached the final claim).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g1d_to_g6_without_g0_reach_g6s_own_claim() {
+    let out = rehearse("cdp-without-g0", Carrier::Cdp, Some("G1D,G2,G3,G4,G5,G6"), None).await;
+    assert_all_passed(&out, &["G1D", "G2", "G3", "G4", "G5", "G6"]);
+    let g6 = canary::Gate::G6.claim(std::env::consts::OS);
+    assert_eq!(out.show["claim"], format!("{} {g6}", canary::REHEARSAL_PREFIX));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_full_gate_set_through_the_extension_in_chromium_reaches_the_final_claim() {
     let out = rehearse("webext-chromium", Carrier::Webext, None, None).await;
-    assert_final_claim(&out, &["G1D", "G0", "G2", "G3", "G4", "G5", "G6"]);
+    assert_all_passed(&out, &["G1D", "G0", "G2", "G3", "G4", "G5", "G6"]);
+    let last = canary::final_claim(std::env::consts::OS);
+    assert_eq!(out.show["claim"], format!("{} {last}", canary::REHEARSAL_PREFIX));
     assert_eq!(out.show["deployment"]["executors"][0]["carrier"], "webext");
+    assert_eq!(out.show["deployment"]["executors"][0]["os"], std::env::consts::OS, "the extension names its OS");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn g2_and_g3_through_the_extension_in_firefox() {
     let out = rehearse("webext-firefox", Carrier::Firefox, Some("G1D,G2,G3"), None).await;
-    assert_final_claim(&out, &["G1D", "G2", "G3"]);
-    assert_eq!(out.show["claim"], format!("{} {}", canary::REHEARSAL_PREFIX, canary::Gate::G3.claim()));
+    assert_all_passed(&out, &["G1D", "G2", "G3"]);
+    let g3 = canary::Gate::G3.claim(std::env::consts::OS);
+    assert_eq!(out.show["claim"], format!("{} {g3}", canary::REHEARSAL_PREFIX));
 }
 
 /// The planted-fault table: fault → the gate it stops → the typed reason.
@@ -126,8 +144,9 @@ async fn an_executor_killed_mid_send_stops_g3_as_uncertain() {
     stops_at(Planted::ExecutorKilledMidSend, "plant-killed-mid-send", "G3", "G3_UNCERTAIN: AMBIGUOUS_SUBMISSION").await;
 }
 
-/// `canary show` verifies before it prints: one edited byte in any receipt
-/// and it refuses, naming that receipt, exit 2.
+/// `canary verify --head` accepts the chain against the head its run
+/// printed and refuses another; `canary show` verifies before it prints:
+/// one edited byte in any receipt and it refuses, naming that receipt, exit 2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edited_receipt_is_refused_by_canary_show() {
     let out = rehearse("edited", Carrier::Cdp, Some("G1D,G2"), None).await;
@@ -141,6 +160,22 @@ async fn an_edited_receipt_is_refused_by_canary_show() {
         }
         cmd.output().unwrap()
     };
+    // Against the head the run printed, and one it did not.
+    let verify = |head: &str| {
+        std::process::Command::new(orchestrator())
+            .args(["canary", "verify"])
+            .arg(&dir)
+            .args(["--head", head])
+            .output()
+            .unwrap()
+    };
+    let head = out.show["head"].as_str().unwrap();
+    let verified = verify(head);
+    let said = String::from_utf8_lossy(&verified.stdout);
+    assert!(verified.status.success() && said.contains(&format!("on {}", std::env::consts::OS)), "{said}");
+    let other = verify(&"0".repeat(64));
+    assert_eq!(other.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&other.stderr).contains("rewritten"));
     let text = show(false);
     assert!(text.status.success());
     let text = String::from_utf8(text.stdout).unwrap();
@@ -190,6 +225,12 @@ async fn canary_deploy_starts_an_isolated_daemon_and_live_runs_need_one() {
     assert_eq!(record["mcp_url"], format!("http://{listen}/mcp"));
     let instance = record["deployment"]["instance_id"].as_str().unwrap().to_owned();
     assert!(instance.starts_with("inst_") && stdout.contains(&instance), "{stdout}");
+    // Issue 45: every hint names this daemon's address, and the live run says `--target live`.
+    assert!(
+        stdout.contains(&format!("orchestrator pair --state-dir {} --listen {listen}", state.display())),
+        "{stdout}"
+    );
+    assert!(stdout.contains("--target live"), "{stdout}");
     assert_eq!(record["deployment"]["commit"].as_str().unwrap().len(), 40, "{record:#}");
     assert_eq!(record["deployment"]["build_id"].as_str().unwrap().len(), 64, "{record:#}");
     // The same instance answers runtime_status.
@@ -199,6 +240,26 @@ async fn canary_deploy_starts_an_isolated_daemon_and_live_runs_need_one() {
     let status = root.call("runtime_status", serde_json::json!({"capability": cap})).await.unwrap().unwrap();
     assert_eq!(status["deployment"]["instance_id"], instance.as_str());
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+
+    // Room for G5 (eight active workers) is set by deploy, never less.
+    let small = std::process::Command::new(orchestrator())
+        .args(["canary", "deploy", "--listen", &listen, "--app-label", "X", "--state-dir"])
+        .arg(dir.path().join("small"))
+        .args(["--", "--max-active-workers", "4"])
+        .output()
+        .unwrap();
+    assert!(!small.status.success());
+    assert!(String::from_utf8_lossy(&small.stderr).contains("at least 5"), "{small:?}");
+    // A run whose canary daemon is not running goes to no other daemon.
+    let gone = std::process::Command::new(orchestrator())
+        .args(["canary", "run", "--state-dir"])
+        .arg(dir.path().join("never-deployed"))
+        .arg("--receipts")
+        .arg(dir.path().join("r0"))
+        .output()
+        .unwrap();
+    assert!(!gone.status.success());
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("no daemon runs on"), "{gone:?}");
 
     // A live run needs a deployed canary daemon.
     let elsewhere = dir.path().join("everyday");

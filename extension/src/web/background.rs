@@ -82,6 +82,8 @@ struct Background {
     /// The credential's executor id once paired (before: a local placeholder).
     executor_id: RefCell<String>,
     instance_id: String,
+    /// This machine's OS, as the browser says it (the hello's host facts).
+    os: &'static str,
     pairing: RefCell<Option<Pairing>>,
     socket: RefCell<Option<WebSocket>>,
     /// Bumped per connection, so callbacks of an old socket do nothing.
@@ -132,10 +134,14 @@ pub async fn bg_start(why: js_sys::Promise) {
     // The executor id is the one the credential was issued for.
     let executor_id =
         pairing.as_ref().and_then(|p| crate::pairing::credential_executor_id(&p.token)).unwrap_or_default().to_owned();
+    // Bounded: a browser that never answers leaves the OS unsaid, not the start stalled.
+    let platform = call_within("runtime.getPlatformInfo", &[], 1_000).await.ok();
+    let os = platform.and_then(|p| Reflect::get(&p, &"os".into()).ok()).and_then(|os| os.as_string());
     let bg = Rc::new(Background {
         core: RefCell::new(core),
         executor_id: RefCell::new(executor_id),
         instance_id: random_hex(),
+        os: crate::machine_os(os.as_deref().unwrap_or_default()),
         pairing: RefCell::new(pairing),
         socket: RefCell::new(None),
         generation: Cell::new(0),

@@ -59,7 +59,7 @@ impl Background {
                         protocol::executor::MODEL.into(),
                         protocol::executor::EFFORT.into(),
                     ],
-                    host: MachineFacts { browser: user_agent(), ..MachineFacts::default() },
+                    host: MachineFacts { os: bg.os.into(), browser: user_agent(), ..MachineFacts::default() },
                 }));
             }
         });
