@@ -250,15 +250,21 @@ impl Firefox {
         let js = format!(
             "(async () => {{ const e = WebExtensionPolicy.getByID({}).extension; \
              if (e.backgroundState !== 'running') return 'not running: ' + e.backgroundState; \
+             const before = e.backgroundContext; \
              await e.terminateBackground({{ignoreDevToolsAttached: true, disableResetIdleForTest: true}}); \
+             if (e.backgroundState === 'running' && e.backgroundContext !== before) return 'restarted'; \
              return e.backgroundState; }})()",
             json!(self.gecko_id)
         );
         let state = self.in_browser_window(&js).await?;
-        // It was running; "starting": an event in the meantime (a page's
-        // message) woke it again, which it can only do once stopped.
+        // It was running; "starting", or "restarted" (running in a new
+        // context): an event in the meantime (a page's message, the alarm)
+        // woke it again, which it can only do once stopped.
         let state = state.as_str().unwrap_or_default();
-        anyhow::ensure!(["stopped", "starting"].contains(&state), "the event page was not unloaded: {state}");
+        anyhow::ensure!(
+            ["stopped", "starting", "restarted"].contains(&state),
+            "the event page was not unloaded: {state}"
+        );
         Ok(())
     }
 
