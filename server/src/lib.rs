@@ -15,6 +15,7 @@
 
 pub mod admin;
 mod args;
+pub mod canary_deploy;
 pub mod canary_runner;
 pub mod deployment;
 pub mod doctor;

@@ -907,7 +907,7 @@ async fn canary(action: CanaryAction) -> anyhow::Result<()> {
             if StateDir::is_everyday(&state)? {
                 anyhow::bail!("the canary never runs on your everyday state directory; give it one of its own");
             }
-            let serve_args = server::canary_runner::serve_args(serve_args)?;
+            let serve_args = server::canary_deploy::serve_args(serve_args)?;
             std::fs::create_dir_all(&state)?;
             let log = {
                 use std::os::unix::fs::OpenOptionsExt;

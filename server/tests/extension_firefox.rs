@@ -66,6 +66,12 @@ async fn paired_firefox_with(
     (daemon, fake, firefox)
 }
 
+/// A browser that stops answering loses its session within 6 s (60 s by
+/// default: a heartbeat every 20 s, a lease of three), and a page that could
+/// not be reached is looked at again every second.
+const SHORT_LEASE: [&str; 6] =
+    ["--executor-recheck-after-ms", "1000", "--executor-heartbeat-ms", "2000", "--executor-lease-ms", "6000"];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firefox_runs_the_two_worker_flow() {
     let dir = tempfile::tempdir().unwrap();
@@ -184,10 +190,7 @@ async fn firefox_a_worker_claims_and_lands_a_worktree_and_who_finds_its_conversa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firefox_holds_a_worker_on_a_tool_approval_until_a_person_answers() {
     let dir = tempfile::tempdir().unwrap();
-    // A browser that stops answering loses its session within 6 s here
-    // (60 s by default: a heartbeat every 20 s, a lease of three).
-    let args =
-        ["--executor-recheck-after-ms", "1000", "--executor-heartbeat-ms", "2000", "--executor-lease-ms", "6000"];
+    let args = SHORT_LEASE;
     let (daemon, fake, mut firefox) = paired_firefox(dir.path(), &args).await;
     let url = daemon.mcp_url();
     let budget = Duration::from_secs(60);
@@ -239,8 +242,7 @@ async fn firefox_holds_a_worker_on_a_tool_approval_until_a_person_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firefox_comes_back_after_the_daemon_was_away_and_a_sleep() {
     let dir = tempfile::tempdir().unwrap();
-    let args =
-        ["--executor-recheck-after-ms", "1000", "--executor-heartbeat-ms", "2000", "--executor-lease-ms", "6000"];
+    let args = SHORT_LEASE;
     let (mut daemon, fake, mut firefox) = paired_firefox(dir.path(), &args).await;
     let url = daemon.mcp_url();
     let budget = Duration::from_secs(60);
