@@ -436,7 +436,7 @@ impl Sleeper {
 }
 
 /// `main` and every process descended from it (from `/proc`).
-fn process_tree(main: u32) -> anyhow::Result<Vec<u32>> {
+pub(crate) fn process_tree(main: u32) -> anyhow::Result<Vec<u32>> {
     let mut parent_of = Vec::new();
     for entry in std::fs::read_dir("/proc")? {
         let Some(pid) = entry?.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };

@@ -4,7 +4,7 @@
 //! typed into its options page.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -26,6 +26,29 @@ pub struct Firefox {
     next_id: u64,
     /// The add-on's id, as its manifest names it.
     gecko_id: String,
+    /// The rig's directory (the profile is `profile/` in it) and the
+    /// preferences it was launched with, to start it again on the same profile.
+    dir: PathBuf,
+    prefs: Vec<(String, Value)>,
+}
+
+/// How the add-on goes into the profile.
+pub enum Install<'a> {
+    /// Loaded from a directory for this browser session only, as
+    /// `about:debugging` does: gone at the next start.
+    Temporary(&'a Path),
+    /// An `.xpi` installed for good, as a person's "Install Add-on From
+    /// File" does (unsigned: ESR with `xpinstall.signatures.required` off).
+    Permanent(&'a Path),
+}
+
+/// How a running Firefox [ends](Firefox::end).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// Quit as a person quits from the menu (its session is written).
+    Quit,
+    /// A power cut: every process killed at once.
+    PowerCut,
 }
 
 impl Firefox {
@@ -43,41 +66,82 @@ impl Firefox {
         dir: &Path,
         extra: &[(&str, Value)],
     ) -> anyhow::Result<Firefox> {
+        Firefox::launch_installing(Install::Temporary(extension), port, ca_pem, dir, extra).await
+    }
+
+    /// Launches Firefox on a fresh profile under `dir` with the add-on
+    /// installed as `install` says, and `extra` preferences.
+    pub async fn launch_installing(
+        install: Install<'_>,
+        port: u16,
+        ca_pem: &str,
+        dir: &Path,
+        extra: &[(&str, Value)],
+    ) -> anyhow::Result<Firefox> {
         anyhow::ensure!(Path::new(FIREFOX).exists(), "{FIREFOX} is missing: run `cargo xtask install`");
         crate::print_versions();
-        let manifest: Value = serde_json::from_slice(&std::fs::read(extension.join("manifest.json"))?)?;
-        let gecko_id = manifest["browser_specific_settings"]["gecko"]["id"].as_str().context("no gecko id")?;
+        let (gecko_id, data, permanent) = match install {
+            Install::Temporary(extension) => {
+                let manifest: Value = serde_json::from_slice(&std::fs::read(extension.join("manifest.json"))?)?;
+                let path = extension.canonicalize()?.display().to_string();
+                (gecko_id(&manifest)?, json!({"type": "path", "path": path}), false)
+            }
+            Install::Permanent(xpi) => {
+                let mut archive =
+                    zip::ZipArchive::new(std::fs::File::open(xpi).with_context(|| xpi.display().to_string())?)?;
+                let manifest: Value = serde_json::from_reader(archive.by_name("manifest.json")?)?;
+                let path = xpi.canonicalize()?.display().to_string();
+                (gecko_id(&manifest)?, json!({"type": "archivePath", "path": path}), true)
+            }
+        };
         let profile = dir.join("profile");
         std::fs::create_dir_all(&profile)?;
-        let prefs = [
-            ("network.dns.localDomains", json!("chatgpt.com")),
-            ("network.socket.forcePort", json!(format!("443={port}"))),
-            ("extensions.webextensions.uuids", json!(json!({gecko_id: UUID}).to_string())),
-            ("browser.shell.checkDefaultBrowser", json!(false)),
-            ("datareporting.policy.dataSubmissionEnabled", json!(false)),
-            ("toolkit.telemetry.reportingpolicy.firstRun", json!(false)),
-            ("app.update.disabledForTesting", json!(true)),
-            ("network.captive-portal-service.enabled", json!(false)),
-            ("extensions.update.enabled", json!(false)),
+        let mut prefs: Vec<(String, Value)> = vec![
+            ("network.dns.localDomains".into(), json!("chatgpt.com")),
+            ("network.socket.forcePort".into(), json!(format!("443={port}"))),
+            ("extensions.webextensions.uuids".into(), json!(json!({&gecko_id: UUID}).to_string())),
+            ("browser.shell.checkDefaultBrowser".into(), json!(false)),
+            ("datareporting.policy.dataSubmissionEnabled".into(), json!(false)),
+            ("toolkit.telemetry.reportingpolicy.firstRun".into(), json!(false)),
+            ("app.update.disabledForTesting".into(), json!(true)),
+            ("network.captive-portal-service.enabled".into(), json!(false)),
+            ("extensions.update.enabled".into(), json!(false)),
             // MV3 host permissions are opt-in on Firefox; a person grants them at
             // install (or from the add-on's permissions tab). The profile grants them.
-            ("extensions.originControls.grantByDefault", json!(true)),
+            ("extensions.originControls.grantByDefault".into(), json!(true)),
             // fakechat speaks HTTP/1.1 and each of its chat pages holds a
             // long-poll: past six chat tabs, Firefox's six connections per
             // host left a page's own send waiting behind the polls for
             // minutes (chatgpt.com speaks HTTP/2, one connection for all).
-            ("network.http.max-persistent-connections-per-server", json!(32)),
+            ("network.http.max-persistent-connections-per-server".into(), json!(32)),
         ];
-        let user_js: String =
-            prefs.iter().chain(extra).map(|(k, v)| format!("user_pref({}, {v});\n", json!(k))).collect();
-        std::fs::write(profile.join("user.js"), user_js)?;
+        if permanent {
+            // An unsigned add-on installed for good: what ESR, Developer
+            // Edition and Nightly allow and release Firefox does not.
+            prefs.push(("xpinstall.signatures.required".into(), json!(false)));
+        }
+        prefs.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
         // Trust fakechat's CA in the profile's own NSS database.
         let ca = dir.join("ca.pem");
         std::fs::write(&ca, ca_pem)?;
         let db = format!("sql:{}", profile.display());
         certutil(&["-N", "--empty-password", "-d", &db])?;
         certutil(&["-A", "-n", "fakechat", "-t", "C,,", "-i", &ca.display().to_string(), "-d", &db])?;
+        let mut firefox = Firefox::spawn(dir, prefs, gecko_id).await?;
+        let mut params = json!({"extensionData": data});
+        if permanent {
+            params["moz:permanent"] = json!(true);
+        }
+        firefox.command("webExtension.install", params).await?;
+        Ok(firefox)
+    }
 
+    /// Starts Firefox on the profile under `dir` with `prefs` (in its
+    /// `user.js`, read at every start) and opens a BiDi session.
+    async fn spawn(dir: &Path, prefs: Vec<(String, Value)>, gecko_id: String) -> anyhow::Result<Firefox> {
+        let profile = dir.join("profile");
+        let user_js: String = prefs.iter().map(|(k, v)| format!("user_pref({}, {v});\n", json!(k))).collect();
+        std::fs::write(profile.join("user.js"), user_js)?;
         let mut child = Command::new(FIREFOX)
             // System access lets the test's hands reach the browser's own
             // window (to unload the add-on's event page, as Firefox does when
@@ -107,11 +171,47 @@ impl Firefox {
         };
         std::thread::spawn(move || lines.for_each(drop));
         let (socket, _) = tokio_tungstenite::connect_async(format!("{url}/session")).await?;
-        let mut firefox = Firefox { child, socket, next_id: 0, gecko_id: gecko_id.to_owned() };
+        let mut firefox = Firefox { child, socket, next_id: 0, gecko_id, dir: dir.to_owned(), prefs };
         firefox.command("session.new", json!({"capabilities": {"alwaysMatch": {"acceptInsecureCerts": true}}})).await?;
-        let path = extension.canonicalize()?.display().to_string();
-        firefox.command("webExtension.install", json!({"extensionData": {"type": "path", "path": path}})).await?;
         Ok(firefox)
+    }
+
+    /// Ends this Firefox as `ending` says, and waits until it is gone.
+    pub async fn end(&mut self, ending: Ending) -> anyhow::Result<()> {
+        let pid = self.child.id();
+        match ending {
+            Ending::Quit => {
+                // The menu's Quit, from the browser's own window: the session
+                // is written as the browser goes (on SIGTERM it is not). The
+                // answer may never come.
+                let quit = self.in_browser_window("Services.startup.quit(Ci.nsIAppStartup.eAttemptQuit); true");
+                let _ = tokio::time::timeout(Duration::from_secs(5), quit).await;
+            }
+            Ending::PowerCut => {
+                let pids = crate::browser::process_tree(pid)?;
+                let status = Command::new("kill").arg("-KILL").args(pids.iter().map(u32::to_string)).status()?;
+                anyhow::ensure!(status.success(), "kill -KILL {pids:?}");
+            }
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait()?.is_none() {
+            anyhow::ensure!(std::time::Instant::now() < deadline, "firefox did not end within 30 s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
+    /// Starts this Firefox again, once [ended](Firefox::end), on the same
+    /// profile, with its tabs restored or not (`browser.startup.page`, and
+    /// after a power cut `browser.sessionstore.resume_from_crash`). A
+    /// temporary add-on is gone now; a permanent one starts with the browser.
+    pub async fn start_again(&mut self, restore_tabs: bool) -> anyhow::Result<()> {
+        let mut prefs = self.prefs.clone();
+        prefs.retain(|(k, _)| k != "browser.startup.page" && k != "browser.sessionstore.resume_from_crash");
+        prefs.push(("browser.startup.page".into(), json!(if restore_tabs { 3 } else { 1 })));
+        prefs.push(("browser.sessionstore.resume_from_crash".into(), json!(restore_tabs)));
+        *self = Firefox::spawn(&self.dir.clone(), prefs, self.gecko_id.clone()).await?;
+        Ok(())
     }
 
     /// The browser's main process.
@@ -231,6 +331,22 @@ impl Firefox {
         Ok(out["result"]["value"].clone())
     }
 
+    /// Shows every tab of every window in turn, as a person clicking
+    /// through them (a restored tab loads only once shown, and BiDi lists
+    /// only loaded ones), each until it shows its page (10 s); how many
+    /// show a chatgpt.com page.
+    pub async fn show_every_tab(&mut self) -> anyhow::Result<usize> {
+        let js = "(async () => { let chats = 0; \
+                  for (const w of Services.wm.getEnumerator('navigator:browser')) for (const t of [...w.gBrowser.tabs]) { \
+                    w.gBrowser.selectedTab = t; \
+                    for (let i = 0; i < 100 && t.linkedBrowser.currentURI.spec === 'about:blank'; i++) \
+                      await new Promise(r => w.setTimeout(r, 100)); \
+                    if (t.linkedBrowser.currentURI.spec.startsWith('https://chatgpt.com/')) chats++; } \
+                  return chats; })()";
+        let chats = self.in_browser_window(js).await?;
+        chats.as_u64().map(|n| n as usize).with_context(|| format!("not a count: {chats}"))
+    }
+
     /// The add-on's background state as Firefox keeps it (`running`,
     /// `suspending`, `stopped`, `starting`).
     pub async fn background_state(&mut self) -> anyhow::Result<String> {
@@ -275,6 +391,18 @@ impl Firefox {
 
     /// The connection line the add-on's popup shows, opened in a tab of its own.
     pub async fn popup_connection(&mut self) -> anyhow::Result<String> {
+        let said = self.in_popup(crate::lifecycle::POPUP_CONNECTION).await?;
+        Ok(said.as_str().unwrap_or_default().to_owned())
+    }
+
+    /// Whether the add-on's popup marks its connection line live.
+    pub async fn popup_live(&mut self) -> anyhow::Result<bool> {
+        let live = self.in_popup("document.querySelector('#connection').classList.contains('live')").await?;
+        Ok(live == Value::Bool(true))
+    }
+
+    /// `js` evaluated in the add-on's popup, opened in a tab of its own once rendered.
+    async fn in_popup(&mut self, js: &str) -> anyhow::Result<Value> {
         let tab = self.command("browsingContext.create", json!({"type": "tab", "background": true})).await?;
         let tab = tab["context"].as_str().context("no tab")?.to_owned();
         let url = format!("moz-extension://{UUID}/popup.html");
@@ -282,14 +410,14 @@ impl Firefox {
             self.command("browsingContext.navigate", json!({"context": tab, "url": url, "wait": "complete"})).await;
         let text = match navigated {
             Ok(_) => match self.until(&tab, crate::lifecycle::POPUP_RENDERED).await {
-                Ok(()) => self.eval(&tab, crate::lifecycle::POPUP_CONNECTION).await,
+                Ok(()) => self.eval(&tab, js).await,
                 Err(e) => Err(e),
             },
             Err(e) => Err(e),
         };
         // Closed whatever happened.
         self.command("browsingContext.close", json!({"context": tab})).await?;
-        Ok(text?.as_str().unwrap_or_default().to_owned())
+        text
     }
 
     /// The top-level context whose URL contains `part` (20 s).
@@ -315,6 +443,12 @@ impl Firefox {
         let prefix = format!("moz-extension://{UUID}{path}");
         self.context_of(&prefix).await.with_context(|| format!("the add-on never opened {prefix}"))
     }
+}
+
+/// The add-on id a manifest names.
+fn gecko_id(manifest: &Value) -> anyhow::Result<String> {
+    let id = manifest["browser_specific_settings"]["gecko"]["id"].as_str().context("no gecko id")?;
+    Ok(id.to_owned())
 }
 
 fn certutil(args: &[&str]) -> anyhow::Result<()> {

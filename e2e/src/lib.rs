@@ -15,6 +15,7 @@ pub mod firefox;
 pub mod history;
 pub mod lifecycle;
 pub mod person;
+pub mod restart;
 pub mod scenario;
 pub mod surfaces;
 
@@ -39,6 +40,15 @@ pub fn firefox_dist() -> anyhow::Result<PathBuf> {
     let dir = workspace().join("dist/firefox");
     anyhow::ensure!(dir.join("manifest.json").exists(), "{} is missing: run `cargo xtask dist`", dir.display());
     Ok(dir)
+}
+
+/// The Firefox add-on as the release bundle ships it (`cargo xtask dist`
+/// writes it, and `cargo xtask release` with the rest of the bundle).
+pub fn release_xpi() -> anyhow::Result<PathBuf> {
+    let version = env!("CARGO_PKG_VERSION");
+    let xpi = workspace().join(format!("dist/release/{version}/orchestrator-executor-{version}.xpi"));
+    anyhow::ensure!(xpi.exists(), "{} is missing: run `cargo xtask dist`", xpi.display());
+    Ok(xpi)
 }
 
 /// The built Chromium extension, or a clear error saying how to build it.

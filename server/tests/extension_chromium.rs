@@ -282,8 +282,13 @@ async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_noth
     // 6. The browser restarts, with its tabs restored and without.
     let dist = e2e::chromium_dist().unwrap();
     let profile = world.dir.path().join("chromium");
-    let rig = (dist.as_path(), world.fake.addr.port(), profile.as_path());
-    let restarted = e2e::scenario::browser_restarted(&url, &world.fake.hub, &mut world.chromium, rig, budget)
+    let mut restarts = e2e::restart::ChromiumRestarts {
+        chromium: &mut world.chromium,
+        extension: &dist,
+        port: world.fake.addr.port(),
+        dir: &profile,
+    };
+    let restarted = e2e::scenario::browser_restarted(&url, &world.fake.hub, &mut restarts, budget)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("measured: browser restarted, {restarted:?}");

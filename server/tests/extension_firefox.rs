@@ -44,6 +44,17 @@ async fn paired_firefox_with(
     daemon_args: &[&str],
     prefs: &[(&str, Value)],
 ) -> (e2e::Daemon, fakechat::Running, e2e::firefox::Firefox) {
+    let dist = e2e::firefox_dist().unwrap();
+    paired_firefox_installing(dir, daemon_args, prefs, e2e::firefox::Install::Temporary(&dist)).await
+}
+
+/// [`paired_firefox_with`], the add-on installed as `install` says.
+async fn paired_firefox_installing(
+    dir: &Path,
+    daemon_args: &[&str],
+    prefs: &[(&str, Value)],
+    install: e2e::firefox::Install<'_>,
+) -> (e2e::Daemon, fakechat::Running, e2e::firefox::Firefox) {
     let orchestrator = Path::new(env!("CARGO_BIN_EXE_orchestrator"));
     let daemon = e2e::Daemon::start(orchestrator, &dir.join("state"), "127.0.0.1:0", daemon_args).unwrap();
     let fake =
@@ -52,15 +63,10 @@ async fn paired_firefox_with(
             .unwrap();
     e2e::install_apps(&fake.hub, e2e::APP_LABEL, fakechat::render::AppState::Enabled);
     let started = std::time::Instant::now();
-    let mut firefox = e2e::firefox::Firefox::launch_with(
-        &e2e::firefox_dist().unwrap(),
-        fake.addr.port(),
-        &fake.ca_pem,
-        &dir.join("ff"),
-        prefs,
-    )
-    .await
-    .unwrap();
+    let mut firefox =
+        e2e::firefox::Firefox::launch_installing(install, fake.addr.port(), &fake.ca_pem, &dir.join("ff"), prefs)
+            .await
+            .unwrap();
     firefox.pair(&daemon.executor_url(), &daemon.credential().unwrap()).await.unwrap();
     eprintln!("firefox: started, extension installed and paired in {:.1} s", started.elapsed().as_secs_f64());
     (daemon, fake, firefox)
@@ -281,4 +287,24 @@ async fn firefox_keeps_the_event_page_loaded() {
     // every 200 ms sees it.
     assert_eq!(states.into_iter().collect::<Vec<_>>(), ["running"], "the event page was unloaded");
     drop(daemon);
+}
+
+/// Firefox quit and started again with its tabs restored, then cut off
+/// and started without them (issue 44, `e2e::scenario::browser_restarted`),
+/// with the add-on installed for good from the bundle's `.xpi` (issue 46):
+/// after each start it is there and reconnects by itself, no tab id from
+/// before is trusted, and the worker spawned before the restarts goes on
+/// exactly once each time, through a tab it opened afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn firefox_restarted_with_and_without_its_tabs_keeps_the_add_on_and_doubles_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let xpi = e2e::release_xpi().unwrap();
+    let install = e2e::firefox::Install::Permanent(&xpi);
+    let (daemon, fake, mut firefox) = paired_firefox_installing(dir.path(), &[], &[], install).await;
+    let mut restarts = e2e::restart::FirefoxRestarts(&mut firefox);
+    let restarted =
+        e2e::scenario::browser_restarted(&daemon.mcp_url(), &fake.hub, &mut restarts, Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}\n{:#}", fake.hub.oracle()));
+    eprintln!("measured: Firefox restarted, {restarted:?}");
 }

@@ -178,6 +178,8 @@ pub fn dist() -> anyhow::Result<()> {
     let size = std::fs::metadata(&optimized)?.len();
     let js = std::fs::metadata(&fallback)?.len();
     eprintln!("xtask: dist/firefox and dist/chromium (wasm {} KiB, wasm2js {} KiB)", size / 1024, js / 1024);
+    // What a person installs: the archives of both, in this version's bundle.
+    crate::release::extensions(&root().join("dist"), &crate::release::bundle_dir())?;
     Ok(())
 }
 

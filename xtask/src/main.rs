@@ -22,10 +22,12 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
+mod archive;
 mod dist;
 mod errors_doc;
 #[path = "../../e2e/src/find_chromium.rs"]
 mod find_chromium;
+mod release;
 mod skill;
 
 /// The workspace root. Read at run time (`cargo run` sets it): two clones
@@ -129,7 +131,7 @@ const EVERYTHING: &[Tool] = &[
 fn prerequisites(task: &str) -> &'static [Tool] {
     match task {
         "ci" | "install" => EVERYTHING,
-        "dist" => BUILD,
+        "dist" | "release" => BUILD,
         "demo" | "canary" | "soak" => DEMO,
         "canary-firefox" | "screenshots" => CANARY_FIREFOX,
         _ => &[],
@@ -309,6 +311,10 @@ fn main() -> anyhow::Result<()> {
             install(prerequisites("dist"))?;
             dist::dist()
         }
+        Some("release") => {
+            install(prerequisites("release"))?;
+            release::release()
+        }
         Some("demo") => {
             install(prerequisites("demo"))?;
             dist::dist()?;
@@ -346,7 +352,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         _ => bail!(
-            "usage: cargo xtask <ci | install | dist | demo | canary [--carrier cdp|webext|firefox] [--receipts DIR] | screenshots | torture [--minutes N] [--seed S] | soak [--minutes N] [--seed S] | errors-doc | skill>"
+            "usage: cargo xtask <ci | install | dist | release | demo | canary [--carrier cdp|webext|firefox] [--receipts DIR] | screenshots | torture [--minutes N] [--seed S] | soak [--minutes N] [--seed S] | errors-doc | skill>"
         ),
     }
 }

@@ -4,11 +4,9 @@
 //! entries); only the skill's own text files go in, and a `SKILL.md` whose
 //! frontmatter `name` differs from its folder is refused.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use zip::write::SimpleFileOptions;
 
 /// The skills this repository ships.
 pub const SKILLS: &[&str] = &["durable-continuation-output"];
@@ -25,45 +23,21 @@ pub fn package(skills_dir: &Path, name: &str, out_dir: &Path) -> anyhow::Result<
     if declared != Some(name) {
         bail!("{name}/SKILL.md: its frontmatter names {declared:?}, not {name:?}");
     }
-    let mut files = Vec::new();
-    collect(&dir, &dir, &mut files)?;
-    files.sort();
-    std::fs::create_dir_all(out_dir)?;
-    let path = out_dir.join(format!("{name}.zip"));
-    let mut zip = zip::ZipWriter::new(std::fs::File::create(&path)?);
-    let options = SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Deflated)
-        .last_modified_time(zip::DateTime::default())
-        .unix_permissions(0o644);
-    for relative in files {
+    let mut entries = Vec::new();
+    for relative in crate::archive::files(&dir)? {
+        if relative.split('/').any(|part| part.starts_with('.')) {
+            bail!("{name}/{relative}: hidden files do not belong in a skill");
+        }
         let text = std::fs::read(dir.join(&relative))?;
         if std::str::from_utf8(&text).is_err() {
             bail!("{name}/{relative}: a skill holds text only");
         }
-        zip.start_file(format!("{name}/{relative}"), options)?;
-        zip.write_all(&text)?;
+        entries.push((format!("{name}/{relative}"), text));
     }
-    zip.finish()?;
+    std::fs::create_dir_all(out_dir)?;
+    let path = out_dir.join(format!("{name}.zip"));
+    crate::archive::zip(entries, &path)?;
     Ok(path)
-}
-
-/// Every file under `dir`, relative to `base`, `/`-separated; no hidden files.
-fn collect(base: &Path, dir: &Path, out: &mut Vec<String>) -> anyhow::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).context("a non-UTF-8 file name")?;
-        if name.starts_with('.') {
-            bail!("{}: hidden files do not belong in a skill", path.display());
-        }
-        if path.is_dir() {
-            collect(base, &path, out)?;
-        } else {
-            let relative =
-                path.strip_prefix(base)?.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>();
-            out.push(relative.join("/"));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -164,82 +164,40 @@ pub struct Restarted {
     pub back: Duration,
 }
 
-/// Whether every chatgpt.com tab of `chromium` has an empty composer (no
-/// keystroke of ours left anywhere), each shown in turn (a restored tab
-/// loads only then), and the pages' paths.
-async fn composers_empty(chromium: &crate::Chromium) -> anyhow::Result<Vec<String>> {
-    use chromiumoxide::cdp::browser_protocol::target::{ActivateTargetParams, GetTargetsParams};
-    let mut paths = Vec::new();
-    // The browser's own list of tabs (a restored one may not have reached
-    // the automation library's list of pages yet).
-    let targets = chromium.browser.execute(GetTargetsParams::default()).await?.result.target_infos;
-    for target in targets.into_iter().filter(|t| t.r#type == "page" && t.url.starts_with("https://chatgpt.com/")) {
-        // The automation library attaches to a just-restored tab a moment later.
-        let mut page = chromium.browser.get_page(target.target_id.clone()).await;
-        for _ in 0..50 {
-            if page.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            page = chromium.browser.get_page(target.target_id.clone()).await;
-        }
-        let page = page.with_context(|| format!("{target:?}"))?;
-        // A restored tab loads once it is shown, as when a person opens it.
-        chromium.browser.execute(ActivateTargetParams::new(target.target_id.clone())).await?;
-        let loaded = "document.readyState === 'complete' && !!document.querySelector('#prompt-textarea')";
-        crate::browser::until(&page, loaded).await.with_context(|| format!("{} never loaded", target.url))?;
-        let js = "[location.pathname, document.querySelector('#prompt-textarea')?.textContent ?? '']";
-        let [path, draft] = crate::browser::eval::<[String; 2]>(&page, js).await.context("a page's composer")?;
-        if !draft.is_empty() {
-            bail!("the tab at {path} holds {draft:?}");
-        }
-        paths.push(path);
-    }
-    Ok(paths)
-}
-
-/// The browser started again on its profile (`extension` in it,
-/// chatgpt.com at `port`, under `dir`) while a person's own chat and a tab
-/// of theirs showing the worker's conversation are open: first closed
-/// cleanly and started with its tabs restored; then killed (no tab is
-/// reported closed), a follow-up asked while it is gone (so it reaches the
-/// extension before the extension says the tab is gone), and started
-/// without them. No tab id from before is trusted: each follow-up goes in
-/// once through a tab opened afresh at its conversation (the browser's own
-/// tab list has exactly one more tab showing it), no tab holds a keystroke
-/// of ours, and the person's chat keeps its one turn.
+/// The browser started again on its profile while a person's own chat
+/// (made elsewhere) and a tab of theirs showing the worker's conversation
+/// are open: first quit and started with its tabs restored; then cut off
+/// (no tab is reported closed), a follow-up asked while it is gone (so it
+/// reaches the extension before the extension says the tab is gone), and
+/// started without them. No tab id from before is trusted: each follow-up
+/// goes in once through a tab opened afresh at its conversation (the
+/// browser's own tab list has exactly one more tab showing it), no tab
+/// holds a keystroke of ours, and the person's chat keeps its one turn.
 pub async fn browser_restarted(
     mcp_url: &str,
     hub: &fakechat::hub::Hub,
-    chromium: &mut crate::Chromium,
-    (extension, port, dir): (&std::path::Path, u16, &std::path::Path),
+    browser: &mut impl crate::restart::Restarts,
     budget: Duration,
 ) -> anyhow::Result<Vec<Restarted>> {
-    let mine = chromium.open("https://chatgpt.com/").await?;
-    let person = crate::browser::chat_by_hand(&mine, "a person's own chat").await?;
+    let person =
+        hub.submit(None, None, "a person's own chat", None, None, None).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    hub.say(&person, "Their answer.");
+    hub.end_turn(&person, None);
+    browser.open(&format!("https://chatgpt.com/c/{person}")).await?;
     let (mut root, mut out, worker, conversation) =
         settled_worker(mcp_url, hub, "browser restarted", "restored", budget).await?;
-    let reading = chromium.open(&format!("https://chatgpt.com/c/{conversation}")).await?;
-    crate::browser::until(&reading, "!!document.querySelector('#prompt-textarea')").await?;
+    browser.open(&format!("https://chatgpt.com/c/{conversation}")).await?;
 
     let mut seen = Vec::new();
     for (restore_tabs, summary) in [(true, "after a restart with its tabs"), (false, "after a restart without them")] {
-        // Without its tabs, the browser dies (a power cut: no tab is reported
-        // closed) and the follow-up is asked while it is gone: it waits, and
-        // goes once the browser is back.
         let early = !restore_tabs;
-        if early {
-            chromium.crash().await?;
-        } else {
-            let _ = chromium.browser.close().await;
-            let _ = chromium.browser.wait().await;
-        }
+        browser.end(restore_tabs).await?;
         if early {
             root.call("worker_followup", followup(&worker, summary)).await?;
         }
         let asked = Instant::now();
-        *chromium = crate::Chromium::relaunch(extension, port, dir, restore_tabs).await.context("relaunching")?;
-        if !chromium.wait_connected(budget).await {
+        browser.start(restore_tabs).await?;
+        if !browser.connected(budget).await? {
             bail!("the extension did not reconnect after the browser restarted");
         }
         // Restored tabs, looked at before anything is asked of the worker (a
@@ -247,7 +205,7 @@ pub async fn browser_restarted(
         let restored = match early {
             true => 0,
             false => {
-                let paths = composers_empty(chromium).await.context("the tabs once restarted")?;
+                let paths = browser.composers_empty().await.context("the tabs once restarted")?;
                 if !paths.iter().any(|p| p.contains(&person)) {
                     bail!("the person's tab was not restored: {paths:?}");
                 }
@@ -263,7 +221,7 @@ pub async fn browser_restarted(
         all_idle(hub, std::slice::from_ref(&conversation), budget).await?;
         // The follow-up went in through a tab the extension opened after the
         // restart, never through a restored one its old id may name.
-        let after = composers_empty(chromium).await?.iter().filter(|p| p.contains(&conversation)).count();
+        let after = browser.composers_empty().await?.iter().filter(|p| p.contains(&conversation)).count();
         if after != restored + 1 {
             bail!("{restored} restored tabs showed the conversation, {after} after the follow-up, not one more");
         }
