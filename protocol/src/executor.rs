@@ -15,12 +15,25 @@ use crate::ids::{CommandId, ConversationId, WorkerId};
 
 /// The newest protocol version this build speaks; its executors say it in
 /// `hello`. Version 2 adds `host.name` and `host.capacity`, caller
-/// attribution (`callerSeen`, `callerLookup`) and `conversationBlock`.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// attribution (`callerSeen`, `callerLookup`) and `conversationBlock`;
+/// version 3 the operator channel; version 4 `host.release` and the
+/// `welcome`'s `release`, each side's build version.
+pub const PROTOCOL_VERSION: u32 = 4;
 /// The oldest version the daemon still serves: a `hello` outside
 /// `OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION` is refused with
 /// `PROTOCOL_VERSION_MISMATCH`, and `welcome` echoes the executor's own.
 pub const OLDEST_PROTOCOL_VERSION: u32 = 1;
+
+/// Longest build version either side says (`host.release`, `release`).
+pub const RELEASE_MAX: usize = 32;
+
+/// Whether `release` is a build version as the wire carries it: 1 to
+/// [`RELEASE_MAX`] of `[0-9A-Za-z.+-]` (semver's alphabet), so it is safe
+/// in a close reason, a status line and a log.
+pub fn valid_release(release: &str) -> bool {
+    (1..=RELEASE_MAX).contains(&release.len())
+        && release.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+}
 
 /// Largest frame either side accepts, in bytes.
 pub const FRAME_MAX: usize = 256 * 1024;
@@ -122,6 +135,10 @@ pub struct MachineFacts {
     /// workers go to executors with room (v2). None: no limit of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<u32>,
+    /// The executor's own build version, as the daemon's `orchestrator
+    /// --version` says its own (v4): status names it, and so does a refusal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
 }
 
 /// Frames the executor sends to the daemon. Unknown fields are refused: a
@@ -330,6 +347,9 @@ pub enum DaemonFrame {
         heartbeat_ms: u64,
         /// Lease: missing heartbeats this long marks the executor disconnected.
         lease_ms: u64,
+        /// The daemon's build version (v4; empty from older daemons).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        release: String,
     },
     /// Work for the executor.
     Command(Command),
@@ -520,6 +540,20 @@ impl ExecutorFrame {
                         detail: format!("host.capacity must be 1-{CAPACITY_MAX}"),
                     });
                 }
+                if let Some(release) = &host.release {
+                    if *protocol_version < 4 {
+                        return Err(FrameRefusal {
+                            code: ErrorCode::InvalidArgument,
+                            detail: "host.release needs protocol version 4".into(),
+                        });
+                    }
+                    if !valid_release(release) {
+                        return Err(FrameRefusal {
+                            code: ErrorCode::InvalidArgument,
+                            detail: format!("host.release must be 1-{RELEASE_MAX} of [0-9A-Za-z.+-]"),
+                        });
+                    }
+                }
                 bounded("host.name", host.name.as_deref().unwrap_or_default(), FACT_MAX)?;
                 let facts = [Some(host.os.as_str()), host.name.as_deref(), host.browser.as_deref()];
                 if facts.into_iter().flatten().any(|f| f.chars().any(char::is_control)) {
@@ -689,6 +723,24 @@ mod tests {
     }
 
     #[test]
+    fn host_release_is_a_version_4_field_in_semvers_alphabet() {
+        let hello = |v: u32, release: &str| ExecutorFrame::Hello {
+            protocol_version: v,
+            token: "t".into(),
+            executor_id: "e".into(),
+            executor_instance_id: "i".into(),
+            executor_kind: ExecutorKind::Webext,
+            capabilities: vec![],
+            host: MachineFacts { release: Some(release.into()), ..MachineFacts::default() },
+        };
+        assert_eq!(hello(4, "0.1.0-rc.1+g1a2b").validate(), Ok(()));
+        assert!(hello(3, "0.1.0").validate().unwrap_err().detail.contains("version 4"));
+        for bad in ["", "0.1.0 beta", "0.1.0\n", "1/2", &"9".repeat(RELEASE_MAX + 1)] {
+            assert!(hello(4, bad).validate().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn host_name_and_capacity_are_version_2_fields_and_bounded() {
         let hello = |v, name: Option<&str>, capacity| ExecutorFrame::Hello {
             protocol_version: v,
@@ -697,7 +749,13 @@ mod tests {
             executor_instance_id: "i".into(),
             executor_kind: ExecutorKind::Cdp,
             capabilities: vec![],
-            host: MachineFacts { os: "linux".into(), browser: None, name: name.map(Into::into), capacity },
+            host: MachineFacts {
+                os: "linux".into(),
+                browser: None,
+                name: name.map(Into::into),
+                capacity,
+                release: None,
+            },
         };
         assert_eq!(hello(2, Some("studio"), Some(8)).validate(), Ok(()));
         assert_eq!(hello(1, None, None).validate(), Ok(()));

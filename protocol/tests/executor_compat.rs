@@ -1,6 +1,6 @@
 //! The executor protocol on the wire (v1, and v2's `hello` with
 //! `host.name` and `host.capacity`, `callerSeen`, `conversationBlock` and
-//! `callerLookup`): every frame type in
+//! `callerLookup`, v4's `host.release` and `welcome.release`): every frame type in
 //! `fixtures/executor-v1.jsonl` keeps parsing and writes back the same
 //! fields. Never edit a fixture line; add one when a frame grows.
 //!

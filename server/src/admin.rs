@@ -60,6 +60,11 @@ pub struct Status {
     /// Those executors' machines and room, as their `hello` said.
     #[serde(default)]
     pub executors: Vec<ExecutorSummary>,
+    /// Paired executors refused at their `hello` for their protocol version
+    /// since the daemon started, and not connected since: each reason names
+    /// both builds and which to update.
+    #[serde(default)]
+    pub executors_refused: Vec<RefusedExecutor>,
     /// The newest runs (at most [`RUNS_SHOWN`]), newest first.
     #[serde(default)]
     pub runs: Vec<RunSummary>,
@@ -107,6 +112,20 @@ pub struct ExecutorSummary {
     /// Its process start (new when the carrier restarts).
     #[serde(default)]
     pub instance: Option<String>,
+    /// Its build version (protocol v4), if it said.
+    #[serde(default)]
+    pub release: Option<String>,
+}
+
+/// A paired executor the daemon refused for its protocol version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RefusedExecutor {
+    /// Its id.
+    pub executor_id: String,
+    /// When (ms since the epoch).
+    pub at_ms: u64,
+    /// The close reason it was sent.
+    pub reason: String,
 }
 
 /// How many runs the status lists.
@@ -318,6 +337,7 @@ async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
                     capacity: facts.capacity,
                     kind: start.as_ref().map(|(kind, _)| *kind),
                     instance: start.map(|(_, instance)| instance),
+                    release: facts.release,
                 }
             })
             .collect()
@@ -333,6 +353,13 @@ async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
         executors_paired: admin.bridge.paired(),
         executors_connected: live,
         executors,
+        executors_refused: admin
+            .bridge
+            .refusals()
+            .await
+            .into_iter()
+            .map(|r| RefusedExecutor { executor_id: r.executor_id, at_ms: r.at_ms, reason: r.reason })
+            .collect(),
         runs,
         deployment: Some(Deployment {
             identity: crate::deployment::identity(),
@@ -359,6 +386,7 @@ pub fn render(status: &Status) -> String {
                 .map(|e| {
                     let room = e.capacity.map_or(format!("{}", e.load), |c| format!("{}/{c}", e.load));
                     let browser = if e.browser.is_none() { ", no browser reached" } else { "" };
+                    let room = e.release.as_ref().map_or(room.clone(), |release| format!("{release}, {room}"));
                     match &e.host {
                         Some(host) => format!("{} on {host} ({room}{browser})", e.executor_id),
                         None => format!("{} ({room}{browser})", e.executor_id),
@@ -368,6 +396,9 @@ pub fn render(status: &Status) -> String {
             format!("executors  {} ({} paired)\n", each.join(", "), status.executors_paired)
         }
     };
+    for refused in &status.executors_refused {
+        out += &format!("refused    {}: {}\n", refused.executor_id, refused.reason);
+    }
     out += &format!("exposure   {}\n", exposure(&status.exposed_hosts, status.mcp_secret).1);
     for run in &status.runs {
         out += &format!("\n{}  {}  {:?}\n", run.run_id, wire(&run.state), run.title);

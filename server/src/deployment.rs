@@ -11,6 +11,17 @@ pub const COMMIT: &str = env!("ORCHESTRATOR_COMMIT");
 /// The commit's tree, `+dirty` when tracked files differed at build time.
 pub const TREE: &str = env!("ORCHESTRATOR_TREE");
 
+/// `orchestrator --version`: the workspace's one version (every artifact
+/// of a release carries it) and the source it was built from.
+pub const VERSION_LINE: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("ORCHESTRATOR_COMMIT"),
+    ", tree ",
+    env!("ORCHESTRATOR_TREE"),
+    ")"
+);
+
 /// Which build and which start of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Identity {

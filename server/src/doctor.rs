@@ -217,6 +217,15 @@ fn setup_checks(status: &Status, expected: &Expected<'_>, checks: &mut Vec<Check
             }
         }
     });
+    // A paired executor of another protocol version cannot say so itself
+    // where this person looks: its refusal names both builds and the fix.
+    for refused in &status.executors_refused {
+        checks.push(Check {
+            ok: false,
+            what: "executor version",
+            says: format!("{} was refused: {}", refused.executor_id, refused.reason),
+        });
+    }
     let (exposed, says) = crate::admin::exposure(&status.exposed_hosts, status.mcp_secret);
     checks.push(Check { ok: exposed, what: "exposure", says });
 }

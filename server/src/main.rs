@@ -19,7 +19,7 @@ use server::tools::Tools;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
-#[command(name = "orchestrator", version, about = "ChatGPT carrier pool orchestrator")]
+#[command(name = "orchestrator", version = server::deployment::VERSION_LINE, about = "ChatGPT carrier pool orchestrator")]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,

@@ -936,7 +936,12 @@ async fn command_the_agent(
     let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
     let Some(Ok(Message::Text(hello))) = ws.next().await else { panic!("no hello") };
     assert!(matches!(serde_json::from_str(&hello).unwrap(), ExecutorFrame::Hello { .. }));
-    let welcome = DaemonFrame::Welcome { protocol_version: PROTOCOL_VERSION, heartbeat_ms: 20_000, lease_ms: 60_000 };
+    let welcome = DaemonFrame::Welcome {
+        protocol_version: PROTOCOL_VERSION,
+        heartbeat_ms: 20_000,
+        lease_ms: 60_000,
+        release: String::new(),
+    };
     ws.send(Message::text(serde_json::to_string(&welcome).unwrap())).await.unwrap();
     ws.send(Message::text(serde_json::to_string(&DaemonFrame::Command(command.clone())).unwrap())).await.unwrap();
     loop {

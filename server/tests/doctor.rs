@@ -105,6 +105,52 @@ async fn doctor_fails_a_missing_label_and_passes_a_ready_daemon() {
     fake.stop().await;
 }
 
+/// Issue 46: an extension of a protocol version the daemon does not serve
+/// is refused naming both builds and which to update; `doctor` fails an
+/// `executor version` check with that reason and `status` lists it, until
+/// the executor connects speaking the daemon's version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_and_status_name_an_executor_refused_for_its_version() {
+    use futures_util::{SinkExt, StreamExt};
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let daemon = support::Daemon::start_with(&state, &["--app-label", "Orch"], &[]);
+    let token = carrier_webext::Credentials::open_or_create(&state.join("executors")).unwrap().issue("ext-9").unwrap();
+    let ws = daemon.mcp_url().replace("http://", "ws://").replace("/mcp", "/executor");
+    let newer = protocol::executor::PROTOCOL_VERSION + 1;
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws.as_str()).await.unwrap();
+    let hello = serde_json::json!({"type": "hello", "protocolVersion": newer, "token": token, "executorId": "ext-9",
+        "executorInstanceId": "i-1", "executorKind": "webext", "host": {"os": "linux", "release": "9.1.0"},
+        "aFieldOfV5": true});
+    socket.send(tokio_tungstenite::tungstenite::Message::text(hello.to_string())).await.unwrap();
+    let closed = loop {
+        match socket.next().await.expect("a close frame").unwrap() {
+            tokio_tungstenite::tungstenite::Message::Close(Some(frame)) => break frame,
+            _ => continue,
+        }
+    };
+    let release = env!("CARGO_PKG_VERSION");
+    let reason = format!(
+        "PROTOCOL_VERSION_MISMATCH: update the daemon: executor 9.1.0 speaks v{newer}, daemon {release} v1-v{}",
+        newer - 1
+    );
+    assert_eq!((u16::from(closed.code), closed.reason.to_string()), (4002, reason.clone()));
+    let (url, s) = (daemon.mcp_url(), state.clone());
+    let (code, text) = tokio::task::spawn_blocking(move || doctor(&url, &s, &[])).await.unwrap();
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains(&format!("executor version FAIL ext-9 was refused: {reason}")), "{text}");
+    let status = Command::new(orchestrator()).args(["status", "--state-dir"]).arg(&state).output().unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains(&format!("refused    ext-9: {reason}")), "{status}");
+    // Updated, it connects, says its release, and is refused no more.
+    let fake = fake_executor::FakeExecutor::start(fake_executor::FakeConfig::new(ws, token, "ext-9"));
+    fake.wait_for(|s| s.connections == 1, std::time::Duration::from_secs(10)).await;
+    let status = Command::new(orchestrator()).args(["status", "--state-dir"]).arg(&state).output().unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains(&format!("executors  ext-9 ({release}, 0)")) && !status.contains("refused"), "{status}");
+    fake.stop().await;
+}
+
 #[test]
 fn serve_refuses_a_bad_app_label_or_project_url() {
     let dir = tempfile::tempdir().unwrap();

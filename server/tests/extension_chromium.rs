@@ -364,7 +364,12 @@ async fn command_the_extension(
         }
     };
     assert!(matches!(hello, ExecutorFrame::Hello { .. }));
-    let welcome = DaemonFrame::Welcome { protocol_version: PROTOCOL_VERSION, heartbeat_ms: 20_000, lease_ms: 60_000 };
+    let welcome = DaemonFrame::Welcome {
+        protocol_version: PROTOCOL_VERSION,
+        heartbeat_ms: 20_000,
+        lease_ms: 60_000,
+        release: String::new(),
+    };
     let mut outcomes = Vec::new();
     ws.send(Message::text(serde_json::to_string(&welcome).unwrap())).await.unwrap();
     for command in commands {

@@ -682,6 +682,7 @@ async fn session(shared: &Arc<Shared>, instance: &str) {
             browser,
             name: crate::host::machine_name(),
             capacity: shared.config.capacity,
+            release: None,
         },
     });
     if sink.send(text(&hello)).await.is_err() {

@@ -306,8 +306,14 @@ pub struct Identity {
     pub host: MachineFacts,
 }
 
-/// The first frame of every session.
+/// This build's version, said in every `hello` (`host.release`).
+pub const RELEASE: &str = env!("CARGO_PKG_VERSION");
+
+/// The first frame of every session; `host.release` is this build's
+/// unless the identity names one.
 pub fn hello(identity: &Identity) -> ExecutorFrame {
+    let mut host = identity.host.clone();
+    host.release.get_or_insert_with(|| RELEASE.into());
     ExecutorFrame::Hello {
         protocol_version: PROTOCOL_VERSION,
         token: identity.token.clone(),
@@ -315,7 +321,7 @@ pub fn hello(identity: &Identity) -> ExecutorFrame {
         executor_instance_id: identity.instance_id.clone(),
         executor_kind: identity.kind,
         capabilities: identity.capabilities.clone(),
-        host: identity.host.clone(),
+        host,
     }
 }
 

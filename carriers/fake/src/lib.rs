@@ -493,8 +493,9 @@ async fn session(shared: &Arc<Shared>, instance: &str) -> Next {
             ..MachineFacts::default()
         },
     });
-    if let (Callers::V1, ExecutorFrame::Hello { protocol_version, .. }) = (shared.config.callers, &mut hello) {
+    if let (Callers::V1, ExecutorFrame::Hello { protocol_version, host, .. }) = (shared.config.callers, &mut hello) {
         *protocol_version = 1;
+        host.release = None;
     }
     if sink.send(frame(&hello)).await.is_err() {
         return Next::SameInstance;

@@ -125,7 +125,24 @@ pub struct Bridge {
     sighted: tokio::sync::watch::Sender<u64>,
     /// How many calls wait on attribution, per worker (bounded).
     waiting: std::sync::Mutex<HashMap<protocol::WorkerId, usize>>,
+    /// The latest version refusals of proven executors, newest last (bounded).
+    refusals: std::sync::Mutex<std::collections::VecDeque<Refusal>>,
 }
+
+/// A paired executor the daemon refused at its `hello` for its protocol
+/// version: status and `doctor` say so, since it cannot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The executor.
+    pub executor_id: String,
+    /// When (ms since the epoch, the log's clock).
+    pub at_ms: u64,
+    /// The close reason it was sent, naming both builds and the fix.
+    pub reason: String,
+}
+
+/// How many refusals the bridge keeps (one per executor id, the newest).
+const REFUSALS_KEPT: usize = 8;
 
 /// The most calls of one worker that wait on attribution at once: a model
 /// makes its calls one after another, and each wait sends lookups.
@@ -172,6 +189,7 @@ impl Bridge {
             sightings: std::sync::Mutex::new(attribution::Sightings::new(SIGHTINGS_KEPT, SIGHTING_MAX_AGE_MS)),
             sighted: tokio::sync::watch::Sender::new(0),
             waiting: std::sync::Mutex::new(HashMap::new()),
+            refusals: std::sync::Mutex::new(std::collections::VecDeque::new()),
         });
         tokio::spawn(dispatch_loop(bridge.clone()));
         let stop = bridge.shutdown.clone().cancelled_owned();
@@ -183,6 +201,25 @@ impl Bridge {
     /// How many executors hold a credential.
     pub fn paired(&self) -> usize {
         self.credentials.list().map_or(0, |l| l.len())
+    }
+
+    /// Records that `executor_id` was refused for its version (its older
+    /// refusal replaced, the oldest dropped past [`REFUSALS_KEPT`]).
+    pub(crate) fn refused(&self, executor_id: &str, reason: &crate::close::CloseReason) {
+        let mut kept = self.refusals.lock().expect("refusals lock");
+        kept.retain(|r| r.executor_id != executor_id);
+        if kept.len() == REFUSALS_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(Refusal { executor_id: executor_id.into(), at_ms: self.plane.now_ms(), reason: reason.text() });
+    }
+
+    /// The version refusals since this daemon started, oldest first; one
+    /// that later connected is left out.
+    pub async fn refusals(&self) -> Vec<Refusal> {
+        let live = self.connected().await;
+        let kept = self.refusals.lock().expect("refusals lock");
+        kept.iter().filter(|r| !live.contains(&r.executor_id)).cloned().collect()
     }
 
     /// Executor ids with a live session.

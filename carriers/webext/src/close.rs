@@ -4,6 +4,9 @@
 
 use protocol::ErrorCode;
 
+/// This daemon's build version, as `orchestrator --version` and `welcome` say it.
+pub const RELEASE: &str = env!("CARGO_PKG_VERSION");
+
 /// Why the daemon closed an executor session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CloseReason {
@@ -16,6 +19,8 @@ pub enum CloseReason {
     VersionMismatch {
         /// What the executor spoke.
         theirs: u32,
+        /// Its build version, if it said one (`host.release`, v4).
+        release: Option<String>,
     },
     /// Malformed, oversized, unexpected or too many frames (4003).
     Violation(String),
@@ -55,12 +60,16 @@ impl CloseReason {
             CloseReason::CredentialRevoked => {
                 format!("{}: this executor's credential was revoked", ErrorCode::Unauthorized)
             }
-            CloseReason::VersionMismatch { theirs } => format!(
-                "{}: executor speaks {theirs}, daemon speaks {}-{}",
-                ErrorCode::ProtocolVersionMismatch,
-                protocol::executor::OLDEST_PROTOCOL_VERSION,
-                protocol::executor::PROTOCOL_VERSION
-            ),
+            CloseReason::VersionMismatch { theirs, release } => {
+                use protocol::executor::{OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION};
+                // The older side is the one to update; both builds named.
+                let older = if *theirs > PROTOCOL_VERSION { "the daemon" } else { "the executor" };
+                let release = release.as_deref().unwrap_or("(unsaid)");
+                format!(
+                    "{}: update {older}: executor {release} speaks v{theirs}, daemon {RELEASE} v{OLDEST_PROTOCOL_VERSION}-v{PROTOCOL_VERSION}",
+                    ErrorCode::ProtocolVersionMismatch,
+                )
+            }
             CloseReason::Violation(why) => format!("{}: {why}", ErrorCode::ProtocolViolation),
             CloseReason::Refused(refusal) => format!("{}: {}", refusal.code, refusal.detail),
             CloseReason::LeaseExpired => format!("{}: no frame within the lease", ErrorCode::DeadlineExceeded),

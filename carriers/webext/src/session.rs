@@ -93,6 +93,23 @@ fn parse(text: &str) -> Result<ExecutorFrame, End> {
     Ok(frame)
 }
 
+/// A `hello` of a protocol newer than this build's, read leniently (it
+/// may carry fields this build does not know) and only from a proven
+/// credential: the executor and the refusal it gets.
+fn newer_hello(text: &str, bridge: &Bridge) -> Option<(String, CloseReason)> {
+    let hello: serde_json::Value = serde_json::from_str(text).ok()?;
+    let theirs = u32::try_from(hello["protocolVersion"].as_u64()?).ok()?;
+    if hello["type"] != "hello" || theirs <= protocol::executor::PROTOCOL_VERSION {
+        return None;
+    }
+    let executor_id = hello["executorId"].as_str()?;
+    if bridge.credentials.verify(hello["token"].as_str()?)? != executor_id {
+        return None;
+    }
+    let release = hello["host"]["release"].as_str().filter(|r| protocol::executor::valid_release(r)).map(String::from);
+    Some((executor_id.to_owned(), CloseReason::VersionMismatch { theirs, release }))
+}
+
 /// The identity an executor proved in its `hello`.
 struct Peer {
     credential: String,
@@ -115,8 +132,19 @@ where
         Ok(Ok(Some(text))) => text,
         Ok(Err(end)) => return Err(end),
     };
-    let hello = parse(&text)?;
-    let ExecutorFrame::Hello { protocol_version, token, executor_id, executor_instance_id, .. } = &hello else {
+    let hello = match parse(&text) {
+        Ok(hello) => hello,
+        // A newer executor's hello may hold fields this build does not
+        // know: its version is then the refusal to give.
+        Err(end) => match newer_hello(&text, bridge) {
+            Some((executor_id, reason)) => {
+                bridge.refused(&executor_id, &reason);
+                return Err(End::Closed(reason));
+            }
+            None => return Err(end),
+        },
+    };
+    let ExecutorFrame::Hello { protocol_version, token, executor_id, executor_instance_id, host, .. } = &hello else {
         return Err(End::Closed(CloseReason::Violation("the first frame must be hello".into())));
     };
     let Some(owner) = bridge.credentials.verify(token) else {
@@ -126,7 +154,10 @@ where
         return Err(End::Closed(CloseReason::Unauthorized("the credential was issued to another executor id")));
     }
     if hello.check_version().is_err() {
-        return Err(End::Closed(CloseReason::VersionMismatch { theirs: *protocol_version }));
+        let release = host.release.clone();
+        let reason = CloseReason::VersionMismatch { theirs: *protocol_version, release };
+        bridge.refused(executor_id, &reason);
+        return Err(End::Closed(reason));
     }
     if !valid_executor_id(executor_id) || !valid_executor_id(executor_instance_id) {
         return Err(End::Closed(CloseReason::Violation("executor ids must be 1-64 of [A-Za-z0-9_-]".into())));
@@ -205,6 +236,7 @@ where
         protocol_version: peer.version,
         heartbeat_ms: bridge.config.heartbeat_ms,
         lease_ms: bridge.config.lease_ms,
+        release: if peer.version >= 4 { crate::close::RELEASE.into() } else { String::new() },
     };
     if let Err(end) = send_frame(&mut sink, &welcome).await {
         tracing::info!(reason = ?end, "executor left before welcome");

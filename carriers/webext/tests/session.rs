@@ -196,6 +196,63 @@ async fn an_executor_credential_never_speaks_for_another_executor_id() {
     let _ = &mut victim;
 }
 
+/// A paired executor of another protocol version is refused with 4002 and
+/// a reason naming both builds and which to update, even when its newer
+/// `hello` holds fields this build does not know; the daemon keeps the
+/// refusal for status and `doctor` until that executor connects. An
+/// unproven credential's hello leaves no trace there.
+#[tokio::test(start_paused = true)]
+async fn an_executor_of_another_protocol_version_is_refused_naming_both_builds() {
+    let rig = rig();
+    let speak = |version: u32, executor_id: &str, credential: &str, extra: serde_json::Value| {
+        let (to_daemon, incoming) = mpsc::unbounded_channel();
+        let (outgoing, from_daemon) = mpsc::unbounded_channel();
+        tokio::spawn(run_session(MemSocket { incoming, outgoing }, rig.bridge.clone()));
+        let peer = Peer { to_daemon, from_daemon };
+        let mut hello = serde_json::json!({
+            "type": "hello", "protocolVersion": version, "token": credential,
+            "executorId": executor_id, "executorInstanceId": "i-1", "executorKind": "webext",
+            "host": {"os": "linux", "release": "9.0.0"}
+        });
+        hello.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        peer.send(hello);
+        peer
+    };
+    let release = carrier_webext::close::RELEASE;
+    // Newer, with a field this build has never heard of.
+    let newer = PROTOCOL_VERSION + 1;
+    let mut peer = speak(newer, "ahead", &rig.credential("ahead"), serde_json::json!({"futureField": 1}));
+    let (code, reason) = peer.closed().await;
+    assert_eq!(code, 4002, "{reason}");
+    assert_eq!(
+        reason,
+        format!(
+            "PROTOCOL_VERSION_MISMATCH: update the daemon: executor 9.0.0 speaks v{newer}, daemon {release} v1-v{PROTOCOL_VERSION}"
+        )
+    );
+    // Older than the daemon serves (v0 knows no release).
+    let mut peer = speak(0, "behind", &rig.credential("behind"), serde_json::json!({"host": {"os": "linux"}}));
+    let (code, reason) = peer.closed().await;
+    assert_eq!(code, 4002, "{reason}");
+    assert!(
+        reason.starts_with("PROTOCOL_VERSION_MISMATCH: update the executor: executor (unsaid) speaks v0"),
+        "{reason}"
+    );
+    // A newer hello with a forged credential: refused as unauthorized, not recorded.
+    let forged = format!("exc1.ghost.{}", "0".repeat(64));
+    let mut peer = speak(newer, "ghost", &forged, serde_json::json!({"futureField": 1}));
+    assert_ne!(peer.closed().await.0, 4002);
+    let refused: Vec<String> = rig.bridge.refusals().await.into_iter().map(|r| r.executor_id).collect();
+    assert_eq!(refused, ["ahead", "behind"]);
+    // Updated, it connects (saying its release) and its refusal is gone.
+    let mut peer = speak(PROTOCOL_VERSION, "ahead", &rig.credential("ahead"), serde_json::json!({}));
+    let Message::Text(welcome) = peer.next().await else { panic!("expected welcome") };
+    let welcome: serde_json::Value = serde_json::from_str(&welcome).unwrap();
+    assert_eq!(welcome["release"], release, "{welcome}");
+    let refused: Vec<String> = rig.bridge.refusals().await.into_iter().map(|r| r.executor_id).collect();
+    assert_eq!(refused, ["behind"]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_second_session_of_the_same_executor_instance_supersedes_the_first() {
     let rig = rig();

@@ -101,7 +101,7 @@ impl Background {
         let why = match code {
             4001 => format!("the daemon refused this pairing ({reason}): run `orchestrator pair` and pair again"),
             4002 => {
-                format!("the daemon speaks another protocol version ({reason}): update the extension or the daemon")
+                format!("the daemon and this extension speak no common protocol version ({reason})")
             }
             _ if reason.is_empty() => {
                 "the daemon is not reachable: is `orchestrator serve` running at the paired address?".to_owned()
