@@ -328,7 +328,18 @@ async fn plant(planted: Planted, receipts: PathBuf, person: Arc<Mutex<Person>>, 
 pub async fn rehearse(options: Options) -> anyhow::Result<Rehearsal> {
     let started = std::time::Instant::now();
     // G5 scales to five: room for them, and quick pacing on a fake site.
-    let daemon_args = ["--pool-pacing-ms", "200", "--max-launches", "4", "--max-active-workers", "8"];
+    // Exposed as a live canary's daemon must be for ChatGPT to reach it
+    // (a tunnel's host, a secret): the runner then needs the secret too.
+    let daemon_args = [
+        "--pool-pacing-ms",
+        "200",
+        "--max-launches",
+        "4",
+        "--max-active-workers",
+        "8",
+        "--allowed-host",
+        "canary-tunnel.example",
+    ];
     let orchestrator = options.orchestrator.as_path();
     let (hands, mcp_url, state_dir, hub, site_port) = match options.carrier {
         Carrier::Cdp => {

@@ -63,15 +63,31 @@ pub fn chromium_dist() -> anyhow::Result<PathBuf> {
 pub const APP_LABEL: &str = "Orchestrator";
 
 /// The daemon (state under `dir`) and fakechat wired to its MCP, with the
-/// orchestrator's app installed: what every browser rig starts from.
+/// orchestrator's app installed: what every browser rig starts from. A
+/// daemon given `--allowed-host H` is exposed as a person exposes one
+/// (`orchestrator expose --host H` first, which makes its secret), and
+/// fakechat, standing in for ChatGPT behind the tunnel, calls it at the
+/// secret path the person pasted.
 pub async fn daemon_and_site(
     orchestrator: &Path,
     dir: &Path,
     daemon_args: &[&str],
 ) -> anyhow::Result<(Daemon, fakechat::Running)> {
-    let daemon = Daemon::start(orchestrator, &dir.join("state"), "127.0.0.1:0", daemon_args)?;
-    let fake =
-        fakechat::start("127.0.0.1:0".parse()?, Some(daemon.mcp_url()), fakechat::server::Csp::RealLike, None).await?;
+    let state = dir.join("state");
+    let exposed = daemon_args.iter().position(|a| *a == "--allowed-host").and_then(|i| daemon_args.get(i + 1));
+    if let Some(host) = exposed {
+        let out = std::process::Command::new(orchestrator)
+            .args(["expose", "--host", host, "--json", "--state-dir"])
+            .arg(&state)
+            .output()?;
+        anyhow::ensure!(out.status.success(), "`orchestrator expose`: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let daemon = Daemon::start(orchestrator, &state, "127.0.0.1:0", daemon_args)?;
+    let mcp_url = match std::fs::read_to_string(state.join("mcp-secret")) {
+        Ok(secret) if exposed.is_some() => format!("http://{}/s/{}/mcp", daemon.addr, secret.trim()),
+        _ => daemon.mcp_url(),
+    };
+    let fake = fakechat::start("127.0.0.1:0".parse()?, Some(mcp_url), fakechat::server::Csp::RealLike, None).await?;
     install_apps(&fake.hub, APP_LABEL, fakechat::render::AppState::Enabled);
     Ok((daemon, fake))
 }

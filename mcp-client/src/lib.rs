@@ -56,6 +56,8 @@ pub struct Client {
     next_id: u64,
     /// The server's `serverInfo` from `initialize`.
     server_info: Value,
+    /// `Bearer <secret>`, sent with every request, when the server wants one.
+    authorization: Option<String>,
 }
 
 struct Reply {
@@ -390,16 +392,26 @@ impl Sse {
 impl Client {
     /// Connects to an `http://host:port/path` MCP endpoint.
     pub async fn connect(url: &str) -> Result<Client, Error> {
+        Client::connect_bearing(url, None).await
+    }
+
+    /// [`Client::connect`], sending `Authorization: Bearer <secret>` with
+    /// every request when a secret is given (a daemon with an MCP secret
+    /// wants it even on loopback).
+    pub async fn connect_bearing(url: &str, secret: Option<&str>) -> Result<Client, Error> {
         let Endpoint { authority, path } = Endpoint::parse(url)?;
+        let authorization = secret.map(|s| format!("Bearer {s}"));
+        let auth: Vec<(&str, &str)> = authorization.iter().map(|a| ("Authorization", a.as_str())).collect();
         let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
             "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "mcp-client", "version": env!("CARGO_PKG_VERSION")}}});
-        let reply = post(&authority, &path, None, &init.to_string()).await?;
+        let reply = post_with(&authority, &path, None, &init.to_string(), &auth).await?;
         let session = reply
             .header("mcp-session-id")
             .ok_or_else(|| Error::Protocol(format!("no MCP session id in {}", reply.head)))?;
         let server_info = message(&reply.body)?["result"]["serverInfo"].clone();
-        post(&authority, &path, Some(&session), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await?;
-        Ok(Client { authority, path, session: Some(session), next_id: 1, server_info })
+        let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        post_with(&authority, &path, Some(&session), initialized, &auth).await?;
+        Ok(Client { authority, path, session: Some(session), next_id: 1, server_info, authorization })
     }
 
     /// Stateless calls to an `http://host:port/path` MCP endpoint (the
@@ -407,7 +419,7 @@ impl Client {
     /// connector makes them. `server_info` stays empty.
     pub fn stateless(url: &str) -> Result<Client, Error> {
         let Endpoint { authority, path } = Endpoint::parse(url)?;
-        Ok(Client { authority, path, session: None, next_id: 1, server_info: Value::Null })
+        Ok(Client { authority, path, session: None, next_id: 1, server_info: Value::Null, authorization: None })
     }
 
     /// One request: in the session, or stateless with the revision's
@@ -421,6 +433,9 @@ impl Client {
     ) -> Result<Reply, Error> {
         self.next_id += 1;
         let mut headers: Vec<(&str, &str)> = extra.to_vec();
+        if let Some(authorization) = &self.authorization {
+            headers.push(("Authorization", authorization));
+        }
         if self.session.is_none() {
             params["_meta"] = json!({
                 "io.modelcontextprotocol/protocolVersion": STATELESS,

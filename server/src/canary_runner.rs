@@ -165,7 +165,11 @@ struct Runner {
 /// Runs the gates in order, writing receipts, until the first stop.
 pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
     let mut writer = Writer::create(&cfg.receipts, cfg.target)?;
-    let mut root = mcp_client::Client::connect(&cfg.mcp_url).await?;
+    // However the daemon is exposed (a tunnel's secret, OAuth's owner key),
+    // its state directory holds the secret `/mcp` then wants even on
+    // loopback: sent as a bearer, never written into a receipt.
+    let secret = crate::exposure::load_secret(&cfg.state_dir)?;
+    let mut root = mcp_client::Client::connect_bearing(&cfg.mcp_url, secret.as_deref()).await?;
     let (cap, run_id) = new_run(&mut root, "canary").await?;
     let mut runner = Runner {
         cfg: cfg.clone(),
