@@ -87,10 +87,6 @@ fn dechunk(mut rest: &str) -> String {
     out
 }
 
-async fn post(authority: &str, path: &str, session: Option<&str>, body: &str) -> Result<Reply, Error> {
-    post_with(authority, path, session, body, &[]).await
-}
-
 async fn post_with(
     authority: &str,
     path: &str,
