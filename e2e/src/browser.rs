@@ -81,11 +81,52 @@ impl Chromium {
     }
 
     async fn start(extension: &Path, port: u16, dir: &Path, restore_tabs: bool) -> anyhow::Result<Chromium> {
-        crate::print_versions();
         let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(extension.join("manifest.json"))?)?;
         let key = manifest["key"].as_str().context("the Chromium manifest has no key")?;
-        let extension_id = chromium_id(key)?;
-        let ext = extension.display().to_string();
+        Chromium::start_with(Some(extension), &chromium_id(key)?, port, dir, restore_tabs).await
+    }
+
+    /// Launches Chromium with the extension installed from `crx` (a CRX3
+    /// package) through the browser's own off-store route on Linux: a file
+    /// in the profile's `External Extensions` naming the package, which the
+    /// browser installs, enabled, at its start and keeps from then on (no
+    /// extension flag on the command line, now or at a restart).
+    pub async fn launch_crx(crx: &Path, version: &str, port: u16, dir: &Path) -> anyhow::Result<Chromium> {
+        let extension_id = crx_id(&std::fs::read(crx)?)?;
+        let external = dir.join("profile/External Extensions");
+        std::fs::create_dir_all(&external)?;
+        let named = serde_json::json!({"external_crx": crx.canonicalize()?, "external_version": version});
+        std::fs::write(external.join(format!("{extension_id}.json")), named.to_string())?;
+        let chromium = Chromium::start_with(None, &extension_id, port, dir, false).await?;
+        chromium.close_welcome_tab().await?;
+        Ok(chromium)
+    }
+
+    /// Starts Chromium again on the profile under `dir` a
+    /// [`Chromium::launch_crx`] made, with no extension flag: what it
+    /// installed, it keeps.
+    pub async fn relaunch_installed(
+        extension_id: &str,
+        port: u16,
+        dir: &Path,
+        restore_tabs: bool,
+    ) -> anyhow::Result<Chromium> {
+        let _ = std::fs::remove_file(dir.join("profile/SingletonLock"));
+        Chromium::start_with(None, extension_id, port, dir, restore_tabs).await
+    }
+
+    /// Starts Chromium on the profile under `dir`, loading the unpacked
+    /// extension at `load` (or none: it is installed in the profile).
+    async fn start_with(
+        load: Option<&Path>,
+        extension_id: &str,
+        port: u16,
+        dir: &Path,
+        restore_tabs: bool,
+    ) -> anyhow::Result<Chromium> {
+        crate::print_versions();
+        let extension_id = extension_id.to_owned();
+        let ext = load.map(|l| l.display().to_string()).unwrap_or_default();
         // Developer mode from the first moment: Chromium collects extension errors only then.
         std::fs::create_dir_all(dir.join("profile/Default"))?;
         if !dir.join("profile/Default/Preferences").exists() {
@@ -94,12 +135,26 @@ impl Chromium {
                 r#"{"extensions":{"ui":{"developer_mode":true}}}"#,
             )?;
         }
-        let config = config(port, dir)?
-            .extension(ext.clone())
-            .args([format!("disable-extensions-except={ext}"), "enable-unsafe-extension-debugging".to_owned()])
-            .args(restore_tabs.then_some("restore-last-session"))
-            .build()
-            .map_err(anyhow::Error::msg)?;
+        let mut config = config(port, dir)?
+            .args(["enable-unsafe-extension-debugging".to_owned()])
+            .args(restore_tabs.then_some("restore-last-session"));
+        match load {
+            Some(_) => config = config.extension(ext.clone()).args([format!("disable-extensions-except={ext}")]),
+            // chromiumoxide adds `--disable-extensions` when it loads none,
+            // which would keep the installed one off: a one-line wrapper
+            // drops that flag and execs the browser (the same process).
+            None => {
+                let wrapper = dir.join("chromium-with-installed-extensions.sh");
+                let script = format!(
+                    "#!/bin/sh\nfor a; do shift; [ \"$a\" = --disable-extensions ] || set -- \"$@\" \"$a\"; done\nexec {:?} \"$@\"\n",
+                    chromium()?
+                );
+                std::fs::write(&wrapper, script)?;
+                std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+                config = config.chrome_executable(wrapper);
+            }
+        }
+        let config = config.build().map_err(anyhow::Error::msg)?;
         let (browser, mut handler) = Browser::launch(config).await.context("launching chromium")?;
         let handler = tokio::spawn(async move { while handler.next().await.is_some() {} });
         Ok(Chromium { browser, extension_id, path: ext, handler })
@@ -370,6 +425,52 @@ pub async fn until(page: &Page, js: &str) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     anyhow::bail!("never true: {js}")
+}
+
+/// The id of a CRX3 package: the `crx_id` its header's signed data names
+/// (protobuf `CrxFileHeader` field 10000, `SignedData` field 1), as
+/// Chromium's nibbles `a`–`p`.
+pub fn crx_id(crx: &[u8]) -> anyhow::Result<String> {
+    anyhow::ensure!(crx.len() > 12 && &crx[..8] == b"Cr24\x03\x00\x00\x00", "not a CRX3 package");
+    let header_len = u32::from_le_bytes(crx[8..12].try_into()?) as usize;
+    let header = crx.get(12..12 + header_len).context("a CRX3 header longer than its package")?;
+    let signed = field(header, 10_000).context("no signed data in the CRX3 header")?;
+    let id = field(signed, 1).filter(|id| id.len() == 16).context("no crx_id in the signed data")?;
+    Ok(id.iter().flat_map(|b| [b >> 4, b & 15]).map(|n| (b'a' + n) as char).collect())
+}
+
+/// The first length-delimited field `number` of a protobuf message.
+fn field(mut message: &[u8], number: u64) -> Option<&[u8]> {
+    fn varint(bytes: &mut &[u8]) -> Option<u64> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&byte, rest) = bytes.split_first()?;
+            *bytes = rest;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        None
+    }
+    while !message.is_empty() {
+        let tag = varint(&mut message)?;
+        match tag & 7 {
+            0 => {
+                varint(&mut message)?;
+            }
+            2 => {
+                let len = usize::try_from(varint(&mut message)?).ok()?;
+                let (value, rest) = (message.get(..len)?, message.get(len..)?);
+                if tag >> 3 == number {
+                    return Some(value);
+                }
+                message = rest;
+            }
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// The id Chromium derives from a manifest key (SHA-256 of the DER key,

@@ -51,6 +51,15 @@ pub fn release_xpi() -> anyhow::Result<PathBuf> {
     Ok(xpi)
 }
 
+/// The Chromium extension as the bundle packs it for an install off the
+/// store (`cargo xtask dist` signs it with a throwaway key).
+pub fn release_crx() -> anyhow::Result<PathBuf> {
+    let version = env!("CARGO_PKG_VERSION");
+    let crx = workspace().join(format!("dist/release/{version}/orchestrator-executor-{version}-chromium.crx"));
+    anyhow::ensure!(crx.exists(), "{} is missing: run `cargo xtask dist`", crx.display());
+    Ok(crx)
+}
+
 /// The built Chromium extension, or a clear error saying how to build it.
 pub fn chromium_dist() -> anyhow::Result<PathBuf> {
     let dir = workspace().join("dist/chromium");

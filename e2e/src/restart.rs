@@ -32,10 +32,12 @@ const LOADED: &str = "document.readyState === 'complete' && !!document.querySele
 /// A chatgpt.com page's path and the text its composer holds.
 const PATH_AND_DRAFT: &str = "[location.pathname, document.querySelector('#prompt-textarea')?.textContent ?? '']";
 
-/// A Chromium the rig launched, with what relaunching it takes.
+/// A Chromium the rig launched, with what relaunching it takes: the
+/// unpacked extension it loads at every start, or none (installed from a
+/// CRX, [`crate::Chromium::launch_crx`]).
 pub struct ChromiumRestarts<'b> {
     pub chromium: &'b mut crate::Chromium,
-    pub extension: &'b Path,
+    pub extension: Option<&'b Path>,
     pub port: u16,
     pub dir: &'b Path,
 }
@@ -62,9 +64,12 @@ impl Restarts for ChromiumRestarts<'_> {
 
     fn start(&mut self, restore_tabs: bool) -> Act<'_, ()> {
         Box::pin(async move {
-            *self.chromium = crate::Chromium::relaunch(self.extension, self.port, self.dir, restore_tabs)
-                .await
-                .context("relaunching")?;
+            let (port, dir) = (self.port, self.dir);
+            *self.chromium = match self.extension {
+                Some(extension) => crate::Chromium::relaunch(extension, port, dir, restore_tabs).await,
+                None => crate::Chromium::relaunch_installed(&self.chromium.extension_id, port, dir, restore_tabs).await,
+            }
+            .context("relaunching")?;
             Ok(())
         })
     }

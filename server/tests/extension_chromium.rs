@@ -284,7 +284,7 @@ async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_noth
     let profile = world.dir.path().join("chromium");
     let mut restarts = e2e::restart::ChromiumRestarts {
         chromium: &mut world.chromium,
-        extension: &dist,
+        extension: Some(&dist),
         port: world.fake.addr.port(),
         dir: &profile,
     };
@@ -312,6 +312,34 @@ async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_noth
     let placed =
         e2e::scenario::tab_placed(&url, &world.fake.hub, &mut hands, budget).await.unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("measured: a tab moved and hidden, {placed:?}");
+}
+
+/// Issue 46: the extension installed from the bundle's CRX through
+/// Chromium's own off-store route on Linux (a file in the profile's
+/// `External Extensions`: the browser installs it, enabled, at its start),
+/// paired, then the browser quit and started with its tabs restored and cut
+/// off and started without them, with no extension flag on any start
+/// (`e2e::scenario::browser_restarted`): it is there after each, reconnects
+/// by itself, and the worker goes on exactly once each time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_extension_installed_from_the_bundles_crx_survives_browser_restarts() {
+    e2e(installed_crx_body).await;
+}
+
+async fn installed_crx_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, fake) = e2e::daemon_and_site(orchestrator(), dir.path(), &[]).await.unwrap();
+    let crx = e2e::release_crx().unwrap();
+    let profile = dir.path().join("chromium");
+    let port = fake.addr.port();
+    let mut chromium = e2e::Chromium::launch_crx(&crx, env!("CARGO_PKG_VERSION"), port, &profile).await.unwrap();
+    chromium.pair(&daemon.executor_url(), &daemon.credential().unwrap()).await.unwrap();
+    let mut restarts = e2e::restart::ChromiumRestarts { chromium: &mut chromium, extension: None, port, dir: &profile };
+    let restarted =
+        e2e::scenario::browser_restarted(&daemon.mcp_url(), &fake.hub, &mut restarts, Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}\n{:#}", fake.hub.oracle()));
+    eprintln!("measured: Chromium with the CRX installed, restarted, {restarted:?}");
 }
 
 /// A hostile day (issue 44, `e2e::scenario::hostile_day`): four workers

@@ -179,7 +179,9 @@ pub fn dist() -> anyhow::Result<()> {
     let js = std::fs::metadata(&fallback)?.len();
     eprintln!("xtask: dist/firefox and dist/chromium (wasm {} KiB, wasm2js {} KiB)", size / 1024, js / 1024);
     // What a person installs: the archives of both, in this version's bundle.
-    crate::release::extensions(&root().join("dist"), &crate::release::bundle_dir())?;
+    // The CRX is signed with a throwaway key here; a release signs with the project's.
+    let key = crate::release::throwaway_key()?;
+    crate::release::extensions(&root().join("dist"), &crate::release::bundle_dir(), Some(&key))?;
     Ok(())
 }
 

@@ -312,8 +312,13 @@ fn main() -> anyhow::Result<()> {
             dist::dist()
         }
         Some("release") => {
+            let args: Vec<String> = std::env::args().skip(2).collect();
+            let key = match args.as_slice() {
+                [flag, path] if flag == "--chromium-key" => PathBuf::from(path),
+                _ => bail!("usage: cargo xtask release --chromium-key <the project's RSA private key, PEM>"),
+            };
             install(prerequisites("release"))?;
-            release::release()
+            release::release(&key)
         }
         Some("demo") => {
             install(prerequisites("demo"))?;
@@ -352,7 +357,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         _ => bail!(
-            "usage: cargo xtask <ci | install | dist | release | demo | canary [--carrier cdp|webext|firefox] [--receipts DIR] | screenshots | torture [--minutes N] [--seed S] | soak [--minutes N] [--seed S] | errors-doc | skill>"
+            "usage: cargo xtask <ci | install | dist | release --chromium-key PEM | demo | canary [--carrier cdp|webext|firefox] [--receipts DIR] | screenshots | torture [--minutes N] [--seed S] | soak [--minutes N] [--seed S] | errors-doc | skill>"
         ),
     }
 }

@@ -33,10 +33,19 @@ pub fn chromium_zip_name() -> String {
     format!("orchestrator-executor-{VERSION}-chromium.zip")
 }
 
+/// The Chromium extension's signed package's file name in the bundle.
+pub fn crx_name() -> String {
+    format!("orchestrator-executor-{VERSION}-chromium.crx")
+}
+
 /// Packs `dist/firefox` and `dist/chromium` (under `dist`) into `out`.
 /// The store's archive leaves out the manifest's `key`: a store assigns
-/// the id and refuses an upload that sets one.
-pub fn extensions(dist: &Path, out: &Path) -> anyhow::Result<()> {
+/// the id and refuses an upload that sets one. With `crx_key` (an RSA
+/// private key, PEM), the Chromium extension is also packed as a CRX3
+/// signed with it, for an install off the store; its id is that key's, and
+/// its manifest's `key` says so.
+pub fn extensions(dist: &Path, out: &Path, crx_key: Option<&Path>) -> anyhow::Result<()> {
+    use sha2::{Digest, Sha256};
     std::fs::create_dir_all(out)?;
     crate::archive::zip(entries(&dist.join("firefox"), |_| Ok(()))?, &out.join(xpi_name()))?;
     let unkeyed = |manifest: &mut Value| {
@@ -44,7 +53,118 @@ pub fn extensions(dist: &Path, out: &Path) -> anyhow::Result<()> {
         Ok(())
     };
     crate::archive::zip(entries(&dist.join("chromium"), unkeyed)?, &out.join(chromium_zip_name()))?;
+    if let Some(key) = crx_key {
+        let public = openssl(&["pkey", "-pubout", "-outform", "DER", "-in"], key, None)?;
+        let keyed = |manifest: &mut Value| {
+            manifest["key"] = Value::String(base64(&public));
+            Ok(())
+        };
+        let archive = out.join(format!(".{}.zip", crx_name()));
+        crate::archive::zip(entries(&dist.join("chromium"), keyed)?, &archive)?;
+        let zip = std::fs::read(&archive)?;
+        std::fs::remove_file(&archive)?;
+        std::fs::write(out.join(crx_name()), crx3(&zip, &public, key)?)?;
+        // Chromium's off-store route names the file after the id, the key's.
+        let id: String =
+            Sha256::digest(&public)[..16].iter().flat_map(|b| [b >> 4, b & 15]).map(|n| (b'a' + n) as char).collect();
+        println!("xtask: {} (extension id {id})", out.join(crx_name()).display());
+    }
     Ok(())
+}
+
+/// A CRX3 package of `zip`, signed with `key` (whose public half, DER, is
+/// `public`): `Cr24`, version 3, the header's length and the header
+/// (protobuf `CrxFileHeader`: one `sha256_with_rsa` proof and the signed
+/// data naming the id), then the archive. The signature covers `CRX3
+/// SignedData\0`, the signed data's length and the signed data, then the
+/// archive (Chromium's `components/crx_file`). PKCS#1 v1.5 signatures
+/// are deterministic: the same inputs give the same package.
+fn crx3(zip: &[u8], public: &[u8], key: &Path) -> anyhow::Result<Vec<u8>> {
+    use sha2::{Digest, Sha256};
+    let crx_id = &Sha256::digest(public)[..16];
+    let signed_data = field(1, crx_id);
+    let mut message = b"CRX3 SignedData\x00".to_vec();
+    message.extend((signed_data.len() as u32).to_le_bytes());
+    message.extend(&signed_data);
+    message.extend(zip);
+    let signature = openssl(&["dgst", "-sha256", "-sign"], key, Some(&message))?;
+    let proof = [field(1, public), field(2, &signature)].concat();
+    let header = [field(2, &proof), field(10_000, &signed_data)].concat();
+    let mut crx = b"Cr24".to_vec();
+    crx.extend(3u32.to_le_bytes());
+    crx.extend((header.len() as u32).to_le_bytes());
+    crx.extend(header);
+    crx.extend(zip);
+    Ok(crx)
+}
+
+/// A protobuf length-delimited field.
+fn field(number: u32, bytes: &[u8]) -> Vec<u8> {
+    let mut out = varint(u64::from(number) << 3 | 2);
+    out.extend(varint(bytes.len() as u64));
+    out.extend(bytes);
+    out
+}
+
+fn varint(mut n: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return out;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            out.push(if i <= chunk.len() { ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char } else { '=' });
+        }
+    }
+    out
+}
+
+/// `openssl <args> <key>`, `input` on its stdin; its stdout. The signing
+/// and key handling are OpenSSL's, on every OS the release is made on.
+fn openssl(args: &[&str], key: &Path, input: Option<&[u8]>) -> anyhow::Result<Vec<u8>> {
+    use std::process::Stdio;
+    let mut child = Command::new("openssl")
+        .args(args)
+        .arg(key)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("openssl (it signs the Chromium package)")?;
+    let mut stdin = child.stdin.take().expect("piped");
+    stdin.write_all(input.unwrap_or_default())?;
+    drop(stdin);
+    let out = child.wait_with_output()?;
+    anyhow::ensure!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(out.stdout)
+}
+
+/// The key a development build's CRX is signed with when no project key
+/// is given: made once under the target directory, never a release's.
+pub fn throwaway_key() -> anyhow::Result<PathBuf> {
+    let key = target_dir().join("chromium-throwaway-key.pem");
+    if !key.exists() {
+        std::fs::create_dir_all(target_dir())?;
+        let made = Command::new("openssl")
+            .args(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out"])
+            .arg(&key)
+            .output()
+            .context("openssl (it signs the Chromium package)")?;
+        anyhow::ensure!(made.status.success(), "openssl genpkey: {}", String::from_utf8_lossy(&made.stderr));
+    }
+    Ok(key)
 }
 
 /// Every file of the extension in `dir`, its `manifest.json` passed through `edit`.
@@ -62,12 +182,14 @@ fn entries(dir: &Path, edit: impl Fn(&mut Value) -> anyhow::Result<()>) -> anyho
     Ok(out)
 }
 
-/// `cargo xtask release`: the extension (`dist`), the daemon built in the
+/// `cargo xtask release --chromium-key PATH`: the extension (`dist`, its
+/// CRX signed with the project's key at PATH, kept out of the repository), the daemon built in the
 /// release profile and packed with its README and licence as
 /// `orchestrator-<version>-<target>.tar.gz`, and `SHA256SUMS`.
-pub fn release() -> anyhow::Result<()> {
+pub fn release(crx_key: &Path) -> anyhow::Result<()> {
     crate::dist::dist()?;
     let out = bundle_dir();
+    extensions(&root().join("dist"), &out, Some(crx_key))?;
     run(Command::new("cargo").args(["build", "--release", "-p", "server", "--bin", "orchestrator"]))?;
     let binary = target_dir().join("release/orchestrator");
     let name = format!("orchestrator-{VERSION}-{}", host_target()?);
@@ -140,11 +262,11 @@ mod tests {
     fn the_extension_archives_are_reproducible_and_the_store_one_sets_no_key() {
         let dir = tempfile::tempdir().unwrap();
         made_up(&dir.path().join("dist"));
-        extensions(&dir.path().join("dist"), &dir.path().join("a")).unwrap();
+        extensions(&dir.path().join("dist"), &dir.path().join("a"), None).unwrap();
         // Later files, the same content: the same bytes.
         std::thread::sleep(std::time::Duration::from_millis(1100));
         made_up(&dir.path().join("dist"));
-        extensions(&dir.path().join("dist"), &dir.path().join("b")).unwrap();
+        extensions(&dir.path().join("dist"), &dir.path().join("b"), None).unwrap();
         for name in [xpi_name(), chromium_zip_name()] {
             let a = std::fs::read(dir.path().join("a").join(&name)).unwrap();
             assert_eq!(a, std::fs::read(dir.path().join("b").join(&name)).unwrap(), "{name} is reproducible");
@@ -160,6 +282,60 @@ mod tests {
         assert_eq!(listed.lines().count(), 2, "{listed}");
         let out = Command::new("sha256sum").arg("-c").arg("SHA256SUMS").current_dir(&sum_dir).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    }
+
+    #[test]
+    fn a_crx3_is_reproducible_and_its_signature_verifies_with_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("key.pem");
+        let made = Command::new("openssl")
+            .args(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out"])
+            .arg(&key)
+            .output()
+            .unwrap();
+        assert!(made.status.success());
+        let public = openssl(&["pkey", "-pubout", "-outform", "DER", "-in"], &key, None).unwrap();
+        let zip = b"PK\x03\x04 an archive".to_vec();
+        let crx = crx3(&zip, &public, &key).unwrap();
+        assert_eq!(crx, crx3(&zip, &public, &key).unwrap(), "deterministic");
+        assert_eq!(&crx[..8], b"Cr24\x03\x00\x00\x00");
+        let header_len = u32::from_le_bytes(crx[8..12].try_into().unwrap()) as usize;
+        assert_eq!(&crx[12 + header_len..], zip.as_slice(), "the archive follows the header");
+        // The header's proof: field 2 { 1: public key, 2: signature }, then field 10000 { 1: id }.
+        let header = &crx[12..12 + header_len];
+        let proof_len = header.len() - field(10_000, &field(1, &[0; 16])).len();
+        let proof = &header[..proof_len];
+        let signed_data = field(1, &{
+            use sha2::{Digest, Sha256};
+            Sha256::digest(&public)[..16].to_vec()
+        });
+        assert_eq!(&header[proof_len..], field(10_000, &signed_data).as_slice());
+        let signature = &proof[proof.len() - 256..];
+        assert_eq!(proof, field(2, &[field(1, &public), field(2, signature)].concat()).as_slice());
+        let mut message = b"CRX3 SignedData\x00".to_vec();
+        message.extend((signed_data.len() as u32).to_le_bytes());
+        message.extend(&signed_data);
+        message.extend(&zip);
+        std::fs::write(dir.path().join("message"), &message).unwrap();
+        std::fs::write(dir.path().join("signature"), signature).unwrap();
+        std::fs::write(dir.path().join("public.der"), &public).unwrap();
+        let verified = Command::new("openssl")
+            .args(["dgst", "-sha256", "-keyform", "DER", "-verify", "public.der", "-signature", "signature", "message"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(verified.status.success(), "{}", String::from_utf8_lossy(&verified.stderr));
+    }
+
+    #[test]
+    fn base64_and_varints_as_their_specs_give_them() {
+        assert_eq!(
+            [base64(b""), base64(b"f"), base64(b"fo"), base64(b"foo"), base64(b"foob")],
+            ["", "Zg==", "Zm8=", "Zm9v", "Zm9vYg=="]
+        );
+        assert_eq!(varint(1), [1]);
+        assert_eq!(varint(300), [0xac, 0x02]);
+        assert_eq!(field(10_000, b"x")[..3], [0x82, 0xf1, 0x04]);
     }
 
     #[test]
