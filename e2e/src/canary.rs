@@ -62,6 +62,8 @@ pub enum Planted {
     LostTargetInG3,
     /// The executor killed while a G3 prompt is being submitted.
     ExecutorKilledMidSend,
+    /// `orchestrator canary stop` from another terminal while G3's tasks run.
+    StoppedMidG3,
 }
 
 /// What a rehearsal ended with.
@@ -73,6 +75,10 @@ pub struct Rehearsal {
     pub show: Value,
     /// Wall time.
     pub elapsed: Duration,
+    /// `orchestrator status --json` of the canary daemon once the runner ended.
+    pub status_after: Value,
+    /// `orchestrator canary stop`'s lines, when the rig ran it.
+    pub stop_said: Vec<String>,
 }
 
 /// One rehearsal's settings.
@@ -250,7 +256,13 @@ async fn read_body(tcp: &mut tokio::net::TcpStream) -> Option<String> {
 
 /// Plants `planted` at its moment: before the run, or once G3 begins (the
 /// runner has written G2's receipt).
-async fn plant(planted: Planted, receipts: PathBuf, person: Arc<Mutex<Person>>, hub: Arc<fakechat::hub::Hub>) {
+async fn plant(
+    planted: Planted,
+    receipts: PathBuf,
+    person: Arc<Mutex<Person>>,
+    hub: Arc<fakechat::hub::Hub>,
+    (orchestrator, state_dir): (PathBuf, PathBuf),
+) -> Vec<String> {
     // Whether the runner has written `gate`'s receipt.
     let written = |gate: &str| {
         std::fs::read_dir(&receipts)
@@ -273,10 +285,11 @@ async fn plant(planted: Planted, receipts: PathBuf, person: Arc<Mutex<Person>>, 
                 hub.update(id, |c| c.rate_limited = true);
             }
         }
-        Planted::LostTargetInG3 => {
+        Planted::LostTargetInG3 | Planted::StoppedMidG3 => {
             // Once a G3 task is in a conversation (a second user turn), that
-            // tab goes while the model is surely still on it: the answers
-            // wait until the gate has judged (or 60 s).
+            // tab goes (or the operator stops the canary) while the model is
+            // surely still on it: the answers wait until the gate has judged
+            // (or 60 s).
             hub.hold_replies.send_replace(true);
             let tasked = || -> Option<String> {
                 let oracle = hub.oracle();
@@ -291,15 +304,34 @@ async fn plant(planted: Planted, receipts: PathBuf, person: Arc<Mutex<Person>>, 
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 id = tasked();
             }
-            if let Some(id) = id {
-                let fault = serde_json::json!({"fault": "lose_target", "conversation_id": id});
-                let _ = person.lock().await.act(&fault).await;
+            let mut said = Vec::new();
+            match (planted, id) {
+                (Planted::LostTargetInG3, Some(id)) => {
+                    let fault = serde_json::json!({"fault": "lose_target", "conversation_id": id});
+                    let _ = person.lock().await.act(&fault).await;
+                }
+                (Planted::StoppedMidG3, Some(_)) => {
+                    let stop = tokio::process::Command::new(&orchestrator)
+                        .args(["canary", "stop", "--state-dir"])
+                        .arg(&state_dir)
+                        .output()
+                        .await;
+                    said = match stop {
+                        Ok(out) => String::from_utf8_lossy(&[out.stdout, out.stderr].concat())
+                            .lines()
+                            .map(String::from)
+                            .collect(),
+                        Err(e) => vec![format!("canary stop did not run: {e}")],
+                    };
+                }
+                _ => {}
             }
             let until = tokio::time::Instant::now() + Duration::from_secs(60);
             while !written("G3") && tokio::time::Instant::now() < until {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             hub.hold_replies.send_replace(false);
+            return said;
         }
         Planted::ExecutorKilledMidSend => {
             // Hold the page's submit in flight, then take the executor away under it.
@@ -321,6 +353,7 @@ async fn plant(planted: Planted, receipts: PathBuf, person: Arc<Mutex<Person>>, 
             hub.hold_submissions.send_replace(false);
         }
     }
+    Vec::new()
 }
 
 /// Starts the rig, runs the gates with the product's runner, and returns
@@ -373,8 +406,10 @@ pub async fn rehearse(options: Options) -> anyhow::Result<Rehearsal> {
     if options.planted == Some(Planted::StaleApp) {
         crate::install_apps(&hub, crate::APP_LABEL, fakechat::render::AppState::Stale);
     }
-    let planter =
-        options.planted.map(|p| tokio::spawn(plant(p, options.receipts.clone(), person.clone(), hub.clone())));
+    let stopping = (options.orchestrator.clone(), state_dir.clone());
+    let planter = options
+        .planted
+        .map(|p| tokio::spawn(plant(p, options.receipts.clone(), person.clone(), hub.clone(), stopping.clone())));
     eprintln!("canary rig: daemon {mcp_url}, fault hook {hook} (ready in {:.1} s)", started.elapsed().as_secs_f64());
     let mut run = tokio::process::Command::new(orchestrator);
     run.args(["canary", "run", "--state-dir"]).arg(&state_dir).arg("--receipts").arg(&options.receipts);
@@ -392,16 +427,31 @@ pub async fn rehearse(options: Options) -> anyhow::Result<Rehearsal> {
         .await?;
     anyhow::ensure!(show.status.success(), "canary show refused the chain: {}", String::from_utf8_lossy(&show.stderr));
     let show: Value = serde_json::from_slice(&show.stdout)?;
+    let status = tokio::process::Command::new(orchestrator)
+        .args(["status", "--json", "--state-dir"])
+        .arg(&state_dir)
+        .output()
+        .await?;
+    let status_after: Value = serde_json::from_slice(&status.stdout).unwrap_or(Value::Null);
     // Everything the rig started ends with it: the tasks holding the
     // person go first, then the browser, the daemon and the site.
-    for task in std::iter::once(hook_task).chain(planter) {
-        task.abort();
-        let _ = task.await;
-    }
+    hook_task.abort();
+    let _ = hook_task.await;
+    // A planter still waiting for a gate the runner never reached ends here.
+    let stop_said = match planter {
+        Some(mut planter) => match tokio::time::timeout(Duration::from_secs(2), &mut planter).await {
+            Ok(said) => said.unwrap_or_default(),
+            Err(_) => {
+                planter.abort();
+                Vec::new()
+            }
+        },
+        None => Vec::new(),
+    };
     match Arc::into_inner(person).map(Mutex::into_inner) {
         Some(Person { hands: Hands::Webext { world, .. }, .. }) => world.shutdown().await,
         Some(person) => drop(person),
         None => anyhow::bail!("the rig's browser and daemon are still held"),
     }
-    Ok(Rehearsal { code, show, elapsed: started.elapsed() })
+    Ok(Rehearsal { code, show, elapsed: started.elapsed(), status_after, stop_said })
 }

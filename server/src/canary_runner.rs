@@ -9,7 +9,7 @@
 //! the terminal (`--faults prompt`). The runner never touches a browser.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use canary::{Counts, Deployment, Evidence, Executor, Gate, Receipt, Target, Verdict, Writer};
@@ -160,17 +160,22 @@ struct Runner {
     /// The workers whose tab went (`conversation.closed`), in log order:
     /// a loss recovered between two looks at the status still counts.
     closed: Vec<String>,
+    /// The runs this invocation started (the main one, G0's).
+    started: Vec<String>,
 }
 
-/// Runs the gates in order, writing receipts, until the first stop.
+/// Runs the gates in order, writing receipts, until the first stop. The
+/// operator's Ctrl-C or SIGTERM (`canary stop`) stops the gate under way
+/// (its receipt says so) and retires this run's pools ([`crate::canary_stop`]).
 pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
+    let _one = crate::canary_stop::RunLock::take(&cfg.state_dir)?;
     let mut writer = Writer::create(&cfg.receipts, cfg.target)?;
     // However the daemon is exposed (a tunnel's secret, OAuth's owner key),
     // its state directory holds the secret `/mcp` then wants even on
     // loopback: sent as a bearer, never written into a receipt.
     let secret = crate::exposure::load_secret(&cfg.state_dir)?;
     let mut root = mcp_client::Client::connect_bearing(&cfg.mcp_url, secret.as_deref()).await?;
-    let (cap, run_id) = new_run(&mut root, "canary").await?;
+    let (cap, run_id) = new_run(&mut root, &cfg.state_dir, "canary").await?;
     let mut runner = Runner {
         cfg: cfg.clone(),
         root,
@@ -185,7 +190,9 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
         watched: 0,
         created: BTreeSet::new(),
         closed: Vec::new(),
+        started: Vec::new(),
     };
+    runner.started.push(runner.run_id.clone());
     // Where the run runs, once: the daemon's machine and its executors' as
     // they said it before the first gate (one platform per chain).
     let platform = match runner.admin().await {
@@ -197,6 +204,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
         Err(_) => canary::Platform::of("", "", &[]),
     };
     let mut stopped = None;
+    let mut operator = std::pin::pin!(crate::canary_stop::operator_stop());
+    let mut interrupted = false;
     for gate in &cfg.gates {
         let started_at_ms = now_ms();
         let clock = Instant::now();
@@ -207,9 +216,16 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
         let mut seen = Seen::default();
         // A pass is read against the whole gate's log: a stop code logged
         // after the gate's last wait still stops it.
-        let verdict = match runner.gate(*gate, &mut seen).await.and(runner.watch().await) {
-            Ok(()) => Verdict::Pass,
-            Err(stop) => stop,
+        let judged = async { runner.gate(*gate, &mut seen).await.and(runner.watch().await) };
+        let verdict = tokio::select! {
+            judged = judged => match judged {
+                Ok(()) => Verdict::Pass,
+                Err(stop) => stop,
+            },
+            () = &mut operator => {
+                interrupted = true;
+                uncertain(format!("{}: Ctrl-C or SIGTERM mid-gate; this run's pools retired", crate::canary_stop::STOPPED_BY_OPERATOR))
+            }
         };
         let after = runner.cursor().await.ok();
         seen.counts.manual_interactions = runner.manual.len() as u32;
@@ -251,17 +267,28 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
             break;
         }
     }
+    if interrupted {
+        let runs = crate::canary_stop::remembered(&cfg.state_dir)?;
+        let mine: Vec<_> = runs.into_iter().filter(|r| runner.started.contains(&r.run_id)).collect();
+        for line in crate::canary_stop::retire(&mut runner.root, &cfg.state_dir, &mine).await {
+            eprintln!("canary: {line}");
+        }
+    }
     let conversations = runner.created.into_iter().collect();
     let chain = canary::verify(&cfg.receipts)?;
     Ok(Outcome { claim: chain.summary.claim.clone(), stopped, conversations, head: chain.head().map(str::to_owned) })
 }
 
-/// A run of its own, with root's capability.
-async fn new_run(root: &mut mcp_client::Client, title: &str) -> anyhow::Result<(String, String)> {
+/// A run of its own, with root's capability, kept in the canary's state
+/// directory until it is retired (`canary stop`).
+async fn new_run(root: &mut mcp_client::Client, state_dir: &Path, title: &str) -> anyhow::Result<(String, String)> {
     let created = root.call("run_create", json!({"title": title})).await?;
     let created = created.map_err(|e| anyhow::anyhow!("run_create: {e}"))?;
     let cap = created["root_capability"].as_str().unwrap_or_default().to_owned();
-    Ok((cap, created["run"]["run_id"].as_str().unwrap_or_default().to_owned()))
+    let run_id = created["run"]["run_id"].as_str().unwrap_or_default().to_owned();
+    let run = crate::canary_stop::CanaryRun { run_id: run_id.clone(), capability: cap.clone() };
+    crate::canary_stop::remember(state_dir, run)?;
+    Ok((cap, run_id))
 }
 
 /// A queued command's op when it puts a prompt into a conversation
@@ -604,8 +631,10 @@ impl Runner {
     /// chat and a navigation in one of them leave the others untouched.
     /// In a run of its own, whose pool is stopped after, so G2 starts fresh.
     async fn g0(&mut self, seen: &mut Seen) -> Result<(), Stop> {
-        let (cap, run_id) =
-            new_run(&mut self.root, "canary G0").await.map_err(|e| uncertain(format!("DAEMON_UNREACHABLE: {e}")))?;
+        let (cap, run_id) = new_run(&mut self.root, &self.cfg.state_dir, "canary G0")
+            .await
+            .map_err(|e| uncertain(format!("DAEMON_UNREACHABLE: {e}")))?;
+        self.started.push(run_id.clone());
         let main = (std::mem::replace(&mut self.cap, cap), std::mem::replace(&mut self.run_id, run_id));
         let (desired, watched) = (self.desired, std::mem::replace(&mut self.watched, 0));
         let witnessed = self.g0_witness(seen).await;

@@ -17,6 +17,7 @@ pub mod admin;
 mod args;
 pub mod canary_deploy;
 pub mod canary_runner;
+pub mod canary_stop;
 pub mod deployment;
 pub mod doctor;
 pub mod exposure;

@@ -376,6 +376,14 @@ enum CanaryAction {
         #[arg(long)]
         head: String,
     },
+    /// Stop the canary: end the `canary run` on this state directory, if one
+    /// runs (its gate's receipt says it was stopped), and retire every run
+    /// the canary started there (each pool stopped, each run cancelled).
+    Stop {
+        /// The canary daemon's state directory.
+        #[arg(long)]
+        state_dir: PathBuf,
+    },
     /// Verify a receipt chain and print what each gate saw; an edited
     /// receipt is refused (exit 2, naming it).
     Show {
@@ -1080,6 +1088,13 @@ next: pair a carrier for it: orchestrator pair --state-dir {} --listen {addr}
                 std::process::exit(2);
             }
         },
+        CanaryAction::Stop { state_dir } => {
+            let mcp_url = server::state_dir::running_endpoint(&state_dir);
+            let wait = std::time::Duration::from_secs(120);
+            for line in server::canary_stop::stop(&state_dir, mcp_url.as_deref(), wait).await? {
+                println!("{line}");
+            }
+        }
         CanaryAction::Show { receipts, json } => match canary::verify(&receipts) {
             Ok(chain) if json => println!("{}", canary::show::json(&chain)),
             Ok(chain) => print!("{}", canary::show::text(&chain)),

@@ -144,6 +144,31 @@ async fn an_executor_killed_mid_send_stops_g3_as_uncertain() {
     stops_at(Planted::ExecutorKilledMidSend, "plant-killed-mid-send", "G3", "G3_UNCERTAIN: AMBIGUOUS_SUBMISSION").await;
 }
 
+/// Issue 45, hazard 1: `orchestrator canary stop` from another terminal
+/// while G3's tasks run ends the runner (SIGTERM, as Ctrl-C would): G3's
+/// receipt says it was stopped by the operator, and every run the canary
+/// started is retired, its pool stopped and its workers ended, so nothing
+/// is left queued or parked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn canary_stop_mid_g3_ends_the_run_with_a_receipt_and_retires_its_pools() {
+    let out = rehearse("stopped-mid-g3", Carrier::Cdp, Some("G1D,G2,G3"), Some(Planted::StoppedMidG3)).await;
+    assert_eq!(out.code, 1, "{:#}", out.show);
+    let stopped = out.show["stopped"].as_str().unwrap();
+    assert!(stopped.starts_with("G3_UNCERTAIN: STOPPED_BY_OPERATOR"), "{stopped}");
+    assert!(out.stop_said.iter().any(|l| l.starts_with("the canary run (pid ")), "{:?}", out.stop_said);
+    let runs = out.status_after["runs"].as_array().expect("the daemon's status");
+    assert!(!runs.is_empty(), "{:#}", out.status_after);
+    for run in runs {
+        assert_eq!(run["state"], "cancelled", "every run the canary started is retired: {run:#}");
+        for worker in run["workers"].as_array().unwrap() {
+            assert!(
+                ["cancelled", "completed", "failed"].contains(&worker["state"].as_str().unwrap()),
+                "no worker left working or parked: {worker:#}"
+            );
+        }
+    }
+}
+
 /// `canary verify --head` accepts the chain against the head its run
 /// printed and refuses another; `canary show` verifies before it prints:
 /// one edited byte in any receipt and it refuses, naming that receipt, exit 2.

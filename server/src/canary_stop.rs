@@ -1,0 +1,212 @@
+//! Stopping the canary (issue 45, hazard 1). Ctrl-C or SIGTERM mid-gate:
+//! the runner writes that gate's receipt as stopped by the operator and
+//! retires the runs it started (their pools stopped, then each run
+//! cancelled, its unfinished workers and their queued commands with it).
+//! `orchestrator canary stop` from another terminal: it signals the runner
+//! holding the state directory's run lock, waits for it to end, then
+//! retires every run the canary started there and has not retired (G5
+//! leaves two parked workers by design).
+//!
+//! Each run's root capability is kept in the canary's state directory
+//! (`canary-runs.json`, owner-only, as the daemon's own secrets are) from
+//! its creation until it is retired: without it nobody could stop its pool.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Held by a running `canary run` for its life; holds its process id.
+pub const RUN_LOCK: &str = "canary-run.lock";
+/// The runs the canary started and has not retired.
+pub const RUNS_FILE: &str = "canary-runs.json";
+/// What a gate stopped by the operator says.
+pub const STOPPED_BY_OPERATOR: &str = "STOPPED_BY_OPERATOR";
+
+/// A run the canary started: its id and root capability.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CanaryRun {
+    pub run_id: String,
+    pub capability: String,
+}
+
+/// The run lock, held while a `canary run` lives (released with the file).
+#[derive(Debug)]
+pub struct RunLock(#[allow(dead_code)] File);
+
+impl RunLock {
+    /// Takes the state directory's run lock and writes this process's id
+    /// into it; refused while another `canary run` holds it.
+    pub fn take(state_dir: &Path) -> anyhow::Result<RunLock> {
+        let path = state_dir.join(RUN_LOCK);
+        let mut file = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&path)?;
+        if file.try_lock().is_err() {
+            anyhow::bail!(
+                "a canary run already runs on {}: `orchestrator canary stop --state-dir {}` ends it",
+                state_dir.display(),
+                state_dir.display()
+            );
+        }
+        file.set_len(0)?;
+        write!(file, "{}", std::process::id())?;
+        Ok(RunLock(file))
+    }
+}
+
+/// The process holding the run lock, if a `canary run` holds it.
+fn runner_pid(state_dir: &Path) -> Option<u32> {
+    let file = OpenOptions::new().write(true).open(state_dir.join(RUN_LOCK)).ok()?;
+    if file.try_lock().is_ok() {
+        return None;
+    }
+    std::fs::read_to_string(state_dir.join(RUN_LOCK)).ok()?.trim().parse().ok()
+}
+
+/// The runs kept in `state_dir` (none when the file is absent).
+pub fn remembered(state_dir: &Path) -> anyhow::Result<Vec<CanaryRun>> {
+    match std::fs::read(state_dir.join(RUNS_FILE)) {
+        Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| format!("{RUNS_FILE} is not the canary's")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Keeps `runs` as the state directory's runs (owner-only; written whole
+/// and renamed into place, so a crash leaves the old list or the new one).
+fn keep(state_dir: &Path, runs: &[CanaryRun]) -> anyhow::Result<()> {
+    let path = state_dir.join(RUNS_FILE);
+    if runs.is_empty() {
+        return match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        };
+    }
+    let temporary = state_dir.join(format!(".{RUNS_FILE}.{}", std::process::id()));
+    let mut file = OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&temporary)?;
+    file.write_all(&serde_json::to_vec_pretty(runs)?)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, &path)?;
+    Ok(())
+}
+
+/// Adds a run the canary just started.
+pub fn remember(state_dir: &Path, run: CanaryRun) -> anyhow::Result<()> {
+    let mut runs = remembered(state_dir)?;
+    runs.push(run);
+    keep(state_dir, &runs)
+}
+
+/// Retires `runs`: each one's pool stopped (`runtime_stop`), then the run
+/// cancelled (`run_cancel`); each one retired is forgotten. A run the
+/// daemon no longer knows, or already ended, counts as retired. What was
+/// done, a line per run.
+pub async fn retire(client: &mut mcp_client::Client, state_dir: &Path, runs: &[CanaryRun]) -> Vec<String> {
+    let mut said = Vec::new();
+    for run in runs {
+        let cap = json!({"capability": run.capability});
+        let stopped = client.call("runtime_stop", cap.clone()).await;
+        let reason = json!({"capability": run.capability, "reason": "the canary was stopped"});
+        let cancelled = client.call("run_cancel", reason).await;
+        let done = |r: &Result<Result<serde_json::Value, mcp_client::ToolError>, mcp_client::Error>| match r {
+            Ok(Ok(_)) => Ok(()),
+            // Already over, or a run this daemon never had (another deployment's).
+            Ok(Err(e)) if ["RUN_NOT_ACTIVE", "NOT_FOUND", "UNAUTHORIZED"].contains(&e.code.as_str()) => Ok(()),
+            Ok(Err(e)) => Err(e.code.clone()),
+            Err(e) => Err(e.to_string()),
+        };
+        match (done(&stopped), done(&cancelled)) {
+            (Ok(()), Ok(())) => {
+                if let Ok(mut left) = remembered(state_dir) {
+                    left.retain(|r| r.run_id != run.run_id);
+                    let _ = keep(state_dir, &left);
+                }
+                said.push(format!("{}: pool stopped, run cancelled", run.run_id));
+            }
+            (a, b) => said.push(format!("{}: not retired ({:?}, {:?}); run `canary stop` again", run.run_id, a, b)),
+        }
+    }
+    said
+}
+
+/// Resolves when the operator asks the run to stop: Ctrl-C (SIGINT) or SIGTERM.
+pub async fn operator_stop() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// `orchestrator canary stop`: ends the `canary run` on `state_dir`, if one
+/// runs (SIGTERM, then up to `wait` for it to end), then retires every run
+/// the canary started there through the daemon at `mcp_url`, if one runs.
+pub async fn stop(state_dir: &Path, mcp_url: Option<&str>, wait: Duration) -> anyhow::Result<Vec<String>> {
+    let mut said = Vec::new();
+    if let Some(pid) = runner_pid(state_dir) {
+        let status = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status()?;
+        anyhow::ensure!(status.success(), "kill -TERM {pid}");
+        let deadline = std::time::Instant::now() + wait;
+        while runner_pid(state_dir).is_some() {
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "the canary run (pid {pid}) did not end within {wait:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        said.push(format!("the canary run (pid {pid}) stopped"));
+    }
+    let runs = remembered(state_dir)?;
+    match (mcp_url, runs.is_empty()) {
+        (_, true) => said.push("no canary run left to retire".into()),
+        (None, false) => anyhow::bail!(
+            "{} canary runs are not retired and no daemon runs on {}: start it (`canary deploy`) and stop again",
+            runs.len(),
+            state_dir.display()
+        ),
+        (Some(url), false) => {
+            let secret = crate::exposure::load_secret(state_dir)?;
+            let mut client = mcp_client::Client::connect_bearing(url, secret.as_deref()).await?;
+            said.extend(retire(&mut client, state_dir, &runs).await);
+        }
+    }
+    Ok(said)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_are_kept_owner_only_and_forgotten_when_none_is_left() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(remembered(dir.path()).unwrap(), []);
+        let run = |id: &str| CanaryRun { run_id: id.into(), capability: format!("cap-{id}") };
+        remember(dir.path(), run("a")).unwrap();
+        remember(dir.path(), run("b")).unwrap();
+        assert_eq!(remembered(dir.path()).unwrap(), [run("a"), run("b")]);
+        let mode = std::fs::metadata(dir.path().join(RUNS_FILE)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        keep(dir.path(), &[]).unwrap();
+        assert!(!dir.path().join(RUNS_FILE).exists());
+    }
+
+    #[test]
+    fn one_runner_holds_the_lock_and_names_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(runner_pid(dir.path()), None);
+        let held = RunLock::take(dir.path()).unwrap();
+        assert_eq!(runner_pid(dir.path()), Some(std::process::id()));
+        assert!(RunLock::take(dir.path()).unwrap_err().to_string().contains("canary stop"));
+        drop(held);
+        assert_eq!(runner_pid(dir.path()), None);
+    }
+}
