@@ -89,6 +89,10 @@ pub struct Deployment {
     /// Its machine's architecture (`std::env::consts::ARCH`).
     #[serde(default)]
     pub arch: String,
+    /// Its process id (`canary teardown` stops only the process that
+    /// proved, with the admin token, to be this state directory's daemon).
+    #[serde(default)]
+    pub pid: u32,
 }
 
 /// A live executor: where it runs and how full it is.
@@ -367,6 +371,7 @@ async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
             state_root: admin.exposed.state_root.clone(),
             os: std::env::consts::OS.to_owned(),
             arch: std::env::consts::ARCH.to_owned(),
+            pid: std::process::id(),
         }),
     })
 }

@@ -180,6 +180,50 @@ pub async fn stop(state_dir: &Path, mcp_url: Option<&str>, wait: Duration) -> an
     Ok(said)
 }
 
+/// `orchestrator canary teardown`: what `canary stop` does, then every
+/// carrier's credential revoked (a CDP agent or an extension still paired
+/// can no longer connect), the MCP secret rotated (the URL pasted into
+/// ChatGPT stops working even if the daemon starts again), and the daemon
+/// stopped: SIGTERM to the process that proved with the admin token to be
+/// this state directory's daemon, then its lock awaited. What it did, and
+/// last what only the person can undo.
+pub async fn teardown(state_dir: &Path, wait: Duration) -> anyhow::Result<Vec<String>> {
+    let mcp_url = crate::state_dir::running_endpoint(state_dir);
+    let mut said = stop(state_dir, mcp_url.as_deref(), wait).await?;
+    let credentials = carrier_webext::Credentials::open_or_create(&state_dir.join("executors"))?;
+    said.push(format!("carriers revoked: {}", credentials.revoke_all()?));
+    if crate::exposure::stored_secret(state_dir)?.is_some() {
+        crate::exposure::create_secret(state_dir, true)?;
+        said.push("MCP secret rotated: the URL given to ChatGPT no longer works".into());
+    }
+    if let Some(url) = &mcp_url {
+        let authority = crate::admin::authority_of(url);
+        let status = crate::admin::fetch(&authority, state_dir).await?;
+        let pid = status.deployment.as_ref().map(|d| d.pid).filter(|p| *p != 0).context("the daemon names no pid")?;
+        let sent = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status()?;
+        anyhow::ensure!(sent.success(), "kill -TERM {pid}");
+        let deadline = std::time::Instant::now() + wait;
+        while crate::state_dir::running_endpoint(state_dir).is_some() {
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "the canary daemon (pid {pid}) did not stop in {wait:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        said.push(format!("the canary daemon (pid {pid}) stopped"));
+    }
+    let label = std::fs::read(state_dir.join("canary.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|r| r["app_label"].as_str().map(str::to_owned));
+    said.push(format!(
+        "left for you: delete the app {} in ChatGPT (Settings → Apps), stop the tunnel you pointed at it, and stop \
+         any CDP agent you started for it (its credential is revoked); the canary's conversations stay in your history",
+        label.map_or("you created for the canary".to_owned(), |l| format!("{l:?}"))
+    ));
+    Ok(said)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -384,6 +384,14 @@ enum CanaryAction {
         #[arg(long)]
         state_dir: PathBuf,
     },
+    /// Take the canary down: `stop`, then revoke every carrier paired with
+    /// it, rotate its MCP secret and stop its daemon; prints what only you
+    /// can undo (the app in ChatGPT, the tunnel).
+    Teardown {
+        /// The canary daemon's state directory.
+        #[arg(long)]
+        state_dir: PathBuf,
+    },
     /// Verify a receipt chain and print what each gate saw; an edited
     /// receipt is refused (exit 2, naming it).
     Show {
@@ -1092,6 +1100,14 @@ next: pair a carrier for it: orchestrator pair --state-dir {} --listen {addr}
             let mcp_url = server::state_dir::running_endpoint(&state_dir);
             let wait = std::time::Duration::from_secs(120);
             for line in server::canary_stop::stop(&state_dir, mcp_url.as_deref(), wait).await? {
+                println!("{line}");
+            }
+        }
+        CanaryAction::Teardown { state_dir } => {
+            if StateDir::is_everyday(&std::path::absolute(&state_dir)?)? {
+                anyhow::bail!("teardown is for a canary's own state directory, never your everyday one");
+            }
+            for line in server::canary_stop::teardown(&state_dir, std::time::Duration::from_secs(120)).await? {
                 println!("{line}");
             }
         }

@@ -264,7 +264,37 @@ async fn canary_deploy_starts_an_isolated_daemon_and_live_runs_need_one() {
     let cap = run["root_capability"].as_str().unwrap();
     let status = root.call("runtime_status", serde_json::json!({"capability": cap})).await.unwrap().unwrap();
     assert_eq!(status["deployment"]["instance_id"], instance.as_str());
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+    // Issue 45: teardown leaves no daemon, no carrier and no working URL behind.
+    let credential = std::process::Command::new(orchestrator())
+        .args(["pair", "--json", "--state-dir"])
+        .arg(&state)
+        .args(["--listen", &listen])
+        .output()
+        .unwrap();
+    assert!(credential.status.success(), "{credential:?}");
+    // A secret made for a tunnel (read by the next start): teardown rotates it.
+    let exposed = std::process::Command::new(orchestrator())
+        .args(["expose", "--host", "canary.example.net", "--state-dir"])
+        .arg(&state)
+        .env_remove("ORCHESTRATOR_MCP_SECRET")
+        .output()
+        .unwrap();
+    assert!(exposed.status.success(), "{exposed:?}");
+    let secret = std::fs::read_to_string(state.join("mcp-secret")).unwrap();
+    let down = std::process::Command::new(orchestrator())
+        .args(["canary", "teardown", "--state-dir"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&down.stdout);
+    assert!(down.status.success(), "{said}{}", String::from_utf8_lossy(&down.stderr));
+    assert!(said.contains("carriers revoked: 1"), "{said}");
+    assert!(said.contains(&format!("the canary daemon (pid {pid}) stopped")), "{said}");
+    assert!(said.contains("delete the app \"Orchestrator Canary\""), "{said}");
+    assert!(std::net::TcpStream::connect(&listen).is_err(), "nothing listens at {listen} any more");
+    let listed = carrier_webext::Credentials::open_or_create(&state.join("executors")).unwrap().list().unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
+    assert_ne!(std::fs::read_to_string(state.join("mcp-secret")).unwrap(), secret, "the pasted URL is dead");
 
     // Room for G5 (eight active workers) is set by deploy, never less.
     let small = std::process::Command::new(orchestrator())
