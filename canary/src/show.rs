@@ -4,9 +4,11 @@ use serde_json::{Value, json};
 
 use crate::receipt::{Chain, Target};
 
-/// One JSON document: each gate's verdict (`pass`, `fail`, `uncertain`,
-/// `setup_required`) with its reason, and the claim reached.
-pub fn json(chain: &Chain) -> Value {
+/// One JSON document: the chain's head first (what a stranger compares
+/// with the head the run published), then each gate's verdict (`pass`,
+/// `fail`, `uncertain`, `setup_required`) with its reason, and the claim
+/// reached. Pretty-printed, in this field order.
+pub fn json(chain: &Chain) -> String {
     let gates: Vec<Value> = chain
         .receipts
         .iter()
@@ -25,16 +27,29 @@ pub fn json(chain: &Chain) -> Value {
             })
         })
         .collect();
-    json!({
-        "head": chain.head(),
-        "target": chain.summary.target,
-        "platform": chain.summary.platform,
-        "claim": chain.summary.claim,
-        "stopped": chain.summary.stopped,
-        "rehearsal": chain.summary.target == Target::Fakechat,
-        "deployment": chain.receipts.first().map(|(r, _)| &r.deployment),
-        "gates": gates,
-    })
+    // A struct keeps its fields' order where a JSON map would sort them.
+    #[derive(serde::Serialize)]
+    struct Shown<'a> {
+        head: Option<&'a str>,
+        target: Target,
+        platform: &'a crate::receipt::Platform,
+        claim: &'a str,
+        stopped: &'a Option<String>,
+        rehearsal: bool,
+        deployment: Option<&'a crate::receipt::Deployment>,
+        gates: Vec<Value>,
+    }
+    let shown = Shown {
+        head: chain.head(),
+        target: chain.summary.target,
+        platform: &chain.summary.platform,
+        claim: &chain.summary.claim,
+        stopped: &chain.summary.stopped,
+        rehearsal: chain.summary.target == Target::Fakechat,
+        deployment: chain.receipts.first().map(|(r, _)| &r.deployment),
+        gates,
+    };
+    serde_json::to_string_pretty(&shown).expect("a chain serializes")
 }
 
 /// What each gate saw, for a person.
@@ -151,7 +166,9 @@ mod tests {
         w.append(receipt(Gate::G1D, Verdict::Pass)).unwrap();
         w.append(receipt(Gate::G2, Verdict::SetupRequired("HOST_APP_STALE".into()))).unwrap();
         let chain = verify(dir.path()).unwrap();
-        let doc = super::json(&chain);
+        let printed = super::json(&chain);
+        assert!(printed.starts_with("{\n  \"head\": "), "the head comes first: {printed}");
+        let doc: serde_json::Value = serde_json::from_str(&printed).unwrap();
         assert_eq!(doc["gates"][0]["verdict"], "pass");
         assert_eq!(doc["gates"][1]["verdict"], "setup_required");
         assert_eq!(doc["gates"][1]["reason"], "HOST_APP_STALE");

@@ -357,7 +357,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         _ => bail!(
-            "usage: cargo xtask <ci | install | dist | release --chromium-key PEM | demo | canary [--carrier cdp|webext|firefox] [--receipts DIR] | screenshots | torture [--minutes N] [--seed S] | soak [--minutes N] [--seed S] | errors-doc | skill>"
+            "usage: cargo xtask <ci | install | dist | release --chromium-key PEM | demo | canary [--carrier cdp|webext|firefox] [--receipts DIR] [--gates G1D,G2,…] | screenshots | torture [--minutes N] [--seed S] | soak [--minutes N] [--seed S] | errors-doc | skill>"
         ),
     }
 }
@@ -367,13 +367,15 @@ fn main() -> anyhow::Result<()> {
 fn canary() -> anyhow::Result<()> {
     let mut carrier = "cdp".to_owned();
     let mut receipts = None;
+    let mut gates = None;
     let mut args = std::env::args().skip(2);
     while let Some(flag) = args.next() {
         let value = args.next().with_context(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--carrier" if ["cdp", "webext", "firefox"].contains(&value.as_str()) => carrier = value,
             "--receipts" => receipts = Some(PathBuf::from(value)),
-            _ => bail!("usage: cargo xtask canary [--carrier cdp|webext|firefox] [--receipts DIR]"),
+            "--gates" => gates = Some(value),
+            _ => bail!("usage: cargo xtask canary [--carrier cdp|webext|firefox] [--receipts DIR] [--gates G1D,G2,…]"),
         }
     }
     install(prerequisites(if carrier == "firefox" { "canary-firefox" } else { "canary" }))?;
@@ -384,7 +386,11 @@ fn canary() -> anyhow::Result<()> {
     // A run writes a new chain: the previous one of this default place goes.
     let _ = std::fs::remove_dir_all(&receipts);
     let rig = target_dir().join("debug/canary_rig");
-    run(Command::new(rig)
+    let mut rig = Command::new(rig);
+    if let Some(gates) = &gates {
+        rig.args(["--gates", gates]);
+    }
+    run(rig
         .args(["--carrier", &carrier, "--receipts"])
         .arg(&receipts)
         .env("ORCHESTRATOR_BIN", target_dir().join("debug/orchestrator"))

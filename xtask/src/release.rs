@@ -195,9 +195,24 @@ pub fn release(crx_key: &Path) -> anyhow::Result<()> {
     let name = format!("orchestrator-{VERSION}-{}", host_target()?);
     let files = [("orchestrator", binary, 0o755), ("README.md", root().join("README.md"), 0o644)];
     daemon_tarball(&name, &files, &out.join(format!("{name}.tar.gz")))?;
+    let changelog = std::fs::read_to_string(root().join("CHANGELOG.md"))?;
+    std::fs::write(out.join("RELEASE-NOTES.md"), notes(&changelog, VERSION)?)?;
     sums(&out)?;
     println!("xtask: {}", out.display());
     Ok(())
+}
+
+/// The release notes of `version`: its section of a Keep a Changelog
+/// file, from its heading to the next version's; refused when it has none
+/// or says nothing (a release is never shipped without its notes).
+pub fn notes(changelog: &str, version: &str) -> anyhow::Result<String> {
+    let heading = format!("## [{version}]");
+    let start = changelog.find(&heading).with_context(|| format!("CHANGELOG.md has no {heading} section"))?;
+    let rest = &changelog[start..];
+    let end = rest[heading.len()..].find("\n## [").map_or(rest.len(), |i| i + heading.len() + 1);
+    let section = rest[..end].trim_end();
+    anyhow::ensure!(section.lines().skip(1).any(|l| l.starts_with("- ")), "CHANGELOG.md's {heading} lists nothing");
+    Ok(format!("# Orchestrator {version}\n\n{}\n", section.lines().skip(1).collect::<Vec<_>>().join("\n").trim()))
 }
 
 /// The target triple this machine builds for (`rustc -vV`'s `host:`).
@@ -336,6 +351,19 @@ mod tests {
         assert_eq!(varint(1), [1]);
         assert_eq!(varint(300), [0xac, 0x02]);
         assert_eq!(field(10_000, b"x")[..3], [0x82, 0xf1, 0x04]);
+    }
+
+    #[test]
+    fn the_notes_are_this_versions_section_of_the_changelog() {
+        let changelog = std::fs::read_to_string(root().join("CHANGELOG.md")).unwrap();
+        let notes = notes(&changelog, VERSION).unwrap();
+        assert!(notes.starts_with(&format!("# Orchestrator {VERSION}\n\n")), "{notes}");
+        assert!(notes.contains("### Added") && !notes.contains("## ["), "{notes}");
+        let made_up =
+            "# Changelog\n\n## [Unreleased]\n\n## [0.2.0] - 2027-01-01\n\n### Fixed\n\n- a\n\n## [0.1.0] - x\n\n- b\n";
+        assert_eq!(super::notes(made_up, "0.2.0").unwrap(), "# Orchestrator 0.2.0\n\n### Fixed\n\n- a\n");
+        assert!(super::notes(made_up, "0.3.0").is_err());
+        assert!(super::notes("## [0.4.0] - x\n\nnothing listed\n", "0.4.0").is_err());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! The shipped `orchestrator` links no rig.
 //!
 //! Usage: `canary_rig --receipts DIR [--carrier cdp|webext|firefox]
-//! [--gates G1D,G2,…] [--plant stale_app|rate_limit|lost_target|killed_mid_send]`.
+//! [--gates G1D,G2,…] [--plant stale_app|rate_limit|lost_target|killed_mid_send|stopped]`.
 
 use anyhow::Context;
 use e2e::canary::{Carrier, Options, Planted};
@@ -35,6 +35,7 @@ async fn main() -> anyhow::Result<()> {
                     "rate_limit" => Planted::RateLimitInG3,
                     "lost_target" => Planted::LostTargetInG3,
                     "killed_mid_send" => Planted::ExecutorKilledMidSend,
+                    "stopped" => Planted::StoppedMidG3,
                     other => anyhow::bail!("unknown planted fault {other:?}"),
                 })
             }
