@@ -145,9 +145,10 @@ impl Chromium {
             // drops that flag and execs the browser (the same process).
             None => {
                 let wrapper = dir.join("chromium-with-installed-extensions.sh");
+                // The browser's path single-quoted, as the shell reads it verbatim.
+                let quoted = format!("'{}'", chromium()?.display().to_string().replace('\'', "'\\''"));
                 let script = format!(
-                    "#!/bin/sh\nfor a; do shift; [ \"$a\" = --disable-extensions ] || set -- \"$@\" \"$a\"; done\nexec {:?} \"$@\"\n",
-                    chromium()?
+                    "#!/bin/sh\nfor a; do shift; [ \"$a\" = --disable-extensions ] || set -- \"$@\" \"$a\"; done\nexec {quoted} \"$@\"\n"
                 );
                 std::fs::write(&wrapper, script)?;
                 std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;

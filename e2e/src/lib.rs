@@ -42,22 +42,22 @@ pub fn firefox_dist() -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// The Firefox add-on as the release bundle ships it (`cargo xtask dist`
-/// writes it, and `cargo xtask release` with the rest of the bundle).
-pub fn release_xpi() -> anyhow::Result<PathBuf> {
-    let version = env!("CARGO_PKG_VERSION");
-    let xpi = workspace().join(format!("dist/release/{version}/orchestrator-executor-{version}.xpi"));
-    anyhow::ensure!(xpi.exists(), "{} is missing: run `cargo xtask dist`", xpi.display());
-    Ok(xpi)
+/// The Firefox add-on packed as the release bundle packs it (byte for
+/// byte the bundle's): `cargo xtask dist` writes it to `dist/packed/`.
+pub fn packed_xpi() -> anyhow::Result<PathBuf> {
+    packed(&format!("orchestrator-executor-{}.xpi", env!("CARGO_PKG_VERSION")))
 }
 
-/// The Chromium extension as the bundle packs it for an install off the
-/// store (`cargo xtask dist` signs it with a throwaway key).
-pub fn release_crx() -> anyhow::Result<PathBuf> {
-    let version = env!("CARGO_PKG_VERSION");
-    let crx = workspace().join(format!("dist/release/{version}/orchestrator-executor-{version}-chromium.crx"));
-    anyhow::ensure!(crx.exists(), "{} is missing: run `cargo xtask dist`", crx.display());
-    Ok(crx)
+/// The Chromium extension packed for an install off the store, as the
+/// bundle packs it but signed with a throwaway key (`cargo xtask dist`).
+pub fn packed_crx() -> anyhow::Result<PathBuf> {
+    packed(&format!("orchestrator-executor-{}-chromium.crx", env!("CARGO_PKG_VERSION")))
+}
+
+fn packed(name: &str) -> anyhow::Result<PathBuf> {
+    let path = workspace().join("dist/packed").join(name);
+    anyhow::ensure!(path.exists(), "{} is missing: run `cargo xtask dist`", path.display());
+    Ok(path)
 }
 
 /// The built Chromium extension, or a clear error saying how to build it.

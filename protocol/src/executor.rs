@@ -135,8 +135,9 @@ pub struct MachineFacts {
     /// workers go to executors with room (v2). None: no limit of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<u32>,
-    /// The executor's own build version, as the daemon's `orchestrator
-    /// --version` says its own (v4): status names it, and so does a refusal.
+    /// The executor's own build version, in the words the daemon's
+    /// `orchestrator --version` begins with (v4): status names it, and so
+    /// does a refusal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
 }

@@ -89,8 +89,8 @@ pub struct Deployment {
     /// Its machine's architecture (`std::env::consts::ARCH`).
     #[serde(default)]
     pub arch: String,
-    /// Its process id (`canary teardown` stops only the process that
-    /// proved, with the admin token, to be this state directory's daemon).
+    /// Its process id (`canary teardown` stops it once `ps` shows it is an
+    /// `orchestrator serve` of the state directory whose admin token read it).
     #[serde(default)]
     pub pid: u32,
 }

@@ -28,9 +28,64 @@ pub fn serve_args(mut serve_args: Vec<String>) -> anyhow::Result<Vec<String>> {
     Ok(serve_args)
 }
 
+/// Where the canary daemon listens: `given`, else the loopback port it
+/// had when last deployed on `state` (the tunnel and the pairings point
+/// there), else a port free now. One port, which every hint names.
+pub fn listen_address(
+    state: &std::path::Path,
+    given: Option<std::net::SocketAddr>,
+) -> anyhow::Result<std::net::SocketAddr> {
+    if let Some(addr) = given {
+        return Ok(addr);
+    }
+    let before = std::fs::read(state.join("canary.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|r| r["mcp_url"].as_str().map(str::to_owned))
+        .and_then(|url| url.strip_prefix("http://")?.strip_suffix("/mcp")?.parse::<std::net::SocketAddr>().ok())
+        .filter(|addr| addr.ip().is_loopback());
+    match before {
+        Some(addr) => Ok(addr),
+        None => Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?),
+    }
+}
+
+/// What to do next with a canary daemon at `addr` on `state`: pair the
+/// extension, or pair and start a CDP agent whose journal lives in the
+/// canary's state directory (never the everyday one's), then run.
+pub fn next_steps(state: &std::path::Path, addr: std::net::SocketAddr) -> String {
+    let s = state.display();
+    format!(
+        "next: pair a carrier for it:
+      the extension: orchestrator pair --state-dir {s} --listen {addr}
+      a CDP agent:   orchestrator pair --state-dir {s} --listen {addr} --executor-id canary-cdp --credential-file {s}/cdp-credential
+                     orchestrator carrier-agent --cdp --daemon ws://{addr}/executor --credential-file {s}/cdp-credential --state-dir {s} --channel chrome
+      rehearse (fakechat): orchestrator canary run --state-dir {s} --receipts <new dir>
+      live (chatgpt.com):  orchestrator canary run --state-dir {s} --receipts <new dir> --target live"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_port_given_or_kept_or_free_and_the_agent_journal_in_the_canarys_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let given: std::net::SocketAddr = "127.0.0.1:7801".parse().unwrap();
+        assert_eq!(listen_address(dir.path(), Some(given)).unwrap(), given);
+        let free = listen_address(dir.path(), None).unwrap();
+        assert!(free.ip().is_loopback() && free.port() != 0, "{free}");
+        std::fs::write(dir.path().join("canary.json"), r#"{"mcp_url": "http://127.0.0.1:7802/mcp"}"#).unwrap();
+        assert_eq!(listen_address(dir.path(), None).unwrap(), "127.0.0.1:7802".parse().unwrap(), "kept");
+        let steps = next_steps(dir.path(), given);
+        let s = dir.path().display();
+        assert!(steps.contains(&format!("--daemon ws://{given}/executor")) && !steps.contains("7777"), "{steps}");
+        assert!(
+            steps.contains(&format!("--state-dir {s} --channel chrome")),
+            "the agent's journal is the canary's: {steps}"
+        );
+    }
 
     #[test]
     fn deploy_makes_room_for_g5_and_refuses_less() {

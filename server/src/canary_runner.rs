@@ -224,7 +224,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
             },
             () = &mut operator => {
                 interrupted = true;
-                uncertain(format!("{}: Ctrl-C or SIGTERM mid-gate; this run's pools retired", crate::canary_stop::STOPPED_BY_OPERATOR))
+                uncertain(format!("{}: Ctrl-C or SIGTERM mid-gate", crate::canary_stop::STOPPED_BY_OPERATOR))
             }
         };
         let after = runner.cursor().await.ok();
@@ -268,9 +268,16 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
         }
     }
     if interrupted {
+        // A second Ctrl-C while retiring ends the process; `canary stop` retires the rest.
+        tokio::spawn(async {
+            crate::canary_stop::operator_stop().await;
+            eprintln!("canary: stopped again: exiting; `orchestrator canary stop` retires what is left");
+            std::process::exit(130);
+        });
         let runs = crate::canary_stop::remembered(&cfg.state_dir)?;
         let mine: Vec<_> = runs.into_iter().filter(|r| runner.started.contains(&r.run_id)).collect();
-        for line in crate::canary_stop::retire(&mut runner.root, &cfg.state_dir, &mine).await {
+        let (lines, _) = crate::canary_stop::retire(&mut runner.root, &cfg.state_dir, &mine).await;
+        for line in lines {
             eprintln!("canary: {line}");
         }
     }

@@ -35,9 +35,16 @@ pub struct CanaryRun {
     pub capability: String,
 }
 
-/// The run lock, held while a `canary run` lives (released with the file).
+/// The run lock, held while a `canary run` lives (released with the file,
+/// its pid cleared first so no later reader takes it for a live runner).
 #[derive(Debug)]
-pub struct RunLock(#[allow(dead_code)] File);
+pub struct RunLock(File);
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        let _ = self.0.set_len(0);
+    }
+}
 
 impl RunLock {
     /// Takes the state directory's run lock and writes this process's id
@@ -58,13 +65,25 @@ impl RunLock {
     }
 }
 
-/// The process holding the run lock, if a `canary run` holds it.
+/// The process holding the run lock, if a `canary run` holds it: the pid
+/// it wrote, taken only if the lock is really held (not merely
+/// unsupported) and that process is an `orchestrator canary run`.
 fn runner_pid(state_dir: &Path) -> Option<u32> {
     let file = OpenOptions::new().write(true).open(state_dir.join(RUN_LOCK)).ok()?;
-    if file.try_lock().is_ok() {
-        return None;
+    match file.try_lock() {
+        Err(std::fs::TryLockError::WouldBlock) => {}
+        _ => return None,
     }
-    std::fs::read_to_string(state_dir.join(RUN_LOCK)).ok()?.trim().parse().ok()
+    let pid: u32 = std::fs::read_to_string(state_dir.join(RUN_LOCK)).ok()?.trim().parse().ok()?;
+    let args = process_args(pid)?;
+    (args.contains(" canary run ") && pid > 1 && pid != std::process::id()).then_some(pid)
+}
+
+/// A process's command line as `ps` shows it (space-separated, padded), if it lives.
+fn process_args(pid: u32) -> Option<String> {
+    let out = std::process::Command::new("ps").args(["-o", "args=", "-p", &pid.to_string()]).output().ok()?;
+    let args = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !args.is_empty()).then(|| format!(" {args} "))
 }
 
 /// The runs kept in `state_dir` (none when the file is absent).
@@ -103,21 +122,29 @@ pub fn remember(state_dir: &Path, run: CanaryRun) -> anyhow::Result<()> {
 
 /// Retires `runs`: each one's pool stopped (`runtime_stop`), then the run
 /// cancelled (`run_cancel`); each one retired is forgotten. A run the
-/// daemon no longer knows, or already ended, counts as retired. What was
-/// done, a line per run.
-pub async fn retire(client: &mut mcp_client::Client, state_dir: &Path, runs: &[CanaryRun]) -> Vec<String> {
+/// daemon no longer knows, or already ended, counts as retired; every call
+/// is bounded (30 s). What was done, a line per run, and whether every run
+/// was retired.
+pub async fn retire(client: &mut mcp_client::Client, state_dir: &Path, runs: &[CanaryRun]) -> (Vec<String>, bool) {
+    const CALL: Duration = Duration::from_secs(30);
     let mut said = Vec::new();
+    let mut all = true;
     for run in runs {
         let cap = json!({"capability": run.capability});
-        let stopped = client.call("runtime_stop", cap.clone()).await;
+        let stopped = tokio::time::timeout(CALL, client.call("runtime_stop", cap.clone())).await;
         let reason = json!({"capability": run.capability, "reason": "the canary was stopped"});
-        let cancelled = client.call("run_cancel", reason).await;
-        let done = |r: &Result<Result<serde_json::Value, mcp_client::ToolError>, mcp_client::Error>| match r {
-            Ok(Ok(_)) => Ok(()),
+        let cancelled = tokio::time::timeout(CALL, client.call("run_cancel", reason)).await;
+        type Called = Result<
+            Result<Result<serde_json::Value, mcp_client::ToolError>, mcp_client::Error>,
+            tokio::time::error::Elapsed,
+        >;
+        let done = |r: &Called| match r {
+            Ok(Ok(Ok(_))) => Ok(()),
             // Already over, or a run this daemon never had (another deployment's).
-            Ok(Err(e)) if ["RUN_NOT_ACTIVE", "NOT_FOUND", "UNAUTHORIZED"].contains(&e.code.as_str()) => Ok(()),
-            Ok(Err(e)) => Err(e.code.clone()),
-            Err(e) => Err(e.to_string()),
+            Ok(Ok(Err(e))) if ["RUN_NOT_ACTIVE", "NOT_FOUND", "UNAUTHORIZED"].contains(&e.code.as_str()) => Ok(()),
+            Ok(Ok(Err(e))) => Err(e.code.clone()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {CALL:?}")),
         };
         match (done(&stopped), done(&cancelled)) {
             (Ok(()), Ok(())) => {
@@ -127,10 +154,13 @@ pub async fn retire(client: &mut mcp_client::Client, state_dir: &Path, runs: &[C
                 }
                 said.push(format!("{}: pool stopped, run cancelled", run.run_id));
             }
-            (a, b) => said.push(format!("{}: not retired ({:?}, {:?}); run `canary stop` again", run.run_id, a, b)),
+            (a, b) => {
+                all = false;
+                said.push(format!("{}: not retired ({:?}, {:?}); run `canary stop` again", run.run_id, a, b));
+            }
         }
     }
-    said
+    (said, all)
 }
 
 /// Resolves when the operator asks the run to stop: Ctrl-C (SIGINT) or SIGTERM.
@@ -163,6 +193,8 @@ pub async fn stop(state_dir: &Path, mcp_url: Option<&str>, wait: Duration) -> an
         }
         said.push(format!("the canary run (pid {pid}) stopped"));
     }
+    // Held while retiring: no new run starts (and remembers a run) meanwhile.
+    let _held = RunLock::take(state_dir)?;
     let runs = remembered(state_dir)?;
     match (mcp_url, runs.is_empty()) {
         (_, true) => said.push("no canary run left to retire".into()),
@@ -174,7 +206,9 @@ pub async fn stop(state_dir: &Path, mcp_url: Option<&str>, wait: Duration) -> an
         (Some(url), false) => {
             let secret = crate::exposure::load_secret(state_dir)?;
             let mut client = mcp_client::Client::connect_bearing(url, secret.as_deref()).await?;
-            said.extend(retire(&mut client, state_dir, &runs).await);
+            let (lines, all) = retire(&mut client, state_dir, &runs).await;
+            said.extend(lines);
+            anyhow::ensure!(all, "{}", said.join("\n"));
         }
     }
     Ok(said)
@@ -184,9 +218,11 @@ pub async fn stop(state_dir: &Path, mcp_url: Option<&str>, wait: Duration) -> an
 /// carrier's credential revoked (a CDP agent or an extension still paired
 /// can no longer connect), the MCP secret rotated (the URL pasted into
 /// ChatGPT stops working even if the daemon starts again), and the daemon
-/// stopped: SIGTERM to the process that proved with the admin token to be
-/// this state directory's daemon, then its lock awaited. What it did, and
-/// last what only the person can undo.
+/// stopped: SIGTERM to the pid the daemon answering the admin read (with
+/// this state directory's admin token) names, once `ps` shows it is an
+/// `orchestrator serve` of this state directory; then its lock awaited.
+/// Nothing is revoked or stopped while a run is left unretired. What it
+/// did, and last what only the person can undo.
 pub async fn teardown(state_dir: &Path, wait: Duration) -> anyhow::Result<Vec<String>> {
     let mcp_url = crate::state_dir::running_endpoint(state_dir);
     let mut said = stop(state_dir, mcp_url.as_deref(), wait).await?;
@@ -199,7 +235,14 @@ pub async fn teardown(state_dir: &Path, wait: Duration) -> anyhow::Result<Vec<St
     if let Some(url) = &mcp_url {
         let authority = crate::admin::authority_of(url);
         let status = crate::admin::fetch(&authority, state_dir).await?;
-        let pid = status.deployment.as_ref().map(|d| d.pid).filter(|p| *p != 0).context("the daemon names no pid")?;
+        let pid = status.deployment.as_ref().map(|d| d.pid).filter(|p| *p > 1).context("the daemon names no pid")?;
+        let state = std::path::absolute(state_dir)?;
+        let args = process_args(pid).unwrap_or_default();
+        anyhow::ensure!(
+            args.contains(" serve ") && args.contains(&format!(" {} ", state.display())),
+            "pid {pid} is not this state directory's `orchestrator serve` ({}): stop it yourself",
+            args.trim()
+        );
         let sent = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status()?;
         anyhow::ensure!(sent.success(), "kill -TERM {pid}");
         let deadline = std::time::Instant::now() + wait;
@@ -244,13 +287,16 @@ mod tests {
     }
 
     #[test]
-    fn one_runner_holds_the_lock_and_names_itself() {
+    fn one_runner_holds_the_lock_names_itself_and_clears_its_name() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(runner_pid(dir.path()), None);
         let held = RunLock::take(dir.path()).unwrap();
-        assert_eq!(runner_pid(dir.path()), Some(std::process::id()));
+        let written = std::fs::read_to_string(dir.path().join(RUN_LOCK)).unwrap();
+        assert_eq!(written, std::process::id().to_string());
         assert!(RunLock::take(dir.path()).unwrap_err().to_string().contains("canary stop"));
-        drop(held);
+        // Held, but by a process that is no `orchestrator canary run`: never signalled.
         assert_eq!(runner_pid(dir.path()), None);
+        drop(held);
+        assert_eq!(std::fs::read_to_string(dir.path().join(RUN_LOCK)).unwrap(), "", "no stale pid left");
     }
 }

@@ -317,9 +317,10 @@ enum CanaryAction {
         /// The canary's own state directory (not the default one).
         #[arg(long)]
         state_dir: PathBuf,
-        /// Where the canary daemon listens.
-        #[arg(long, default_value = "127.0.0.1:7790")]
-        listen: SocketAddr,
+        /// Where the canary daemon listens (default: where it listened when
+        /// last deployed on this state directory, else a free loopback port).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
         /// The canary app's name in ChatGPT (a separate app from your everyday one).
         #[arg(long)]
         app_label: String,
@@ -925,6 +926,7 @@ async fn canary(action: CanaryAction) -> anyhow::Result<()> {
             }
             let serve_args = server::canary_deploy::serve_args(serve_args)?;
             std::fs::create_dir_all(&state)?;
+            let listen = server::canary_deploy::listen_address(&state, listen)?;
             let log = {
                 use std::os::unix::fs::OpenOptionsExt;
                 std::fs::OpenOptions::new()
@@ -981,17 +983,13 @@ async fn canary(action: CanaryAction) -> anyhow::Result<()> {
                 "canary daemon {} (pid {}) at http://{addr}/mcp
 build: commit {} tree {}
 state: {}
-next: pair a carrier for it: orchestrator pair --state-dir {} --listen {addr}
-      rehearse (fakechat): orchestrator canary run --state-dir {} --receipts <new dir>
-      live (chatgpt.com):  orchestrator canary run --state-dir {} --receipts <new dir> --target live",
+{}",
                 d.map_or("?", |d| d.identity.instance_id.as_str()),
                 child.id(),
                 d.map_or("?", |d| d.identity.commit.as_str()),
                 d.map_or("?", |d| d.identity.tree.as_str()),
                 state.display(),
-                state.display(),
-                state.display(),
-                state.display(),
+                server::canary_deploy::next_steps(&state, loopback_of(listen)),
             );
         }
         CanaryAction::Run {

@@ -329,7 +329,7 @@ async fn the_extension_installed_from_the_bundles_crx_survives_browser_restarts(
 async fn installed_crx_body() {
     let dir = tempfile::tempdir().unwrap();
     let (daemon, fake) = e2e::daemon_and_site(orchestrator(), dir.path(), &[]).await.unwrap();
-    let crx = e2e::release_crx().unwrap();
+    let crx = e2e::packed_crx().unwrap();
     let profile = dir.path().join("chromium");
     let port = fake.addr.port();
     let mut chromium = e2e::Chromium::launch_crx(&crx, env!("CARGO_PKG_VERSION"), port, &profile).await.unwrap();

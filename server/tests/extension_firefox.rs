@@ -298,7 +298,7 @@ async fn firefox_keeps_the_event_page_loaded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firefox_restarted_with_and_without_its_tabs_keeps_the_add_on_and_doubles_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let xpi = e2e::release_xpi().unwrap();
+    let xpi = e2e::packed_xpi().unwrap();
     let install = e2e::firefox::Install::Permanent(&xpi);
     let (daemon, fake, mut firefox) = paired_firefox_installing(dir.path(), &[], &[], install).await;
     let mut restarts = e2e::restart::FirefoxRestarts(&mut firefox);

@@ -178,10 +178,10 @@ pub fn dist() -> anyhow::Result<()> {
     let size = std::fs::metadata(&optimized)?.len();
     let js = std::fs::metadata(&fallback)?.len();
     eprintln!("xtask: dist/firefox and dist/chromium (wasm {} KiB, wasm2js {} KiB)", size / 1024, js / 1024);
-    // What a person installs: the archives of both, in this version's bundle.
+    // What a person installs, packed as a bundle packs it (`dist/packed`).
     // The CRX is signed with a throwaway key here; a release signs with the project's.
     let key = crate::release::throwaway_key()?;
-    crate::release::extensions(&root().join("dist"), &crate::release::bundle_dir(), Some(&key))?;
+    crate::release::extensions(&root().join("dist"), &crate::release::packed_dir(), Some(&key))?;
     Ok(())
 }
 

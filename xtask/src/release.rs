@@ -1,10 +1,12 @@
 //! `cargo xtask release`: the versioned bundle under
 //! `dist/release/<version>/` (issue 46): the daemon for the host it runs
-//! on, the extension for Firefox (`.xpi`, its stable add-on id) and for a
-//! Chromium store (`.zip`), and `SHA256SUMS` over them. The extension
-//! archives are written by every `cargo xtask dist` too, so the browser
-//! tests install what a person would, never a stale copy. Every archive is
-//! reproducible: two runs of one commit give the same bytes.
+//! on, the extension for Firefox (`.xpi`, its stable add-on id), for a
+//! Chromium store (`.zip`) and for an install off the store (`.crx`), the
+//! release notes, and `SHA256SUMS` over them. Every `cargo xtask dist`
+//! packs the extension the same way into `dist/packed/` (its CRX signed
+//! with a throwaway key), so the browser tests install what a person would,
+//! never a stale copy. The extension archives are reproducible (one commit
+//! packs the same bytes); the daemon's binary is not claimed to be.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,6 +23,11 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Where the bundle of this version goes.
 pub fn bundle_dir() -> PathBuf {
     root().join("dist/release").join(VERSION)
+}
+
+/// Where every `dist` packs the extension as a bundle would.
+pub fn packed_dir() -> PathBuf {
+    root().join("dist/packed")
 }
 
 /// The Firefox add-on's file name in the bundle.
@@ -55,6 +62,14 @@ pub fn extensions(dist: &Path, out: &Path, crx_key: Option<&Path>) -> anyhow::Re
     crate::archive::zip(entries(&dist.join("chromium"), unkeyed)?, &out.join(chromium_zip_name()))?;
     if let Some(key) = crx_key {
         let public = openssl(&["pkey", "-pubout", "-outform", "DER", "-in"], key, None)?;
+        // A CRX3's proof here is `sha256_with_rsa`: another kind of key
+        // would make a package Chromium refuses at install.
+        const RSA_ENCRYPTION: &[u8] = &[0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
+        anyhow::ensure!(
+            public.windows(RSA_ENCRYPTION.len()).any(|w| w == RSA_ENCRYPTION),
+            "{} is not an RSA key: a CRX3 is signed sha256_with_rsa",
+            key.display()
+        );
         let keyed = |manifest: &mut Value| {
             manifest["key"] = Value::String(base64(&public));
             Ok(())
@@ -182,13 +197,22 @@ fn entries(dir: &Path, edit: impl Fn(&mut Value) -> anyhow::Result<()>) -> anyho
     Ok(out)
 }
 
-/// `cargo xtask release --chromium-key PATH`: the extension (`dist`, its
-/// CRX signed with the project's key at PATH, kept out of the repository), the daemon built in the
-/// release profile and packed with its README and licence as
-/// `orchestrator-<version>-<target>.tar.gz`, and `SHA256SUMS`.
+/// `cargo xtask release --chromium-key PATH`, from a clean checkout: the
+/// extension (`dist`, its CRX signed with the project's key at PATH, kept
+/// out of the repository), the daemon built in the release profile and
+/// packed with the README as `orchestrator-<version>-<target>.tar.gz`, the
+/// notes, and `SHA256SUMS`.
 pub fn release(crx_key: &Path) -> anyhow::Result<()> {
+    // A release names its source: never a tree with uncommitted changes.
+    let dirty =
+        Command::new("git").args(["status", "--porcelain", "--untracked-files=no"]).current_dir(root()).output()?;
+    anyhow::ensure!(dirty.status.success(), "git status failed: a release is made from a git checkout");
+    anyhow::ensure!(dirty.stdout.is_empty(), "the tree has uncommitted changes: commit them, then release");
     crate::dist::dist()?;
-    let out = bundle_dir();
+    // Written whole in a fresh folder, then put in place: no file of an
+    // earlier bundle is ever listed in this one's sums.
+    let out = root().join("dist/release").join(format!(".{VERSION}.partial"));
+    let _ = std::fs::remove_dir_all(&out);
     extensions(&root().join("dist"), &out, Some(crx_key))?;
     run(Command::new("cargo").args(["build", "--release", "-p", "server", "--bin", "orchestrator"]))?;
     let binary = target_dir().join("release/orchestrator");
@@ -198,7 +222,9 @@ pub fn release(crx_key: &Path) -> anyhow::Result<()> {
     let changelog = std::fs::read_to_string(root().join("CHANGELOG.md"))?;
     std::fs::write(out.join("RELEASE-NOTES.md"), notes(&changelog, VERSION)?)?;
     sums(&out)?;
-    println!("xtask: {}", out.display());
+    let _ = std::fs::remove_dir_all(bundle_dir());
+    std::fs::rename(&out, bundle_dir())?;
+    println!("xtask: {}", bundle_dir().display());
     Ok(())
 }
 

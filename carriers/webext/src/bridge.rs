@@ -214,12 +214,14 @@ impl Bridge {
         kept.push_back(Refusal { executor_id: executor_id.into(), at_ms: self.plane.now_ms(), reason: reason.text() });
     }
 
-    /// The version refusals since this daemon started, oldest first; one
-    /// that later connected is left out.
+    /// The version refusals since this daemon started, oldest first: of
+    /// executors still paired that have not connected since (a connection
+    /// forgets its executor's refusal).
     pub async fn refusals(&self) -> Vec<Refusal> {
-        let live = self.connected().await;
+        let paired: Vec<String> =
+            self.credentials.list().unwrap_or_default().into_iter().map(|i| i.executor_id).collect();
         let kept = self.refusals.lock().expect("refusals lock");
-        kept.iter().filter(|r| !live.contains(&r.executor_id)).cloned().collect()
+        kept.iter().filter(|r| paired.contains(&r.executor_id)).cloned().collect()
     }
 
     /// Executor ids with a live session.
@@ -269,6 +271,7 @@ impl Bridge {
                 };
                 self.record(command).await;
             }
+            self.refusals.lock().expect("refusals lock").retain(|r| r.executor_id != executor_id);
             let live = Live { serial, instance: instance_id.to_owned(), version, outbox, heard: heard.clone() };
             if let Some(old) = sessions.insert(executor_id.to_owned(), live) {
                 let _ = old.outbox.send(Outgoing::Close(CloseReason::Superseded));

@@ -4,7 +4,7 @@
 
 use protocol::ErrorCode;
 
-/// This daemon's build version, as `orchestrator --version` and `welcome` say it.
+/// This daemon's build version: what `orchestrator --version` begins with, and `welcome` says.
 pub const RELEASE: &str = env!("CARGO_PKG_VERSION");
 
 /// Why the daemon closed an executor session.

@@ -251,6 +251,13 @@ async fn an_executor_of_another_protocol_version_is_refused_naming_both_builds()
     assert_eq!(welcome["release"], release, "{welcome}");
     let refused: Vec<String> = rig.bridge.refusals().await.into_iter().map(|r| r.executor_id).collect();
     assert_eq!(refused, ["behind"]);
+    // Gone again (its browser closed), it is not listed as refused again;
+    // an executor unpaired since is not listed either.
+    drop(peer);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(rig.bridge.connected().await, Vec::<String>::new());
+    rig.credentials.revoke("behind").unwrap();
+    assert!(rig.bridge.refusals().await.is_empty());
 }
 
 #[tokio::test(start_paused = true)]
