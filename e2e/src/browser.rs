@@ -225,6 +225,15 @@ impl Chromium {
     /// Pairs the extension through its options page, as a person would, and
     /// waits until it reports `connected`.
     pub async fn pair(&self, endpoint: &str, token: &str) -> anyhow::Result<()> {
+        let options = self.submit_pairing(endpoint, token).await?;
+        until(&options, "document.querySelector('#connection').textContent === 'connected'").await?;
+        options.close().await?;
+        Ok(())
+    }
+
+    /// Types `endpoint` and `token` into the options page and submits
+    /// them, as a person pairs; the page, whatever comes of it.
+    pub async fn submit_pairing(&self, endpoint: &str, token: &str) -> anyhow::Result<Page> {
         let options = self.open(&self.extension_url("options.html")).await?;
         // The module loads asynchronously; it marks the body once the form is wired.
         until(&options, "document.body.hasAttribute('data-ready')").await?;
@@ -235,9 +244,7 @@ impl Chromium {
             serde_json::to_string(token)?
         );
         options.evaluate(fill).await?;
-        until(&options, "document.querySelector('#connection').textContent === 'connected'").await?;
-        options.close().await?;
-        Ok(())
+        Ok(options)
     }
 
     /// The connection status the options page shows.

@@ -342,6 +342,75 @@ async fn installed_crx_body() {
     eprintln!("measured: Chromium with the CRX installed, restarted, {restarted:?}");
 }
 
+/// Issue 46: a daemon of another protocol version refuses the extension
+/// (close 4002, its reason naming both builds and which to update; an
+/// impostor on loopback stands in for an older daemon): the popup a person
+/// opens says so in its words and the daemon's, is not live, and the
+/// extension does not hammer the daemon (only its keepalive alarm tries
+/// again, every 30 s in Chrome). Its hello named its own build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_of_another_protocol_version_is_named_in_the_popup() {
+    e2e(version_refusal_body).await;
+}
+
+async fn version_refusal_body() {
+    use futures_util::{SinkExt, StreamExt};
+    use std::sync::{Arc, Mutex};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+    let (_dir, _fake, chromium) = browser_without_daemon().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("ws://{}/executor", listener.local_addr().unwrap());
+    let hellos: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let heard = hellos.clone();
+    let older_daemon = tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await else { continue };
+            let Some(Ok(Message::Text(text))) = ws.next().await else { continue };
+            let hello: Value = serde_json::from_str(&text).unwrap();
+            let reason = format!(
+                "PROTOCOL_VERSION_MISMATCH: update the daemon: executor {} speaks v{}, daemon 0.0.9 v1-v3",
+                hello["host"]["release"].as_str().unwrap_or("(unsaid)"),
+                hello["protocolVersion"]
+            );
+            heard.lock().unwrap().push(hello);
+            let close = CloseFrame { code: 4002.into(), reason: reason.into() };
+            let _ = ws.send(Message::Close(Some(close))).await;
+        }
+    });
+    let token = format!("exc1.ext-9.{}", "0".repeat(64));
+    chromium.submit_pairing(&endpoint, &token).await.unwrap().close().await.unwrap();
+    let mut said = String::new();
+    for _ in 0..100 {
+        said = chromium.popup_connection().await.unwrap();
+        if said.contains("PROTOCOL_VERSION_MISMATCH") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let release = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        said,
+        format!(
+            "Not connected: the daemon and this extension speak no common protocol version \
+             (PROTOCOL_VERSION_MISMATCH: update the \
+             daemon: executor {release} speaks v{}, daemon 0.0.9 v1-v3)",
+            protocol::executor::PROTOCOL_VERSION
+        )
+    );
+    let popup = chromium.open(&chromium.extension_url("popup.html")).await.unwrap();
+    e2e::browser::until(&popup, "!!document.querySelector('#connection')").await.unwrap();
+    let live: bool =
+        e2e::browser::eval(&popup, "document.querySelector('#connection').classList.contains('live')").await.unwrap();
+    assert!(!live, "a refused extension is not shown live");
+    let before = hellos.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(hellos.lock().unwrap().len(), before, "no quick retry after 4002");
+    assert_eq!(hellos.lock().unwrap()[0]["host"]["release"], release, "the hello named its build");
+    older_daemon.abort();
+}
+
 /// A hostile day (issue 44, `e2e::scenario::hostile_day`): four workers
 /// kept busy while a seeded sequence of service-worker stops, discarded,
 /// frozen, moved, hidden and closed tabs, browser sleeps and crashes and
