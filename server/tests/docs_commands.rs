@@ -211,7 +211,7 @@ fn expose_for_a_loopback_tunnel_agrees_with_the_setup_page() {
 #[test]
 fn the_everyday_browser_section_quotes_the_daemons_defaults() {
     let setup = std::fs::read_to_string(workspace().join("docs/setup.md")).unwrap();
-    let section = setup.split("## 6. Your browser, day to day").nth(1).expect("the section exists");
+    let section = setup.split("## 7. Your browser, day to day").nth(1).expect("the section exists");
     let section = section.split("\n## ").next().unwrap();
     let help = orchestrator().args(["serve", "--help"]).output().unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
