@@ -5,7 +5,8 @@
 //!
 //! The fault hook (loopback; POST JSON, 200 once done) takes:
 //! - `person_chat`: a person opens a chat of their own and sends a message;
-//! - `navigate {conversation_id}`: a person opens another page in that tab;
+//! - `navigate {conversation_id, to?}`: a person opens another page in that
+//!   tab (`to`, a chatgpt.com URL, else the home page);
 //! - `lose_target {conversation_id}`: that tab is closed;
 //! - `restart_browser`: the browser is killed and started on its profile.
 //!
@@ -119,8 +120,13 @@ impl Person {
     async fn act(&mut self, fault: &Value) -> anyhow::Result<String> {
         let conversation = fault["conversation_id"].as_str().unwrap_or_default().to_owned();
         let kind = fault["fault"].as_str().unwrap_or_default().to_owned();
+        // Where a navigation goes: the page the runner names (a chat of the
+        // person's), else chatgpt.com's home. Only chatgpt.com.
+        let to =
+            fault["to"].as_str().filter(|u| u.starts_with("https://chatgpt.com/")).unwrap_or("https://chatgpt.com/");
+        let to = to.to_owned();
         match &mut self.hands {
-            Hands::Cdp(world) => cdp_act(world, &kind, &conversation).await,
+            Hands::Cdp(world) => cdp_act(world, &kind, &conversation, &to).await,
             Hands::Webext { world, extension } => {
                 webext_act(
                     &mut world.chromium,
@@ -129,6 +135,7 @@ impl Person {
                     &world.dir.path().join("chromium"),
                     &kind,
                     &conversation,
+                    &to,
                 )
                 .await
             }
@@ -137,7 +144,7 @@ impl Person {
     }
 }
 
-async fn cdp_act(world: &mut crate::cdp::CdpWorld, kind: &str, conversation: &str) -> anyhow::Result<String> {
+async fn cdp_act(world: &mut crate::cdp::CdpWorld, kind: &str, conversation: &str, to: &str) -> anyhow::Result<String> {
     use carrier_cdp::cdp::Cdp;
     use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
     use chromiumoxide::cdp::browser_protocol::target::{
@@ -166,7 +173,7 @@ async fn cdp_act(world: &mut crate::cdp::CdpWorld, kind: &str, conversation: &st
         }
         "navigate" => {
             let session = observer.call(None, attach(shown().await?)?).await?.session_id;
-            observer.call(Some(&session), NavigateParams::new("https://chatgpt.com/")).await?;
+            observer.call(Some(&session), NavigateParams::new(to)).await?;
         }
         "lose_target" => {
             observer.call(None, CloseTargetParams::new(shown().await?)).await?;
@@ -183,6 +190,7 @@ async fn webext_act(
     dir: &Path,
     kind: &str,
     conversation: &str,
+    to: &str,
 ) -> anyhow::Result<String> {
     if kind == "restart_browser" {
         let _ = chromium.browser.close().await;
@@ -203,7 +211,7 @@ async fn webext_act(
     let page = shown.with_context(|| format!("no tab shows {conversation}"))?;
     match kind {
         "navigate" => {
-            page.goto("https://chatgpt.com/").await?;
+            page.goto(to).await?;
         }
         "lose_target" => page.close().await?,
         other => anyhow::bail!("unknown fault {other:?}"),

@@ -671,40 +671,35 @@ impl Runner {
                 "open a chat of your own in this browser, send one message in it, then paste its address here",
             )
             .await?;
-        // The navigation is the witness's own fault (to another chat, or a
-        // page that is none): what it causes from here on stops nothing.
+        // The navigation is the witness's own fault (to the person's own
+        // chat): what it causes from here on stops nothing, but its drift
+        // must be said: a carrier that sees its managed tab show another
+        // conversation reports `CONVERSATION_IDENTITY_DRIFT` (the seed's G0).
         self.tolerated.insert("CONVERSATION_IDENTITY_DRIFT");
         self.tolerated.insert("NOT_CONVERSATION_PAGE");
+        let theirs = mine.trim().rsplit('/').next().unwrap_or_default().to_owned();
+        let to = format!("https://chatgpt.com/c/{theirs}");
         self.fault(
             seen,
-            json!({"fault": "navigate", "conversation_id": moved}),
-            &format!("in the tab showing conversation {moved}, open another page of chatgpt.com"),
+            json!({"fault": "navigate", "conversation_id": moved, "to": to}),
+            &format!("in the tab showing conversation {moved}, open your own chat {to}"),
         )
         .await?;
-        // Whether the daemon sees the navigation (the moved tab reports, or
-        // its slot leaves `parked`) within the recheck bound: noted, not
-        // required (today's carriers keep a managed tab's report to its own
-        // conversation; a tab moved elsewhere says nothing until it is back).
         let deadline = Instant::now() + Duration::from_secs(10).min(self.cfg.gate_timeout);
         loop {
-            let now = self.status().await?;
-            let slot_moved = Runner::slots(&now).iter().any(|s| s["slot"] == moved_slot && s["health"] != "parked");
-            let reported = self.events_after(before).await?.iter().any(|e| {
-                e["data"]["worker_id"] == moved_worker.as_str()
-                    && matches!(
-                        e["type"].as_str(),
-                        Some("conversation.error" | "conversation.closed" | "conversation.state_changed")
-                    )
+            let drifted = self.events_after(before).await?.iter().any(|e| {
+                e["type"] == "conversation.error"
+                    && e["data"]["worker_id"] == moved_worker.as_str()
+                    && e["data"]["code"] == "CONVERSATION_IDENTITY_DRIFT"
             });
-            if slot_moved || reported {
-                seen.note(format!("the daemon saw slot {moved_slot}'s tab move"));
+            if drifted {
+                seen.note(format!("slot {moved_slot}'s carrier reported its tab's drift"));
                 break;
             }
             if Instant::now() >= deadline {
-                seen.note(format!(
-                    "the daemon did not see slot {moved_slot}'s tab move within 10 s (its slot stays parked)"
-                ));
-                break;
+                return Err(fail(format!(
+                    "DRIFT_UNSEEN: slot {moved_slot}'s tab showed another conversation and no carrier said so within 10 s"
+                )));
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
@@ -713,8 +708,10 @@ impl Runner {
         // The person's own chat is never adopted, whatever the hook names it.
         let mine = mine.rsplit('/').next().unwrap_or_default().to_owned();
         if mine.len() >= 8 {
-            let adopted = events.iter().any(|e| e.to_string().contains(&mine))
-                || Runner::conversations_of(&after).values().any(|c| *c == mine);
+            // The drift report names it; nothing else may.
+            let adopted =
+                events.iter().filter(|e| e["type"] != "conversation.error").any(|e| e.to_string().contains(&mine))
+                    || Runner::conversations_of(&after).values().any(|c| *c == mine);
             if adopted {
                 return Err(fail("ISOLATION: the person's own chat was touched"));
             }
