@@ -65,6 +65,24 @@ pub fn next_steps(state: &std::path::Path, addr: std::net::SocketAddr) -> String
     )
 }
 
+/// What G1D refuses of a build a live run would prove: one with
+/// uncommitted changes (its tree stamped `+dirty`: no commit names what
+/// runs), and an executor of another build than the daemon's (its
+/// `host.release`, protocol v4; one that says none is refused too). A
+/// rehearsal notes the same and goes on. The reason, if refused.
+pub fn build_refusal(tree: &str, daemon_release: &str, executor_releases: &[Option<String>]) -> Option<String> {
+    if tree.ends_with("+dirty") {
+        return Some(format!(
+            "DIRTY_BUILD: the daemon was built from uncommitted changes (tree {tree}): commit, rebuild and deploy again"
+        ));
+    }
+    let other = executor_releases.iter().find(|r| r.as_deref() != Some(daemon_release))?;
+    Some(format!(
+        "EXECUTOR_BUILD_MISMATCH: an executor of build {} beside daemon {daemon_release}: install the extension or agent of the daemon's bundle",
+        other.as_deref().unwrap_or("(unsaid)")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,6 +103,16 @@ mod tests {
             steps.contains(&format!("--state-dir {s} --channel chrome")),
             "the agent's journal is the canary's: {steps}"
         );
+    }
+
+    #[test]
+    fn a_live_build_is_clean_and_its_executors_are_of_the_daemons_build() {
+        let same = [Some("0.1.0".to_owned()), Some("0.1.0".to_owned())];
+        assert_eq!(build_refusal("abc", "0.1.0", &same), None);
+        assert!(build_refusal("abc+dirty", "0.1.0", &same).unwrap().starts_with("DIRTY_BUILD: "));
+        let other = [Some("0.1.0".to_owned()), Some("0.0.9".to_owned())];
+        assert!(build_refusal("abc", "0.1.0", &other).unwrap().contains("build 0.0.9 beside daemon 0.1.0"));
+        assert!(build_refusal("abc", "0.1.0", &[None]).unwrap().contains("(unsaid)"));
     }
 
     #[test]

@@ -616,6 +616,13 @@ impl Runner {
             let os = canary::receipt::or_unsaid(&e.os);
             seen.note(format!("executor {} ({}) on {} ({os})", e.id, e.carrier, e.browser));
         }
+        let releases: Vec<Option<String>> = admin.executors.iter().map(|e| e.release.clone()).collect();
+        if let Some(refusal) = crate::canary_deploy::build_refusal(&d.identity.tree, &admin.version, &releases) {
+            if self.cfg.target == Target::Live {
+                return Err(fail(refusal));
+            }
+            seen.note(format!("a live run would stop here: {refusal}"));
+        }
         if self.cfg.target == Target::Live && self.deployment.executors.iter().any(|e| e.carrier == "fake") {
             return Err(fail("CARRIER_MISMATCH: a fake executor cannot speak for chatgpt.com"));
         }
