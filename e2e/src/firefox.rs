@@ -109,11 +109,6 @@ impl Firefox {
             // MV3 host permissions are opt-in on Firefox; a person grants them at
             // install (or from the add-on's permissions tab). The profile grants them.
             ("extensions.originControls.grantByDefault".into(), json!(true)),
-            // fakechat speaks HTTP/1.1 and each of its chat pages holds a
-            // long-poll: past six chat tabs, Firefox's six connections per
-            // host left a page's own send waiting behind the polls for
-            // minutes (chatgpt.com speaks HTTP/2, one connection for all).
-            ("network.http.max-persistent-connections-per-server".into(), json!(32)),
         ];
         if permanent {
             // An unsigned add-on installed for good: what ESR, Developer

@@ -42,6 +42,8 @@ async fn typing_and_sending_through_the_page_submits_exactly_one_turn() {
     let mut browser = launch(fake.addr.port(), dir.path()).await;
     let page = browser.new_page("https://chatgpt.com/").await.unwrap();
     until(&page, "!!document.querySelector('#prompt-textarea') && document.readyState === 'complete'").await;
+    // Over HTTP/2, as chatgpt.com: one connection for every tab.
+    assert!(eval_bool(&page, "performance.getEntriesByType('navigation')[0].nextHopProtocol === 'h2'").await);
 
     let text = "hello from a real browser";
     page.find_element("#prompt-textarea").await.unwrap().click().await.unwrap();
