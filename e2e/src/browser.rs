@@ -437,14 +437,14 @@ pub async fn until(page: &Page, js: &str) -> anyhow::Result<()> {
 
 /// The id of a CRX3 package: the `crx_id` its header's signed data names
 /// (protobuf `CrxFileHeader` field 10000, `SignedData` field 1), as
-/// Chromium's nibbles `a`–`p`.
+/// Chromium spells ids ([`id_of`]).
 pub fn crx_id(crx: &[u8]) -> anyhow::Result<String> {
     anyhow::ensure!(crx.len() > 12 && &crx[..8] == b"Cr24\x03\x00\x00\x00", "not a CRX3 package");
     let header_len = u32::from_le_bytes(crx[8..12].try_into()?) as usize;
     let header = crx.get(12..12 + header_len).context("a CRX3 header longer than its package")?;
     let signed = field(header, 10_000).context("no signed data in the CRX3 header")?;
     let id = field(signed, 1).filter(|id| id.len() == 16).context("no crx_id in the signed data")?;
-    Ok(id.iter().flat_map(|b| [b >> 4, b & 15]).map(|n| (b'a' + n) as char).collect())
+    Ok(id_of(id))
 }
 
 /// The first length-delimited field `number` of a protobuf message.
@@ -486,8 +486,13 @@ fn field(mut message: &[u8], number: u64) -> Option<&[u8]> {
 pub fn chromium_id(key_base64: &str) -> anyhow::Result<String> {
     use sha2::{Digest, Sha256};
     let der = base64_decode(key_base64.trim()).context("the manifest key is not base64")?;
-    let digest = Sha256::digest(der);
-    Ok(digest[..16].iter().flat_map(|b| [b >> 4, b & 15]).map(|n| (b'a' + n) as char).collect())
+    Ok(id_of(&Sha256::digest(der)[..16]))
+}
+
+/// Chromium's extension id for the first 16 bytes of a key's SHA-256:
+/// their nibbles as `a`–`p`.
+fn id_of(crx_id: &[u8]) -> String {
+    crx_id.iter().flat_map(|b| [b >> 4, b & 15]).map(|n| (b'a' + n) as char).collect()
 }
 
 fn base64_decode(text: &str) -> Option<Vec<u8>> {

@@ -45,10 +45,12 @@ pub fn generate(cert_dir: Option<&Path>) -> anyhow::Result<Certs> {
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_single_cert(chain, key)?;
-    // HTTP/2 first, as chatgpt.com offers it: a browser then multiplexes
-    // every tab's requests over one connection. Over HTTP/1.1 a browser
-    // keeps six connections per host, and past six chat tabs (each holding
-    // a long-poll) a page's own send waited behind the others' polls.
+    // HTTP/2 first: a browser then multiplexes every tab's requests over
+    // one connection. Over HTTP/1.1 a browser keeps six connections per
+    // host, and past six chat tabs (each holding fakechat's long-poll) a
+    // page's own send waited behind the others' polls. (That the live site
+    // speaks HTTP/2 is not in this repository's captured evidence; no
+    // adapter decision rests on the protocol.)
     server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Certs { ca_pem, server: Arc::new(server) })
 }

@@ -268,18 +268,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
         }
     }
     if interrupted {
-        // A second Ctrl-C while retiring ends the process; `canary stop` retires the rest.
-        tokio::spawn(async {
-            crate::canary_stop::operator_stop().await;
-            eprintln!("canary: stopped again: exiting; `orchestrator canary stop` retires what is left");
-            std::process::exit(130);
-        });
-        let runs = crate::canary_stop::remembered(&cfg.state_dir)?;
-        let mine: Vec<_> = runs.into_iter().filter(|r| runner.started.contains(&r.run_id)).collect();
-        let (lines, _) = crate::canary_stop::retire(&mut runner.root, &cfg.state_dir, &mine).await;
-        for line in lines {
-            eprintln!("canary: {line}");
-        }
+        crate::canary_stop::after_interrupt(&mut runner.root, &cfg.state_dir, &runner.started).await?;
     }
     let conversations = runner.created.into_iter().collect();
     let chain = canary::verify(&cfg.receipts)?;

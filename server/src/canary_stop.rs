@@ -95,8 +95,8 @@ pub fn remembered(state_dir: &Path) -> anyhow::Result<Vec<CanaryRun>> {
     }
 }
 
-/// Keeps `runs` as the state directory's runs (owner-only; written whole
-/// and renamed into place, so a crash leaves the old list or the new one).
+/// Keeps `runs` as the state directory's runs (owner-only, replaced whole:
+/// a crash leaves the old list or the new one).
 fn keep(state_dir: &Path, runs: &[CanaryRun]) -> anyhow::Result<()> {
     let path = state_dir.join(RUNS_FILE);
     if runs.is_empty() {
@@ -105,12 +105,7 @@ fn keep(state_dir: &Path, runs: &[CanaryRun]) -> anyhow::Result<()> {
             _ => Ok(()),
         };
     }
-    let temporary = state_dir.join(format!(".{RUNS_FILE}.{}", std::process::id()));
-    let mut file = OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&temporary)?;
-    file.write_all(&serde_json::to_vec_pretty(runs)?)?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, &path)?;
-    Ok(())
+    crate::exposure::write_private(&path, &serde_json::to_string_pretty(runs)?)
 }
 
 /// Adds a run the canary just started.
@@ -161,6 +156,26 @@ pub async fn retire(client: &mut mcp_client::Client, state_dir: &Path, runs: &[C
         }
     }
     (said, all)
+}
+
+/// After the operator stopped `canary run` mid-gate: retires the runs this
+/// invocation `started`, saying each on stderr; a second Ctrl-C meanwhile
+/// ends the process (`canary stop` retires the rest).
+pub async fn after_interrupt(
+    client: &mut mcp_client::Client,
+    state_dir: &Path,
+    started: &[String],
+) -> anyhow::Result<()> {
+    tokio::spawn(async {
+        operator_stop().await;
+        eprintln!("canary: stopped again: exiting; `orchestrator canary stop` retires what is left");
+        std::process::exit(130);
+    });
+    let mine: Vec<_> = remembered(state_dir)?.into_iter().filter(|r| started.contains(&r.run_id)).collect();
+    for line in retire(client, state_dir, &mine).await.0 {
+        eprintln!("canary: {line}");
+    }
+    Ok(())
 }
 
 /// Resolves when the operator asks the run to stop: Ctrl-C (SIGINT) or SIGTERM.

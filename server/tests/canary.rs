@@ -296,38 +296,38 @@ async fn canary_deploy_starts_an_isolated_daemon_and_live_runs_need_one() {
     assert!(listed.is_empty(), "{listed:?}");
     assert_ne!(std::fs::read_to_string(state.join("mcp-secret")).unwrap(), secret, "the pasted URL is dead");
 
+    // The refusal `orchestrator args…` exits with: its stderr.
+    let refused = |args: &[&str]| {
+        let out = std::process::Command::new(orchestrator()).args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} was not refused: {out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
     // Room for G5 (eight active workers) is set by deploy, never less.
-    let small = std::process::Command::new(orchestrator())
-        .args(["canary", "deploy", "--listen", &listen, "--app-label", "X", "--state-dir"])
-        .arg(dir.path().join("small"))
-        .args(["--", "--max-active-workers", "4"])
-        .output()
-        .unwrap();
-    assert!(!small.status.success());
-    assert!(String::from_utf8_lossy(&small.stderr).contains("at least 5"), "{small:?}");
+    let small = path("small");
+    let said = refused(&[
+        "canary",
+        "deploy",
+        "--listen",
+        &listen,
+        "--app-label",
+        "X",
+        "--state-dir",
+        &small,
+        "--",
+        "--max-active-workers",
+        "4",
+    ]);
+    assert!(said.contains("at least 5"), "{said}");
     // A run whose canary daemon is not running goes to no other daemon.
-    let gone = std::process::Command::new(orchestrator())
-        .args(["canary", "run", "--state-dir"])
-        .arg(dir.path().join("never-deployed"))
-        .arg("--receipts")
-        .arg(dir.path().join("r0"))
-        .output()
-        .unwrap();
-    assert!(!gone.status.success());
-    assert!(String::from_utf8_lossy(&gone.stderr).contains("no daemon runs on"), "{gone:?}");
+    let said = refused(&["canary", "run", "--state-dir", &path("never-deployed"), "--receipts", &path("r0")]);
+    assert!(said.contains("no daemon runs on"), "{said}");
 
     // A live run needs a deployed canary daemon.
-    let elsewhere = dir.path().join("everyday");
+    let elsewhere = path("everyday");
     std::fs::create_dir_all(&elsewhere).unwrap();
-    let live = std::process::Command::new(orchestrator())
-        .args(["canary", "run", "--target", "live", "--state-dir"])
-        .arg(&elsewhere)
-        .arg("--receipts")
-        .arg(dir.path().join("r"))
-        .output()
-        .unwrap();
-    assert!(!live.status.success());
-    assert!(String::from_utf8_lossy(&live.stderr).contains("canary deploy"), "{live:?}");
+    let said = refused(&["canary", "run", "--target", "live", "--state-dir", &elsewhere, "--receipts", &path("r")]);
+    assert!(said.contains("canary deploy"), "{said}");
     // Never the everyday state directory.
     let everyday = std::process::Command::new(orchestrator())
         .args(["canary", "deploy", "--app-label", "X", "--state-dir"])
