@@ -51,7 +51,13 @@ impl RunLock {
     /// into it; refused while another `canary run` holds it.
     pub fn take(state_dir: &Path) -> anyhow::Result<RunLock> {
         let path = state_dir.join(RUN_LOCK);
-        let mut file = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&path)?;
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("{}: is it the canary's state directory?", path.display()))?;
         if file.try_lock().is_err() {
             anyhow::bail!(
                 "a canary run already runs on {}: `orchestrator canary stop --state-dir {}` ends it",
