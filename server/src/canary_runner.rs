@@ -216,7 +216,10 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
         let mut seen = Seen::default();
         // A pass is read against the whole gate's log: a stop code logged
         // after the gate's last wait still stops it.
-        let judged = async { runner.gate(*gate, &mut seen).await.and(runner.watch().await) };
+        let judged = async {
+            let met = runner.gate(*gate, &mut seen).await;
+            first_cause(met, runner.watch().await)
+        };
         let verdict = tokio::select! {
             judged = judged => match judged {
                 Ok(()) => Verdict::Pass,
@@ -273,6 +276,18 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
     let conversations = runner.created.into_iter().collect();
     let chain = canary::verify(&cfg.receipts)?;
     Ok(Outcome { claim: chain.summary.claim.clone(), stopped, conversations, head: chain.head().map(str::to_owned) })
+}
+
+/// What stops a gate: what its calls `met`, unless that is an uncertainty
+/// and its log names a stop of its own, which comes first in time (an
+/// ambiguous submission is logged before a call meets the slot it left
+/// needing reconciliation). A pass still needs a quiet log.
+fn first_cause(met: Result<(), Stop>, log: Result<(), Stop>) -> Result<(), Stop> {
+    match (met, log) {
+        (Err(Verdict::Uncertain(_)), Err(logged)) => Err(logged),
+        (Err(stop), _) => Err(stop),
+        (Ok(()), log) => log,
+    }
 }
 
 /// A run of its own, with root's capability, kept in the canary's state
@@ -1079,5 +1094,21 @@ mod tests {
         for code in ["CONVERSATION_IDENTITY_DRIFT", "OUTCOME_UNKNOWN", "chatgpt_challenge", ""] {
             assert!(!needs_person(code), "{code}");
         }
+    }
+
+    /// CI run 2 of session 24: an executor killed mid-send stopped G3 as
+    /// `RECONCILE_REQUIRED` (a call met the slot the ambiguous submission
+    /// left) where the log already said `AMBIGUOUS_SUBMISSION`: the log's
+    /// cause comes first; a failure or a setup state a call met stands.
+    #[test]
+    fn a_gate_stops_on_the_first_cause_its_log_names() {
+        let ambiguous = || Err(uncertain("AMBIGUOUS_SUBMISSION"));
+        assert_eq!(first_cause(Err(uncertain("RECONCILE_REQUIRED")), ambiguous()), ambiguous());
+        assert_eq!(first_cause(Err(fail("ISOLATION: x")), ambiguous()), Err(fail("ISOLATION: x")));
+        let setup = Err(Verdict::SetupRequired("RATE_LIMITED".into()));
+        assert_eq!(first_cause(setup.clone(), ambiguous()), setup);
+        assert_eq!(first_cause(Err(uncertain("TIMEOUT: x")), Ok(())), Err(uncertain("TIMEOUT: x")));
+        assert_eq!(first_cause(Ok(()), ambiguous()), ambiguous());
+        assert_eq!(first_cause(Ok(()), Ok(())), Ok(()));
     }
 }
