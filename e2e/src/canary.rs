@@ -118,15 +118,9 @@ impl Person {
     /// Does `fault`; what it made (the person's conversation id for
     /// `person_chat`), for the hook's answer.
     async fn act(&mut self, fault: &Value) -> anyhow::Result<String> {
-        let conversation = fault["conversation_id"].as_str().unwrap_or_default().to_owned();
-        let kind = fault["fault"].as_str().unwrap_or_default().to_owned();
-        // Where a navigation goes: the page the runner names (a chat of the
-        // person's), else chatgpt.com's home. Only chatgpt.com.
-        let to =
-            fault["to"].as_str().filter(|u| u.starts_with("https://chatgpt.com/")).unwrap_or("https://chatgpt.com/");
-        let to = to.to_owned();
+        let Fault { kind, conversation, to } = Fault::of(fault);
         match &mut self.hands {
-            Hands::Cdp(world) => cdp_act(world, &kind, &conversation, &to).await,
+            Hands::Cdp(world) => cdp_act(&mut world.chromium, &kind, &conversation, &to).await,
             Hands::Webext { world, extension } => {
                 webext_act(
                     &mut world.chromium,
@@ -144,17 +138,47 @@ impl Person {
     }
 }
 
-async fn cdp_act(world: &mut crate::cdp::CdpWorld, kind: &str, conversation: &str, to: &str) -> anyhow::Result<String> {
+/// A fault the runner asks for, as the hook gets it.
+pub(crate) struct Fault {
+    /// `person_chat`, `navigate`, `lose_target`, `restart_browser`.
+    pub kind: String,
+    /// The conversation whose tab it concerns, if any.
+    pub conversation: String,
+    /// Where a navigation goes: the page the runner names (a chat of the
+    /// person's), else chatgpt.com's home. Only chatgpt.com.
+    pub to: String,
+}
+
+impl Fault {
+    pub fn of(fault: &Value) -> Fault {
+        let to =
+            fault["to"].as_str().filter(|u| u.starts_with("https://chatgpt.com/")).unwrap_or("https://chatgpt.com/");
+        Fault {
+            kind: fault["fault"].as_str().unwrap_or_default().to_owned(),
+            conversation: fault["conversation_id"].as_str().unwrap_or_default().to_owned(),
+            to: to.to_owned(),
+        }
+    }
+}
+
+/// Does `kind` (a fault the runner asks for) in the authorized Chromium
+/// of the CDP carrier's rig, as a person would.
+pub(crate) async fn cdp_act(
+    chromium: &mut crate::cdp::AuthorizedChromium,
+    kind: &str,
+    conversation: &str,
+    to: &str,
+) -> anyhow::Result<String> {
     use carrier_cdp::cdp::Cdp;
     use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
     use chromiumoxide::cdp::browser_protocol::target::{
         AttachToTargetParams, CloseTargetParams, CreateTargetParams, GetTargetsParams,
     };
     if kind == "restart_browser" {
-        world.chromium.restart()?;
+        chromium.restart()?;
         return Ok("done".into());
     }
-    let observer = Cdp::connect(&world.chromium.ws_url()?).await.map_err(anyhow::Error::msg)?;
+    let observer = Cdp::connect(&chromium.ws_url()?).await.map_err(anyhow::Error::msg)?;
     let shown = || async {
         let targets = observer.call(None, GetTargetsParams::default()).await?.target_infos;
         targets
@@ -183,7 +207,8 @@ async fn cdp_act(world: &mut crate::cdp::CdpWorld, kind: &str, conversation: &st
     Ok("done".into())
 }
 
-async fn webext_act(
+/// Does `kind` in the extension's Chromium (profile under `dir`), as a person would.
+pub(crate) async fn webext_act(
     chromium: &mut crate::browser::Chromium,
     extension: &Path,
     port: u16,

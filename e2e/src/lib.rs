@@ -8,8 +8,10 @@
 
 pub mod browser;
 pub mod canary;
+pub mod canary_docs;
 pub mod cdp;
 pub mod daemon;
+pub mod docs;
 pub mod find_chromium;
 pub mod firefox;
 pub mod history;

@@ -121,6 +121,10 @@ type Stop = Verdict;
 /// The longest one MCP call may take before the gate stops as uncertain.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long G1D waits for a first carrier to connect before it stops
+/// `SETUP_REQUIRED: BROWSER_CONTROL_UNAVAILABLE`.
+const CARRIER_WAIT: Duration = Duration::from_secs(30);
+
 /// What a gate hands back for its receipt.
 #[derive(Default)]
 struct Seen {
@@ -195,7 +199,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
     runner.started.push(runner.run_id.clone());
     // Where the run runs, once: the daemon's machine and its executors' as
     // they said it before the first gate (one platform per chain).
-    let platform = match runner.admin().await {
+    let platform = match runner.carrier_connected().await {
         Ok(admin) => {
             let d = admin.deployment.as_ref();
             let executors = executors_of(&admin);
@@ -364,6 +368,22 @@ impl Runner {
         }
     }
 
+    /// The daemon's admin read once a carrier is connected, or
+    /// [`CARRIER_WAIT`] has passed: a person runs the canary right after
+    /// starting a carrier, which may still be connecting.
+    async fn carrier_connected(&self) -> Result<crate::admin::Status, Stop> {
+        let mut admin = self.admin().await?;
+        let until = Instant::now() + CARRIER_WAIT.min(self.cfg.gate_timeout);
+        if admin.executors.is_empty() {
+            eprintln!("canary: waiting up to {} s for a carrier to connect", CARRIER_WAIT.as_secs());
+        }
+        while admin.executors.is_empty() && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            admin = self.admin().await?;
+        }
+        Ok(admin)
+    }
+
     /// The daemon's admin read (its executors and deployment).
     async fn admin(&self) -> Result<crate::admin::Status, Stop> {
         crate::admin::fetch(&crate::admin::authority_of(&self.cfg.mcp_url), &self.cfg.state_dir)
@@ -520,7 +540,9 @@ impl Runner {
                 }
             }
             Faults::Prompt => {
-                eprintln!("\ncanary: please {ask}, then press Enter (within {} s)", self.cfg.gate_timeout.as_secs());
+                // The object a hook would get, on a line of its own: what to do, in full.
+                eprintln!("\ncanary: fault {fault}");
+                eprintln!("canary: please {ask}, then press Enter (within {} s)", self.cfg.gate_timeout.as_secs());
                 let line = tokio::task::spawn_blocking(|| {
                     let mut line = String::new();
                     std::io::stdin().read_line(&mut line).map(|n| (n, line))

@@ -1,8 +1,9 @@
 //! The canary, rehearsed on fakechat through every carrier with the
 //! product's own runner (`orchestrator canary run`, a separate process):
-//! the full gate set through the CDP carrier and through the extension in
-//! Chromium, G1D–G6 without G0 through the CDP carrier (G6's own claim,
-//! never the final one), G1D–G3 through the extension in Firefox; the planted-fault
+//! docs/canary.md followed as written through the CDP carrier and through
+//! the extension in Chromium to the final claim (`e2e::canary_docs`),
+//! G1D–G6 without G0 through the CDP carrier (G6's own claim, never the
+//! final one), G1D–G3 through the extension in Firefox; the planted-fault
 //! table, each fault stopping the runner at its gate with its reason; and a
 //! receipt edited after the run refused by `canary show`. Each chain stays
 //! under the target directory (`canary-receipts/<test>`) as a CI artifact.
@@ -72,14 +73,56 @@ fn assert_all_passed(out: &Rehearsal, gates: &[&str]) {
     assert_eq!(gate(&out.show, "G3")["counts"]["prompts_sent"], 3, "one task each");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_full_gate_set_through_the_cdp_carrier_reaches_the_final_claim() {
-    let out = rehearse("cdp", Carrier::Cdp, None, None).await;
-    assert_all_passed(&out, &["G1D", "G0", "G2", "G3", "G4", "G5", "G6"]);
+/// docs/canary.md followed as written (issue 45): its commands from
+/// `expose` to `verify`, the daemon exposed behind a secret, the carrier
+/// paired as the page and `deploy` say, the person at the runner's
+/// terminal; the full gate set reaches the final claim, `canary stop`
+/// retires what the run left, teardown leaves nothing listening.
+async fn follow_the_page(name: &str, carrier: Carrier) -> e2e::canary_docs::Followed {
+    let _one = ONE_BROWSER.lock().await;
+    let out = e2e::canary_docs::follow(orchestrator(), carrier).await.unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    eprintln!("{name}: {:.1} s\n{}\n{:#}", out.elapsed.as_secs_f64(), out.ran, out.show);
+    assert_eq!(out.code, 0, "{}\n{:#}", out.ran, out.show);
+    let faults: Vec<&str> = out.faults.iter().filter_map(|f| f["fault"].as_str()).collect();
+    assert_eq!(faults, ["person_chat", "navigate", "lose_target", "restart_browser"], "G0, G4 and G6 at the terminal");
+    let as_rehearsal = Rehearsal {
+        code: out.code,
+        show: out.show.clone(),
+        elapsed: out.elapsed,
+        status_after: Value::Null,
+        stop_said: Vec::new(),
+    };
+    assert_all_passed(&as_rehearsal, &["G1D", "G0", "G2", "G3", "G4", "G5", "G6"]);
     let last = canary::final_claim(std::env::consts::OS);
     assert_eq!(out.show["claim"], format!("{} {last}", canary::REHEARSAL_PREFIX));
     assert_eq!(out.show["rehearsal"], true, "fakechat is never a live claim");
     assert_eq!(gate(&out.show, "G6")["counts"]["prompts_sent"], 0, "no blind replay");
+    assert!(out.shown.contains(&format!("Claim reached: {} {last}", canary::REHEARSAL_PREFIX)), "{}", out.shown);
+    assert!(out.verified.starts_with("verified: 7 receipts"), "{}", out.verified);
+    // What the run left parked, `canary stop` retired: nothing working, parked or queued.
+    let runs = out.status_after_stop["runs"].as_array().expect("the daemon's status after stop");
+    assert!(!runs.is_empty(), "{:#}", out.status_after_stop);
+    for run in runs {
+        assert_eq!(run["state"], "cancelled", "{run:#}");
+        for worker in run["workers"].as_array().unwrap() {
+            assert!(["cancelled", "completed", "failed"].contains(&worker["state"].as_str().unwrap()), "{worker:#}");
+        }
+    }
+    assert!(out.torn_down.contains("carriers revoked: 1"), "{}", out.torn_down);
+    assert!(!out.listening_after_teardown, "the canary daemon is down after teardown");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docs_canary_md_followed_through_the_cdp_carrier_reaches_the_final_claim() {
+    follow_the_page("docs-cdp", Carrier::Cdp).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docs_canary_md_followed_through_the_extension_in_chromium_reaches_the_final_claim() {
+    let out = follow_the_page("docs-webext", Carrier::Webext).await;
+    assert_eq!(out.show["deployment"]["executors"][0]["carrier"], "webext");
+    assert_eq!(out.show["deployment"]["executors"][0]["os"], std::env::consts::OS, "the extension names its OS");
 }
 
 /// The seed's closure needs the isolation witness: G1D–G6 without G0

@@ -10,6 +10,8 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use e2e::docs::sh_commands as commands;
+
 fn orchestrator() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
     cmd.env_remove("ORCHESTRATOR_MCP_SECRET");
@@ -31,54 +33,6 @@ fn pages() -> Vec<PathBuf> {
     docs.sort();
     pages.extend(docs);
     pages
-}
-
-/// The commands in a page's fenced `sh` blocks: continuation lines joined,
-/// comments dropped.
-pub fn commands(markdown: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut in_sh = false;
-    let mut pending = String::new();
-    for line in markdown.lines() {
-        let fence = line.trim_start();
-        if fence.starts_with("```") {
-            in_sh = !in_sh && fence.trim_start_matches('`').trim() == "sh";
-            pending.clear();
-            continue;
-        }
-        if !in_sh {
-            continue;
-        }
-        let code = strip_comment(line);
-        match code.trim_end().strip_suffix('\\') {
-            Some(head) => {
-                pending.push_str(head);
-                pending.push(' ');
-            }
-            None => {
-                pending.push_str(code.trim_end());
-                let command = std::mem::take(&mut pending).split_whitespace().collect::<Vec<_>>().join(" ");
-                if !command.is_empty() {
-                    out.push(command);
-                }
-            }
-        }
-    }
-    out
-}
-
-/// `line` up to a `#` that starts a shell comment (outside quotes).
-fn strip_comment(line: &str) -> &str {
-    let (mut single, mut double) = (false, false);
-    for (i, c) in line.char_indices() {
-        match c {
-            '\'' if !double => single = !single,
-            '"' if !single => double = !double,
-            '#' if !single && !double && (i == 0 || line[..i].ends_with(char::is_whitespace)) => return &line[..i],
-            _ => {}
-        }
-    }
-    line
 }
 
 /// The flags a help text lists.
@@ -168,13 +122,6 @@ fn every_documented_command_names_flags_the_binary_takes() {
     }
     println!("checked {commands_checked} documented commands and {flags_checked} flags against the binary");
     assert!(commands_checked >= 15, "the pages hold more commands than {commands_checked}");
-}
-
-/// Pins the block reader on a made-up page.
-#[test]
-fn the_block_reader_joins_continuations_and_drops_comments() {
-    let page = "text\n```sh\norchestrator a --x \\\n    --y   # why\n# only a comment\norchestrator b \"#not\" # c\n```\n```text\norchestrator c\n```\n";
-    assert_eq!(commands(page), vec!["orchestrator a --x --y", "orchestrator b \"#not\""]);
 }
 
 /// Every tool the daemon serves is named in the README's tool lists.
