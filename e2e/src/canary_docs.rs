@@ -75,6 +75,7 @@ pub struct Followed {
 }
 
 /// The browser and the carrier in it, and the person's hands on it.
+#[allow(clippy::large_enum_variant, reason = "one per rig, never moved in a loop")]
 enum Browser {
     Webext { chromium: crate::browser::Chromium, dir: PathBuf },
     Cdp { chromium: crate::cdp::AuthorizedChromium, agent: tokio::process::Child },
