@@ -65,6 +65,8 @@ pub enum Planted {
     ExecutorKilledMidSend,
     /// `orchestrator canary stop` from another terminal while G3's tasks run.
     StoppedMidG3,
+    /// Ctrl-C in the runner's terminal (SIGINT) while G3's tasks run.
+    InterruptedMidG3,
 }
 
 /// What a rehearsal ended with.
@@ -295,6 +297,7 @@ async fn plant(
     person: Arc<Mutex<Person>>,
     hub: Arc<fakechat::hub::Hub>,
     (orchestrator, state_dir): (PathBuf, PathBuf),
+    runner: Arc<std::sync::atomic::AtomicU32>,
 ) -> Vec<String> {
     // Whether the runner has written `gate`'s receipt.
     let written = |gate: &str| {
@@ -318,7 +321,7 @@ async fn plant(
                 hub.update(id, |c| c.rate_limited = true);
             }
         }
-        Planted::LostTargetInG3 | Planted::StoppedMidG3 => {
+        Planted::LostTargetInG3 | Planted::StoppedMidG3 | Planted::InterruptedMidG3 => {
             // Once a G3 task is in a conversation (a second user turn), that
             // tab goes (or the operator stops the canary) while the model is
             // surely still on it: the answers wait until the gate has judged
@@ -356,6 +359,12 @@ async fn plant(
                             .collect(),
                         Err(e) => vec![format!("canary stop did not run: {e}")],
                     };
+                }
+                (Planted::InterruptedMidG3, Some(_)) => {
+                    // What Ctrl-C sends the terminal's foreground process.
+                    let pid = runner.load(std::sync::atomic::Ordering::SeqCst);
+                    let sent = std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status();
+                    said.push(format!("SIGINT to the runner (pid {pid}): {sent:?}"));
                 }
                 _ => {}
             }
@@ -440,9 +449,11 @@ pub async fn rehearse(options: Options) -> anyhow::Result<Rehearsal> {
         crate::install_apps(&hub, crate::APP_LABEL, fakechat::render::AppState::Stale);
     }
     let stopping = (options.orchestrator.clone(), state_dir.clone());
-    let planter = options
-        .planted
-        .map(|p| tokio::spawn(plant(p, options.receipts.clone(), person.clone(), hub.clone(), stopping.clone())));
+    let runner = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let planter = options.planted.map(|p| {
+        let receipts = options.receipts.clone();
+        tokio::spawn(plant(p, receipts, person.clone(), hub.clone(), stopping.clone(), runner.clone()))
+    });
     eprintln!("canary rig: daemon {mcp_url}, fault hook {hook} (ready in {:.1} s)", started.elapsed().as_secs_f64());
     let mut run = tokio::process::Command::new(orchestrator);
     run.args(["canary", "run", "--state-dir"]).arg(&state_dir).arg("--receipts").arg(&options.receipts);
@@ -452,7 +463,9 @@ pub async fn rehearse(options: Options) -> anyhow::Result<Rehearsal> {
         run.args(["--gates", gates]);
     }
     // The runner's own lines go to stderr: stdout is the chain's JSON.
-    let code = run.stdout(std::io::stderr()).status().await?.code().unwrap_or(1);
+    let mut child = run.stdout(std::io::stderr()).spawn()?;
+    runner.store(child.id().unwrap_or_default(), std::sync::atomic::Ordering::SeqCst);
+    let code = child.wait().await?.code().unwrap_or(1);
     let show = tokio::process::Command::new(orchestrator)
         .args(["canary", "show", "--json"])
         .arg(&options.receipts)

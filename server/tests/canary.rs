@@ -100,14 +100,7 @@ async fn follow_the_page(name: &str, carrier: Carrier) -> e2e::canary_docs::Foll
     assert!(out.shown.contains(&format!("Claim reached: {} {last}", canary::REHEARSAL_PREFIX)), "{}", out.shown);
     assert!(out.verified.starts_with("verified: 7 receipts"), "{}", out.verified);
     // What the run left parked, `canary stop` retired: nothing working, parked or queued.
-    let runs = out.status_after_stop["runs"].as_array().expect("the daemon's status after stop");
-    assert!(!runs.is_empty(), "{:#}", out.status_after_stop);
-    for run in runs {
-        assert_eq!(run["state"], "cancelled", "{run:#}");
-        for worker in run["workers"].as_array().unwrap() {
-            assert!(["cancelled", "completed", "failed"].contains(&worker["state"].as_str().unwrap()), "{worker:#}");
-        }
-    }
+    assert_all_retired(&out.status_after_stop);
     assert!(out.torn_down.contains("carriers revoked: 1"), "{}", out.torn_down);
     assert!(!out.listening_after_teardown, "the canary daemon is down after teardown");
     out
@@ -199,8 +192,14 @@ async fn canary_stop_mid_g3_ends_the_run_with_a_receipt_and_retires_its_pools() 
     let stopped = out.show["stopped"].as_str().unwrap();
     assert!(stopped.starts_with("G3_UNCERTAIN: STOPPED_BY_OPERATOR"), "{stopped}");
     assert!(out.stop_said.iter().any(|l| l.starts_with("the canary run (pid ")), "{:?}", out.stop_said);
-    let runs = out.status_after["runs"].as_array().expect("the daemon's status");
-    assert!(!runs.is_empty(), "{:#}", out.status_after);
+    assert_all_retired(&out.status_after);
+}
+
+/// Every run in `status` (`orchestrator status --json`) retired: cancelled,
+/// no worker left working or parked.
+fn assert_all_retired(status: &Value) {
+    let runs = status["runs"].as_array().expect("the daemon's status");
+    assert!(!runs.is_empty(), "{status:#}");
     for run in runs {
         assert_eq!(run["state"], "cancelled", "every run the canary started is retired: {run:#}");
         for worker in run["workers"].as_array().unwrap() {
@@ -210,6 +209,19 @@ async fn canary_stop_mid_g3_ends_the_run_with_a_receipt_and_retires_its_pools() 
             );
         }
     }
+}
+
+/// Ctrl-C in the runner's terminal mid-G3 (issue 45): the gate stops
+/// with a receipt that says so, and every run it started is retired, so
+/// nothing is left queued or parked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_mid_g3_ends_the_run_with_a_receipt_and_retires_its_pools() {
+    let out = rehearse("interrupted-mid-g3", Carrier::Cdp, Some("G1D,G2,G3"), Some(Planted::InterruptedMidG3)).await;
+    assert_eq!(out.code, 1, "{:#}", out.show);
+    let stopped = out.show["stopped"].as_str().unwrap();
+    assert!(stopped.starts_with("G3_UNCERTAIN: STOPPED_BY_OPERATOR"), "{stopped}");
+    assert!(out.stop_said.iter().any(|l| l.starts_with("SIGINT to the runner (pid ")), "{:?}", out.stop_said);
+    assert_all_retired(&out.status_after);
 }
 
 /// `canary verify --head` accepts the chain against the head its run

@@ -36,6 +36,7 @@ async fn main() -> anyhow::Result<()> {
                     "lost_target" => Planted::LostTargetInG3,
                     "killed_mid_send" => Planted::ExecutorKilledMidSend,
                     "stopped" => Planted::StoppedMidG3,
+                    "interrupted" => Planted::InterruptedMidG3,
                     other => anyhow::bail!("unknown planted fault {other:?}"),
                 })
             }
