@@ -72,6 +72,45 @@ pub enum Unidentified {
     TooManyWaiting,
 }
 
+/// Why attribution cannot work at all on this path, told from a refused
+/// call (issue 45): a setup to fix before a run that requires it, not a
+/// caller to distrust. Each names what the daemon saw and the ways on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, thiserror::Error)]
+#[serde(rename_all = "snake_case")]
+pub enum Unavailable {
+    /// No `x-request-id` reached the daemon.
+    #[error(
+        "no x-request-id header reached the daemon: a proxy or tunnel in front of it strips the header, or the host sends none; let the header through, or create the run with attribution capability_only (a host that keeps one MCP session per conversation; its claims say so)"
+    )]
+    NoHeader,
+    /// Calls carry an id, but no managed page showed any request id.
+    #[error(
+        "calls carry an x-request-id, but no managed page showed any request id: the browser carrier cannot read the page's ids (the page changed, or the carrier is old or disconnected); update the carrier, or create the run with attribution capability_only (a host that keeps one MCP session per conversation; its claims say so)"
+    )]
+    NotShown,
+    /// Calls carry an id and the pages show ids, but never the calls' (or
+    /// the header's id is not in the form ChatGPT's are).
+    #[error(
+        "calls carry an x-request-id and the managed pages show request ids, but never the calls' (the site stamps them in another form): create the run with attribution capability_only (a host that keeps one MCP session per conversation; its claims say so) and report it"
+    )]
+    OtherForm,
+}
+
+impl Unidentified {
+    /// Whether this refusal says attribution cannot work on this path
+    /// (`pages_show_ids`: the caller's conversation showed request ids
+    /// lately), rather than that this caller is not who it claims.
+    pub fn unavailable(&self, pages_show_ids: bool) -> Option<Unavailable> {
+        match self {
+            Unidentified::NoRequestId => Some(Unavailable::NoHeader),
+            Unidentified::MalformedRequestId => Some(Unavailable::OtherForm),
+            Unidentified::NotSeen { .. } if pages_show_ids => Some(Unavailable::OtherForm),
+            Unidentified::NotSeen { .. } => Some(Unavailable::NotShown),
+            _ => None,
+        }
+    }
+}
+
 /// The call's request id from its `x-request-id` header values: exactly one,
 /// the part before its first `/`, 1-100 of `[A-Za-z0-9_-]`.
 pub fn request_id<'a>(mut values: impl Iterator<Item = &'a [u8]>) -> Result<String, Unidentified> {
@@ -196,6 +235,12 @@ impl Sightings {
         Ok(self.by_id.get(request_id).filter(|r| r.last_ms >= since_ms).map(|r| (&r.first, r.newest)))
     }
 
+    /// Whether a kept sighting (recent: old ones expire) came from a page
+    /// showing `conversation`.
+    pub fn shown_in(&self, conversation: &ConversationId) -> bool {
+        self.by_id.values().any(|r| r.first.conversation_id == *conversation)
+    }
+
     /// How many sightings are kept.
     pub fn len(&self) -> usize {
         self.by_id.len()
@@ -279,6 +324,22 @@ mod tests {
         assert_eq!(s.get("wfr_a", 0), Ok(None));
         s.record("wfr_d", seen(1, 1, 5_000), true);
         assert_eq!(s.len(), 1, "expired entries are dropped");
+    }
+
+    #[test]
+    fn a_path_without_attribution_is_told_apart_from_a_caller_that_is_not_its_worker() {
+        let not_seen = Unidentified::NotSeen { waited_ms: 1 };
+        assert_eq!(Unidentified::NoRequestId.unavailable(false), Some(Unavailable::NoHeader));
+        assert_eq!(not_seen.unavailable(false), Some(Unavailable::NotShown));
+        assert_eq!(not_seen.unavailable(true), Some(Unavailable::OtherForm));
+        assert_eq!(Unidentified::MalformedRequestId.unavailable(false), Some(Unavailable::OtherForm));
+        for caller in [Unidentified::OtherConversation, Unidentified::EarlierTurn, Unidentified::NotBound] {
+            assert_eq!(caller.unavailable(true), None, "{caller:?}");
+        }
+        let mut s = Sightings::new(4, 1_000);
+        assert!(!s.shown_in(&conversation(1)));
+        s.record("req_1", seen(1, 1, 0), true);
+        assert!(s.shown_in(&conversation(1)) && !s.shown_in(&conversation(2)));
     }
 
     #[test]

@@ -18,5 +18,6 @@ pub mod show;
 
 pub use gate::{CLAIM_ORDER, Gate, REHEARSAL_PREFIX, Verdict, claim_reached, final_claim, no_claim, os_word};
 pub use receipt::{
-    Chain, ChainError, Counts, Deployment, Evidence, Executor, Platform, Receipt, Target, Writer, verify, verify_head,
+    Attribution, CAPABILITY_ONLY_PREFIX, Chain, ChainError, Counts, Deployment, Evidence, Executor, Platform, Receipt,
+    Target, Writer, verify, verify_head,
 };

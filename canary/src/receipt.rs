@@ -28,6 +28,33 @@ pub enum Target {
     Live,
 }
 
+/// Whether the run's workers' calls were proven to come from their own
+/// conversations (`required`, the default) or trusted on their capability
+/// alone (`capability_only`, where a path cannot carry attribution: its
+/// claims say so).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Attribution {
+    /// Every worker call attributed to its own conversation.
+    #[default]
+    Required,
+    /// Workers identified by their capability alone.
+    CapabilityOnly,
+}
+
+/// What the claim of a `capability_only` run is prefixed with.
+pub const CAPABILITY_ONLY_PREFIX: &str = "CAPABILITY_ONLY:";
+
+/// The claim a chain's summary states: [`claim_reached`], prefixed
+/// [`CAPABILITY_ONLY_PREFIX`] when callers were not proven.
+fn summary_claim(target: Target, attribution: Attribution, os: &str, passed: &[Gate]) -> String {
+    let claim = claim_reached(target == Target::Live, os, passed);
+    match attribution {
+        Attribution::Required => claim,
+        Attribution::CapabilityOnly => format!("{CAPABILITY_ONLY_PREFIX} {claim}"),
+    }
+}
+
 /// One executor as it introduced itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Executor {
@@ -157,6 +184,9 @@ pub struct Receipt {
     pub target: Target,
     /// Through which carrier (`webext`, `cdp`, `fake`).
     pub carrier: String,
+    /// Whether workers' calls were proven to come from their conversations.
+    #[serde(default)]
+    pub attribution: Attribution,
     /// Where it ran.
     pub platform: Platform,
     /// The deployment.
@@ -186,6 +216,9 @@ pub struct Summary {
     pub target: Target,
     /// On what: every receipt's platform (one per chain; `verify` checks).
     pub platform: Platform,
+    /// Whether callers were proven (every receipt's; `verify` checks).
+    #[serde(default)]
+    pub attribution: Attribution,
     /// The receipts, in order.
     pub receipts: Vec<Link>,
     /// The claim reached.
@@ -234,6 +267,7 @@ pub struct Writer {
     passed: Vec<Gate>,
     /// The first receipt's platform: every other must be the same.
     platform: Option<Platform>,
+    attribution: Attribution,
 }
 
 impl Writer {
@@ -252,7 +286,21 @@ impl Writer {
         if taken {
             return Err(fail("already holds receipts; give each run its own directory".into()));
         }
-        Ok(Writer { dir: dir.to_owned(), target, links: Vec::new(), passed: Vec::new(), platform: None })
+        Ok(Writer {
+            dir: dir.to_owned(),
+            target,
+            links: Vec::new(),
+            passed: Vec::new(),
+            platform: None,
+            attribution: Attribution::Required,
+        })
+    }
+
+    /// The chain of a run whose callers are proven as `attribution` says:
+    /// every receipt says so, and so does the claim.
+    pub fn with_attribution(mut self, attribution: Attribution) -> Writer {
+        self.attribution = attribution;
+        self
     }
 
     /// Writes `receipt` as the chain's next link (its sequence and previous
@@ -265,6 +313,7 @@ impl Writer {
         }
         self.platform = Some(receipt.platform.clone());
         receipt.schema = SCHEMA;
+        receipt.attribution = self.attribution;
         receipt.sequence = self.links.len() as u32 + 1;
         receipt.previous_sha256 = self.links.last().map(|l| l.sha256.clone());
         receipt.stop_reason = receipt.verdict.stop_reason(receipt.gate);
@@ -282,8 +331,9 @@ impl Writer {
             schema: SCHEMA,
             target: self.target,
             platform: receipt.platform.clone(),
+            attribution: self.attribution,
             receipts: self.links.clone(),
-            claim: claim_reached(self.target == Target::Live, &receipt.platform.os, &self.passed),
+            claim: summary_claim(self.target, self.attribution, &receipt.platform.os, &self.passed),
             stopped: receipt.stop_reason.clone(),
         };
         let path = self.dir.join("summary.json");
@@ -407,6 +457,12 @@ pub fn verify(dir: &Path) -> Result<Chain, ChainError> {
             return Err(at(&path, "disagrees with the summary".into()));
         }
         // One chain, one platform, the summary's: a claim names its OS.
+        if receipt.attribution != summary.attribution {
+            return Err(at(
+                &path,
+                format!("callers {:?}, the summary says {:?}", receipt.attribution, summary.attribution),
+            ));
+        }
         if receipt.platform != summary.platform {
             return Err(at(&path, format!("ran on {:?}, the summary says {:?}", receipt.platform, summary.platform)));
         }
@@ -424,7 +480,7 @@ pub fn verify(dir: &Path) -> Result<Chain, ChainError> {
         previous = Some(hash.clone());
         receipts.push((receipt, hash));
     }
-    let reached = claim_reached(summary.target == Target::Live, &summary.platform.os, &passed);
+    let reached = summary_claim(summary.target, summary.attribution, &summary.platform.os, &passed);
     if summary.claim != reached {
         return Err(at(&summary_path, format!("claims {} but its receipts support {reached}", summary.claim)));
     }
@@ -464,6 +520,7 @@ pub(crate) mod tests {
             claim: None,
             target: Target::Live,
             carrier: "fake".into(),
+            attribution: Attribution::Required,
             platform: Platform { os: "macos".into(), ..Platform::default() },
             deployment: Deployment::default(),
             inputs: serde_json::json!({"workers": 3}),
@@ -474,6 +531,27 @@ pub(crate) mod tests {
             elapsed_ms: 2,
             previous_sha256: None,
         }
+    }
+
+    /// Issue 45: a run whose callers were trusted on their capability
+    /// alone says so in every receipt and in its claim, and a summary that
+    /// drops the word no longer verifies.
+    #[test]
+    fn a_capability_only_chain_says_so_in_every_receipt_and_its_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = Writer::create(dir.path(), Target::Live).unwrap().with_attribution(Attribution::CapabilityOnly);
+        for g in [Gate::G1D, Gate::G2] {
+            w.append(receipt(g, Verdict::Pass)).unwrap();
+        }
+        let chain = verify(dir.path()).unwrap();
+        assert_eq!(chain.summary.claim, format!("{CAPABILITY_ONLY_PREFIX} {}", Gate::G2.claim("macos")));
+        assert!(chain.receipts.iter().all(|(r, _)| r.attribution == Attribution::CapabilityOnly));
+        let path = dir.path().join("summary.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let dropped =
+            text.replace("\"capability_only\"", "\"required\"").replace(&format!("{CAPABILITY_ONLY_PREFIX} "), "");
+        std::fs::write(&path, dropped).unwrap();
+        assert!(verify(dir.path()).unwrap_err().why.contains("callers"), "the receipts still say capability_only");
     }
 
     fn chain(dir: &Path, gates: &[Gate]) {

@@ -36,6 +36,7 @@ pub fn json(chain: &Chain) -> String {
         claim: &'a str,
         stopped: &'a Option<String>,
         rehearsal: bool,
+        attribution: crate::receipt::Attribution,
         deployment: Option<&'a crate::receipt::Deployment>,
         gates: Vec<Value>,
     }
@@ -46,6 +47,7 @@ pub fn json(chain: &Chain) -> String {
         claim: &chain.summary.claim,
         stopped: &chain.summary.stopped,
         rehearsal: chain.summary.target == Target::Fakechat,
+        attribution: chain.summary.attribution,
         deployment: chain.receipts.first().map(|(r, _)| &r.deployment),
         gates,
     };
@@ -81,6 +83,9 @@ fn text_raw(chain: &Chain) -> String {
     out.push_str(&format!("Canary on {target}\n"));
     let p = &chain.summary.platform;
     out.push_str(&format!("Platform: {} (daemon on {})\n", p.os, p.daemon));
+    if chain.summary.attribution == crate::receipt::Attribution::CapabilityOnly {
+        out.push_str("Callers: trusted on their capability alone (attribution capability_only)\n");
+    }
     if let Some((first, _)) = chain.receipts.first() {
         let d = &first.deployment;
         out.push_str(&format!(

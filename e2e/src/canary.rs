@@ -67,6 +67,9 @@ pub enum Planted {
     StoppedMidG3,
     /// Ctrl-C in the runner's terminal (SIGINT) while G3's tasks run.
     InterruptedMidG3,
+    /// Request ids broken on their way (a proxy stripping the header, a
+    /// page that shows none, or ids in another form), from the start.
+    RequestIds(fakechat::hub::RequestIds),
 }
 
 /// What a rehearsal ended with.
@@ -97,6 +100,11 @@ pub struct Options {
     pub gates: Option<String>,
     /// A fault to plant.
     pub planted: Option<Planted>,
+    /// More `canary run` flags (`--attribution capability_only`).
+    pub run_args: Vec<String>,
+    /// fakechat's connector keeps one MCP session per conversation, as a
+    /// host may (admitting a pool worker without attribution needs one).
+    pub sessions: bool,
 }
 
 /// The browser side and the person's hands on it.
@@ -315,7 +323,7 @@ async fn plant(
         hub.oracle()["conversations"].as_object().map(|c| c.keys().cloned().collect()).unwrap_or_default()
     };
     match planted {
-        Planted::StaleApp => {}
+        Planted::StaleApp | Planted::RequestIds(_) => {}
         Planted::RateLimitInG3 => {
             if let Some(id) = managed().last() {
                 hub.update(id, |c| c.rate_limited = true);
@@ -405,7 +413,7 @@ pub async fn rehearse(options: Options) -> anyhow::Result<Rehearsal> {
     // G5 scales to five: room for them, and quick pacing on a fake site.
     // Exposed as a live canary's daemon must be for ChatGPT to reach it
     // (a tunnel's host, a secret): the runner then needs the secret too.
-    let daemon_args = [
+    let mut daemon_args = vec![
         "--pool-pacing-ms",
         "200",
         "--max-launches",
@@ -415,6 +423,10 @@ pub async fn rehearse(options: Options) -> anyhow::Result<Rehearsal> {
         "--allowed-host",
         "canary-tunnel.example",
     ];
+    if let Some(Planted::RequestIds(_)) = options.planted {
+        // A call that no page shows is refused after this wait (30 s by default).
+        daemon_args.extend(["--attribution-wait-ms", "4000"]);
+    }
     let orchestrator = options.orchestrator.as_path();
     let (hands, mcp_url, state_dir, hub, site_port) = match options.carrier {
         Carrier::Cdp => {
@@ -445,8 +457,15 @@ pub async fn rehearse(options: Options) -> anyhow::Result<Rehearsal> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let hook = format!("http://{}/fault", listener.local_addr()?);
     let hook_task = tokio::spawn(serve_faults(listener, person.clone()));
-    if options.planted == Some(Planted::StaleApp) {
-        crate::install_apps(&hub, crate::APP_LABEL, fakechat::render::AppState::Stale);
+    match options.planted {
+        Some(Planted::StaleApp) => crate::install_apps(&hub, crate::APP_LABEL, fakechat::render::AppState::Stale),
+        Some(Planted::RequestIds(broken)) => {
+            hub.request_ids.send_replace(broken);
+        }
+        _ => {}
+    }
+    if options.sessions {
+        *hub.sessions.lock().expect("sessions lock") = Some(Default::default());
     }
     let stopping = (options.orchestrator.clone(), state_dir.clone());
     let runner = Arc::new(std::sync::atomic::AtomicU32::new(0));
@@ -462,6 +481,7 @@ pub async fn rehearse(options: Options) -> anyhow::Result<Rehearsal> {
     if let Some(gates) = &options.gates {
         run.args(["--gates", gates]);
     }
+    run.args(&options.run_args);
     // The runner's own lines go to stderr: stdout is the chain's JSON.
     let mut child = run.stdout(std::io::stderr()).spawn()?;
     runner.store(child.id().unwrap_or_default(), std::sync::atomic::Ordering::SeqCst);

@@ -234,7 +234,12 @@ impl Connector {
     ) -> Result<Result<serde_json::Value, mcp_client::ToolError>, mcp_client::Error> {
         let id = self.hub.tool_call(&self.conversation, None, tool, &self.app);
         let suffix = &uuid::Uuid::new_v4().simple().to_string()[..4];
-        self.mcp.call_with(tool, args, &[("x-request-id", &format!("{id}/{suffix}"))]).await
+        let header = format!("{id}/{suffix}");
+        let headers: &[(&str, &str)] = match *self.hub.request_ids.borrow() {
+            crate::hub::RequestIds::Stripped => &[],
+            _ => &[("x-request-id", &header)],
+        };
+        self.mcp.call_with(tool, args, headers).await
     }
 }
 

@@ -278,6 +278,25 @@ pub struct Hub {
     /// 0cce1eecfc290627d3ec829b8ae7a6dac4dbee91, `requestIdsOf`); nothing in
     /// the product waits for it.
     pub request_message_delay: watch::Sender<std::time::Duration>,
+    /// How request ids reach the app and the page (a fault knob).
+    pub request_ids: watch::Sender<RequestIds>,
+}
+
+/// How the connector's request ids reach the orchestrator and the page:
+/// as ChatGPT's do ([`RequestIds::Stamped`]), or broken as something on
+/// the path would break them, for the canary's attribution check (issue
+/// 45). These are faults to plant, not readings of the real site.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RequestIds {
+    /// Each call carries `x-request-id`; the page stamps its id.
+    #[default]
+    Stamped,
+    /// A proxy in front of the orchestrator strips the header.
+    Stripped,
+    /// The page never shows the id (a site change the carrier cannot read).
+    Unstamped,
+    /// The page shows ids, in another form than the header's.
+    OtherForm,
 }
 
 /// Milliseconds since the epoch.
@@ -309,6 +328,7 @@ impl Hub {
             held: std::sync::atomic::AtomicUsize::new(0),
             hold_replies: watch::Sender::new(false),
             call_delay: watch::Sender::new(std::time::Duration::from_millis(300)),
+            request_ids: watch::Sender::new(RequestIds::Stamped),
             request_message_delay: watch::Sender::new(std::time::Duration::from_secs(40)),
         }
     }
@@ -605,7 +625,9 @@ impl Hub {
                 let request_id =
                     chosen.clone().or_else(|| turn.calls.last().map(|k| k.request_id.clone())).unwrap_or_else(mint);
                 index = Some((at, turn.calls.len()));
+                let other_form = *self.request_ids.borrow() == RequestIds::OtherForm;
                 turn.calls.push(crate::render::ToolCall {
+                    shown_id: other_form.then(|| request_id.replacen("wfr_", "req_", 1)),
                     request_id: request_id.clone(),
                     tool: tool.into(),
                     app: app.into(),
@@ -629,6 +651,9 @@ impl Hub {
                 });
             });
         };
+        if *self.request_ids.borrow() == RequestIds::Unstamped {
+            return request_id;
+        }
         land(*self.call_delay.borrow(), |k| k.stamped = true);
         land(*self.request_message_delay.borrow(), |k| k.shown = true);
         request_id

@@ -122,8 +122,12 @@ pub struct Turn {
 /// seconds later).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolCall {
-    /// `metadata.request_id`: the turn's request id.
+    /// The turn's request id (the header's).
     pub request_id: String,
+    /// `metadata.request_id` when the page shows another than the header's
+    /// (a planted fault, [`crate::hub::RequestIds::OtherForm`]).
+    #[serde(default)]
+    pub shown_id: Option<String>,
     /// The tool called.
     pub tool: String,
     /// The app's name as ChatGPT knows it (the request path's first segment).
@@ -187,15 +191,16 @@ pub fn turn_messages(turn: &Turn, n: usize) -> serde_json::Value {
     let mut messages = Vec::new();
     let mut stamped: Vec<&str> = Vec::new();
     for (i, call) in turn.calls.iter().enumerate() {
-        if call.stamped && !stamped.contains(&call.request_id.as_str()) {
-            stamped.push(&call.request_id);
+        let shown_id = call.shown_id.as_deref().unwrap_or(&call.request_id);
+        if call.stamped && !stamped.contains(&shown_id) {
+            stamped.push(shown_id);
             messages.push(serde_json::json!({
                 "id": format!("msg-{n}-request-{}", stamped.len()),
                 "author": {"role": "assistant"},
                 "recipient": "all",
                 "channel": "commentary",
                 "content": {"content_type": "text", "parts": [""]},
-                "metadata": {"request_id": call.request_id}
+                "metadata": {"request_id": shown_id}
             }));
         }
         if !call.shown {
@@ -210,7 +215,7 @@ pub fn turn_messages(turn: &Turn, n: usize) -> serde_json::Value {
             "channel": "commentary",
             "content": {"content_type": "code", "text": format!(
                 "{{\"path\":\"/{}/link_{link}/{}\",\"args\":\"{{\\\"capab", call.app, call.tool)},
-            "metadata": {"request_id": call.request_id}
+            "metadata": {"request_id": shown_id}
         }));
         messages.push(serde_json::json!({
             "id": format!("msg-{n}-result-{i}"),
@@ -218,7 +223,7 @@ pub fn turn_messages(turn: &Turn, n: usize) -> serde_json::Value {
             "content": {"content_type": "text", "parts": [""]},
             "metadata": {
                 "parent_id": request,
-                "request_id": call.request_id,
+                "request_id": shown_id,
                 "invoked_resource": {"app_name": call.app, "resource_uri": format!("/asdk_app_fake/link_{link}/{}", call.tool)}
             }
         }));

@@ -65,6 +65,11 @@ pub struct Status {
     /// both builds and which to update.
     #[serde(default)]
     pub executors_refused: Vec<RefusedExecutor>,
+    /// Workers' calls refused lately because attribution cannot work on
+    /// their path (no header, no ids in the pages, ids in another form),
+    /// oldest first.
+    #[serde(default)]
+    pub unattributable: Vec<carrier_webext::bridge::Unattributable>,
     /// The newest runs (at most [`RUNS_SHOWN`]), newest first.
     #[serde(default)]
     pub runs: Vec<RunSummary>,
@@ -364,6 +369,7 @@ async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
             .into_iter()
             .map(|r| RefusedExecutor { executor_id: r.executor_id, at_ms: r.at_ms, reason: r.reason })
             .collect(),
+        unattributable: admin.bridge.unattributable_calls(),
         runs,
         deployment: Some(Deployment {
             identity: crate::deployment::identity(),

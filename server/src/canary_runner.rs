@@ -9,7 +9,7 @@
 //! the terminal (`--faults prompt`). The runner never touches a browser.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use canary::{Counts, Deployment, Evidence, Executor, Gate, Receipt, Target, Verdict, Writer};
@@ -73,6 +73,9 @@ pub struct Config {
     pub prompt_budget: u32,
     /// The least time between two prompts the runner itself causes.
     pub pacing: Duration,
+    /// Whether worker calls must be proven to come from their own
+    /// conversations (the runs are created so, and the claims say which).
+    pub attribution: canary::Attribution,
 }
 
 /// How a run ended.
@@ -173,13 +176,13 @@ struct Runner {
 /// (its receipt says so) and retires this run's pools ([`crate::canary_stop`]).
 pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
     let _one = crate::canary_stop::RunLock::take(&cfg.state_dir)?;
-    let mut writer = Writer::create(&cfg.receipts, cfg.target)?;
+    let mut writer = Writer::create(&cfg.receipts, cfg.target)?.with_attribution(cfg.attribution);
     // However the daemon is exposed (a tunnel's secret, OAuth's owner key),
     // its state directory holds the secret `/mcp` then wants even on
     // loopback: sent as a bearer, never written into a receipt.
     let secret = crate::exposure::load_secret(&cfg.state_dir)?;
     let mut root = mcp_client::Client::connect_bearing(&cfg.mcp_url, secret.as_deref()).await?;
-    let (cap, run_id) = new_run(&mut root, &cfg.state_dir, "canary").await?;
+    let (cap, run_id) = new_run(&mut root, &cfg, "canary").await?;
     let mut runner = Runner {
         cfg: cfg.clone(),
         root,
@@ -253,6 +256,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<Outcome> {
             claim: None,
             target: cfg.target,
             carrier: runner.carrier_name(),
+            attribution: cfg.attribution,
             platform: platform.clone(),
             deployment: runner.deployment.clone(),
             inputs: seen.inputs,
@@ -296,8 +300,13 @@ fn first_cause(met: Result<(), Stop>, log: Result<(), Stop>) -> Result<(), Stop>
 
 /// A run of its own, with root's capability, kept in the canary's state
 /// directory until it is retired (`canary stop`).
-async fn new_run(root: &mut mcp_client::Client, state_dir: &Path, title: &str) -> anyhow::Result<(String, String)> {
-    let created = root.call("run_create", json!({"title": title})).await?;
+async fn new_run(root: &mut mcp_client::Client, cfg: &Config, title: &str) -> anyhow::Result<(String, String)> {
+    let state_dir = &cfg.state_dir;
+    let attribution = match cfg.attribution {
+        canary::Attribution::Required => "required",
+        canary::Attribution::CapabilityOnly => "capability_only",
+    };
+    let created = root.call("run_create", json!({"title": title, "attribution": attribution})).await?;
     let created = created.map_err(|e| anyhow::anyhow!("run_create: {e}"))?;
     let cap = created["root_capability"].as_str().unwrap_or_default().to_owned();
     let run_id = created["run"]["run_id"].as_str().unwrap_or_default().to_owned();
@@ -366,6 +375,25 @@ impl Runner {
             Ok(Err(e)) => Err(fail(format!("{tool}: {}", e.code))),
             Err(e) => Err(uncertain(format!("DAEMON_UNREACHABLE: {e}"))),
         }
+    }
+
+    /// Stops the run `SETUP_REQUIRED: ATTRIBUTION_UNAVAILABLE: <cause>` once
+    /// a worker call of one of its runs was refused because attribution
+    /// cannot work on this path (the daemon says which of three causes and
+    /// the ways on): the first gate whose workers call finds out, and no
+    /// gate waits out its timeout on calls that can never be attributed.
+    async fn attribution_works(&mut self) -> Result<(), Stop> {
+        let refused = self.admin().await?.unattributable;
+        let Some(call) = refused.iter().find(|c| self.started.contains(&c.run_id)) else { return Ok(()) };
+        let cause = serde_json::to_value(call.cause).ok().and_then(|v| v.as_str().map(str::to_owned));
+        self.manual.insert("ATTRIBUTION_UNAVAILABLE".into());
+        Err(Verdict::SetupRequired(format!(
+            "ATTRIBUTION_UNAVAILABLE: {}: {} (worker {}'s {})",
+            cause.unwrap_or_default(),
+            call.cause,
+            call.worker_id,
+            call.tool
+        )))
     }
 
     /// The daemon's admin read once a carrier is connected, or
@@ -490,6 +518,7 @@ impl Runner {
             if status["state"] == "RECONCILE_REQUIRED" {
                 return Err(uncertain("RECONCILE_REQUIRED"));
             }
+            self.attribution_works().await?;
             if Instant::now() >= deadline {
                 return Err(uncertain(format!("TIMEOUT: {what} (pool {})", status["state"])));
             }
@@ -671,7 +700,7 @@ impl Runner {
     /// chat and a navigation in one of them leave the others untouched.
     /// In a run of its own, whose pool is stopped after, so G2 starts fresh.
     async fn g0(&mut self, seen: &mut Seen) -> Result<(), Stop> {
-        let (cap, run_id) = new_run(&mut self.root, &self.cfg.state_dir, "canary G0")
+        let (cap, run_id) = new_run(&mut self.root, &self.cfg, "canary G0")
             .await
             .map_err(|e| uncertain(format!("DAEMON_UNREACHABLE: {e}")))?;
         self.started.push(run_id.clone());

@@ -226,6 +226,12 @@ fn setup_checks(status: &Status, expected: &Expected<'_>, checks: &mut Vec<Check
             says: format!("{} was refused: {}", refused.executor_id, refused.reason),
         });
     }
+    // A worker call refused because attribution cannot work on this path
+    // (the canary's first check, seen here from any run's workers).
+    if let Some(last) = status.unattributable.last() {
+        let says = format!("{}'s {} was refused: {}", last.worker_id, last.tool, last.cause);
+        checks.push(Check { ok: false, what: "attribution", says });
+    }
     let (exposed, says) = crate::admin::exposure(&status.exposed_hosts, status.mcp_secret);
     checks.push(Check { ok: exposed, what: "exposure", says });
 }

@@ -366,6 +366,12 @@ enum CanaryAction {
         /// The least time between two prompts the runner causes, in ms.
         #[arg(long, default_value_t = 5_000)]
         pacing_ms: u64,
+        /// `required`: every worker call proven to come from its own
+        /// conversation (a path that cannot carry that stops the run
+        /// `SETUP_REQUIRED: ATTRIBUTION_UNAVAILABLE`); `capability_only`:
+        /// workers trusted on their capability alone, and every claim says so.
+        #[arg(long, default_value = "required", value_parser = ["required", "capability_only"])]
+        attribution: String,
     },
     /// Verify a receipt chain against the head its run printed (kept
     /// elsewhere): a chain rewritten whole is refused (exit 2); prints the
@@ -1003,6 +1009,7 @@ state: {}
             gate_timeout_s,
             prompt_budget,
             pacing_ms,
+            attribution,
         } => {
             let target = match target.as_str() {
                 "live" => canary::Target::Live,
@@ -1058,6 +1065,10 @@ state: {}
                 gate_timeout: std::time::Duration::from_secs(gate_timeout_s),
                 prompt_budget,
                 pacing: std::time::Duration::from_millis(pacing_ms),
+                attribution: match attribution.as_str() {
+                    "capability_only" => canary::Attribution::CapabilityOnly,
+                    _ => canary::Attribution::Required,
+                },
             };
             eprintln!(
                 "canary: gates {:?} on {target:?}, {workers} workers, at most {prompt_budget} prompts, {pacing_ms} ms apart; receipts in {}",

@@ -127,7 +127,30 @@ pub struct Bridge {
     waiting: std::sync::Mutex<HashMap<protocol::WorkerId, usize>>,
     /// The latest version refusals of proven executors, newest last (bounded).
     refusals: std::sync::Mutex<std::collections::VecDeque<Refusal>>,
+    /// The latest calls refused because attribution cannot work on their
+    /// path, newest last (bounded).
+    unattributable: std::sync::Mutex<std::collections::VecDeque<Unattributable>>,
 }
+
+/// A worker's call refused because attribution cannot work on its path
+/// (no header, no ids in the pages, ids in another form): what the canary
+/// and `doctor` diagnose a setup from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Unattributable {
+    /// When (ms since the epoch, the log's clock).
+    pub at_ms: u64,
+    /// The caller's run.
+    pub run_id: String,
+    /// The worker it called as.
+    pub worker_id: String,
+    /// The tool.
+    pub tool: String,
+    /// Why attribution cannot work there.
+    pub cause: attribution::Unavailable,
+}
+
+/// How many such refusals the bridge keeps.
+const UNATTRIBUTABLE_KEPT: usize = 32;
 
 /// A paired executor the daemon refused at its `hello` for its protocol
 /// version: status and `doctor` say so, since it cannot.
@@ -190,6 +213,7 @@ impl Bridge {
             sighted: tokio::sync::watch::Sender::new(0),
             waiting: std::sync::Mutex::new(HashMap::new()),
             refusals: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            unattributable: std::sync::Mutex::new(std::collections::VecDeque::new()),
         });
         tokio::spawn(dispatch_loop(bridge.clone()));
         let stop = bridge.shutdown.clone().cancelled_owned();
@@ -222,6 +246,27 @@ impl Bridge {
             self.credentials.list().unwrap_or_default().into_iter().map(|i| i.executor_id).collect();
         let kept = self.refusals.lock().expect("refusals lock");
         kept.iter().filter(|r| paired.contains(&r.executor_id)).cloned().collect()
+    }
+
+    /// Keeps `refused` (newest last, bounded).
+    pub fn unattributable(&self, mut refused: Unattributable) {
+        refused.at_ms = self.plane.now_ms();
+        let mut kept = self.unattributable.lock().expect("unattributable lock");
+        if kept.len() == UNATTRIBUTABLE_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(refused);
+    }
+
+    /// The calls refused lately because attribution cannot work on their
+    /// path, oldest first.
+    pub fn unattributable_calls(&self) -> Vec<Unattributable> {
+        self.unattributable.lock().expect("unattributable lock").iter().cloned().collect()
+    }
+
+    /// Whether a page showing `conversation` reported any request id lately.
+    pub fn pages_show_ids(&self, conversation: &protocol::ConversationId) -> bool {
+        self.sightings.lock().expect("sightings lock").shown_in(conversation)
     }
 
     /// Executor ids with a live session.

@@ -20,8 +20,15 @@ async fn main() -> anyhow::Result<()> {
         "no orchestrator binary at {}: run `cargo xtask canary`",
         orchestrator.display()
     );
-    let mut options =
-        Options { orchestrator, receipts: Default::default(), carrier: Carrier::Cdp, gates: None, planted: None };
+    let mut options = Options {
+        orchestrator,
+        receipts: Default::default(),
+        carrier: Carrier::Cdp,
+        gates: None,
+        planted: None,
+        run_args: Vec::new(),
+        sessions: false,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let value = args.next().with_context(|| format!("{flag} needs a value"))?;

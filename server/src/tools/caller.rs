@@ -105,7 +105,7 @@ impl Tools {
         }
         let headers = ctx.extensions.get::<axum::http::request::Parts>().map(|p| &p.headers);
         let values = headers.into_iter().flat_map(|h| h.get_all("x-request-id").iter().map(|v| v.as_bytes()));
-        let request_id = attribution::request_id(values).map_err(unidentified)?;
+        let request_id = attribution::request_id(values).map_err(|why| self.refused(me, tool, why, None))?;
         if !self.plane.with_state(|s| s.request_usable(&request_id, &me.id)) {
             return Err(unidentified(Unidentified::EarlierTurn));
         }
@@ -118,7 +118,7 @@ impl Tools {
             .await
             .map_err(unidentified)?
             .ok_or(Unidentified::NotSeen { waited_ms: started.elapsed().as_millis() as u64 })
-            .map_err(unidentified)?;
+            .map_err(|why| self.refused(me, tool, why, Some(&lookup.conversation_id)))?;
         let expected =
             Expected { worker_id: &me.id, executor_id: &lookup.executor_id, conversation_id: &lookup.conversation_id };
         attribution::judge(&expected, &seen, newest).map_err(unidentified)?;
@@ -133,6 +133,26 @@ impl Tools {
         });
         recorded.await?;
         Ok(Some(lookup.conversation_id))
+    }
+
+    /// The refusal of `me`'s call of `tool` for `why`; kept by the bridge
+    /// when it says attribution cannot work on this path at all (the
+    /// canary and `doctor` read it), judged against what the pages of
+    /// `conversation` showed lately.
+    fn refused(&self, me: &Worker, tool: &str, why: Unidentified, conversation: Option<&ConversationId>) -> ToolError {
+        if let Some(bridge) = &self.executors {
+            let shown = conversation.is_some_and(|c| bridge.pages_show_ids(c));
+            if let Some(cause) = why.unavailable(shown) {
+                bridge.unattributable(carrier_webext::bridge::Unattributable {
+                    at_ms: 0,
+                    run_id: me.run_id.to_string(),
+                    worker_id: me.id.to_string(),
+                    tool: tool.to_owned(),
+                    cause,
+                });
+            }
+        }
+        unidentified(why)
     }
 
     /// Where `me`'s conversation is: bound now, or (while its create is
