@@ -7,6 +7,7 @@
 //! - [`gate`]: the gates, their claims, verdicts and stop reasons.
 //! - [`receipt`]: receipts, the hash chain, its summary and verification.
 //! - [`show`]: a verified chain for a person, or as one JSON document.
+//! - [`report`]: a verified chain as one HTML page to publish.
 //!
 //! Sans-IO apart from reading and writing the receipt directory: the
 //! runner that drives a daemon lives with the product binary
@@ -14,6 +15,7 @@
 
 pub mod gate;
 pub mod receipt;
+pub mod report;
 pub mod show;
 
 pub use gate::{CLAIM_ORDER, Gate, REHEARSAL_PREFIX, Verdict, claim_reached, final_claim, no_claim, os_word};

@@ -58,6 +58,8 @@ pub struct Followed {
     pub show: Value,
     /// `canary show`.
     pub shown: String,
+    /// `canary show --html`'s page, as the page's redirect wrote it.
+    pub report_html: String,
     /// `canary verify --head`, given the head `canary run` printed.
     pub verified: String,
     /// `canary stop`.
@@ -193,6 +195,7 @@ pub async fn follow(orchestrator: &Path, carrier: Carrier) -> anyhow::Result<Fol
         ran: String::new(),
         show: Value::Null,
         shown: String::new(),
+        report_html: String::new(),
         verified: String::new(),
         stopped: String::new(),
         status_after_stop: Value::Null,
@@ -282,8 +285,16 @@ pub async fn follow(orchestrator: &Path, carrier: Carrier) -> anyhow::Result<Fol
                 followed.listening_after_teardown = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
             }
             ["canary", "show"] => {
+                // `> FILE`, as the shell redirects it.
+                let (words, into) = match words.iter().position(|w| w == ">") {
+                    Some(i) => (words[..i].to_vec(), Some(PathBuf::from(words.get(i + 1).context("> names no file")?))),
+                    None => (words, None),
+                };
                 let printed = run(command(orchestrator, &home, &words), written).await?;
-                if words.iter().any(|w| w == "--json") {
+                if let Some(file) = into {
+                    std::fs::write(&file, &printed)?;
+                    followed.report_html = std::fs::read_to_string(&file)?;
+                } else if words.iter().any(|w| w == "--json") {
                     followed.show = serde_json::from_str(&printed)?;
                 } else {
                     followed.shown = printed;

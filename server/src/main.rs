@@ -405,8 +405,11 @@ enum CanaryAction {
         /// The receipt directory.
         receipts: PathBuf,
         /// One JSON document instead of text.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "html")]
         json: bool,
+        /// One self-contained HTML page instead of text (to publish).
+        #[arg(long)]
+        html: bool,
     },
 }
 
@@ -1120,8 +1123,9 @@ state: {}
                 println!("{line}");
             }
         }
-        CanaryAction::Show { receipts, json } => match canary::verify(&receipts) {
+        CanaryAction::Show { receipts, json, html } => match canary::verify(&receipts) {
             Ok(chain) if json => println!("{}", canary::show::json(&chain)),
+            Ok(chain) if html => print!("{}", canary::report::html(&chain)),
             Ok(chain) => print!("{}", canary::show::text(&chain)),
             Err(e) => {
                 eprintln!("refused: {e}");

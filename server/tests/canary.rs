@@ -120,12 +120,41 @@ async fn follow_the_page(name: &str, carrier: Carrier) -> e2e::canary_docs::Foll
     assert_all_retired(&out.status_after_stop);
     assert!(out.torn_down.contains("carriers revoked: 1"), "{}", out.torn_down);
     assert!(!out.listening_after_teardown, "the canary daemon is down after teardown");
+    let head = out.show["head"].as_str().unwrap();
+    assert!(
+        out.report_html.contains(head) && out.report_html.contains(last.as_str()),
+        "the report names head and claim"
+    );
     out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docs_canary_md_followed_through_the_cdp_carrier_reaches_the_final_claim() {
-    follow_the_page("docs-cdp", Carrier::Cdp).await;
+    let out = follow_the_page("docs-cdp", Carrier::Cdp).await;
+    the_report_as_a_person_sees_it(&out.report_html, &out.show).await;
+}
+
+/// The HTML report in a real browser: every gate's row and the head
+/// shown, no serious or critical axe-core finding, and its picture in
+/// docs/screenshots/canary-report.png (regenerated here).
+async fn the_report_as_a_person_sees_it(html: &str, show: &Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("canary-report.html");
+    std::fs::write(&file, html).unwrap();
+    let config = e2e::browser::config(1, &dir.path().join("chromium")).unwrap().build().unwrap();
+    let (mut browser, mut handler) = chromiumoxide::Browser::launch(config).await.unwrap();
+    let events = tokio::spawn(async move { while futures_util::StreamExt::next(&mut handler).await.is_some() {} });
+    let page = browser.new_page(format!("file://{}", file.display())).await.unwrap();
+    let rows: usize = e2e::browser::eval(&page, "document.querySelectorAll('tbody tr').length").await.unwrap();
+    assert_eq!(rows, show["gates"].as_array().unwrap().len());
+    let text: String = e2e::browser::eval(&page, "document.body.innerText").await.unwrap();
+    assert!(text.contains(show["head"].as_str().unwrap()), "{text}");
+    let found = e2e::surfaces::axe(&page).await.unwrap();
+    assert!(found.is_empty(), "axe-core: {found:#?}");
+    e2e::surfaces::screenshot(&page, "canary-report").await.unwrap();
+    let _ = browser.close().await;
+    let _ = browser.wait().await;
+    events.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
