@@ -185,6 +185,7 @@ pub fn agent_config(daemon: &Daemon, user_data_dir: &Path, state_file: &Path) ->
         bundle,
         state_file: state_file.to_owned(),
         connect_timeout: Duration::from_secs(5),
+        approval_wait: carrier_cdp::connect::APPROVAL_WAIT,
         reconnect_delay: Duration::from_millis(100),
         capacity: Some(carrier_cdp::agent::DEFAULT_CAPACITY),
         dedicated: None,
@@ -237,4 +238,90 @@ pub async fn chat_by_hand(
     until("/^\\/c\\/[0-9a-f-]{36}$/.test(location.pathname)").await?;
     let path = eval("location.pathname.slice(3)".into()).await?.result.value;
     path.and_then(|p| p.as_str().map(str::to_owned)).context("the page shows no conversation")
+}
+
+/// Chrome's own remote-debugging route (`chrome://inspect/#remote-debugging`)
+/// played in front of the rig's authorized Chromium: every new DevTools
+/// connection waits for a person's Allow or Deny (here the test's), as
+/// Chrome's dialog holds it (`../shared/RECIPES.md`), then passes through
+/// to the browser. Its own `DevToolsActivePort`, in [`Asking::user_data_dir`],
+/// announces this endpoint with the browser's path. A bare probe that
+/// sends nothing is no dialog.
+pub struct Asking {
+    /// The user-data directory to give the agent.
+    pub user_data_dir: PathBuf,
+    asked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    decide: tokio::sync::mpsc::UnboundedSender<bool>,
+    cut: tokio::sync::watch::Sender<u64>,
+    _dir: tempfile::TempDir,
+}
+
+impl Asking {
+    /// Stands in front of the browser whose user-data directory is `behind`.
+    pub async fn start(behind: &Path) -> anyhow::Result<Asking> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let dir = tempfile::tempdir()?;
+        let real = std::fs::read_to_string(behind.join("DevToolsActivePort"))?;
+        let path = real.lines().nth(1).context("the browser's DevToolsActivePort names no path")?;
+        std::fs::write(dir.path().join("DevToolsActivePort"), format!("{port}\n{path}\n"))?;
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (decide, mut decisions) = tokio::sync::mpsc::unbounded_channel::<bool>();
+        let (cut, _) = tokio::sync::watch::channel(0u64);
+        let (asks, mut asking) = tokio::sync::mpsc::unbounded_channel::<tokio::net::TcpStream>();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let asks = asks.clone();
+                tokio::spawn(async move {
+                    if socket.peek(&mut [0u8; 1]).await.is_ok_and(|n| n > 0) {
+                        let _ = asks.send(socket);
+                    }
+                });
+            }
+        });
+        let (counted, cuts, behind) = (asked.clone(), cut.clone(), behind.to_owned());
+        tokio::spawn(async move {
+            let mut waiting = Vec::new();
+            loop {
+                tokio::select! {
+                    Some(socket) = asking.recv() => {
+                        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        waiting.push(socket);
+                    }
+                    Some(allow) = decisions.recv() => {
+                        // The oldest dialog is answered; a Deny closes its connection.
+                        if waiting.is_empty() { continue }
+                        let mut socket = waiting.remove(0);
+                        if !allow { continue }
+                        let (mut cut, behind) = (cuts.subscribe(), behind.clone());
+                        tokio::spawn(async move {
+                            let Ok(text) = std::fs::read_to_string(behind.join("DevToolsActivePort")) else { return };
+                            let Some(port) = text.lines().next().map(str::to_owned) else { return };
+                            let Ok(mut browser) = tokio::net::TcpStream::connect(format!("127.0.0.1:{port}")).await else { return };
+                            tokio::select! {
+                                _ = tokio::io::copy_bidirectional(&mut socket, &mut browser) => {}
+                                _ = cut.changed() => {}
+                            }
+                        });
+                    }
+                }
+            }
+        });
+        Ok(Asking { user_data_dir: dir.path().to_owned(), asked, decide, cut, _dir: dir })
+    }
+
+    /// How many connections have asked so far.
+    pub fn asked(&self) -> usize {
+        self.asked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Answers the oldest dialog still open.
+    pub fn answer(&self, allow: bool) {
+        let _ = self.decide.send(allow);
+    }
+
+    /// Ends every connection passed through so far (the connection lost).
+    pub fn cut(&self) {
+        self.cut.send_modify(|n| *n += 1);
+    }
 }

@@ -339,6 +339,81 @@ async fn a_pending_authorization_is_a_setup_state_within_the_timeout_with_no_eff
     holding.abort();
 }
 
+/// Chrome's own remote-debugging route asks a person to Allow each new
+/// DevTools connection (issue 45; `e2e::cdp::Asking` plays its dialog in
+/// front of the rig's browser). While a create waits on the dialog the
+/// pool says `BROWSER_AUTHORIZATION_REQUIRED` and the agent opens no
+/// second connection, however often it needs the browser; the person's
+/// one Allow answers the kept one and `runtime_recover` creates the
+/// worker. Once that connection is lost, the next need asks again: a Deny
+/// is a typed state the agent survives, the next Allow lets the waiting
+/// task go in, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_browsers_allow_is_asked_once_per_connection_and_again_after_it_is_lost() {
+    let _one = ONE_BROWSER.lock().await;
+    let filter = tracing_subscriber::EnvFilter::from_default_env();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, fake) = e2e::daemon_and_site(orchestrator(), dir.path(), &[]).await.unwrap();
+    let chromium = e2e::cdp::AuthorizedChromium::launch(fake.addr.port(), &dir.path().join("chromium")).unwrap();
+    let asking = e2e::cdp::Asking::start(&chromium.user_data_dir).await.unwrap();
+    let mut config = e2e::cdp::agent_config(&daemon, &asking.user_data_dir, &dir.path().join("agent.json")).unwrap();
+    config.connect_timeout = Duration::from_secs(1);
+    let agent = carrier_cdp::Agent::start(config).unwrap();
+    e2e::cdp::wait_until(WAIT, || agent.is_connected()).await.unwrap();
+    let root = Root::new(&daemon.addr);
+    let started = std::time::Instant::now();
+    let authorization = |s: &Value| s["reasons"].as_array().unwrap().contains(&json!("BROWSER_AUTHORIZATION_REQUIRED"));
+    root.call("runtime_ensure", json!({"desired_workers": 1}));
+    root.status_when("the pool waiting on the person's Allow", authorization).await;
+    root.call("runtime_recover", json!({}));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(asking.asked(), 1, "one dialog, however often the agent needed the browser");
+    asking.answer(true);
+    root.call("runtime_recover", json!({}));
+    root.ready(1).await;
+    assert_eq!(asking.asked(), 1, "the Allow answered the connection kept asking");
+    eprintln!("allowed and ready: {:.1} s", started.elapsed().as_secs_f64());
+
+    // The connection lost: the task's prompt needs the browser, which asks again.
+    asking.cut();
+    let task =
+        root.call("task_dispatch", json!({"instructions": "after the dialog\nscenario: complete \"done\"", "slot": 0}));
+    e2e::cdp::wait_until(WAIT, || asking.asked() == 2).await.unwrap();
+    eprintln!("asked again after the loss: {:.1} s", started.elapsed().as_secs_f64());
+    asking.answer(false);
+    e2e::cdp::wait_until(WAIT, || asking.asked() == 3).await.expect("a Deny is survived: the agent asks again");
+    assert!(agent.is_connected(), "the agent kept its daemon session");
+    eprintln!("asked again after the Deny: {:.1} s", started.elapsed().as_secs_f64());
+    asking.answer(true);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let c = root.call("task_collect", json!({"task_id": task["task_id"]}));
+        if c["status"] == "completed" {
+            eprintln!("the task done: {:.1} s", started.elapsed().as_secs_f64());
+            let ev = root.call("events_list", json!({"after_cursor": 0, "limit": 500}));
+            for e in ev["events"].as_array().unwrap() {
+                eprintln!(
+                    "EV {} {} {}",
+                    e["at_ms"],
+                    e["type"],
+                    e.get("data").map(|d| d.to_string()).unwrap_or_default().chars().take(200).collect::<String>()
+                );
+            }
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the task never completed: {c:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let oracle = fake.hub.oracle();
+    let turns: Vec<usize> =
+        conversations(&oracle).values().map(|c| c["user_turns"].as_array().unwrap().len()).collect();
+    assert_eq!(turns, [2], "its bootstrap and the task, each once: {oracle:#}");
+    agent.stop().await;
+    drop(chromium);
+    drop(daemon);
+}
+
 /// The agent restarts in the middle of the two-worker flow (its process
 /// ends; a new one starts from the journal it kept): it resyncs its
 /// bindings, finds its own targets again, and the flow completes with no
@@ -898,6 +973,7 @@ async fn after_a_restart_mid_create_a_tab_showing_its_marker_is_not_adopted() {
         bundle,
         state_file: journal,
         connect_timeout: Duration::from_secs(5),
+        approval_wait: carrier_cdp::connect::APPROVAL_WAIT,
         reconnect_delay: Duration::from_millis(100),
         capacity: None,
         dedicated: None,

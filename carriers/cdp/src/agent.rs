@@ -43,7 +43,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
 use crate::cdp::{Cdp, Event};
-use crate::connect::{Endpoint, connect};
+use crate::connect::{Connector, Endpoint};
 use crate::launch::{Dedicated, Launched};
 use crate::page::{self, Bundle, Said};
 
@@ -68,6 +68,9 @@ pub struct Config {
     pub state_file: PathBuf,
     /// The bound on reaching the browser.
     pub connect_timeout: Duration,
+    /// How long a DevTools handshake the browser holds for a person's
+    /// Allow is kept waiting (see [`crate::connect::Connector`]).
+    pub approval_wait: Duration,
     /// The pause between attempts to reach the daemon.
     pub reconnect_delay: Duration,
     /// How many managed conversations this host takes (`hello`'s
@@ -145,6 +148,8 @@ struct Shared {
     core: Mutex<Core<String>>,
     /// The live browser connection; the async lock serializes connecting.
     browser: tokio::sync::Mutex<Option<Arc<Browser>>>,
+    /// Reaches the browser, keeping a handshake held for a person's Allow.
+    connector: tokio::sync::Mutex<Connector>,
     /// The dedicated browser, when the agent launched one.
     launched: tokio::sync::Mutex<Launched>,
     /// The browser's product and version once reached, for `hello` (which
@@ -191,10 +196,12 @@ enum Unanswered {
 
 impl Shared {
     fn new(config: Config, core: Core<String>) -> Shared {
+        let connector = Connector::new(config.browser.clone(), config.connect_timeout, config.approval_wait);
         Shared {
             config,
             core: Mutex::new(core),
             browser: tokio::sync::Mutex::new(None),
+            connector: tokio::sync::Mutex::new(connector),
             launched: tokio::sync::Mutex::new(Launched::default()),
             version: Mutex::new(None),
             outbox: Mutex::new(None),
@@ -271,8 +278,7 @@ impl Shared {
             let mut launched = self.launched.lock().await;
             launched.ensure(dedicated, self.config.connect_timeout).await.map_err(|e| error(e.code, &e.detail))?;
         }
-        let cdp =
-            connect(&self.config.browser, self.config.connect_timeout).await.map_err(|e| error(e.code, &e.detail))?;
+        let cdp = self.connector.lock().await.connect().await.map_err(|e| error(e.code, &e.detail))?;
         let unavailable = |e: crate::cdp::Error| error(ErrorCode::BrowserControlUnavailable, &e.to_string());
         let within = self.config.connect_timeout;
         let version = cdp.call_within(within, None, GetVersionParams::default()).await.map_err(unavailable)?.product;
@@ -296,11 +302,27 @@ impl Shared {
         // The adapter runs again in every target still managed, so its first
         // reading reports the page as it is now (what an earlier process or
         // connection last saw may be stale).
+        // An unchanged page says nothing by itself, so each is asked once:
+        // a page the daemon last heard of as out of reach (or mid-turn)
+        // is heard from again now, not at its next recheck.
         let managed: Vec<String> = self.core.lock().unwrap().workers().filter_map(|(_, m)| m.tab.clone()).collect();
         for target in managed {
             if let Err(outcome) = self.session(&browser, &target).await {
                 tracing::warn!(%target, ?outcome, "cannot watch a managed target again");
+                continue;
             }
+            let (shared, browser) = (self.clone(), browser.clone());
+            tokio::spawn(async move {
+                let asked = shared.ask(&browser, &target, &ToPage::Ping, now_ms() + 10_000).await;
+                if let Ok(PageReply::Report(report)) = asked {
+                    let frames =
+                        shared.core.lock().unwrap().page_report(&target, &report.url, report.state, report.error);
+                    if !frames.is_empty() {
+                        shared.persist();
+                        shared.emit(frames);
+                    }
+                }
+            });
         }
         Ok(browser)
     }
@@ -580,17 +602,8 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
     // Every managed conversation is out of reach until the browser is back:
     // a host state for each (not a worker's failure), so the daemon and
     // root see which workers this host's browser holds.
-    let workers: Vec<protocol::WorkerId> = shared.core.lock().unwrap().workers().map(|(w, _)| w.clone()).collect();
-    shared.emit(
-        workers
-            .into_iter()
-            .map(|worker_id| ExecutorFrame::ConversationError {
-                worker_id,
-                code: ErrorCode::BrowserControlUnavailable,
-                detail: detail.clone(),
-            })
-            .collect(),
-    );
+    let lost = shared.core.lock().unwrap().browser_lost(&detail);
+    shared.emit(lost);
     // A browser that comes back may be a new generation whose targets are
     // all new: reaching it again reports the lost ones at once, so the
     // daemon can reopen their exact conversations without waiting for a
@@ -603,12 +616,15 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
 fn supervise(shared: Arc<Shared>) {
     tokio::spawn(async move {
         let mut pause = Duration::from_millis(200);
+        // A person's Allow in the browser's dialog is taken up at once.
+        let allowed = shared.connector.lock().await.answered();
         while !shared.stop.is_cancelled() && manages_any(&shared) {
             if reach(shared.clone()).await {
                 return;
             }
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
+                () = allowed.notified() => {}
                 () = shared.stop.cancelled() => return,
             }
             pause = (pause * 2).min(Duration::from_secs(30));
@@ -1173,6 +1189,7 @@ mod tests {
             bundle: crate::page::Bundle::empty(),
             state_file: dir.path().join("agent.json"),
             connect_timeout: Duration::from_secs(1),
+            approval_wait: crate::connect::APPROVAL_WAIT,
             reconnect_delay: Duration::from_secs(1),
             capacity: None,
             dedicated: None,

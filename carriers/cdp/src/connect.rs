@@ -112,27 +112,147 @@ impl Endpoint {
     }
 }
 
-/// Connects to the session at `endpoint` within `timeout`.
+/// Connects to the session at `endpoint` within `timeout` (one attempt).
 pub async fn connect(endpoint: &Endpoint, timeout: Duration) -> Result<Cdp, SetupError> {
-    let url = endpoint.resolve()?;
-    let authority = url.strip_prefix("ws://").and_then(|rest| rest.split('/').next()).unwrap_or_default().to_owned();
-    // Nothing listening (the file outlived its browser) is told apart from
-    // a handshake held for a person's approval.
-    match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(&authority)).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(SetupError::unavailable(format!("nothing listens at {authority}: {e}"))),
-        Err(_) => return Err(SetupError::unavailable(format!("{authority} did not answer within {timeout:?}"))),
+    Connector::new(endpoint.clone(), timeout, timeout).connect().await
+}
+
+/// How long a handshake the browser holds for a person is kept waiting
+/// by default: long enough to find the dialog, bounded all the same.
+pub const APPROVAL_WAIT: Duration = Duration::from_secs(300);
+
+/// Reaches the session, one handshake at a time. Chrome's own
+/// remote-debugging route asks a person to Allow every new DevTools
+/// connection (`../shared/RECIPES.md`): a handshake it holds is kept
+/// waiting in the background for up to `approval_wait`, so the person's
+/// one click answers it and the next [`Connector::connect`] takes it up,
+/// where a fresh attempt each time would ask again and again.
+pub struct Connector {
+    endpoint: Endpoint,
+    timeout: Duration,
+    approval_wait: Duration,
+    pending: Option<Pending>,
+    answered: std::sync::Arc<tokio::sync::Notify>,
+}
+
+/// A handshake the browser holds, answered in the background.
+struct Pending {
+    url: String,
+    answer: tokio::sync::oneshot::Receiver<Result<Cdp, Handshake>>,
+    since: tokio::time::Instant,
+    told: bool,
+}
+
+/// How a held handshake ended without a connection.
+enum Handshake {
+    /// Refused (a person's Deny, or the browser closed it).
+    Refused(String),
+    /// Not answered within the approval wait.
+    Unanswered,
+}
+
+impl Connector {
+    /// A connector to `endpoint`: each [`Connector::connect`] waits at most
+    /// `timeout`; a held handshake stays open for `approval_wait`.
+    pub fn new(endpoint: Endpoint, timeout: Duration, approval_wait: Duration) -> Connector {
+        Connector { endpoint, timeout, approval_wait, pending: None, answered: Default::default() }
     }
-    match tokio::time::timeout(timeout, Cdp::connect(&url)).await {
-        Ok(Ok(cdp)) => Ok(cdp),
-        Ok(Err(e)) => Err(SetupError::unavailable(format!("the browser refused the DevTools connection: {e}"))),
-        Err(_) => Err(SetupError {
-            code: ErrorCode::BrowserAuthorizationRequired,
-            detail: format!(
-                "the browser at {authority} holds the DevTools connection (waiting for \"Allow remote debugging\"?) past {timeout:?}"
-            ),
-        }),
+
+    /// Notified when a held handshake is allowed: whoever backs off between
+    /// attempts can take the connection up at once, not at its next try.
+    pub fn answered(&self) -> std::sync::Arc<tokio::sync::Notify> {
+        self.answered.clone()
     }
+
+    /// The session, within the timeout: `BROWSER_CONTROL_UNAVAILABLE` when
+    /// nothing listens or the browser refuses, `BROWSER_AUTHORIZATION_REQUIRED`
+    /// while it holds the handshake for a person (the same one, kept).
+    pub async fn connect(&mut self) -> Result<Cdp, SetupError> {
+        let url = self.endpoint.resolve()?;
+        // A browser started again announces another endpoint: its old handshake is moot.
+        if self.pending.as_ref().is_some_and(|p| p.url != url) {
+            self.pending = None;
+        }
+        if self.pending.is_none() {
+            self.pending = Some(self.begin(url).await?);
+        }
+        let pending = self.pending.as_mut().expect("begun");
+        let authority = authority_of(&pending.url);
+        match tokio::time::timeout(self.timeout, &mut pending.answer).await {
+            Ok(Ok(Ok(cdp))) => {
+                if pending.told {
+                    tracing::info!("remote debugging allowed: this agent keeps the connection");
+                }
+                self.pending = None;
+                Ok(cdp)
+            }
+            Ok(Ok(Err(Handshake::Refused(e)))) => {
+                self.pending = None;
+                Err(SetupError::unavailable(format!(
+                    "the browser refused the DevTools connection ({e}): a person's Deny in its remote-debugging dialog, or the browser closed it; the next command asks again"
+                )))
+            }
+            Ok(Ok(Err(Handshake::Unanswered))) | Ok(Err(_)) => {
+                self.pending = None;
+                Err(SetupError {
+                    code: ErrorCode::BrowserAuthorizationRequired,
+                    detail: format!(
+                        "the browser at {authority} held the DevTools connection unanswered for {:?}; the next command asks again",
+                        self.approval_wait
+                    ),
+                })
+            }
+            Err(_) => {
+                let waited = pending.since.elapsed().as_secs();
+                if !pending.told {
+                    pending.told = true;
+                    tracing::warn!(
+                        "the browser asks whether to allow remote debugging: click Allow in its dialog, once (this agent keeps the connection it asks for)"
+                    );
+                }
+                Err(SetupError {
+                    code: ErrorCode::BrowserAuthorizationRequired,
+                    detail: format!(
+                        "the browser at {authority} holds the DevTools connection for a person ({waited} s so far): click Allow in its \"Allow remote debugging?\" dialog"
+                    ),
+                })
+            }
+        }
+    }
+
+    /// Checks something listens at `url` (a file that outlived its browser
+    /// is told apart from a handshake held for a person), then starts the
+    /// handshake in the background.
+    async fn begin(&self, url: String) -> Result<Pending, SetupError> {
+        let authority = authority_of(&url);
+        match tokio::time::timeout(self.timeout, tokio::net::TcpStream::connect(&authority)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(SetupError::unavailable(format!("nothing listens at {authority}: {e}"))),
+            Err(_) => {
+                return Err(SetupError::unavailable(format!("{authority} did not answer within {:?}", self.timeout)));
+            }
+        }
+        let (tell, answer) = tokio::sync::oneshot::channel();
+        let (target, wait, answered) = (url.clone(), self.approval_wait, self.answered.clone());
+        tokio::spawn(async move {
+            let shaken = match tokio::time::timeout(wait, Cdp::connect(&target)).await {
+                Ok(Ok(cdp)) => {
+                    answered.notify_one();
+                    Ok(cdp)
+                }
+                Ok(Err(e)) => Err(Handshake::Refused(e)),
+                Err(_) => Err(Handshake::Unanswered),
+            };
+            // Nobody waits any more (the agent stopped): the connection closes with it.
+            let _ = tell.send(shaken);
+        });
+        Ok(Pending { url, answer, since: tokio::time::Instant::now(), told: false })
+    }
+}
+
+/// `host:port` of a `ws://` URL.
+fn authority_of(url: &str) -> String {
+    url.strip_prefix("ws://").and_then(|rest| rest.split('/').next()).unwrap_or_default().to_owned()
 }
 
 #[cfg(test)]
@@ -185,5 +305,102 @@ mod tests {
         assert_eq!(pending.unwrap_err().code, ErrorCode::BrowserAuthorizationRequired);
         assert!(started.elapsed() < Duration::from_secs(2), "within the timeout");
         holding.abort();
+    }
+
+    /// A listener that holds every WebSocket handshake until the test
+    /// decides it (Chrome's per-connection Allow/Deny), counting connections.
+    struct Asking {
+        connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        decide: tokio::sync::mpsc::UnboundedSender<bool>,
+        dir: tempfile::TempDir,
+    }
+
+    async fn asking() -> Asking {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("DevToolsActivePort"), format!("{port}\n/devtools/browser/abc\n")).unwrap();
+        let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (decide, mut decisions) = tokio::sync::mpsc::unbounded_channel::<bool>();
+        let counted = connections.clone();
+        // A connection asks once it sends its handshake (a bare probe that
+        // closes is no dialog).
+        let (asks, mut asking) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let asks = asks.clone();
+                tokio::spawn(async move {
+                    if socket.peek(&mut [0u8; 1]).await.is_ok_and(|n| n > 0) {
+                        let _ = asks.send(socket);
+                    }
+                });
+            }
+        });
+        tokio::spawn(async move {
+            let mut open = Vec::new();
+            loop {
+                tokio::select! {
+                    Some(socket) = asking.recv() => {
+                        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        open.push(socket);
+                    }
+                    Some(allow) = decisions.recv() => {
+                        // The oldest connection still asking is answered.
+                        if open.is_empty() { continue }
+                        let socket = open.remove(0);
+                        if allow {
+                            tokio::spawn(async move {
+                                let _ws = tokio_tungstenite::accept_async(socket).await;
+                                std::future::pending::<()>().await;
+                            });
+                        }
+                    }
+                }
+            }
+        });
+        Asking { connections, decide, dir }
+    }
+
+    /// Issue 45: Chrome asks a person to Allow each new DevTools
+    /// connection. Asked again while the first waits, the connector keeps
+    /// that one (no second dialog), and the person's Allow then answers
+    /// it; a Deny is a typed state the next attempt recovers from; a
+    /// dialog never answered is dropped after the approval wait.
+    #[tokio::test]
+    async fn one_dialog_per_connection_kept_until_allowed_denied_or_unanswered() {
+        let asked = asking().await;
+        let count = || asked.connections.load(std::sync::atomic::Ordering::SeqCst);
+        let endpoint = Endpoint::UserDataDir(asked.dir.path().to_owned());
+        let mut connector = Connector::new(endpoint.clone(), Duration::from_millis(500), Duration::from_secs(30));
+        for _ in 0..3 {
+            let held = connector.connect().await.unwrap_err();
+            assert_eq!(held.code, ErrorCode::BrowserAuthorizationRequired, "{held}");
+            assert!(held.detail.contains("click Allow"), "the person is told what to do: {held}");
+        }
+        assert_eq!(count(), 1, "one connection asks, however often the agent needs the browser");
+        asked.decide.send(true).unwrap();
+        assert!(connector.connect().await.is_ok(), "the person's one Allow answers the kept handshake");
+        assert_eq!(count(), 1);
+
+        // Denied: a typed state, and the next need asks once more.
+        assert!(connector.connect().await.is_err());
+        asked.decide.send(false).unwrap();
+        let denied = connector.connect().await.unwrap_err();
+        assert_eq!(denied.code, ErrorCode::BrowserControlUnavailable, "{denied}");
+        assert!(denied.detail.contains("Deny"), "{denied}");
+        let again = connector.connect().await.unwrap_err();
+        assert_eq!(again.code, ErrorCode::BrowserAuthorizationRequired);
+        assert_eq!(count(), 3);
+
+        // Never answered: dropped after the approval wait, then asked anew.
+        let mut brief = Connector::new(endpoint, Duration::from_millis(200), Duration::from_millis(300));
+        let _ = brief.connect().await;
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let unanswered = brief.connect().await.unwrap_err();
+        assert_eq!(unanswered.code, ErrorCode::BrowserAuthorizationRequired);
+        assert!(unanswered.detail.contains("unanswered"), "{unanswered}");
+        let before = count();
+        let _ = brief.connect().await;
+        assert_eq!(count(), before + 1, "a new dialog once the old one was given up");
     }
 }

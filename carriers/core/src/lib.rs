@@ -654,6 +654,23 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
         ]
     }
 
+    /// The browser connection is lost: every managed conversation is out of
+    /// reach until it is back (a host state for each, not a worker's
+    /// failure), and each open tab's next report, whatever it says, goes
+    /// out as a change, so the daemon hears the page answer again.
+    pub fn browser_lost(&mut self, detail: &str) -> Vec<ExecutorFrame> {
+        let code = ErrorCode::BrowserControlUnavailable;
+        self.workers
+            .iter_mut()
+            .map(|(worker, managed)| {
+                if managed.tab.is_some() {
+                    managed.state = Some(ConversationState::Error);
+                }
+                ExecutorFrame::ConversationError { worker_id: worker.clone(), code, detail: detail.into() }
+            })
+            .collect()
+    }
+
     /// A tab went away. For a managed tab, the worker's conversation is closed.
     pub fn tab_removed(&mut self, tab: &H) -> Vec<ExecutorFrame> {
         let Some(worker) = self.worker_of(tab).cloned() else { return vec![] };
