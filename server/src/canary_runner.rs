@@ -1088,8 +1088,14 @@ impl Runner {
         let before_starts = starts(&self.admin().await?);
         // While the browser is away the pool says so: that is the fault, not a person's setup.
         self.tolerated.insert("BROWSER_CONTROL_UNAVAILABLE");
-        self.fault(seen, json!({"fault": "restart_browser"}), "quit the browser and start it again (same profile)")
-            .await?;
+        // Chrome's own remote-debugging route asks again for the new browser's connection.
+        let ask = match self.carrier_name().split('+').any(|c| c == "cdp") {
+            true => {
+                "quit the browser and start it again (same profile); when Chrome asks to allow remote debugging, click Allow"
+            }
+            false => "quit the browser and start it again (same profile)",
+        };
+        self.fault(seen, json!({"fault": "restart_browser"}), ask).await?;
         // The restart must be seen: the targets lost, or the carrier started anew.
         let deadline = Instant::now() + self.cfg.gate_timeout;
         loop {
