@@ -800,7 +800,55 @@ impl Runner {
             "{} managed conversations; after a person's own chat and a navigation in slot {moved_slot}'s tab, the others kept theirs and got no prompt",
             conversations.len()
         ));
+        if let Some((slot, conversation)) = conversations.iter().find(|(s, _)| **s != moved_slot) {
+            self.g0_wake(*slot, conversation, seen).await?;
+        }
+        let after = self.status().await?;
         self.count(&after, seen);
+        Ok(())
+    }
+
+    /// The seed's G0: an existing conversation whose turn has ended wakes
+    /// again: one task to `slot`, completed once, in the same conversation.
+    async fn g0_wake(&mut self, slot: u32, conversation: &str, seen: &mut Seen) -> Result<(), Stop> {
+        self.budget(1)?;
+        let before = self.cursor().await?;
+        let mark = format!("canary-G0-{:08x}-s{slot}", now_ms() & 0xffff_ffff);
+        let instructions = self.task(
+            format!("Canary wake for slot {slot}. Call worker_complete with the summary {mark} and do nothing else."),
+            &format!("complete \"{mark}\""),
+        );
+        tokio::time::sleep(self.cfg.pacing).await;
+        let task = self
+            .call("task_dispatch", json!({"instructions": instructions, "slot": slot, "idempotency_key": mark}))
+            .await?;
+        let id = task["task_id"].as_str().unwrap_or_default().to_owned();
+        let deadline = Instant::now() + self.cfg.gate_timeout;
+        let result = loop {
+            let got = self.call("task_collect", json!({"task_id": id})).await?;
+            if got["status"] == "completed" {
+                break got["result"].as_str().unwrap_or_default().to_owned();
+            }
+            if Instant::now() >= deadline {
+                return Err(uncertain(format!("TIMEOUT: slot {slot}'s wake was never collected")));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        if !result.contains(&mark) {
+            seen.counts.cross_attributions += 1;
+            return Err(fail(format!("CROSS_ATTRIBUTION: slot {slot}'s wake returned another result")));
+        }
+        let events = self.effects_since(before, seen).await?;
+        let sends = events.iter().filter(|e| prompt_op(e) == Some("send")).count();
+        if sends != 1 {
+            seen.counts.duplicates += u32::from(sends > 1);
+            return Err(fail(format!("DUPLICATE_EXECUTION: {sends} prompts for one wake")));
+        }
+        let now = Runner::conversations_of(&self.status().await?).get(&slot).cloned();
+        if now.as_deref() != Some(conversation) {
+            return Err(fail(format!("ISOLATION: slot {slot}'s wake moved it to another conversation")));
+        }
+        seen.note(format!("slot {slot}'s existing conversation {conversation} woke once for a task after its turn ended"));
         Ok(())
     }
 
