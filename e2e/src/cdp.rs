@@ -244,9 +244,10 @@ pub async fn chat_by_hand(
 /// played in front of the rig's authorized Chromium: every new DevTools
 /// connection waits for a person's Allow or Deny (here the test's), as
 /// Chrome's dialog holds it (`../shared/RECIPES.md`), then passes through
-/// to the browser. Its own `DevToolsActivePort`, in [`Asking::user_data_dir`],
-/// announces this endpoint with the browser's path. A bare probe that
-/// sends nothing is no dialog.
+/// to the browser (with no browser behind it, an Allow only completes the
+/// WebSocket handshake). Its own `DevToolsActivePort`, in
+/// [`Asking::user_data_dir`], announces this endpoint with the browser's
+/// path. A bare probe that sends nothing is no dialog.
 pub struct Asking {
     /// The user-data directory to give the agent.
     pub user_data_dir: PathBuf,
@@ -257,13 +258,19 @@ pub struct Asking {
 }
 
 impl Asking {
-    /// Stands in front of the browser whose user-data directory is `behind`.
-    pub async fn start(behind: &Path) -> anyhow::Result<Asking> {
+    /// Stands in front of the browser whose user-data directory is
+    /// `behind`, or of none.
+    pub async fn start(behind: Option<&Path>) -> anyhow::Result<Asking> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
         let dir = tempfile::tempdir()?;
-        let real = std::fs::read_to_string(behind.join("DevToolsActivePort"))?;
-        let path = real.lines().nth(1).context("the browser's DevToolsActivePort names no path")?;
+        let path = match behind {
+            Some(behind) => {
+                let real = std::fs::read_to_string(behind.join("DevToolsActivePort"))?;
+                real.lines().nth(1).context("the browser's DevToolsActivePort names no path")?.to_owned()
+            }
+            None => "/devtools/browser/asking".to_owned(),
+        };
         std::fs::write(dir.path().join("DevToolsActivePort"), format!("{port}\n{path}\n"))?;
         let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (decide, mut decisions) = tokio::sync::mpsc::unbounded_channel::<bool>();
@@ -279,7 +286,7 @@ impl Asking {
                 });
             }
         });
-        let (counted, cuts, behind) = (asked.clone(), cut.clone(), behind.to_owned());
+        let (counted, cuts, behind) = (asked.clone(), cut.clone(), behind.map(Path::to_owned));
         tokio::spawn(async move {
             let mut waiting = Vec::new();
             loop {
@@ -295,6 +302,11 @@ impl Asking {
                         if !allow { continue }
                         let (mut cut, behind) = (cuts.subscribe(), behind.clone());
                         tokio::spawn(async move {
+                            let Some(behind) = behind else {
+                                let _open = tokio_tungstenite::accept_async(socket).await;
+                                let _ = cut.changed().await;
+                                return;
+                            };
                             let Ok(text) = std::fs::read_to_string(behind.join("DevToolsActivePort")) else { return };
                             let Some(port) = text.lines().next().map(str::to_owned) else { return };
                             let Ok(mut browser) = tokio::net::TcpStream::connect(format!("127.0.0.1:{port}")).await else { return };

@@ -848,7 +848,9 @@ impl Runner {
         if now.as_deref() != Some(conversation) {
             return Err(fail(format!("ISOLATION: slot {slot}'s wake moved it to another conversation")));
         }
-        seen.note(format!("slot {slot}'s existing conversation {conversation} woke once for a task after its turn ended"));
+        seen.note(format!(
+            "slot {slot}'s existing conversation {conversation} woke once for a task after its turn ended"
+        ));
         Ok(())
     }
 

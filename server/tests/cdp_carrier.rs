@@ -9,6 +9,7 @@ mod support;
 use std::time::Duration;
 
 use carrier_cdp::cdp::Cdp;
+use carrier_cdp::connect::{Connector, Endpoint};
 use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
 use chromiumoxide::cdp::browser_protocol::target::{
     AttachToTargetParams, CloseTargetParams, CreateTargetParams, GetTargetsParams, TargetId,
@@ -339,6 +340,50 @@ async fn a_pending_authorization_is_a_setup_state_within_the_timeout_with_no_eff
     holding.abort();
 }
 
+/// Issue 45: Chrome asks a person to Allow each new DevTools connection
+/// (`e2e::cdp::Asking` plays its dialog, no browser behind it). Asked
+/// again while the first waits, the connector keeps that one (no second
+/// dialog), and the person's Allow then answers it; a Deny is a typed
+/// state the next attempt recovers from; a dialog never answered is
+/// dropped after the approval wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_dialog_per_connection_kept_until_allowed_denied_or_unanswered() {
+    let asked = e2e::cdp::Asking::start(None).await.unwrap();
+    let count = || asked.asked();
+    let endpoint = Endpoint::UserDataDir(asked.user_data_dir.clone());
+    let mut connector = Connector::new(endpoint.clone(), Duration::from_millis(500), Duration::from_secs(30));
+    for _ in 0..3 {
+        let held = connector.connect().await.unwrap_err();
+        assert_eq!(held.code, protocol::ErrorCode::BrowserAuthorizationRequired, "{held}");
+        assert!(held.detail.contains("click Allow"), "the person is told what to do: {held}");
+    }
+    assert_eq!(count(), 1, "one connection asks, however often the agent needs the browser");
+    asked.answer(true);
+    assert!(connector.connect().await.is_ok(), "the person's one Allow answers the kept handshake");
+    assert_eq!(count(), 1);
+
+    // Denied: a typed state, and the next need asks once more.
+    assert!(connector.connect().await.is_err());
+    asked.answer(false);
+    let denied = connector.connect().await.unwrap_err();
+    assert_eq!(denied.code, protocol::ErrorCode::BrowserControlUnavailable, "{denied}");
+    assert!(denied.detail.contains("Deny"), "{denied}");
+    let again = connector.connect().await.unwrap_err();
+    assert_eq!(again.code, protocol::ErrorCode::BrowserAuthorizationRequired);
+    assert_eq!(count(), 3);
+
+    // Never answered: dropped after the approval wait, then asked anew.
+    let mut brief = Connector::new(endpoint, Duration::from_millis(200), Duration::from_millis(300));
+    let _ = brief.connect().await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let unanswered = brief.connect().await.unwrap_err();
+    assert_eq!(unanswered.code, protocol::ErrorCode::BrowserAuthorizationRequired);
+    assert!(unanswered.detail.contains("unanswered"), "{unanswered}");
+    let before = count();
+    let _ = brief.connect().await;
+    assert_eq!(count(), before + 1, "a new dialog once the old one was given up");
+}
+
 /// Chrome's own remote-debugging route asks a person to Allow each new
 /// DevTools connection (issue 45; `e2e::cdp::Asking` plays its dialog in
 /// front of the rig's browser). While a create waits on the dialog the
@@ -356,7 +401,7 @@ async fn the_browsers_allow_is_asked_once_per_connection_and_again_after_it_is_l
     let dir = tempfile::tempdir().unwrap();
     let (daemon, fake) = e2e::daemon_and_site(orchestrator(), dir.path(), &[]).await.unwrap();
     let chromium = e2e::cdp::AuthorizedChromium::launch(fake.addr.port(), &dir.path().join("chromium")).unwrap();
-    let asking = e2e::cdp::Asking::start(&chromium.user_data_dir).await.unwrap();
+    let asking = e2e::cdp::Asking::start(Some(&chromium.user_data_dir)).await.unwrap();
     let mut config = e2e::cdp::agent_config(&daemon, &asking.user_data_dir, &dir.path().join("agent.json")).unwrap();
     config.connect_timeout = Duration::from_secs(1);
     let agent = carrier_cdp::Agent::start(config).unwrap();
