@@ -73,7 +73,7 @@ pub fn html(chain: &Chain) -> String {
             gate = r.gate,
             verdict = escape(&verdict),
             secs = r.elapsed_ms as f64 / 1000.0,
-            hash = escape(short(hash)),
+            hash = escape(crate::show::short(hash)),
         );
     }
     out.push_str("</tbody></table>");
@@ -135,10 +135,6 @@ fn escape(text: &str) -> String {
         }
     }
     out
-}
-
-fn short(hash: &str) -> &str {
-    hash.get(..16).unwrap_or(hash)
 }
 
 #[cfg(test)]

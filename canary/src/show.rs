@@ -144,7 +144,8 @@ fn text_raw(chain: &Chain) -> String {
     out
 }
 
-fn short(hash: &str) -> &str {
+/// A hash's first twelve digits, enough to tell receipts apart.
+pub(crate) fn short(hash: &str) -> &str {
     hash.get(..12).unwrap_or(hash)
 }
 
