@@ -28,6 +28,86 @@ pub fn serve_args(mut serve_args: Vec<String>) -> anyhow::Result<Vec<String>> {
     Ok(serve_args)
 }
 
+/// A canary daemon started and answering.
+pub struct Started {
+    /// Its process.
+    pub pid: u32,
+    /// Where its MCP and admin reads answer (loopback).
+    pub addr: std::net::SocketAddr,
+    /// Its first admin read (its deployment identity).
+    pub status: crate::admin::Status,
+}
+
+/// Starts `orchestrator serve` with `serve` (its arguments after `serve`)
+/// as the canary daemon on `state`, in a process group of its own (it
+/// outlives the terminal), logging to `canary-daemon.log`; waits (30 s)
+/// until it answers at `addr`, then records it in `canary.json`
+/// (owner-only) with `record` and the arguments, so it can be restarted
+/// as it was started.
+pub async fn start(
+    state: &std::path::Path,
+    addr: std::net::SocketAddr,
+    serve: &[String],
+    mut record: serde_json::Value,
+) -> anyhow::Result<Started> {
+    use anyhow::Context;
+    let log_file = state.join("canary-daemon.log");
+    let log = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&log_file)?
+    };
+    let mut command = std::process::Command::new(std::env::current_exe()?);
+    command.arg("serve").args(serve).stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command.spawn().context("starting the canary daemon")?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        // A daemon that already held the directory answers too: ours must be alive.
+        if let Some(exit) = child.try_wait()? {
+            anyhow::bail!("the canary daemon exited ({exit}); see {}", log_file.display());
+        }
+        if let Ok(status) = crate::admin::fetch(&addr.to_string(), state).await {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow::bail!("the canary daemon did not answer at {addr} within 30 s; see {}", log_file.display());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    record["pid"] = child.id().into();
+    record["mcp_url"] = format!("http://{addr}/mcp").into();
+    record["deployment"] = serde_json::to_value(&status.deployment)?;
+    record["serve"] = serde_json::to_value(serve)?;
+    // Replaced afresh, owner-only: a link planted in its place is never written through.
+    crate::exposure::write_private(&state.join("canary.json"), &serde_json::to_string_pretty(&record)?)?;
+    Ok(Started { pid: child.id(), addr, status })
+}
+
+/// Restarts the canary daemon `canary deploy` started on `state` as it was
+/// started (G6: the host's lifecycle, then a fresh identity to bind): the
+/// one answering there is stopped (SIGTERM, within `wait`), then started
+/// again with the arguments `canary.json` kept. None when `canary deploy`
+/// did not start it (no arguments kept): whoever did must restart it.
+pub async fn restart(state: &std::path::Path, wait: std::time::Duration) -> anyhow::Result<Option<Started>> {
+    let Ok(bytes) = std::fs::read(state.join("canary.json")) else { return Ok(None) };
+    let record: serde_json::Value = serde_json::from_slice(&bytes)?;
+    let Some(serve) = serde_json::from_value::<Vec<String>>(record["serve"].clone()).ok() else { return Ok(None) };
+    let Some(addr) = record["mcp_url"].as_str().and_then(|u| u.strip_prefix("http://")?.strip_suffix("/mcp")?.parse().ok())
+    else {
+        return Ok(None);
+    };
+    let running = crate::state_dir::running_endpoint(state);
+    crate::canary_stop::stop_daemon(state, running.as_deref(), wait).await?;
+    start(state, addr, &serve, record).await.map(Some)
+}
+
 /// Where the canary daemon listens: `given`, else the loopback port it
 /// had when last deployed on `state` (the tunnel and the pairings point
 /// there), else a port free now. One port, which every hint names.

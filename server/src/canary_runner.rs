@@ -396,6 +396,47 @@ impl Runner {
         )))
     }
 
+    /// The seed's G6 restarts the host's runtime too: the daemon `canary
+    /// deploy` started is restarted as it was started and bound afresh (a
+    /// new instance of the same build), its carriers back, before the
+    /// browser goes. One this runner cannot restart (not deployed) is said so.
+    async fn restart_daemon(&mut self, seen: &mut Seen) -> Result<(), Stop> {
+        let identity = |s: &crate::admin::Status| {
+            s.deployment.as_ref().map(|d| (d.identity.instance_id.clone(), d.build_id.clone())).unwrap_or_default()
+        };
+        let (was, build) = identity(&self.admin().await?);
+        let started = match crate::canary_deploy::restart(&self.cfg.state_dir, CALL_TIMEOUT).await {
+            Ok(Some(started)) => started,
+            Ok(None) => {
+                seen.note("the daemon was not started by `canary deploy`: not restarted");
+                return Ok(());
+            }
+            Err(e) => return Err(uncertain(format!("DAEMON_RESTART_FAILED: {e:#}"))),
+        };
+        let (now, rebuilt) = identity(&started.status);
+        if rebuilt != build {
+            return Err(fail(format!("BUILD_CHANGED: build {build} came back as {rebuilt}")));
+        }
+        if now == was || now.is_empty() {
+            return Err(fail(format!("INSTANCE_NOT_FRESH: the restarted daemon names instance {now:?}")));
+        }
+        let secret = crate::exposure::load_secret(&self.cfg.state_dir)
+            .map_err(|e| uncertain(format!("DAEMON_UNREACHABLE: its secret: {e}")))?;
+        self.root = mcp_client::Client::connect_bearing(&self.cfg.mcp_url, secret.as_deref())
+            .await
+            .map_err(|e| uncertain(format!("DAEMON_UNREACHABLE: {e}")))?;
+        let back = self.carrier_connected().await?.executors.len();
+        if back == 0 {
+            self.manual.insert("BROWSER_CONTROL_UNAVAILABLE".into());
+            return Err(Verdict::SetupRequired("BROWSER_CONTROL_UNAVAILABLE".into()));
+        }
+        seen.note(format!(
+            "the daemon restarted (pid {}): instance {was} → {now}, build {build} bound afresh; {back} carrier(s) back",
+            started.pid
+        ));
+        Ok(())
+    }
+
     /// The daemon's admin read once a carrier is connected, or
     /// [`CARRIER_WAIT`] has passed: a person runs the canary right after
     /// starting a carrier, which may still be connecting.
@@ -1138,6 +1179,7 @@ impl Runner {
         let before_starts = starts(&self.admin().await?);
         // While the browser is away the pool says so: that is the fault, not a person's setup.
         self.tolerated.insert("BROWSER_CONTROL_UNAVAILABLE");
+        self.restart_daemon(seen).await?;
         // Chrome's own remote-debugging route asks again for the new browser's connection.
         let ask = match self.carrier_name().split('+').any(|c| c == "cdp") {
             true => {

@@ -184,6 +184,31 @@ pub async fn after_interrupt(
     Ok(())
 }
 
+/// Stops the daemon answering at `mcp_url` on `state_dir` (SIGTERM to the
+/// pid its admin read names, once that pid is this state directory's
+/// `orchestrator serve`), waiting up to `wait` for it to end; its pid, or
+/// none when nothing answers there.
+pub async fn stop_daemon(state_dir: &Path, mcp_url: Option<&str>, wait: Duration) -> anyhow::Result<Option<u32>> {
+    let Some(url) = mcp_url else { return Ok(None) };
+    let status = crate::admin::fetch(&crate::admin::authority_of(url), state_dir).await?;
+    let pid = status.deployment.as_ref().map(|d| d.pid).filter(|p| *p > 1).context("the daemon names no pid")?;
+    let state = std::path::absolute(state_dir)?;
+    let args = process_args(pid).unwrap_or_default();
+    anyhow::ensure!(
+        args.contains(" serve ") && args.contains(&format!(" {} ", state.display())),
+        "pid {pid} is not this state directory's `orchestrator serve` ({}): stop it yourself",
+        args.trim()
+    );
+    let sent = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status()?;
+    anyhow::ensure!(sent.success(), "kill -TERM {pid}");
+    let deadline = std::time::Instant::now() + wait;
+    while crate::state_dir::running_endpoint(state_dir).is_some() {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the canary daemon (pid {pid}) did not stop in {wait:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(Some(pid))
+}
+
 /// Resolves when the operator asks the run to stop: Ctrl-C (SIGINT) or SIGTERM.
 pub async fn operator_stop() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -253,27 +278,7 @@ pub async fn teardown(state_dir: &Path, wait: Duration) -> anyhow::Result<Vec<St
         crate::exposure::create_secret(state_dir, true)?;
         said.push("MCP secret rotated: the URL given to ChatGPT no longer works".into());
     }
-    if let Some(url) = &mcp_url {
-        let authority = crate::admin::authority_of(url);
-        let status = crate::admin::fetch(&authority, state_dir).await?;
-        let pid = status.deployment.as_ref().map(|d| d.pid).filter(|p| *p > 1).context("the daemon names no pid")?;
-        let state = std::path::absolute(state_dir)?;
-        let args = process_args(pid).unwrap_or_default();
-        anyhow::ensure!(
-            args.contains(" serve ") && args.contains(&format!(" {} ", state.display())),
-            "pid {pid} is not this state directory's `orchestrator serve` ({}): stop it yourself",
-            args.trim()
-        );
-        let sent = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status()?;
-        anyhow::ensure!(sent.success(), "kill -TERM {pid}");
-        let deadline = std::time::Instant::now() + wait;
-        while crate::state_dir::running_endpoint(state_dir).is_some() {
-            anyhow::ensure!(
-                std::time::Instant::now() < deadline,
-                "the canary daemon (pid {pid}) did not stop in {wait:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+    if let Some(pid) = stop_daemon(state_dir, mcp_url.as_deref(), wait).await? {
         said.push(format!("the canary daemon (pid {pid}) stopped"));
     }
     let label = std::fs::read(state_dir.join("canary.json"))

@@ -937,57 +937,16 @@ async fn canary(action: CanaryAction) -> anyhow::Result<()> {
             let serve_args = server::canary_deploy::serve_args(serve_args)?;
             std::fs::create_dir_all(&state)?;
             let listen = server::canary_deploy::listen_address(&state, listen)?;
-            let log = {
-                use std::os::unix::fs::OpenOptionsExt;
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(state.join("canary-daemon.log"))?
-            };
-            let mut serve = std::process::Command::new(std::env::current_exe()?);
-            serve.arg("serve").arg("--state-dir").arg(&state).arg("--listen").arg(listen.to_string());
-            serve.arg("--app-label").arg(&app_label);
+            let addr = loopback_of(listen);
+            let mut serve: Vec<String> = ["--state-dir".into(), state.display().to_string()].into();
+            serve.extend(["--listen".into(), listen.to_string(), "--app-label".into(), app_label.clone()]);
             if let Some(url) = &worker_project_url {
-                serve.arg("--worker-project-url").arg(url);
+                serve.extend(["--worker-project-url".into(), url.clone()]);
             }
-            serve.args(&serve_args).stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
-            #[cfg(unix)]
-            std::os::unix::process::CommandExt::process_group(&mut serve, 0);
-            let mut child = serve.spawn().context("starting the canary daemon")?;
-            let addr = loopback_of(listen).to_string();
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            let status = loop {
-                // A daemon that already held the directory answers too: ours must be alive.
-                if let Some(exit) = child.try_wait()? {
-                    anyhow::bail!(
-                        "the canary daemon exited ({exit}); see {}",
-                        state.join("canary-daemon.log").display()
-                    );
-                }
-                if let Ok(status) = server::admin::fetch(&addr, &state).await {
-                    break status;
-                }
-                if std::time::Instant::now() > deadline {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    anyhow::bail!(
-                        "the canary daemon did not answer at {addr} within 30 s; see {}",
-                        state.join("canary-daemon.log").display()
-                    );
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            };
-            let record = serde_json::json!({
-                "pid": child.id(),
-                "mcp_url": format!("http://{addr}/mcp"),
-                "app_label": app_label,
-                "worker_project_url": worker_project_url,
-                "deployment": status.deployment,
-            });
-            // Replaced afresh, owner-only: a link planted in its place is never written through.
-            server::exposure::write_private(&state.join("canary.json"), &serde_json::to_string_pretty(&record)?)?;
+            serve.extend(serve_args);
+            let record = serde_json::json!({"app_label": app_label, "worker_project_url": worker_project_url});
+            let server::canary_deploy::Started { pid, status, .. } =
+                server::canary_deploy::start(&state, addr, &serve, record).await?;
             let d = status.deployment.as_ref();
             println!(
                 "canary daemon {} (pid {}) at http://{addr}/mcp
@@ -995,7 +954,7 @@ build: commit {} tree {}
 state: {}
 {}",
                 d.map_or("?", |d| d.identity.instance_id.as_str()),
-                child.id(),
+                pid,
                 d.map_or("?", |d| d.identity.commit.as_str()),
                 d.map_or("?", |d| d.identity.tree.as_str()),
                 state.display(),
