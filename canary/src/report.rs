@@ -57,9 +57,19 @@ pub fn html(chain: &Chain) -> String {
         let _ = write!(out, "<th scope=\"col\">{head}</th>");
     }
     out.push_str("</tr></thead><tbody>");
+    // Each gate's claim qualified as the chain's is, so no row reads bigger than the run.
+    let mut qualified = String::new();
+    if s.attribution == Attribution::CapabilityOnly {
+        qualified.push_str(crate::receipt::CAPABILITY_ONLY_PREFIX);
+        qualified.push(' ');
+    }
+    if s.target == Target::Fakechat {
+        qualified.push_str(crate::REHEARSAL_PREFIX);
+        qualified.push(' ');
+    }
     for (r, hash) in &chain.receipts {
         let (class, verdict) = match (&r.stop_reason, &r.claim) {
-            (None, Some(claim)) => ("pass", format!("PASS: {claim}")),
+            (None, Some(claim)) => ("pass", format!("PASS: {qualified}{claim}")),
             (None, None) => ("pass", "PASS".to_owned()),
             (Some(reason), _) => ("stop", reason.clone()),
         };

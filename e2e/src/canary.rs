@@ -370,9 +370,12 @@ async fn plant(
                 }
                 (Planted::InterruptedMidG3, Some(_)) => {
                     // What Ctrl-C sends the terminal's foreground process.
+                    // Never pid 0: that would signal the rig's whole process group.
                     let pid = runner.load(std::sync::atomic::Ordering::SeqCst);
-                    let sent = std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status();
-                    said.push(format!("SIGINT to the runner (pid {pid}): {sent:?}"));
+                    if pid > 1 {
+                        let sent = std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status();
+                        said.push(format!("SIGINT to the runner (pid {pid}): {sent:?}"));
+                    }
                 }
                 _ => {}
             }

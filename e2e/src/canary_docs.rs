@@ -282,7 +282,16 @@ pub async fn follow(orchestrator: &Path, carrier: Carrier) -> anyhow::Result<Fol
                 if let Some(t) = teardown.as_mut() {
                     t.done = true;
                 }
-                followed.listening_after_teardown = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+                // Down within a moment: probed until nothing answers (2 s at most).
+                let mut listening = true;
+                for _ in 0..10 {
+                    listening = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+                    if !listening {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                followed.listening_after_teardown = listening;
             }
             ["canary", "show"] => {
                 // `> FILE`, as the shell redirects it.

@@ -99,7 +99,8 @@ pub async fn restart(state: &std::path::Path, wait: std::time::Duration) -> anyh
     let Ok(bytes) = std::fs::read(state.join("canary.json")) else { return Ok(None) };
     let record: serde_json::Value = serde_json::from_slice(&bytes)?;
     let Some(serve) = serde_json::from_value::<Vec<String>>(record["serve"].clone()).ok() else { return Ok(None) };
-    let Some(addr) = record["mcp_url"].as_str().and_then(|u| u.strip_prefix("http://")?.strip_suffix("/mcp")?.parse().ok())
+    let Some(addr) =
+        record["mcp_url"].as_str().and_then(|u| u.strip_prefix("http://")?.strip_suffix("/mcp")?.parse().ok())
     else {
         return Ok(None);
     };

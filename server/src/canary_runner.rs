@@ -308,6 +308,9 @@ async fn new_run(root: &mut mcp_client::Client, cfg: &Config, title: &str) -> an
     };
     let created = root.call("run_create", json!({"title": title, "attribution": attribution})).await?;
     let created = created.map_err(|e| anyhow::anyhow!("run_create: {e}"))?;
+    // The receipts say what the daemon made the run, not only what was asked.
+    let made = created["run"]["attribution"].as_str().unwrap_or("required");
+    anyhow::ensure!(made == attribution, "run_create made a run with attribution {made}, not {attribution}");
     let cap = created["root_capability"].as_str().unwrap_or_default().to_owned();
     let run_id = created["run"]["run_id"].as_str().unwrap_or_default().to_owned();
     let run = crate::canary_stop::CanaryRun { run_id: run_id.clone(), capability: cap.clone() };
@@ -380,8 +383,9 @@ impl Runner {
     /// Stops the run `SETUP_REQUIRED: ATTRIBUTION_UNAVAILABLE: <cause>` once
     /// a worker call of one of its runs was refused because attribution
     /// cannot work on this path (the daemon says which of three causes and
-    /// the ways on): the first gate whose workers call finds out, and no
-    /// gate waits out its timeout on calls that can never be attributed.
+    /// the ways on): asked at every pool wait, so the first gate whose
+    /// workers call finds out while its pool waits for them, not at its
+    /// timeout.
     async fn attribution_works(&mut self) -> Result<(), Stop> {
         let refused = self.admin().await?.unattributable;
         let Some(call) = refused.iter().find(|c| self.started.contains(&c.run_id)) else { return Ok(()) };
@@ -442,9 +446,10 @@ impl Runner {
     /// starting a carrier, which may still be connecting.
     async fn carrier_connected(&self) -> Result<crate::admin::Status, Stop> {
         let mut admin = self.admin().await?;
-        let until = Instant::now() + CARRIER_WAIT.min(self.cfg.gate_timeout);
+        let wait = CARRIER_WAIT.min(self.cfg.gate_timeout);
+        let until = Instant::now() + wait;
         if admin.executors.is_empty() {
-            eprintln!("canary: waiting up to {} s for a carrier to connect", CARRIER_WAIT.as_secs());
+            eprintln!("canary: waiting up to {} s for a carrier to connect", wait.as_secs());
         }
         while admin.executors.is_empty() && Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(250)).await;
@@ -867,8 +872,12 @@ impl Runner {
         let deadline = Instant::now() + self.cfg.gate_timeout;
         let result = loop {
             let got = self.call("task_collect", json!({"task_id": id})).await?;
-            if got["status"] == "completed" {
-                break got["result"].as_str().unwrap_or_default().to_owned();
+            match got["status"].as_str() {
+                Some("completed") => break got["result"].as_str().unwrap_or_default().to_owned(),
+                Some(ended @ ("failed" | "cancelled")) => {
+                    return Err(fail(format!("WAKE_{}: slot {slot}'s task", ended.to_uppercase())));
+                }
+                _ => {}
             }
             if Instant::now() >= deadline {
                 return Err(uncertain(format!("TIMEOUT: slot {slot}'s wake was never collected")));

@@ -170,6 +170,9 @@ struct Browser {
     pages: Mutex<HashMap<String, Attached>>,
     /// Notified whenever an adapter comes up.
     ready: Notify,
+    /// Page reports heard over this connection: an answer to a question
+    /// asked before a newer report came is stale.
+    reports: std::sync::atomic::AtomicU64,
 }
 
 /// The agent's session with one of its targets.
@@ -268,8 +271,16 @@ impl Shared {
         written.is_ok()
     }
 
-    /// The browser connection, reaching the session first if needed.
+    /// The browser connection for a command, reaching the session first if
+    /// needed (which may ask a person to allow it).
     async fn browser(self: &Arc<Self>) -> Result<Arc<Browser>, CommandOutcome> {
+        self.reach_browser(true).await
+    }
+
+    /// The browser connection, reaching the session first if needed; a
+    /// reconnecting loop (`!for_command`) takes up an Allow already given
+    /// but opens no dialog a person denied or left unanswered.
+    async fn reach_browser(self: &Arc<Self>, for_command: bool) -> Result<Arc<Browser>, CommandOutcome> {
         let mut slot = self.browser.lock().await;
         if let Some(browser) = slot.as_ref().filter(|b| !b.cdp.is_closed()) {
             return Ok(browser.clone());
@@ -278,7 +289,7 @@ impl Shared {
             let mut launched = self.launched.lock().await;
             launched.ensure(dedicated, self.config.connect_timeout).await.map_err(|e| error(e.code, &e.detail))?;
         }
-        let cdp = self.connector.lock().await.connect().await.map_err(|e| error(e.code, &e.detail))?;
+        let cdp = self.connector.lock().await.connect(for_command).await.map_err(|e| error(e.code, &e.detail))?;
         let unavailable = |e: crate::cdp::Error| error(ErrorCode::BrowserControlUnavailable, &e.to_string());
         let within = self.config.connect_timeout;
         let version = cdp.call_within(within, None, GetVersionParams::default()).await.map_err(unavailable)?.product;
@@ -289,7 +300,14 @@ impl Shared {
         // generation: every id is new) are lost; the daemon reopens them.
         let alive = page_targets(&cdp).await.map_err(unavailable)?;
         *self.version.lock().unwrap() = Some(version.clone());
-        let browser = Arc::new(Browser { cdp, version, pid, pages: Mutex::new(HashMap::new()), ready: Notify::new() });
+        let browser = Arc::new(Browser {
+            cdp,
+            version,
+            pid,
+            pages: Mutex::new(HashMap::new()),
+            ready: Notify::new(),
+            reports: Default::default(),
+        });
         tokio::spawn(watch(self.clone(), browser.clone(), events));
         let lost = self.core.lock().unwrap().retain_tabs(|t| alive.contains(t));
         if !lost.is_empty() {
@@ -313,8 +331,12 @@ impl Shared {
             }
             let (shared, browser) = (self.clone(), browser.clone());
             tokio::spawn(async move {
+                let before = browser.reports.load(Ordering::SeqCst);
                 let asked = shared.ask(&browser, &target, &ToPage::Ping, now_ms() + 10_000).await;
-                if let Ok(PageReply::Report(report)) = asked {
+                // A report the page made meanwhile (a submit's turn starting) is newer than this answer.
+                if let Ok(PageReply::Report(report)) = asked
+                    && browser.reports.load(Ordering::SeqCst) == before
+                {
                     let frames =
                         shared.core.lock().unwrap().page_report(&target, &report.url, report.state, report.error);
                     if !frames.is_empty() {
@@ -551,6 +573,7 @@ async fn watch(shared: Arc<Shared>, browser: Arc<Browser>, mut events: tokio::sy
                         browser.ready.notify_waiters();
                     }
                     Some(Said::Page(PageReply::Report(report))) => {
+                        browser.reports.fetch_add(1, Ordering::SeqCst);
                         let frames =
                             shared.core.lock().unwrap().page_report(&target, &report.url, report.state, report.error);
                         if !frames.is_empty() {
@@ -639,7 +662,7 @@ fn manages_any(shared: &Shared) -> bool {
 /// Reaches the browser again (boxed: reaching it starts a new `watch`,
 /// which may come back here).
 fn reach(shared: Arc<Shared>) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> {
-    Box::pin(async move { shared.browser().await.is_ok() })
+    Box::pin(async move { shared.reach_browser(false).await.is_ok() })
 }
 
 async fn run(shared: Arc<Shared>) {

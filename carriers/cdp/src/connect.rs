@@ -114,7 +114,7 @@ impl Endpoint {
 
 /// Connects to the session at `endpoint` within `timeout` (one attempt).
 pub async fn connect(endpoint: &Endpoint, timeout: Duration) -> Result<Cdp, SetupError> {
-    Connector::new(endpoint.clone(), timeout, timeout).connect().await
+    Connector::new(endpoint.clone(), timeout, timeout).connect(true).await
 }
 
 /// How long a handshake the browser holds for a person is kept waiting
@@ -126,21 +126,33 @@ pub const APPROVAL_WAIT: Duration = Duration::from_secs(300);
 /// connection (`../shared/RECIPES.md`): a handshake it holds is kept
 /// waiting in the background for up to `approval_wait`, so the person's
 /// one click answers it and the next [`Connector::connect`] takes it up,
-/// where a fresh attempt each time would ask again and again.
+/// where a fresh attempt each time would ask again and again. A dialog the
+/// person denied or left unanswered is asked again only for a command,
+/// never by a reconnecting loop.
 pub struct Connector {
     endpoint: Endpoint,
     timeout: Duration,
     approval_wait: Duration,
     pending: Option<Pending>,
+    /// The last dialog was denied or left unanswered.
+    declined: bool,
     answered: std::sync::Arc<tokio::sync::Notify>,
 }
 
-/// A handshake the browser holds, answered in the background.
+/// A handshake the browser holds, answered in the background; dropped,
+/// it is abandoned (its dialog closes with the connection).
 struct Pending {
     url: String,
     answer: tokio::sync::oneshot::Receiver<Result<Cdp, Handshake>>,
+    task: tokio::task::AbortHandle,
     since: tokio::time::Instant,
     told: bool,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// How a held handshake ended without a connection.
@@ -153,9 +165,11 @@ enum Handshake {
 
 impl Connector {
     /// A connector to `endpoint`: each [`Connector::connect`] waits at most
-    /// `timeout`; a held handshake stays open for `approval_wait`.
+    /// `timeout`; a held handshake stays open for `approval_wait` (at
+    /// least `timeout`).
     pub fn new(endpoint: Endpoint, timeout: Duration, approval_wait: Duration) -> Connector {
-        Connector { endpoint, timeout, approval_wait, pending: None, answered: Default::default() }
+        let approval_wait = approval_wait.max(timeout);
+        Connector { endpoint, timeout, approval_wait, pending: None, declined: false, answered: Default::default() }
     }
 
     /// Notified when a held handshake is allowed: whoever backs off between
@@ -164,44 +178,35 @@ impl Connector {
         self.answered.clone()
     }
 
-    /// The session, within the timeout: `BROWSER_CONTROL_UNAVAILABLE` when
-    /// nothing listens or the browser refuses, `BROWSER_AUTHORIZATION_REQUIRED`
-    /// while it holds the handshake for a person (the same one, kept).
-    pub async fn connect(&mut self) -> Result<Cdp, SetupError> {
+    /// The session: `BROWSER_CONTROL_UNAVAILABLE` when nothing listens or
+    /// the browser refuses, `BROWSER_AUTHORIZATION_REQUIRED` while it holds
+    /// the handshake for a person (the same one, kept). A command
+    /// (`for_command`) waits up to the timeout and may open a new dialog; a
+    /// reconnecting loop only takes up an answer already given and opens
+    /// none after a denied or unanswered one.
+    pub async fn connect(&mut self, for_command: bool) -> Result<Cdp, SetupError> {
         let url = self.endpoint.resolve()?;
         // A browser started again announces another endpoint: its old handshake is moot.
         if self.pending.as_ref().is_some_and(|p| p.url != url) {
             self.pending = None;
         }
         if self.pending.is_none() {
+            if self.declined && !for_command {
+                return Err(SetupError {
+                    code: ErrorCode::BrowserAuthorizationRequired,
+                    detail:
+                        "remote debugging was denied or left unanswered in the browser: the next command asks again"
+                            .into(),
+                });
+            }
+            self.declined = false;
             self.pending = Some(self.begin(url).await?);
         }
         let pending = self.pending.as_mut().expect("begun");
         let authority = authority_of(&pending.url);
-        match tokio::time::timeout(self.timeout, &mut pending.answer).await {
-            Ok(Ok(Ok(cdp))) => {
-                if pending.told {
-                    tracing::info!("remote debugging allowed: this agent keeps the connection");
-                }
-                self.pending = None;
-                Ok(cdp)
-            }
-            Ok(Ok(Err(Handshake::Refused(e)))) => {
-                self.pending = None;
-                Err(SetupError::unavailable(format!(
-                    "the browser refused the DevTools connection ({e}): a person's Deny in its remote-debugging dialog, or the browser closed it; the next command asks again"
-                )))
-            }
-            Ok(Ok(Err(Handshake::Unanswered))) | Ok(Err(_)) => {
-                self.pending = None;
-                Err(SetupError {
-                    code: ErrorCode::BrowserAuthorizationRequired,
-                    detail: format!(
-                        "the browser at {authority} held the DevTools connection unanswered for {:?}; the next command asks again",
-                        self.approval_wait
-                    ),
-                })
-            }
+        let wait = if for_command { self.timeout } else { Duration::ZERO };
+        let answer = match tokio::time::timeout(wait, &mut pending.answer).await {
+            Ok(answer) => answer,
             Err(_) => {
                 let waited = pending.since.elapsed().as_secs();
                 if !pending.told {
@@ -210,13 +215,41 @@ impl Connector {
                         "the browser asks whether to allow remote debugging: click Allow in its dialog, once (this agent keeps the connection it asks for)"
                     );
                 }
-                Err(SetupError {
+                return Err(SetupError {
                     code: ErrorCode::BrowserAuthorizationRequired,
                     detail: format!(
                         "the browser at {authority} holds the DevTools connection for a person ({waited} s so far): click Allow in its \"Allow remote debugging?\" dialog"
                     ),
+                });
+            }
+        };
+        let told = pending.told;
+        self.pending = None;
+        match answer {
+            Ok(Ok(cdp)) if !cdp.is_closed() => {
+                if told {
+                    tracing::info!("remote debugging allowed: this agent keeps the connection");
+                }
+                Ok(cdp)
+            }
+            Ok(Ok(_)) => Err(SetupError::unavailable("the allowed DevTools connection closed before it was used")),
+            Ok(Err(Handshake::Refused(e))) => {
+                self.declined = true;
+                Err(SetupError::unavailable(format!(
+                    "the browser refused the DevTools connection ({e}): a person's Deny in its remote-debugging dialog, or the browser closed it; the next command asks again"
+                )))
+            }
+            Ok(Err(Handshake::Unanswered)) => {
+                self.declined = true;
+                Err(SetupError {
+                    code: ErrorCode::BrowserAuthorizationRequired,
+                    detail: format!(
+                        "the browser at {authority} held the DevTools connection unanswered for {:?}; the next command asks again",
+                        self.approval_wait
+                    ),
                 })
             }
+            Err(_) => Err(SetupError::unavailable("the DevTools handshake ended without an answer")),
         }
     }
 
@@ -234,7 +267,7 @@ impl Connector {
         }
         let (tell, answer) = tokio::sync::oneshot::channel();
         let (target, wait, answered) = (url.clone(), self.approval_wait, self.answered.clone());
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let shaken = match tokio::time::timeout(wait, Cdp::connect(&target)).await {
                 Ok(Ok(cdp)) => {
                     answered.notify_one();
@@ -243,10 +276,9 @@ impl Connector {
                 Ok(Err(e)) => Err(Handshake::Refused(e)),
                 Err(_) => Err(Handshake::Unanswered),
             };
-            // Nobody waits any more (the agent stopped): the connection closes with it.
             let _ = tell.send(shaken);
         });
-        Ok(Pending { url, answer, since: tokio::time::Instant::now(), told: false })
+        Ok(Pending { url, answer, task: task.abort_handle(), since: tokio::time::Instant::now(), told: false })
     }
 }
 

@@ -656,19 +656,21 @@ impl<H: Clone + PartialEq + Debug> Core<H> {
 
     /// The browser connection is lost: every managed conversation is out of
     /// reach until it is back (a host state for each, not a worker's
-    /// failure), and each open tab's next report, whatever it says, goes
-    /// out as a change, so the daemon hears the page answer again.
+    /// failure); an open tab's page is reported unreachable as
+    /// [`Core::page_unreachable`] does, so its next report, whatever it
+    /// says, goes out as a change and the daemon hears the page again.
     pub fn browser_lost(&mut self, detail: &str) -> Vec<ExecutorFrame> {
         let code = ErrorCode::BrowserControlUnavailable;
-        self.workers
-            .iter_mut()
-            .map(|(worker, managed)| {
-                if managed.tab.is_some() {
-                    managed.state = Some(ConversationState::Error);
-                }
-                ExecutorFrame::ConversationError { worker_id: worker.clone(), code, detail: detail.into() }
-            })
-            .collect()
+        let mut frames = Vec::new();
+        for (worker, managed) in &mut self.workers {
+            frames.push(ExecutorFrame::ConversationError { worker_id: worker.clone(), code, detail: detail.into() });
+            if managed.tab.is_some() {
+                managed.state = Some(ConversationState::Error);
+                let state = ConversationState::Error;
+                frames.push(ExecutorFrame::ConversationState { worker_id: worker.clone(), state, error: Some(code) });
+            }
+        }
+        frames
     }
 
     /// A tab went away. For a managed tab, the worker's conversation is closed.
