@@ -132,7 +132,8 @@ const PRODUCT: [(&str, &[&str]); 15] = [
     ("protocol", &["serde", "serde_json", "schemars"]),
     ("registry", &["protocol", "serde", "thiserror"]),
     ("admission", &["protocol", "registry", "thiserror"]),
-    ("attribution", &["protocol", "thiserror"]),
+    // serde: why a path cannot carry attribution is reported (admin status, the canary).
+    ("attribution", &["protocol", "thiserror", "serde"]),
     (
         "control",
         &[
@@ -162,6 +163,7 @@ const PRODUCT: [(&str, &[&str]); 15] = [
             "tokio",
             "tokio-util",
             "futures-util",
+            "serde",
             "serde_json",
             "tracing",
             "getrandom",
