@@ -88,20 +88,11 @@ pub fn html(chain: &Chain) -> String {
     }
     out.push_str("</tbody></table>");
     for (r, _) in &chain.receipts {
-        let c = &r.counts;
         let _ = write!(
             out,
-            "<section id=\"{gate}\"><h3>{gate} via {}</h3><p>{} workers, {} conversations, {} targets, {} effects, \
-             {} prompts, {} duplicates, {} cross-attributions, {} manual interactions</p><ol>",
+            "<section id=\"{gate}\"><h3>{gate} via {}</h3><p>{}</p><ol>",
             escape(&r.carrier),
-            c.workers,
-            c.conversations,
-            c.targets,
-            c.effects,
-            c.prompts_sent,
-            c.duplicates,
-            c.cross_attributions,
-            c.manual_interactions,
+            crate::show::counted(&r.counts),
             gate = r.gate
         );
         for seen in &r.observations {

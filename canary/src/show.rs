@@ -115,20 +115,12 @@ fn text_raw(chain: &Chain) -> String {
         };
         let c = &r.counts;
         out.push_str(&format!(
-            "\n{} {verdict} via {} in {:.1} s (receipt {})\n  workers {}, conversations {}, targets {}, effects {}, prompts {}, \
-             duplicates {}, cross-attributions {}, manual interactions {}\n",
+            "\n{} {verdict} via {} in {:.1} s (receipt {})\n  {}\n",
             r.gate,
             r.carrier,
             r.elapsed_ms as f64 / 1000.0,
             short(hash),
-            c.workers,
-            c.conversations,
-            c.targets,
-            c.effects,
-            c.prompts_sent,
-            c.duplicates,
-            c.cross_attributions,
-            c.manual_interactions
+            counted(c),
         ));
         for seen in &r.observations {
             out.push_str(&format!("  - {seen}\n"));
@@ -142,6 +134,21 @@ fn text_raw(chain: &Chain) -> String {
         out.push_str(&format!("Stopped: {stopped}\n"));
     }
     out
+}
+
+/// What a gate counted, in words (the text and the page say it alike).
+pub(crate) fn counted(c: &crate::receipt::Counts) -> String {
+    format!(
+        "{} workers, {} conversations, {} targets, {} effects, {} prompts, {} duplicates, {} cross-attributions, {} manual interactions",
+        c.workers,
+        c.conversations,
+        c.targets,
+        c.effects,
+        c.prompts_sent,
+        c.duplicates,
+        c.cross_attributions,
+        c.manual_interactions
+    )
 }
 
 /// A hash's first twelve digits, enough to tell receipts apart.
