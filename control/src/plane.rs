@@ -1419,7 +1419,8 @@ fn run_of(state: &State, command: &Request) -> RunId {
             ExecutorFrame::Hello { .. }
             | ExecutorFrame::Heartbeat { .. }
             | ExecutorFrame::CallerSeen { .. }
-            | ExecutorFrame::OperatorAct { .. } => {
+            | ExecutorFrame::OperatorAct { .. }
+            | ExecutorFrame::PageInspected { .. } => {
                 unreachable!("decide refuses session frames")
             }
         },

@@ -243,6 +243,22 @@ impl PageCheck {
         }
     }
 
+    /// The check as `pageInspected` carries it (protocol v5): the verdicts
+    /// without the locator table, each string cut to the wire's bound and
+    /// stripped of control characters.
+    pub fn inspection(&self) -> protocol::executor::PageInspection {
+        use protocol::executor::{DETAIL_MAX, FACT_MAX, PILLS_MAX};
+        protocol::executor::PageInspection {
+            adapter: bounded(&self.adapter, FACT_MAX),
+            state: bounded(&self.state, FACT_MAX),
+            refusal: self.refusal.as_deref().map(|r| bounded(r, DETAIL_MAX)),
+            turns: u32::try_from(self.turns).unwrap_or(u32::MAX),
+            stop_buttons: u32::try_from(self.stop_buttons).unwrap_or(u32::MAX),
+            submit: bounded(&self.submit, DETAIL_MAX),
+            app_pills: self.app_pills.iter().take(PILLS_MAX).map(|p| bounded(p, FACT_MAX)).collect(),
+        }
+    }
+
     /// The check as the popup shows it.
     pub fn render(&self) -> String {
         let mut out = format!(
@@ -329,6 +345,19 @@ pub struct Settings {
     pub no_notifications: bool,
 }
 
+/// `text` without control characters, cut at a character boundary to at
+/// most `max` bytes.
+fn bounded(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for c in text.chars().filter(|c| !c.is_control()) {
+        if out.len() + c.len_utf8() > max {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,5 +382,30 @@ mod tests {
         let detail = other.detail();
         assert!(detail.starts_with("the page adapter did not start (RuntimeError"), "{detail}");
         assert!(detail.len() <= protocol::executor::DETAIL_MAX && !detail.contains('\n'), "{}", detail.len());
+    }
+
+    #[test]
+    fn an_inspection_is_cut_to_the_wire_bounds_and_keeps_no_control_characters() {
+        let check = PageCheck {
+            adapter: "chatgpt-dom 0.1.0".into(),
+            state: "ready\n".into(),
+            refusal: None,
+            turns: 0,
+            stop_buttons: 0,
+            submit: "é".repeat(protocol::executor::DETAIL_MAX),
+            app_pills: vec!["Orchestrator".into(); protocol::executor::PILLS_MAX + 3],
+            locators: Vec::new(),
+        };
+        let inspection = check.inspection();
+        assert_eq!(inspection.state, "ready");
+        assert_eq!(inspection.submit.len(), protocol::executor::DETAIL_MAX);
+        assert_eq!(inspection.app_pills.len(), protocol::executor::PILLS_MAX);
+        let frame = protocol::executor::ExecutorFrame::PageInspected {
+            inspect_id: "insp-1".into(),
+            inspection: Some(inspection),
+            error: None,
+            detail: String::new(),
+        };
+        assert_eq!(frame.validate(), Ok(()));
     }
 }

@@ -195,6 +195,23 @@ pub struct Tab {
     pub visible: bool,
     /// Visibility changes: (visible, at_ms).
     pub changes: Vec<(bool, u64)>,
+    /// The path it shows (`/`, `/c/<id>`, …).
+    pub path: String,
+    /// What the page saw happen in it, whoever did it.
+    pub interactions: Interactions,
+}
+
+/// Every click, key and focus the page saw (its own script's, a person's,
+/// the adapter's synthetic ones alike), counted by fakechat's interaction
+/// recorder: a read-only inspection leaves all three at 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interactions {
+    /// `pointerdown` and `click` events.
+    pub clicks: u32,
+    /// `keydown` and `input` events.
+    pub keys: u32,
+    /// `focus` events (an element's or the window's).
+    pub focus: u32,
 }
 
 #[derive(Default)]
@@ -739,9 +756,11 @@ impl Hub {
     }
 
     /// Records a tab's visibility.
-    pub fn tab(&self, tab: &str, conversation: Option<&str>, visible: bool) {
+    pub fn tab(&self, tab: &str, conversation: Option<&str>, visible: bool, path: &str, interactions: Interactions) {
         let mut inner = self.inner.lock().unwrap();
         let entry = inner.tabs.entry(tab.to_owned()).or_default();
+        entry.path = path.to_owned();
+        entry.interactions = interactions;
         entry.conversation = conversation.map(str::to_owned).or(entry.conversation.take());
         if entry.changes.last().is_none_or(|(v, _)| *v != visible) {
             entry.changes.push((visible, now_ms()));

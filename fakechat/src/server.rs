@@ -369,10 +369,15 @@ struct TabBody {
     tab: String,
     conversation: Option<String>,
     visible: bool,
+    #[serde(default)]
+    path: String,
+    #[serde(default)]
+    interactions: crate::hub::Interactions,
 }
 
 async fn tab(State(app): State<Arc<App>>, Json(body): Json<TabBody>) -> StatusCode {
-    app.hub.tab(&body.tab, body.conversation.as_deref(), body.visible);
+    let path: String = body.path.chars().take(512).collect();
+    app.hub.tab(&body.tab, body.conversation.as_deref(), body.visible, &path, body.interactions);
     StatusCode::NO_CONTENT
 }
 

@@ -323,9 +323,37 @@
     hangPageData(JSON.parse(body.dataset.fakechatPageData || "{}"));
   } catch (_) {}
 
+  // `keepalive`: a report made as the tab closes still arrives.
   function reportVisibility() {
-    post("/_fakechat/api/tab", { tab, conversation, visible: !document.hidden });
+    const report = { tab, conversation, visible: !document.hidden, path: location.pathname, interactions };
+    fetch("/_fakechat/api/tab", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(report),
+      keepalive: true,
+    });
   }
+  // ---- fakechat's interaction recorder (begin). fakechat's own test
+  // instrument, never the product's code: every click, key and focus the
+  // page sees, whoever made it (a person, this script, the adapter's
+  // synthetic events), counted in the capture phase before any handler
+  // and reported with the tab at once. A read-only page inspection must
+  // leave all three at 0.
+  const interactions = { clicks: 0, keys: 0, focus: 0 };
+  const counted = (kind) => () => {
+    interactions[kind] += 1;
+    reportVisibility();
+  };
+  for (const [event, kind] of [
+    ["pointerdown", "clicks"],
+    ["click", "clicks"],
+    ["keydown", "keys"],
+    ["input", "keys"],
+    ["focus", "focus"],
+  ]) {
+    window.addEventListener(event, counted(kind), true);
+  }
+  // ---- fakechat's interaction recorder (end).
 
   document.addEventListener("input", () => {
     // After the input event, never within the typist's own call. The slot's

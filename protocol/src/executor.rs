@@ -17,8 +17,9 @@ use crate::ids::{CommandId, ConversationId, WorkerId};
 /// `hello`. Version 2 adds `host.name` and `host.capacity`, caller
 /// attribution (`callerSeen`, `callerLookup`) and `conversationBlock`;
 /// version 3 the operator channel; version 4 `host.release` and the
-/// `welcome`'s `release`, each side's build version.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// `welcome`'s `release`, each side's build version; version 5 the
+/// read-only page inspection (`pageInspect`, `pageInspected`).
+pub const PROTOCOL_VERSION: u32 = 5;
 /// The oldest version the daemon still serves: a `hello` outside
 /// `OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION` is refused with
 /// `PROTOCOL_VERSION_MISMATCH`, and `welcome` echoes the executor's own.
@@ -105,6 +106,67 @@ pub const MODEL: &str = "conversation_model";
 /// 2026-08) and verifies it before typing, failing closed. A worker pinned
 /// to an effort is placed only on such executors.
 pub const EFFORT: &str = "conversation_effort";
+
+/// The capability (protocol v5) of an executor that answers `pageInspect`:
+/// it reads a page in a background tab of its own, acting on nothing.
+pub const PAGE_INSPECT: &str = "page_inspect";
+
+/// Most app pills one inspection reports.
+pub const PILLS_MAX: usize = 16;
+
+/// How this build's adapter reads one page, as `pageInspected` carries it:
+/// verdicts and counts, never page content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageInspection {
+    /// The adapter that read it (`chatgpt-dom <version>`).
+    pub adapter: String,
+    /// The classification as the corpus names it (`ready`, `idle`,
+    /// `generating`, `challenge`, `signed_out`, …), or `ui_changed` when
+    /// the adapter refuses the page.
+    pub state: String,
+    /// The adapter's typed refusal (`HOST_UI_CHANGED: …`), when it refuses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    /// Turns found.
+    pub turns: u32,
+    /// Visible buttons with stop semantics.
+    pub stop_buttons: u32,
+    /// What a submit would do now, in words (the composer's own decision on
+    /// a dry run), or `nothing (<CODE>: …)`.
+    pub submit: String,
+    /// The app pills the composer shows (at most [`PILLS_MAX`]).
+    #[serde(default)]
+    pub app_pills: Vec<String>,
+}
+
+impl PageInspection {
+    /// Whether a worker's first prompt may go to this page: a new chat
+    /// (`ready`) or a conversation whose turn ended (`idle`), with a submit
+    /// the composer would make.
+    pub fn usable(&self) -> bool {
+        matches!(self.state.as_str(), "ready" | "idle") && !self.submit.starts_with("nothing")
+    }
+
+    fn validate(&self) -> Result<(), FrameRefusal> {
+        bounded("inspection.adapter", &self.adapter, FACT_MAX)?;
+        bounded("inspection.state", &self.state, FACT_MAX)?;
+        bounded("inspection.refusal", self.refusal.as_deref().unwrap_or_default(), DETAIL_MAX)?;
+        bounded("inspection.submit", &self.submit, DETAIL_MAX)?;
+        if self.app_pills.len() > PILLS_MAX {
+            return Err(FrameRefusal { code: ErrorCode::TooLarge, detail: format!("more than {PILLS_MAX} app pills") });
+        }
+        self.app_pills.iter().try_for_each(|p| bounded("inspection.appPills", p, FACT_MAX))?;
+        let words = [&self.adapter, &self.state, &self.submit].into_iter().chain(&self.refusal).chain(&self.app_pills);
+        if words.into_iter().any(|w| w.chars().any(char::is_control)) {
+            return Err(FrameRefusal {
+                code: ErrorCode::InvalidArgument,
+                detail: "an inspection must not hold control characters".into(),
+            });
+        }
+        Ok(())
+    }
+}
 
 /// Which kind of carrier an executor is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -262,6 +324,22 @@ pub enum ExecutorFrame {
         /// Blocked (`true`) or not.
         blocked: bool,
     },
+    /// (v5, with [`PAGE_INSPECT`]) The answer to one `pageInspect`: how the
+    /// page read, or why it could not be read. Sent once per `inspectId`.
+    PageInspected {
+        /// The request answered.
+        inspect_id: String,
+        /// The reading, when the page was read.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inspection: Option<PageInspection>,
+        /// Why it was not read (`BROWSER_CONTROL_UNAVAILABLE`,
+        /// `ADAPTER_BLOCKED`, `DEADLINE_EXCEEDED`, `INVALID_ARGUMENT`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ErrorCode>,
+        /// The refusal in words (no page content).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        detail: String,
+    },
     /// (v3, with the [`OPERATOR_CAPABILITY`]) A person's control from the
     /// executor's own interface (the popup, the overlay). The daemon applies
     /// it as the run's root would and answers `operatorActed`.
@@ -294,6 +372,7 @@ impl ExecutorFrame {
         match self {
             ExecutorFrame::CallerSeen { .. } | ExecutorFrame::ConversationBlock { .. } => 2,
             ExecutorFrame::OperatorAct { .. } => 3,
+            ExecutorFrame::PageInspected { .. } => 5,
             _ => 1,
         }
     }
@@ -372,6 +451,21 @@ pub enum DaemonFrame {
     /// the pool looks like to a person, whole: sent after `welcome` and again
     /// whenever it changes (at most four a second). Replaces the last one.
     OperatorView(crate::operator::View),
+    /// (v5; only to an executor that declared [`PAGE_INSPECT`]) Read the
+    /// page at `url` and act on nothing: the executor opens it in a
+    /// background tab of its own (never a person's tab, never focused),
+    /// waits for the page to settle, reads it as a submit would before
+    /// typing, closes that tab, and answers `pageInspected` by `untilMs`.
+    /// Nothing is typed, clicked or focused. Not a command: no ack, no
+    /// result, nothing journaled (a lost answer is asked for again).
+    PageInspect {
+        /// Names the answer: 1-64 of `[A-Za-z0-9_-]`.
+        inspect_id: String,
+        /// The page, under [`URL_PREFIX`].
+        url: String,
+        /// When the daemon stops waiting (ms since the Unix epoch).
+        until_ms: u64,
+    },
     /// (v3) The answer to one `operatorAct`.
     OperatorActed {
         /// The act answered.
@@ -606,6 +700,16 @@ impl ExecutorFrame {
                     });
                 }
                 Ok(())
+            }
+            ExecutorFrame::PageInspected { inspect_id, inspection, detail, .. } => {
+                if !valid_executor_id(inspect_id) {
+                    return Err(FrameRefusal {
+                        code: ErrorCode::InvalidArgument,
+                        detail: "inspectId must be 1-64 of [A-Za-z0-9_-]".into(),
+                    });
+                }
+                bounded("detail", detail, DETAIL_MAX)?;
+                inspection.as_ref().map_or(Ok(()), PageInspection::validate)
             }
             ExecutorFrame::Heartbeat { .. }
             | ExecutorFrame::Ack { .. }

@@ -1,6 +1,7 @@
 //! The executor protocol on the wire (v1, and v2's `hello` with
 //! `host.name` and `host.capacity`, `callerSeen`, `conversationBlock` and
-//! `callerLookup`, v4's `host.release` and `welcome.release`): every frame type in
+//! `callerLookup`, v4's `host.release` and `welcome.release`, v5's
+//! `pageInspect` and `pageInspected`): every frame type in
 //! `fixtures/executor-v1.jsonl` keeps parsing and writes back the same
 //! fields. Never edit a fixture line; add one when a frame grows.
 //!
@@ -52,8 +53,8 @@ fn every_v1_frame_still_parses_and_round_trips() {
             }
         }
     }
-    assert_eq!(executor.len(), 11, "every executor frame type (result twice): {executor:?}");
-    assert_eq!(daemon.len(), 8, "welcome, callerLookup and every command op: {daemon:?}");
+    assert_eq!(executor.len(), 12, "every executor frame type (result twice): {executor:?}");
+    assert_eq!(daemon.len(), 9, "welcome, callerLookup, pageInspect and every command op: {daemon:?}");
 }
 
 #[test]

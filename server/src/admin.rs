@@ -174,17 +174,68 @@ pub fn authority_of(mcp_url: &str) -> String {
 /// The running daemon's status, over the admin read at `addr` (loopback
 /// `host:port`), with the token from `state_dir`.
 pub async fn fetch(addr: &str, state_dir: &Path) -> anyhow::Result<Status> {
+    read_json(addr, state_dir, "/admin/status", std::time::Duration::from_secs(10)).await
+}
+
+/// One admin read of the daemon at `addr` (loopback), with the admin token
+/// from `state_dir`, waiting at most `within`.
+async fn read_json<T: serde::de::DeserializeOwned>(
+    addr: &str,
+    state_dir: &Path,
+    path: &str,
+    within: std::time::Duration,
+) -> anyhow::Result<T> {
     if !carrier_webext::bridge::loopback_host(addr) {
         anyhow::bail!("the admin read is loopback only; {addr} is not (the token never leaves this machine)");
     }
     let token = read_token(state_dir)?;
     let bearer = format!("Bearer {token}");
     let headers = [("Authorization", bearer.as_str())];
-    let read = mcp_client::get(addr, "/admin/status", &headers);
-    let body = tokio::time::timeout(std::time::Duration::from_secs(10), read)
+    let body = tokio::time::timeout(within, mcp_client::get(addr, path, &headers))
         .await
-        .map_err(|_| anyhow::anyhow!("no answer from {addr} within 10 s"))??;
+        .map_err(|_| anyhow::anyhow!("no answer from {addr} within {} s", within.as_secs()))??;
     Ok(serde_json::from_str(&body)?)
+}
+
+/// How long the daemon waits for each executor's page inspection: a page
+/// load in a person's browser, and the adapter settling on it.
+pub const PAGE_INSPECT_WITHIN: std::time::Duration = std::time::Duration::from_secs(45);
+
+/// How every connected executor that can inspect reads the page at `url`
+/// (`GET /admin/page-inspect`), read-only: nothing typed, clicked or focused.
+pub async fn inspect_page(
+    addr: &str,
+    state_dir: &Path,
+    url: &str,
+) -> anyhow::Result<Vec<carrier_webext::inspect::Reading>> {
+    let path = format!("/admin/page-inspect?url={}", percent_encode(url));
+    read_json(addr, state_dir, &path, PAGE_INSPECT_WITHIN + std::time::Duration::from_secs(10)).await
+}
+
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[derive(Deserialize)]
+struct PageQuery {
+    url: String,
+}
+
+/// `GET /admin/page-inspect?url=…`: every able executor's reading of the
+/// page (`Bridge::inspect_page`); an empty list when none is connected.
+async fn page_inspect(
+    State(admin): State<Arc<Admin>>,
+    axum::extract::Query(query): axum::extract::Query<PageQuery>,
+) -> Response {
+    match admin.bridge.inspect_page(&query.url, PAGE_INSPECT_WITHIN).await {
+        Ok(readings) => axum::Json(readings).into_response(),
+        Err(refused) => (StatusCode::BAD_REQUEST, refused.to_string()).into_response(),
+    }
 }
 
 struct Admin {
@@ -222,6 +273,7 @@ pub fn router(
         .route("/admin/ui-ticket", axum::routing::post(ui_ticket))
         .route("/admin/ui-revoke", axum::routing::post(ui_revoke))
         .route("/admin/ownership", get(ownership))
+        .route("/admin/page-inspect", get(page_inspect))
         .route_layer(middleware::from_fn_with_state(admin.clone(), require_admin))
         .with_state(admin)
 }
@@ -264,18 +316,8 @@ pub async fn fetch_owners(
     state_dir: &Path,
     query: &crate::ownership::Query,
 ) -> anyhow::Result<crate::ownership::Owners> {
-    if !carrier_webext::bridge::loopback_host(addr) {
-        anyhow::bail!("the admin read is loopback only; {addr} is not (the token never leaves this machine)");
-    }
-    let token = read_token(state_dir)?;
-    let bearer = format!("Bearer {token}");
     let path = format!("/admin/ownership?{}", query.to_query_string());
-    let headers = [("Authorization", bearer.as_str())];
-    let read = mcp_client::get(addr, &path, &headers);
-    let body = tokio::time::timeout(std::time::Duration::from_secs(10), read)
-        .await
-        .map_err(|_| anyhow::anyhow!("no answer from {addr} within 10 s"))??;
-    Ok(serde_json::from_str(&body)?)
+    read_json(addr, state_dir, &path, std::time::Duration::from_secs(10)).await
 }
 
 async fn ui_ticket(State(admin): State<Arc<Admin>>) -> String {

@@ -606,7 +606,8 @@ impl Runner {
             slots.iter().filter(|s| s["health"] == "parked" && s["executor_id"].is_string()).count() as u32;
     }
 
-    /// G1D: which deployment answers.
+    /// G1D: which deployment answers, and how its carriers read the pages
+    /// the run will touch (the pre-flight: nothing is prompted before).
     async fn g1d(&mut self, seen: &mut Seen) -> Result<(), Stop> {
         let admin = self.admin().await?;
         let tools = self.root.list_tools().await.map_err(|e| uncertain(format!("TOOLS_UNREADABLE: {e}")))?;
@@ -680,7 +681,7 @@ impl Runner {
         if self.deployment.app_label.is_none() {
             return Err(Verdict::SetupRequired("HOST_APP_BINDING_NOT_READY".into()));
         }
-        Ok(())
+        self.inspect_pages(seen).await
     }
 
     /// G0: three managed conversations in three targets; a person's own

@@ -116,6 +116,9 @@ async fn follow_the_page(name: &str, carrier: Carrier) -> e2e::canary_docs::Foll
     assert_eq!(gate(&out.show, "G6")["counts"]["prompts_sent"], 0, "no blind replay");
     assert!(out.shown.contains(&format!("Claim reached: {} {last}", canary::REHEARSAL_PREFIX)), "{}", out.shown);
     assert!(out.verified.starts_with("verified: 7 receipts"), "{}", out.verified);
+    // The pre-flight read the new chat through the carrier before any prompt.
+    let inspected = out.shown.lines().find(|l| l.contains("https://chatgpt.com/ inspected by "));
+    assert!(inspected.is_some_and(|l| l.contains(": ready (chatgpt-dom ")), "{}", out.shown);
     // What the run left parked, `canary stop` retired: nothing working, parked or queued.
     assert_all_retired(&out.status_after_stop);
     assert!(out.torn_down.contains("carriers revoked: 1"), "{}", out.torn_down);

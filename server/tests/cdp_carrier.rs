@@ -49,6 +49,16 @@ async fn two_workers_through_exact_targets_and_every_prompt_lands_once() {
         .with_test_writer()
         .try_init();
     let world = start(&[]).await;
+    // The canary's pre-flight first: a page read in a target of the
+    // agent's own, nothing clicked, typed or focused, the target closed.
+    let state = world.dir.path().join("state");
+    support::inspect_new_chat_read_only(&world.fake, &world.daemon.addr, &state, 1).await;
+    assert!(world.agent.targets().is_empty(), "the agent manages no target for it");
+    let observer = Cdp::connect(&world.chromium.ws_url().unwrap()).await.unwrap();
+    assert!(
+        page_urls(&observer).await.values().all(|u| !u.starts_with("https://chatgpt.com/")),
+        "its target is closed"
+    );
     let out = e2e::scenario::two_workers(&world.daemon.mcp_url(), Duration::from_secs(60))
         .await
         .unwrap_or_else(|e| panic!("{e:#}\n{:#}", world.fake.hub.oracle()));

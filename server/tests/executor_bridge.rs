@@ -616,3 +616,78 @@ async fn a_conversation_that_fills_up_on_a_wake_rolls_its_worker_over() {
     assert_eq!(attached["continuation"]["open"], json!([1]), "{attached}");
     fake.stop().await;
 }
+
+/// A raw executor session: hello as `id` at `version` declaring
+/// `capabilities`, welcome read.
+async fn raw_session(
+    daemon: &Daemon,
+    token: &str,
+    id: &str,
+    version: u32,
+    capabilities: &[&str],
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    use futures_util::{SinkExt, StreamExt};
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws_url(daemon)).await.unwrap();
+    let hello = json!({"type": "hello", "protocolVersion": version, "token": token, "executorId": id,
+        "executorInstanceId": format!("{id}-1"), "executorKind": "webext", "capabilities": capabilities});
+    socket.send(tokio_tungstenite::tungstenite::Message::Text(hello.to_string().into())).await.unwrap();
+    let welcome = socket.next().await.unwrap().unwrap();
+    assert!(welcome.to_text().unwrap().contains("\"welcome\""), "{welcome:?}");
+    socket
+}
+
+/// The next frame of `type` the daemon sends within `within`, skipping others.
+async fn next_of(
+    socket: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    kind: &str,
+    within: Duration,
+) -> Option<Value> {
+    use futures_util::StreamExt;
+    let deadline = tokio::time::Instant::now() + within;
+    while let Ok(Some(Ok(message))) = tokio::time::timeout_at(deadline, socket.next()).await {
+        let frame: Value = serde_json::from_str(message.to_text().unwrap_or("null")).unwrap_or_default();
+        if frame["type"] == kind {
+            return Some(frame);
+        }
+    }
+    None
+}
+
+/// `GET /admin/page-inspect` (what `canary run`'s pre-flight asks): every
+/// v5 executor that declared `page_inspect` is asked, only the asked one's
+/// answer to its own id counts, and the others are never asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_inspection_asks_each_able_executor_and_takes_only_its_own_answer() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let state = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(state.path());
+    let mut able = raw_session(&daemon, &credential(state.path(), "able"), "able", 5, &["page_inspect"]).await;
+    let mut older = raw_session(&daemon, &credential(state.path(), "older"), "older", 4, &["page_inspect"]).await;
+    let mut unable = raw_session(&daemon, &credential(state.path(), "unable"), "unable", 5, &[]).await;
+
+    let (addr, dir) = (daemon.addr.clone(), state.path().to_owned());
+    let asked = tokio::spawn(async move { server::admin::inspect_page(&addr, &dir, "https://chatgpt.com/").await });
+    let frame = next_of(&mut able, "pageInspect", WAIT).await.expect("the able executor is asked");
+    assert_eq!(frame["url"], "https://chatgpt.com/");
+    let id = frame["inspectId"].as_str().unwrap();
+    // An answer to another id, then the real one: only the real one counts.
+    let stray = json!({"type": "pageInspected", "inspectId": "insp-not-asked", "error": "INTERNAL"});
+    let answer = json!({"type": "pageInspected", "inspectId": id, "inspection": {"adapter": "chatgpt-dom 0.1.0",
+        "state": "challenge", "turns": 0, "stopButtons": 0, "submit": "nothing (CHATGPT_CHALLENGE: …)", "appPills": []}});
+    able.send(Message::Text(stray.to_string().into())).await.unwrap();
+    able.send(Message::Text(answer.to_string().into())).await.unwrap();
+    let readings = tokio::time::timeout(WAIT, asked).await.unwrap().unwrap().unwrap();
+    assert_eq!(readings.len(), 1, "{readings:?}");
+    assert_eq!(readings[0].executor_id, "able");
+    let inspection = readings[0].inspection.as_ref().unwrap();
+    assert_eq!(inspection.state, "challenge");
+    assert!(!inspection.usable());
+    assert_eq!(next_of(&mut older, "pageInspect", Duration::from_millis(300)).await, None, "a v4 session");
+    assert_eq!(next_of(&mut unable, "pageInspect", Duration::from_millis(300)).await, None, "no capability");
+
+    // A page that is not chatgpt.com's is refused before anyone is asked.
+    let refused = server::admin::inspect_page(&daemon.addr, state.path(), "https://example.com/").await.unwrap_err();
+    assert!(refused.to_string().contains("INVALID_ARGUMENT"), "{refused}");
+    assert_eq!(next_of(&mut able, "pageInspect", Duration::from_millis(300)).await, None);
+}

@@ -63,6 +63,16 @@ async fn two_workers_in_managed_tabs_and_every_prompt_lands_exactly_once_body() 
     // The user's own chatgpt.com tab, with a conversation of its own.
     let mine = world.chromium.open("https://chatgpt.com/").await.unwrap();
     let my_conversation = e2e::browser::chat_by_hand(&mine, "my own chat, not the orchestrator's").await.unwrap();
+    // The canary's pre-flight first: a page read in a tab of the
+    // extension's own, nothing clicked, typed or focused, the tab closed.
+    let state = world.dir.path().join("state");
+    support::inspect_new_chat_read_only(&world.fake, &world.daemon.addr, &state, 1).await;
+    assert_eq!(chat_tabs(&world.chromium).await, 1, "only the person's tab is left");
+    // The recorder counts: the person's own tab saw their keys.
+    let oracle = world.fake.hub.oracle();
+    let typed = oracle["tabs"].as_object().unwrap().values().filter(|t| t["interactions"]["keys"].as_u64() > Some(0));
+    assert_eq!(typed.count(), 1, "{:#}", oracle["tabs"]);
+    assert_eq!(eval::<String>(&mine, "location.pathname").await.unwrap(), format!("/c/{my_conversation}"));
 
     let url = world.daemon.mcp_url();
     let output = match tokio::task::spawn_blocking(move || support::python("extension_flow.py", &[&url])).await {

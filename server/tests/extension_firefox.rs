@@ -81,7 +81,14 @@ const SHORT_LEASE: [&str; 6] =
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firefox_runs_the_two_worker_flow() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut daemon, fake, _firefox) = paired_firefox(dir.path(), &[]).await;
+    let (mut daemon, fake, mut firefox) = paired_firefox(dir.path(), &[]).await;
+    // The canary's pre-flight first: a page read in a tab of the add-on's
+    // own, nothing clicked, typed or focused, the tab closed.
+    let contexts = |tree: Value| tree["contexts"].as_array().map_or(0, Vec::len);
+    let before = contexts(firefox.command("browsingContext.getTree", serde_json::json!({})).await.unwrap());
+    support::inspect_new_chat_read_only(&fake, &daemon.addr, &dir.path().join("state"), 1).await;
+    let after = contexts(firefox.command("browsingContext.getTree", serde_json::json!({})).await.unwrap());
+    assert_eq!(after, before, "the inspection's tab is closed");
 
     let url = daemon.mcp_url();
     let run = tokio::time::timeout(

@@ -605,3 +605,44 @@ pub async fn ownership_lifecycle(
         .await
         .unwrap_or_else(|e| panic!("{e:#}"))
 }
+
+/// A page inspection through the daemon (`GET /admin/page-inspect`, as
+/// `canary run`'s pre-flight asks) of chatgpt.com's new chat, checked
+/// read-only where fakechat sees it: each of the `executors` connected
+/// carriers read it `ready`, in a tab of its own that fakechat had not seen
+/// before, and that tab saw no click, no key and no focus (fakechat's
+/// interaction recorder). Returns the inspected tabs' fakechat ids.
+pub async fn inspect_new_chat_read_only(
+    fake: &fakechat::Running,
+    addr: &str,
+    state_dir: &Path,
+    executors: usize,
+) -> Vec<String> {
+    let tabs = |oracle: serde_json::Value| -> std::collections::BTreeMap<String, serde_json::Value> {
+        oracle["tabs"].as_object().cloned().unwrap_or_default().into_iter().collect()
+    };
+    let before = tabs(fake.hub.oracle());
+    let readings = server::admin::inspect_page(addr, state_dir, "https://chatgpt.com/").await.unwrap();
+    assert_eq!(readings.len(), executors, "{readings:?}");
+    for reading in &readings {
+        let inspection = reading.inspection.as_ref().unwrap_or_else(|| panic!("{reading:?}"));
+        assert_eq!(inspection.state, "ready", "{reading:?}");
+        assert!(inspection.usable(), "{reading:?}");
+    }
+    // The tab's last report is on its way as the reading returns.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let fresh = loop {
+        let fresh: Vec<(String, serde_json::Value)> =
+            tabs(fake.hub.oracle()).into_iter().filter(|(id, _)| !before.contains_key(id)).collect();
+        if fresh.len() >= executors || std::time::Instant::now() > deadline {
+            break fresh;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(fresh.len(), executors, "one tab per inspecting carrier: {fresh:?}");
+    for (_, tab) in &fresh {
+        assert_eq!(tab["path"], "/", "{tab}");
+        assert_eq!(tab["interactions"], serde_json::json!({"clicks": 0, "keys": 0, "focus": 0}), "{tab}");
+    }
+    fresh.into_iter().map(|(id, _)| id).collect()
+}

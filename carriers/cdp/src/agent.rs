@@ -4,7 +4,8 @@
 //! the daemon's `/executor` with its own credential, like the extension,
 //! so it runs beside the daemon or on another host.
 //!
-//! What it touches: only targets it created (`Target.createTarget`), and
+//! What it touches: only targets it created (`Target.createTarget`; a page
+//! inspection's too, closed after its reading, see [`inspect`]), and
 //! after a restart the ones its persisted journal names (a create's target
 //! is journaled by its id before it shows any page, so a restart never
 //! looks for it by URL, which a person's tab may share); it attaches to no
@@ -46,6 +47,8 @@ use crate::cdp::{Cdp, Event};
 use crate::connect::{Connector, Endpoint};
 use crate::launch::{Dedicated, Launched};
 use crate::page::{self, Bundle, Said};
+
+mod inspect;
 
 /// The managed conversations one host takes unless its operator says
 /// otherwise: a browser keeps this many background tabs responsive.
@@ -715,6 +718,7 @@ async fn session(shared: &Arc<Shared>, instance: &str) {
             protocol::executor::ROLLOVER.into(),
             protocol::executor::MODEL.into(),
             protocol::executor::EFFORT.into(),
+            protocol::executor::PAGE_INSPECT.into(),
         ],
         host: MachineFacts {
             os: std::env::consts::OS.into(),
@@ -786,6 +790,11 @@ async fn session(shared: &Arc<Shared>, instance: &str) {
                                 }
                             });
                         }
+                    }
+                    // A read-only look at a page, in a target of the agent's own.
+                    Ok(DaemonFrame::PageInspect { inspect_id, url, until_ms }) => {
+                        let shared = shared.clone();
+                        tokio::spawn(async move { shared.inspect_page(inspect_id, url, until_ms).await });
                     }
                     _ => break,
                 },

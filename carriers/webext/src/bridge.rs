@@ -89,12 +89,14 @@ pub enum Outgoing {
     Close(CloseReason),
 }
 
-struct Live {
+pub(crate) struct Live {
     serial: u64,
     instance: String,
     /// The protocol version it speaks (v2 frames go only to v2 sessions).
-    version: u32,
-    outbox: mpsc::UnboundedSender<Outgoing>,
+    pub(crate) version: u32,
+    /// What its `hello` declared it can do.
+    pub(crate) capabilities: Vec<String>,
+    pub(crate) outbox: mpsc::UnboundedSender<Outgoing>,
     /// When the session last sent a frame, in ms since the bridge started
     /// (written by the session without the sessions lock).
     heard: Arc<AtomicU64>,
@@ -112,7 +114,7 @@ pub struct Bridge {
     pub(crate) config: BridgeConfig,
     pub(crate) credentials: Credentials,
     pub(crate) shutdown: CancellationToken,
-    sessions: Mutex<HashMap<String, Live>>,
+    pub(crate) sessions: Mutex<HashMap<String, Live>>,
     serials: AtomicU64,
     started: tokio::time::Instant,
     /// Wakes the dispatch loop for a new session (its replay).
@@ -130,6 +132,8 @@ pub struct Bridge {
     /// The latest calls refused because attribution cannot work on their
     /// path, newest last (bounded).
     unattributable: std::sync::Mutex<std::collections::VecDeque<Unattributable>>,
+    /// Page inspections waiting on their answer.
+    pub(crate) inspections: crate::inspect::Pending,
 }
 
 /// A worker's call refused because attribution cannot work on its path
@@ -214,6 +218,7 @@ impl Bridge {
             waiting: std::sync::Mutex::new(HashMap::new()),
             refusals: std::sync::Mutex::new(std::collections::VecDeque::new()),
             unattributable: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            inspections: Default::default(),
         });
         tokio::spawn(dispatch_loop(bridge.clone()));
         let stop = bridge.shutdown.clone().cancelled_owned();
@@ -306,6 +311,10 @@ impl Bridge {
             // Recorded before the session is dispatchable: placement reads the
             // executor's declared capacity from it (a create dispatched first
             // would take no capacity into account).
+            let declared = match &hello {
+                ExecutorFrame::Hello { capabilities, .. } => capabilities.clone(),
+                _ => Vec::new(),
+            };
             if let ExecutorFrame::Hello { executor_kind, capabilities, host, .. } = hello {
                 let command = Request::ExecutorConnected {
                     executor_id: executor_id.to_owned(),
@@ -317,7 +326,14 @@ impl Bridge {
                 self.record(command).await;
             }
             self.refusals.lock().expect("refusals lock").retain(|r| r.executor_id != executor_id);
-            let live = Live { serial, instance: instance_id.to_owned(), version, outbox, heard: heard.clone() };
+            let live = Live {
+                serial,
+                instance: instance_id.to_owned(),
+                version,
+                capabilities: declared,
+                outbox,
+                heard: heard.clone(),
+            };
             if let Some(old) = sessions.insert(executor_id.to_owned(), live) {
                 let _ = old.outbox.send(Outgoing::Close(CloseReason::Superseded));
             }

@@ -9,6 +9,8 @@
 //! - [`bridge`]: the registry of live sessions, the dispatch loop that turns
 //!   the control plane's queue into commands on the right session, and the
 //!   `/executor` route.
+//! - [`inspect`]: read-only page inspections asked of every executor that
+//!   can make them.
 //!
 //! Architecture invariant: no queue rule lives here. What to send and to
 //! whom is `control::queue`; this crate only moves frames and reports.
@@ -16,6 +18,7 @@
 pub mod bridge;
 pub mod close;
 pub mod credentials;
+pub mod inspect;
 pub mod session;
 
 pub use bridge::{Bridge, BridgeConfig, router};

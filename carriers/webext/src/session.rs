@@ -274,6 +274,7 @@ where
                         )));
                     }
                     Ok(seen @ ExecutorFrame::CallerSeen { .. }) => bridge.caller_seen(&peer.executor_id, seen),
+                    Ok(read @ ExecutorFrame::PageInspected { .. }) => bridge.page_inspected(&peer.executor_id, read),
                     Ok(ExecutorFrame::OperatorAct { .. }) if !operator => {
                         break End::Closed(CloseReason::Violation(format!(
                             "operatorAct needs the {} capability in hello and a pairing that grants it \

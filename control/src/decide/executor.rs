@@ -426,7 +426,9 @@ fn report(state: &State, executor_id: &str, frame: &ExecutorFrame) -> Result<Vec
             Ok(super::attribution::block_changed(worker, *blocked, protocol::BlockedBy::Person, None))
         }
         // Sightings are the bridge's to match with calls, not the log's.
-        ExecutorFrame::CallerSeen { .. } | ExecutorFrame::OperatorAct { .. } => Err(Refusal::SessionFrame),
+        ExecutorFrame::CallerSeen { .. } | ExecutorFrame::OperatorAct { .. } | ExecutorFrame::PageInspected { .. } => {
+            Err(Refusal::SessionFrame)
+        }
     }
 }
 

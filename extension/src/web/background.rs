@@ -20,6 +20,7 @@ use wasm_bindgen::prelude::*;
 use web_sys::{CloseEvent, MessageEvent, WebSocket};
 
 mod connection;
+mod inspect;
 mod tabs;
 
 use tabs::{FROZEN_LEFT, FROZEN_RELOADED, PAGE_ANSWERS_MS, SUBMIT_GRACE_MS, ask, frozen, show};
@@ -396,6 +397,11 @@ impl Background {
                         let _ = ask(tab, &ToPage::Callers { request_id }, PAGE_ANSWERS_MS).await;
                     });
                 }
+            }
+            // A read-only look at a page, in a tab of the extension's own.
+            Ok(DaemonFrame::PageInspect { inspect_id, url, until_ms }) => {
+                let bg = self.clone();
+                wasm_bindgen_futures::spawn_local(async move { bg.inspect_page(inspect_id, url, until_ms).await });
             }
             Ok(DaemonFrame::OperatorView(view)) => {
                 let bg = self.clone();

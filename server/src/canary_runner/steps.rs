@@ -121,3 +121,129 @@ impl Runner {
         Ok(())
     }
 }
+
+/// The pages a run will touch before its first prompt: a new chat, where
+/// every worker starts (inside the Project when one is configured).
+pub(super) fn pages_to_inspect(project_url: Option<&str>) -> Vec<String> {
+    let mut pages = vec![protocol::executor::URL_PREFIX.to_owned()];
+    pages.extend(project_url.map(str::to_owned));
+    pages
+}
+
+/// The pre-flight's verdict on every executor's reading of one page:
+/// usable (a new chat or an idle conversation, a submit the composer would
+/// make) on every one, or `SETUP_REQUIRED: PAGE_NOT_READY: <state>` naming
+/// the first that is not (a challenge, a signed-out page, a layout this
+/// build cannot read). No executor able to inspect is a stop on a live run
+/// (it would prompt into a page nobody looked at) and a note on a rehearsal.
+pub(super) fn page_verdict(
+    page: &str,
+    readings: &[carrier_webext::inspect::Reading],
+    live: bool,
+    seen: &mut Seen,
+) -> Result<(), Stop> {
+    if readings.is_empty() {
+        let why = "no connected carrier can inspect pages (page_inspect, protocol v5): update it";
+        if live {
+            return Err(Verdict::SetupRequired(format!("PAGE_NOT_INSPECTED: {why}")));
+        }
+        seen.note(format!("{page} not inspected: {why}"));
+        return Ok(());
+    }
+    for reading in readings {
+        let Some(inspection) = &reading.inspection else {
+            let code = reading.error.map(|c| c.as_str()).unwrap_or("INTERNAL");
+            return Err(Verdict::SetupRequired(format!(
+                "PAGE_NOT_INSPECTED: {code}: {} (executor {}, {page})",
+                reading.detail, reading.executor_id
+            )));
+        };
+        seen.note(format!(
+            "{page} inspected by {}: {} ({}; {} turns; submit {})",
+            reading.executor_id, inspection.state, inspection.adapter, inspection.turns, inspection.submit
+        ));
+        if !inspection.usable() {
+            let why = inspection.refusal.as_deref().unwrap_or(&inspection.submit);
+            return Err(Verdict::SetupRequired(format!(
+                "PAGE_NOT_READY: {}: {why} (executor {}, {page})",
+                inspection.state, reading.executor_id
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Runner {
+    /// The pre-flight (issue 45): every page the run will touch is read by
+    /// every connected carrier that can (`page_inspect`: nothing typed,
+    /// clicked or focused) before the first prompt; the receipt carries
+    /// each reading.
+    pub(super) async fn inspect_pages(&mut self, seen: &mut Seen) -> Result<(), Stop> {
+        let addr = crate::admin::authority_of(&self.cfg.mcp_url);
+        let mut carried = Vec::new();
+        for page in pages_to_inspect(self.deployment.project_url.as_deref()) {
+            let readings = crate::admin::inspect_page(&addr, &self.cfg.state_dir, &page)
+                .await
+                .map_err(|e| uncertain(format!("PAGE_INSPECTION_FAILED: {e}")))?;
+            carried.push(json!({"page": page, "readings": readings}));
+            seen.inputs["page_inspections"] = json!(carried);
+            page_verdict(&page, &readings, self.cfg.target == canary::Target::Live, seen)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use carrier_webext::inspect::Reading;
+    use protocol::executor::PageInspection;
+
+    use super::*;
+
+    fn read(state: &str, submit: &str) -> Reading {
+        let inspection = PageInspection {
+            adapter: "chatgpt-dom 0.1.0".into(),
+            state: state.into(),
+            refusal: None,
+            turns: 0,
+            stop_buttons: 0,
+            submit: submit.into(),
+            app_pills: Vec::new(),
+        };
+        Reading { executor_id: "ext".into(), inspection: Some(inspection), error: None, detail: String::new() }
+    }
+
+    #[test]
+    fn only_a_usable_page_on_every_carrier_lets_the_first_prompt_go() {
+        let page = "https://chatgpt.com/";
+        let typed = "would type the prompt, then click the send button it brings";
+        let mut seen = Seen::default();
+        assert_eq!(page_verdict(page, &[read("ready", typed), read("idle", typed)], true, &mut seen), Ok(()));
+        assert_eq!(seen.observations.len(), 2, "each reading is carried");
+        for (state, submit) in [
+            ("challenge", "nothing (CHATGPT_CHALLENGE: the site asks for a human check)"),
+            ("signed_out", "nothing (CHATGPT_SIGNED_OUT: …)"),
+            ("generating", typed),
+            ("ready", "nothing (COMPOSER_HAS_DRAFT: the composer holds a person's attachment)"),
+        ] {
+            let stop = page_verdict(page, &[read("ready", typed), read(state, submit)], true, &mut Seen::default());
+            let Err(Verdict::SetupRequired(why)) = stop else { panic!("{state}: {stop:?}") };
+            assert!(why.starts_with(&format!("PAGE_NOT_READY: {state}: ")), "{why}");
+        }
+        let lost = Reading {
+            executor_id: "cdp".into(),
+            inspection: None,
+            error: Some(protocol::ErrorCode::DeadlineExceeded),
+            detail: "the page did not settle in time".into(),
+        };
+        let stop = page_verdict(page, &[lost], false, &mut Seen::default());
+        assert!(
+            matches!(stop, Err(Verdict::SetupRequired(ref why)) if why.starts_with("PAGE_NOT_INSPECTED: DEADLINE_EXCEEDED"))
+        );
+        // Nobody able to look: a live run stops, a rehearsal says so.
+        assert!(matches!(page_verdict(page, &[], true, &mut Seen::default()), Err(Verdict::SetupRequired(_))));
+        let mut seen = Seen::default();
+        assert_eq!(page_verdict(page, &[], false, &mut seen), Ok(()));
+        assert!(seen.observations[0].contains("not inspected"), "{:?}", seen.observations);
+    }
+}

@@ -58,6 +58,7 @@ impl Background {
                         protocol::executor::ROLLOVER.into(),
                         protocol::executor::MODEL.into(),
                         protocol::executor::EFFORT.into(),
+                        protocol::executor::PAGE_INSPECT.into(),
                     ],
                     host: MachineFacts { os: bg.os.into(), browser: user_agent(), ..MachineFacts::default() },
                 }));
