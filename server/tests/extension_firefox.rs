@@ -87,8 +87,11 @@ async fn firefox_runs_the_two_worker_flow() {
     let contexts = |tree: Value| tree["contexts"].as_array().map_or(0, Vec::len);
     let before = contexts(firefox.command("browsingContext.getTree", serde_json::json!({})).await.unwrap());
     support::inspect_new_chat_read_only(&fake, &daemon.addr, &dir.path().join("state"), 1).await;
-    let after = contexts(firefox.command("browsingContext.getTree", serde_json::json!({})).await.unwrap());
-    assert_eq!(after, before, "the inspection's tab is closed");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while contexts(firefox.command("browsingContext.getTree", serde_json::json!({})).await.unwrap()) != before {
+        assert!(std::time::Instant::now() < deadline, "the inspection's tab is closed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     let url = daemon.mcp_url();
     let run = tokio::time::timeout(

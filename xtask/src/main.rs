@@ -104,10 +104,15 @@ enum Tool {
     Systemd,
     /// Firefox ESR and certutil (to trust fakechat's CA there).
     Firefox,
+    /// `cargo-cyclonedx`, pinned: the release bundle's SBOM of crates (the
+    /// npm one comes with the extension's devDependencies).
+    Sbom,
 }
 
 /// What the extension's build needs: all `cargo xtask dist` installs.
 const BUILD: &[Tool] = &[Tool::Wasm32, Tool::WasmBindgen, Tool::ExtensionNpm];
+/// A release: the build's tools and the SBOM generator.
+const RELEASE: &[Tool] = &[Tool::Wasm32, Tool::WasmBindgen, Tool::ExtensionNpm, Tool::Sbom];
 /// The demo: the build's tools and a browser to run it in (no Python,
 /// Firefox or TypeScript SDK).
 const DEMO: &[Tool] = &[Tool::Wasm32, Tool::WasmBindgen, Tool::ExtensionNpm, Tool::Chromium];
@@ -131,7 +136,8 @@ const EVERYTHING: &[Tool] = &[
 fn prerequisites(task: &str) -> &'static [Tool] {
     match task {
         "ci" | "install" => EVERYTHING,
-        "dist" | "release" => BUILD,
+        "dist" => BUILD,
+        "release" => RELEASE,
         "demo" | "canary" | "soak" => DEMO,
         "canary-firefox" | "screenshots" => CANARY_FIREFOX,
         _ => &[],
@@ -169,7 +175,8 @@ fn install_one(tool: Tool) -> anyhow::Result<()> {
             let bin = modules.join(".bin");
             // axe-core: the operator surfaces' accessibility check (server/tests/dashboard.rs).
             let axe = modules.join("axe-core/axe.min.js");
-            if !bin.join("wasm-opt").exists() || !bin.join("wasm2js").exists() || !axe.exists() {
+            let sbom = bin.join("cyclonedx-npm");
+            if !bin.join("wasm-opt").exists() || !bin.join("wasm2js").exists() || !axe.exists() || !sbom.exists() {
                 run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--prefix", "extension"]))?;
             }
         }
@@ -209,6 +216,13 @@ fn install_one(tool: Tool) -> anyhow::Result<()> {
         Tool::Systemd => {
             if !succeeds(Command::new("systemd-analyze").arg("--version")) {
                 apt_install(&["systemd"])?;
+            }
+        }
+        Tool::Sbom => {
+            let probe = Command::new("cargo").args(["cyclonedx", "--version"]).output();
+            if !probe.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(release::CARGO_CYCLONEDX)) {
+                let pinned = ["install", "cargo-cyclonedx", "--locked", "--version", release::CARGO_CYCLONEDX];
+                run(Command::new("cargo").args(pinned))?;
             }
         }
         Tool::Firefox => {

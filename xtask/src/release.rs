@@ -2,7 +2,8 @@
 //! `dist/release/<version>/` (issue 46): the daemon for the host it runs
 //! on, the extension for Firefox (`.xpi`, its stable add-on id), for a
 //! Chromium store (`.zip`) and for an install off the store (`.crx`), the
-//! release notes, and `SHA256SUMS` over them. Every `cargo xtask dist`
+//! SBOM (CycloneDX, see [`sbom`]), the release notes, and `SHA256SUMS`
+//! over them. Every `cargo xtask dist`
 //! packs the extension the same way into `dist/packed/` (its CRX signed
 //! with a throwaway key), so the browser tests install what a person would,
 //! never a stale copy. The extension archives are reproducible (one commit
@@ -201,7 +202,7 @@ fn entries(dir: &Path, edit: impl Fn(&mut Value) -> anyhow::Result<()>) -> anyho
 /// extension (`dist`, its CRX signed with the project's key at PATH, kept
 /// out of the repository), the daemon built in the release profile and
 /// packed with the README as `orchestrator-<version>-<target>.tar.gz`, the
-/// notes, and `SHA256SUMS`.
+/// SBOM, the notes, and `SHA256SUMS`.
 pub fn release(crx_key: &Path) -> anyhow::Result<()> {
     // A release names its source: never a tree with uncommitted changes.
     let dirty =
@@ -219,12 +220,84 @@ pub fn release(crx_key: &Path) -> anyhow::Result<()> {
     let name = format!("orchestrator-{VERSION}-{}", host_target()?);
     let files = [("orchestrator", binary, 0o755), ("README.md", root().join("README.md"), 0o644)];
     daemon_tarball(&name, &files, &out.join(format!("{name}.tar.gz")))?;
+    sbom(&out)?;
     let changelog = std::fs::read_to_string(root().join("CHANGELOG.md"))?;
     std::fs::write(out.join("RELEASE-NOTES.md"), notes(&changelog, VERSION)?)?;
     sums(&out)?;
     let _ = std::fs::remove_dir_all(bundle_dir());
     std::fs::rename(&out, bundle_dir())?;
     println!("xtask: {}", bundle_dir().display());
+    Ok(())
+}
+
+/// The crates' SBOM tool, pinned: CycloneDX's own cargo plugin.
+pub const CARGO_CYCLONEDX: &str = "0.5.9";
+
+/// The bundle's software bill of materials, CycloneDX JSON from CycloneDX's
+/// own generators (never written here): the daemon's crates for this host
+/// (`orchestrator.cdx.json`), the extension's crates for wasm32
+/// (`extension.cdx.json`), and the npm packages of the extension's build
+/// from its lock file (`extension-build-npm.cdx.json`: binaryen makes the
+/// WebAssembly-free build, web-ext lints; no npm code ships inside the
+/// extension). A bill that misses what the bundle is built on is refused.
+fn sbom(out: &Path) -> anyhow::Result<()> {
+    const NAME: &str = "cyclonedx-sbom";
+    let host = host_target()?;
+    let crates = [
+        ("server", host.as_str(), "orchestrator.cdx.json"),
+        ("extension", "wasm32-unknown-unknown", "extension.cdx.json"),
+    ];
+    for (package, target, file) in crates {
+        let manifest = format!("{package}/Cargo.toml");
+        let args = ["cyclonedx", "--manifest-path", &manifest, "--format", "json", "--target", target];
+        let made = run(Command::new("cargo").args(args).args(["--override-filename", NAME]).current_dir(root()));
+        // The plugin writes one file beside every workspace member's
+        // manifest: the one asked for is kept, none is left in the tree.
+        let kept = std::fs::rename(root().join(package).join(format!("{NAME}.json")), out.join(file));
+        remove_everywhere(&root(), &format!("{NAME}.json"))?;
+        made?;
+        kept.with_context(|| format!("cargo cyclonedx wrote no SBOM for {package}"))?;
+    }
+    let npm = root().join("extension/node_modules/.bin/cyclonedx-npm");
+    run(Command::new(npm)
+        .args(["--package-lock-only", "--flatten-components", "--output-reproducible", "--output-format", "JSON"])
+        .arg("--output-file")
+        .arg(out.join("extension-build-npm.cdx.json"))
+        .current_dir(root().join("extension")))?;
+    let named = |file: &str| -> anyhow::Result<Vec<String>> {
+        let bom: Value = serde_json::from_slice(&std::fs::read(out.join(file))?)?;
+        let components = bom["components"].as_array().with_context(|| format!("{file} lists no components"))?;
+        Ok(components.iter().filter_map(|c| c["name"].as_str().map(str::to_owned)).collect())
+    };
+    for (file, musts) in [
+        ("orchestrator.cdx.json", &["rmcp", "chromiumoxide", "rusqlite"][..]),
+        ("extension.cdx.json", &["wasm-bindgen", "web-sys"][..]),
+        ("extension-build-npm.cdx.json", &["binaryen", "web-ext"][..]),
+    ] {
+        let names = named(file)?;
+        for must in musts {
+            anyhow::ensure!(names.iter().any(|n| n == must), "{file} does not list {must}: not a release's bill");
+        }
+        println!("xtask: {file}: {} components", names.len());
+    }
+    Ok(())
+}
+
+/// Removes every file called `name` in `dir` and its folders (two levels:
+/// the workspace's members), never following a link.
+fn remove_everywhere(dir: &Path, name: &str) -> anyhow::Result<()> {
+    let _ = std::fs::remove_file(dir.join(name));
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() && entry.file_name() != "target" && entry.file_name() != "node_modules" {
+            let _ = std::fs::remove_file(entry.path().join(name));
+            for inner in std::fs::read_dir(entry.path())?.flatten() {
+                if inner.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = std::fs::remove_file(inner.path().join(name));
+                }
+            }
+        }
+    }
     Ok(())
 }
 

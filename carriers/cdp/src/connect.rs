@@ -128,14 +128,18 @@ pub const APPROVAL_WAIT: Duration = Duration::from_secs(300);
 /// one click answers it and the next [`Connector::connect`] takes it up,
 /// where a fresh attempt each time would ask again and again. A dialog the
 /// person denied or left unanswered is asked again only for a command,
-/// never by a reconnecting loop.
+/// never by a reconnecting loop, unless the browser started again (its
+/// endpoint changed: a handshake that failed as the old one went away is
+/// no person's Deny).
 pub struct Connector {
     endpoint: Endpoint,
     timeout: Duration,
     approval_wait: Duration,
     pending: Option<Pending>,
-    /// The last dialog was denied or left unanswered.
-    declined: bool,
+    /// The endpoint whose last dialog was denied or left unanswered: a
+    /// browser started again announces another (its id changes with every
+    /// start), which is a new question, not the refused one.
+    declined: Option<String>,
     answered: std::sync::Arc<tokio::sync::Notify>,
 }
 
@@ -169,7 +173,7 @@ impl Connector {
     /// least `timeout`).
     pub fn new(endpoint: Endpoint, timeout: Duration, approval_wait: Duration) -> Connector {
         let approval_wait = approval_wait.max(timeout);
-        Connector { endpoint, timeout, approval_wait, pending: None, declined: false, answered: Default::default() }
+        Connector { endpoint, timeout, approval_wait, pending: None, declined: None, answered: Default::default() }
     }
 
     /// Notified when a held handshake is allowed: whoever backs off between
@@ -191,7 +195,7 @@ impl Connector {
             self.pending = None;
         }
         if self.pending.is_none() {
-            if self.declined && !for_command {
+            if self.declined.as_ref() == Some(&url) && !for_command {
                 return Err(SetupError {
                     code: ErrorCode::BrowserAuthorizationRequired,
                     detail:
@@ -199,7 +203,7 @@ impl Connector {
                             .into(),
                 });
             }
-            self.declined = false;
+            self.declined = None;
             self.pending = Some(self.begin(url).await?);
         }
         let pending = self.pending.as_mut().expect("begun");
@@ -224,6 +228,7 @@ impl Connector {
             }
         };
         let told = pending.told;
+        let asked = pending.url.clone();
         self.pending = None;
         match answer {
             Ok(Ok(cdp)) if !cdp.is_closed() => {
@@ -234,13 +239,13 @@ impl Connector {
             }
             Ok(Ok(_)) => Err(SetupError::unavailable("the allowed DevTools connection closed before it was used")),
             Ok(Err(Handshake::Refused(e))) => {
-                self.declined = true;
+                self.declined = Some(asked);
                 Err(SetupError::unavailable(format!(
                     "the browser refused the DevTools connection ({e}): a person's Deny in its remote-debugging dialog, or the browser closed it; the next command asks again"
                 )))
             }
             Ok(Err(Handshake::Unanswered)) => {
-                self.declined = true;
+                self.declined = Some(asked);
                 Err(SetupError {
                     code: ErrorCode::BrowserAuthorizationRequired,
                     detail: format!(
@@ -337,5 +342,35 @@ mod tests {
         assert_eq!(pending.unwrap_err().code, ErrorCode::BrowserAuthorizationRequired);
         assert!(started.elapsed() < Duration::from_secs(2), "within the timeout");
         holding.abort();
+    }
+
+    /// A handshake refused (a person's Deny closes the connection) is not
+    /// asked again by a reconnecting loop at the same browser; a browser
+    /// started again (another endpoint: its id changes with every start)
+    /// is, since a handshake that failed as the old one went away was
+    /// nobody's Deny.
+    #[tokio::test]
+    async fn a_refusal_holds_for_its_browser_only_and_a_restarted_browser_is_asked_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let refusing = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = refusing.local_addr().unwrap().port();
+        let closing = tokio::spawn(async move {
+            while let Ok((socket, _)) = refusing.accept().await {
+                drop(socket);
+            }
+        });
+        let file = dir.path().join("DevToolsActivePort");
+        std::fs::write(&file, format!("{port}\n/devtools/browser/first\n")).unwrap();
+        let endpoint = Endpoint::UserDataDir(dir.path().to_owned());
+        let mut connector = Connector::new(endpoint, Duration::from_secs(2), Duration::from_secs(2));
+        let refused = connector.connect(true).await.unwrap_err();
+        assert_eq!(refused.code, ErrorCode::BrowserControlUnavailable, "{}", refused.detail);
+        let again = connector.connect(false).await.unwrap_err();
+        assert!(again.detail.contains("denied or left unanswered"), "the loop opens no new dialog: {}", again.detail);
+        // The browser started again: the loop asks it (and is refused anew).
+        std::fs::write(&file, format!("{port}\n/devtools/browser/second\n")).unwrap();
+        let restarted = connector.connect(false).await.unwrap_err();
+        assert!(!restarted.detail.contains("denied or left unanswered"), "a handshake began: {}", restarted.detail);
+        closing.abort();
     }
 }
