@@ -210,7 +210,7 @@ pub struct Interactions {
     pub clicks: u32,
     /// `keydown` and `input` events.
     pub keys: u32,
-    /// `focus` events (an element's or the window's).
+    /// `focus` events (an element's or the window's) and selection changes.
     pub focus: u32,
 }
 
@@ -760,7 +760,11 @@ impl Hub {
         let mut inner = self.inner.lock().unwrap();
         let entry = inner.tabs.entry(tab.to_owned()).or_default();
         entry.path = path.to_owned();
-        entry.interactions = interactions;
+        // Reports may arrive out of order: a count never goes back.
+        let seen = &mut entry.interactions;
+        seen.clicks = seen.clicks.max(interactions.clicks);
+        seen.keys = seen.keys.max(interactions.keys);
+        seen.focus = seen.focus.max(interactions.focus);
         entry.conversation = conversation.map(str::to_owned).or(entry.conversation.take());
         if entry.changes.last().is_none_or(|(v, _)| *v != visible) {
             entry.changes.push((visible, now_ms()));

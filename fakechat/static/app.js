@@ -323,7 +323,7 @@
     hangPageData(JSON.parse(body.dataset.fakechatPageData || "{}"));
   } catch (_) {}
 
-  // `keepalive`: a report made as the tab closes still arrives.
+  // `keepalive`: a report made just before the tab closes still arrives.
   function reportVisibility() {
     const report = { tab, conversation, visible: !document.hidden, path: location.pathname, interactions };
     fetch("/_fakechat/api/tab", {
@@ -353,6 +353,10 @@
   ]) {
     window.addEventListener(event, counted(kind), true);
   }
+  // A background tab's element may take focus without a `focus` event
+  // (the window has none to give): a caret placed in it still moves the
+  // document's selection.
+  document.addEventListener("selectionchange", counted("focus"));
   // ---- fakechat's interaction recorder (end).
 
   document.addEventListener("input", () => {

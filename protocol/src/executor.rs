@@ -111,6 +111,42 @@ pub const EFFORT: &str = "conversation_effort";
 /// it reads a page in a background tab of its own, acting on nothing.
 pub const PAGE_INSPECT: &str = "page_inspect";
 
+/// Whether `url` is a page a `pageInspect` may name: chatgpt.com's new
+/// chat (`/`), a conversation (`/c/<uuid>`) or a Project's page
+/// (`/g/g-p-<32 hex>[-slug]/project`), with no query or fragment: the
+/// pages a run touches, never another path of the site (a GET can change
+/// an account's state: a sign-out page).
+pub fn inspectable(url: &str) -> bool {
+    let Some(path) = url.strip_prefix(URL_PREFIX) else { return false };
+    let uuid = |s: &str| {
+        s.len() == 36
+            && s.bytes().enumerate().all(|(i, b)| match i {
+                8 | 13 | 18 | 23 => b == b'-',
+                _ => b.is_ascii_hexdigit(),
+            })
+    };
+    let project = |s: &str| {
+        s.strip_prefix("g-p-").is_some_and(|rest| {
+            let (id, slug) = rest.split_at_checked(32).unwrap_or((rest, "x"));
+            id.bytes().all(|b| b.is_ascii_hexdigit())
+                && (slug.is_empty()
+                    || slug.strip_prefix('-').is_some_and(|s| {
+                        !s.is_empty() && s.len() <= 200 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    }))
+        })
+    };
+    match path.split('/').collect::<Vec<_>>()[..] {
+        [""] => true,
+        ["c", id] => uuid(id),
+        ["g", id, "project"] => project(id),
+        _ => false,
+    }
+}
+
+/// The longest an executor keeps an inspection's tab open, whatever
+/// `untilMs` says (the two clocks may differ).
+pub const INSPECT_WITHIN_MS: u64 = 60_000;
+
 /// Most app pills one inspection reports.
 pub const PILLS_MAX: usize = 16;
 
@@ -457,7 +493,8 @@ pub enum DaemonFrame {
     /// waits for the page to settle, reads it as a submit would before
     /// typing, closes that tab, and answers `pageInspected` by `untilMs`.
     /// Nothing is typed, clicked or focused. Not a command: no ack, no
-    /// result, nothing journaled (a lost answer is asked for again).
+    /// result, nothing journaled (an answer that does not come in time is
+    /// reported to whoever asked as `DEADLINE_EXCEEDED`).
     PageInspect {
         /// Names the answer: 1-64 of `[A-Za-z0-9_-]`.
         inspect_id: String,
@@ -701,11 +738,18 @@ impl ExecutorFrame {
                 }
                 Ok(())
             }
-            ExecutorFrame::PageInspected { inspect_id, inspection, detail, .. } => {
+            ExecutorFrame::PageInspected { inspect_id, inspection, error, detail } => {
+                // An inspect id has an executor id's alphabet and bounds.
                 if !valid_executor_id(inspect_id) {
                     return Err(FrameRefusal {
                         code: ErrorCode::InvalidArgument,
                         detail: "inspectId must be 1-64 of [A-Za-z0-9_-]".into(),
+                    });
+                }
+                if inspection.is_some() == error.is_some() {
+                    return Err(FrameRefusal {
+                        code: ErrorCode::InvalidArgument,
+                        detail: "pageInspected carries an inspection or an error, one of the two".into(),
                     });
                 }
                 bounded("detail", detail, DETAIL_MAX)?;
@@ -739,6 +783,33 @@ impl ExecutorFrame {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_pages_a_run_touches_are_inspectable() {
+        for good in [
+            "https://chatgpt.com/",
+            "https://chatgpt.com/c/6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f",
+            "https://chatgpt.com/g/g-p-0123456789abcdef0123456789abcdef/project",
+            "https://chatgpt.com/g/g-p-0123456789abcdef0123456789abcdef-my-work/project",
+        ] {
+            assert!(inspectable(good), "{good}");
+        }
+        for bad in [
+            "http://chatgpt.com/",
+            "https://chatgpt.com",
+            "https://chatgpt.com/auth/logout",
+            "https://chatgpt.com/?model=x",
+            "https://chatgpt.com/#x",
+            "https://chatgpt.com/c/6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f?x=1",
+            "https://chatgpt.com/c/not-a-uuid",
+            "https://chatgpt.com/c/6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f/",
+            "https://chatgpt.com/g/g-p-0123/project",
+            "https://chatgpt.com/g/g-p-0123456789abcdef0123456789abcdef-/project",
+            "https://chatgpt.com.evil.example/",
+        ] {
+            assert!(!inspectable(bad), "{bad}");
+        }
+    }
 
     /// The daemon can ask an executor for exactly these operations: none
     /// clicks ChatGPT's Retry (or any control but the composer's send),

@@ -1,6 +1,8 @@
 //! The admin read: `GET /admin/status`, what `orchestrator doctor` and
 //! `orchestrator status` ask the *running* daemon about its own
-//! configuration and health (never their own flags). Loopback `Host`s only,
+//! configuration and health (never their own flags); and
+//! `GET /admin/page-inspect`, the one admin request with an effect beyond
+//! the daemon (each able carrier opens, reads and closes a tab of its own). Loopback `Host`s only,
 //! and only with the admin token the daemon writes into its state directory
 //! at every start (owner-only): whoever can read the state directory may
 //! read the status; nobody through a tunnel can, and no web page can (a
@@ -208,17 +210,8 @@ pub async fn inspect_page(
     state_dir: &Path,
     url: &str,
 ) -> anyhow::Result<Vec<carrier_webext::inspect::Reading>> {
-    let path = format!("/admin/page-inspect?url={}", percent_encode(url));
+    let path = format!("/admin/page-inspect?url={}", crate::ownership::percent_encode(url));
     read_json(addr, state_dir, &path, PAGE_INSPECT_WITHIN + std::time::Duration::from_secs(10)).await
-}
-
-fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[derive(Deserialize)]
@@ -234,6 +227,9 @@ async fn page_inspect(
 ) -> Response {
     match admin.bridge.inspect_page(&query.url, PAGE_INSPECT_WITHIN).await {
         Ok(readings) => axum::Json(readings).into_response(),
+        Err(refused @ carrier_webext::inspect::Refused::Busy) => {
+            (StatusCode::TOO_MANY_REQUESTS, refused.to_string()).into_response()
+        }
         Err(refused) => (StatusCode::BAD_REQUEST, refused.to_string()).into_response(),
     }
 }

@@ -299,7 +299,8 @@ impl Query {
     }
 }
 
-fn percent_encode(text: &str) -> String {
+/// `text` as a URL query value (unreserved bytes and `/` kept).
+pub fn percent_encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),

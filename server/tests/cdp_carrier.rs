@@ -53,7 +53,6 @@ async fn two_workers_through_exact_targets_and_every_prompt_lands_once() {
     // agent's own, nothing clicked, typed or focused, the target closed.
     let state = world.dir.path().join("state");
     support::inspect_new_chat_read_only(&world.fake, &world.daemon.addr, &state, 1).await;
-    assert!(world.agent.targets().is_empty(), "the agent manages no target for it");
     // Closed: `Target.closeTarget` answers before the browser lists it gone.
     let observer = Cdp::connect(&world.chromium.ws_url().unwrap()).await.unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(5);

@@ -671,7 +671,12 @@ async fn a_page_inspection_asks_each_able_executor_and_takes_only_its_own_answer
     let frame = next_of(&mut able, "pageInspect", WAIT).await.expect("the able executor is asked");
     assert_eq!(frame["url"], "https://chatgpt.com/");
     let id = frame["inspectId"].as_str().unwrap();
-    // An answer to another id, then the real one: only the real one counts.
+    // The real id answered by an executor not asked, and an answer to an id
+    // nobody issued: neither counts; the asked executor's does.
+    let forged = json!({"type": "pageInspected", "inspectId": id, "inspection": {"adapter": "chatgpt-dom 0.1.0",
+        "state": "ready", "turns": 0, "stopButtons": 0, "submit": "would type the prompt", "appPills": []}});
+    unable.send(Message::Text(forged.to_string().into())).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let stray = json!({"type": "pageInspected", "inspectId": "insp-not-asked", "error": "INTERNAL"});
     let answer = json!({"type": "pageInspected", "inspectId": id, "inspection": {"adapter": "chatgpt-dom 0.1.0",
         "state": "challenge", "turns": 0, "stopButtons": 0, "submit": "nothing (CHATGPT_CHALLENGE: …)", "appPills": []}});
@@ -687,7 +692,9 @@ async fn a_page_inspection_asks_each_able_executor_and_takes_only_its_own_answer
     assert_eq!(next_of(&mut unable, "pageInspect", Duration::from_millis(300)).await, None, "no capability");
 
     // A page that is not chatgpt.com's is refused before anyone is asked.
-    let refused = server::admin::inspect_page(&daemon.addr, state.path(), "https://example.com/").await.unwrap_err();
-    assert!(refused.to_string().contains("INVALID_ARGUMENT"), "{refused}");
+    for page in ["https://example.com/", "https://chatgpt.com/auth/logout", "https://chatgpt.com/?q=x"] {
+        let refused = server::admin::inspect_page(&daemon.addr, state.path(), page).await.unwrap_err();
+        assert!(refused.to_string().contains("INVALID_ARGUMENT"), "{page}: {refused}");
+    }
     assert_eq!(next_of(&mut able, "pageInspect", Duration::from_millis(300)).await, None);
 }

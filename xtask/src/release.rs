@@ -250,7 +250,7 @@ fn sbom(out: &Path) -> anyhow::Result<()> {
     for (package, target, file) in crates {
         let manifest = format!("{package}/Cargo.toml");
         let args = ["cyclonedx", "--manifest-path", &manifest, "--format", "json", "--target", target];
-        let made = run(Command::new("cargo").args(args).args(["--override-filename", NAME]).current_dir(root()));
+        let made = run(Command::new("cargo").args(args).args(["--override-filename", NAME]));
         // The plugin writes one file beside every workspace member's
         // manifest: the one asked for is kept, none is left in the tree.
         let kept = std::fs::rename(root().join(package).join(format!("{NAME}.json")), out.join(file));
@@ -263,7 +263,7 @@ fn sbom(out: &Path) -> anyhow::Result<()> {
         .args(["--package-lock-only", "--flatten-components", "--output-reproducible", "--output-format", "JSON"])
         .arg("--output-file")
         .arg(out.join("extension-build-npm.cdx.json"))
-        .current_dir(root().join("extension")))?;
+        .arg("extension/package.json"))?;
     let named = |file: &str| -> anyhow::Result<Vec<String>> {
         let bom: Value = serde_json::from_slice(&std::fs::read(out.join(file))?)?;
         let components = bom["components"].as_array().with_context(|| format!("{file} lists no components"))?;

@@ -1,14 +1,14 @@
 //! Read-only page inspection (protocol v5): the daemon asks every live
 //! executor that declared `page_inspect` to read one page in a background
 //! tab of its own and gathers their answers, each bounded in time. Nothing
-//! is journaled: an inspection acts on nothing, and one that is lost is
-//! asked for again under a new id.
+//! is journaled: an inspection changes nothing the daemon keeps, and one
+//! not answered in time is said so (`DEADLINE_EXCEEDED`) to whoever asked.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use protocol::ErrorCode;
-use protocol::executor::{DaemonFrame, ExecutorFrame, PAGE_INSPECT, PageInspection, URL_MAX, URL_PREFIX};
+use protocol::executor::{DaemonFrame, ExecutorFrame, PAGE_INSPECT, PageInspection, inspectable};
 use tokio::sync::oneshot;
 
 use crate::bridge::{Bridge, Outgoing};
@@ -47,9 +47,12 @@ impl Reading {
 /// Why no executor was asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
-    /// The URL is not a chatgpt.com page.
-    #[error("INVALID_ARGUMENT: the page must be a URL under {URL_PREFIX}, at most {URL_MAX} bytes")]
-    NotChatgpt,
+    /// The URL is not one of the pages a run touches.
+    #[error(
+        "INVALID_ARGUMENT: only chatgpt.com's new chat (https://chatgpt.com/), a conversation (/c/<uuid>) or a \
+         Project's page (/g/g-p-…/project) is inspected"
+    )]
+    NotInspectable,
     /// [`INSPECTIONS_MAX`] are waiting already.
     #[error("LIMIT_REACHED: {INSPECTIONS_MAX} page inspections are waiting already")]
     Busy,
@@ -61,11 +64,13 @@ impl Bridge {
     /// not answer in time is reported `DEADLINE_EXCEEDED`). An empty list:
     /// no executor that can inspect is connected.
     pub async fn inspect_page(&self, url: &str, within: Duration) -> Result<Vec<Reading>, Refused> {
-        if !url.starts_with(URL_PREFIX) || url.len() > URL_MAX || url.chars().any(|c| c.is_control() || c == ' ') {
-            return Err(Refused::NotChatgpt);
+        if !inspectable(url) {
+            return Err(Refused::NotInspectable);
         }
         let until_ms = self.plane.now_ms() + within.as_millis() as u64;
         let mut asked = Vec::new();
+        // Forgotten however this ends, the caller gone mid-wait included.
+        let mut forget = Forget { bridge: self, ids: Vec::new() };
         {
             let sessions = self.sessions.lock().await;
             let able: Vec<_> = sessions
@@ -80,19 +85,19 @@ impl Bridge {
                 let inspect_id = random_id();
                 let (tx, rx) = oneshot::channel();
                 pending.insert(inspect_id.clone(), (executor_id.clone(), tx));
+                forget.ids.push(inspect_id.clone());
                 let frame = DaemonFrame::PageInspect { inspect_id: inspect_id.clone(), url: url.to_owned(), until_ms };
                 let _ = live.outbox.send(Outgoing::Frame(frame));
-                asked.push((executor_id.clone(), inspect_id, rx));
+                asked.push((executor_id.clone(), rx));
             }
         }
         let deadline = tokio::time::Instant::now() + within;
         let mut readings = Vec::new();
-        for (executor_id, inspect_id, rx) in asked {
+        for (executor_id, rx) in asked {
             let reading = match tokio::time::timeout_at(deadline, rx).await {
                 Ok(Ok(reading)) => reading,
                 _ => Reading::failed(&executor_id, ErrorCode::DeadlineExceeded, "the executor did not answer in time"),
             };
-            self.inspections.lock().expect("inspections lock").remove(&inspect_id);
             readings.push(reading);
         }
         Ok(readings)
@@ -106,8 +111,22 @@ impl Bridge {
         if pending.get(&inspect_id).is_some_and(|(asked, _)| asked == executor_id)
             && let Some((_, tx)) = pending.remove(&inspect_id)
         {
-            let error = error.or(inspection.is_none().then_some(ErrorCode::Internal));
             let _ = tx.send(Reading { executor_id: executor_id.to_owned(), inspection, error, detail });
+        }
+    }
+}
+
+/// The inspections one call asked, forgotten when it ends.
+struct Forget<'a> {
+    bridge: &'a Bridge,
+    ids: Vec<String>,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        let mut pending = self.bridge.inspections.lock().expect("inspections lock");
+        for id in &self.ids {
+            pending.remove(id);
         }
     }
 }

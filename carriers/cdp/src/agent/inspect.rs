@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use extension::messages::{PageCheck, PageReply, ToPage};
 use protocol::ErrorCode;
-use protocol::executor::{CommandOutcome, ExecutorFrame, URL_PREFIX};
+use protocol::executor::{CommandOutcome, ExecutorFrame, INSPECT_WITHIN_MS, inspectable};
 
 use super::{Shared, Unanswered, now_ms};
 
@@ -18,9 +18,11 @@ const SETTLE_EVERY: Duration = Duration::from_millis(250);
 impl Shared {
     /// Reads `url` in a target of its own and answers `pageInspected`.
     pub(super) async fn inspect_page(self: &Arc<Self>, inspect_id: String, url: String, until_ms: u64) {
-        let answer = match url.starts_with(URL_PREFIX) {
+        // Our own clock bounds the target's life too: the daemon's may differ.
+        let until_ms = until_ms.min(now_ms() + INSPECT_WITHIN_MS);
+        let answer = match inspectable(&url) {
             true => self.read_page(&url, until_ms).await,
-            false => Err((ErrorCode::InvalidArgument, format!("only pages under {URL_PREFIX} are inspected"))),
+            false => Err((ErrorCode::InvalidArgument, "not a page a run touches: nothing was opened".into())),
         };
         let (inspection, error, detail) = match answer {
             Ok(check) => (Some(check.inspection()), None, String::new()),

@@ -4,7 +4,7 @@
 //! script's read-only reading, the popup's "Check this page"), and closed.
 
 use protocol::ErrorCode;
-use protocol::executor::{ExecutorFrame, URL_PREFIX};
+use protocol::executor::{ExecutorFrame, INSPECT_WITHIN_MS, inspectable};
 
 use super::*;
 
@@ -14,9 +14,11 @@ const SETTLE_EVERY_MS: i32 = 250;
 impl Background {
     /// Reads `url` in a tab of its own and answers `pageInspected`.
     pub(super) async fn inspect_page(&self, inspect_id: String, url: String, until_ms: u64) {
-        let answer = match url.starts_with(URL_PREFIX) {
+        // Our own clock bounds the tab's life too: the daemon's may differ.
+        let until_ms = until_ms.min(now_ms() + INSPECT_WITHIN_MS);
+        let answer = match inspectable(&url) {
             true => read_page(&url, until_ms).await,
-            false => Err((ErrorCode::InvalidArgument, format!("only pages under {URL_PREFIX} are inspected"))),
+            false => Err((ErrorCode::InvalidArgument, "not a page a run touches: nothing was opened".into())),
         };
         let (inspection, error, detail) = match answer {
             Ok(check) => (Some(check.inspection()), None, String::new()),
