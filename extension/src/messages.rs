@@ -345,16 +345,11 @@ pub struct Settings {
     pub no_notifications: bool,
 }
 
-/// `text` without control characters, cut at a character boundary to at
-/// most `max` bytes.
+/// `text` without control characters, cut (marked `…`) to at most `max`
+/// bytes at a character boundary.
 fn bounded(text: &str, max: usize) -> String {
-    let mut out = String::new();
-    for c in text.chars().filter(|c| !c.is_control()) {
-        if out.len() + c.len_utf8() > max {
-            break;
-        }
-        out.push(c);
-    }
+    let mut out: String = text.chars().filter(|c| !c.is_control()).collect();
+    protocol::rollover::shorten(&mut out, max);
     out
 }
 
@@ -398,7 +393,8 @@ mod tests {
         };
         let inspection = check.inspection();
         assert_eq!(inspection.state, "ready");
-        assert_eq!(inspection.submit.len(), protocol::executor::DETAIL_MAX);
+        assert!(inspection.submit.len() <= protocol::executor::DETAIL_MAX, "{}", inspection.submit.len());
+        assert!(inspection.submit.ends_with('…'), "the cut is marked");
         assert_eq!(inspection.app_pills.len(), protocol::executor::PILLS_MAX);
         let frame = protocol::executor::ExecutorFrame::PageInspected {
             inspect_id: "insp-1".into(),
