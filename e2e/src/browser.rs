@@ -9,6 +9,7 @@ use chromiumoxide::cdp::browser_protocol::extensions::LoadUnpackedParams;
 use chromiumoxide::cdp::browser_protocol::target::{CloseTargetParams, GetTargetsParams};
 use chromiumoxide::{Browser, BrowserConfig, Page};
 use futures_util::StreamExt;
+pub use server::setup::crx::{crx_id, id_of};
 
 /// The Chromium the tests and the demo run (see [`find_chromium`]).
 pub fn chromium() -> anyhow::Result<std::path::PathBuf> {
@@ -435,64 +436,12 @@ pub async fn until(page: &Page, js: &str) -> anyhow::Result<()> {
     anyhow::bail!("never true: {js}")
 }
 
-/// The id of a CRX3 package: the `crx_id` its header's signed data names
-/// (protobuf `CrxFileHeader` field 10000, `SignedData` field 1), as
-/// Chromium spells ids ([`id_of`]).
-pub fn crx_id(crx: &[u8]) -> anyhow::Result<String> {
-    anyhow::ensure!(crx.len() > 12 && &crx[..8] == b"Cr24\x03\x00\x00\x00", "not a CRX3 package");
-    let header_len = u32::from_le_bytes(crx[8..12].try_into()?) as usize;
-    let header = crx.get(12..12 + header_len).context("a CRX3 header longer than its package")?;
-    let signed = field(header, 10_000).context("no signed data in the CRX3 header")?;
-    let id = field(signed, 1).filter(|id| id.len() == 16).context("no crx_id in the signed data")?;
-    Ok(id_of(id))
-}
-
-/// The first length-delimited field `number` of a protobuf message.
-fn field(mut message: &[u8], number: u64) -> Option<&[u8]> {
-    fn varint(bytes: &mut &[u8]) -> Option<u64> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let (&byte, rest) = bytes.split_first()?;
-            *bytes = rest;
-            value |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Some(value);
-            }
-        }
-        None
-    }
-    while !message.is_empty() {
-        let tag = varint(&mut message)?;
-        match tag & 7 {
-            0 => {
-                varint(&mut message)?;
-            }
-            2 => {
-                let len = usize::try_from(varint(&mut message)?).ok()?;
-                let (value, rest) = (message.get(..len)?, message.get(len..)?);
-                if tag >> 3 == number {
-                    return Some(value);
-                }
-                message = rest;
-            }
-            _ => return None,
-        }
-    }
-    None
-}
-
 /// The id Chromium derives from a manifest key (SHA-256 of the DER key,
 /// first 16 bytes, nibbles as `a`–`p`).
 pub fn chromium_id(key_base64: &str) -> anyhow::Result<String> {
     use sha2::{Digest, Sha256};
     let der = base64_decode(key_base64.trim()).context("the manifest key is not base64")?;
     Ok(id_of(&Sha256::digest(der)[..16]))
-}
-
-/// Chromium's extension id for the first 16 bytes of a key's SHA-256:
-/// their nibbles as `a`–`p`.
-fn id_of(crx_id: &[u8]) -> String {
-    crx_id.iter().flat_map(|b| [b >> 4, b & 15]).map(|n| (b'a' + n) as char).collect()
 }
 
 fn base64_decode(text: &str) -> Option<Vec<u8>> {

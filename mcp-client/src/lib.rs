@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-const VERSION: &str = "2025-11-25";
+/// The MCP revision of the session handshake (`initialize`).
+pub const VERSION: &str = "2025-11-25";
 /// The stateless revision: no `initialize`, no session.
 const STATELESS: &str = "2026-07-28";
 
@@ -117,8 +118,12 @@ async fn send(
 ) -> Result<TcpStream, Error> {
     let mut stream = TcpStream::connect(authority).await?;
     stream.set_nodelay(true)?;
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n");
-    for (name, value) in headers {
+    // A `Host` among `headers` names the site asked for (as a tunnel
+    // forwards it); the connection still goes to `authority`.
+    let is_host = |name: &str| name.eq_ignore_ascii_case("host");
+    let host = headers.iter().find(|(name, _)| is_host(name)).map_or(authority, |(_, value)| *value);
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for (name, value) in headers.iter().filter(|(name, _)| !is_host(name)) {
         req.push_str(&format!("{name}: {value}\r\n"));
     }
     req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));

@@ -108,6 +108,7 @@ pub const MODEL: &str = "conversation_model";
 pub const EFFORT: &str = "conversation_effort";
 
 mod inspect;
+pub mod pair_offer;
 pub use inspect::{INSPECT_WITHIN_MS, PAGE_INSPECT, PILLS_MAX, PageInspection, inspectable};
 
 /// Which kind of carrier an executor is.

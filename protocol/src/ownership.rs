@@ -203,7 +203,7 @@ impl Labels {
 
 /// Whether `c` reorders the text around it (bidirectional embeddings,
 /// overrides, isolates and marks): a label showing one can read as another.
-fn bidi(c: char) -> bool {
+pub(crate) fn bidi(c: char) -> bool {
     matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 

@@ -234,6 +234,94 @@ async fn page_inspect(
     }
 }
 
+#[derive(Deserialize)]
+struct Within {
+    within_ms: u64,
+}
+
+/// `POST /admin/pairing/open?within_ms=N`: take pairing requests that long
+/// (bounded by the bridge); answers the window's length in ms.
+async fn pairing_open(
+    State(admin): State<Arc<Admin>>,
+    axum::extract::Query(q): axum::extract::Query<Within>,
+) -> String {
+    admin.bridge.open_pairing(std::time::Duration::from_millis(q.within_ms)).to_string()
+}
+
+/// `POST /admin/pairing/close`: stop taking them; those waiting expire.
+async fn pairing_close(State(admin): State<Arc<Admin>>) -> &'static str {
+    admin.bridge.close_pairing();
+    "closed"
+}
+
+/// `GET /admin/pairing/requests`: the requests waiting (never a secret).
+async fn pairing_requests(State(admin): State<Arc<Admin>>) -> axum::Json<Vec<carrier_webext::pair_offer::PairWaiting>> {
+    axum::Json(admin.bridge.pair_requests())
+}
+
+#[derive(Deserialize)]
+struct PairAnswerQuery {
+    id: u64,
+    accept: bool,
+    #[serde(default)]
+    operator: bool,
+}
+
+/// `POST /admin/pairing/answer?id=N&accept=true|false[&operator=true]`: the
+/// executor id paired (the credential goes to the page only), or `declined`.
+async fn pairing_answer(
+    State(admin): State<Arc<Admin>>,
+    axum::extract::Query(q): axum::extract::Query<PairAnswerQuery>,
+) -> Response {
+    use carrier_webext::pair_offer::AnswerError;
+    match admin.bridge.answer_pairing(q.id, q.accept, q.operator) {
+        Ok(paired) => paired.unwrap_or_else(|| "declined".to_owned()).into_response(),
+        Err(e @ AnswerError::NotWaiting(_)) => (StatusCode::NOT_FOUND, e.to_string()).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// The pairing desk of the daemon at `addr` (loopback), as `orchestrator
+/// setup` drives it with the admin token from `state_dir`.
+pub struct PairingDesk<'a> {
+    /// The daemon's `host:port`.
+    pub addr: &'a str,
+    /// Its state directory (the admin token).
+    pub state_dir: &'a Path,
+}
+
+impl PairingDesk<'_> {
+    async fn post(&self, path: &str) -> anyhow::Result<String> {
+        if !carrier_webext::bridge::loopback_host(self.addr) {
+            anyhow::bail!("the admin read is loopback only; {} is not", self.addr);
+        }
+        let token = read_token(self.state_dir)?;
+        Ok(mcp_client::post_with_bearer(self.addr, path, &token).await?)
+    }
+
+    /// Opens the window for `within`.
+    pub async fn open(&self, within: std::time::Duration) -> anyhow::Result<()> {
+        self.post(&format!("/admin/pairing/open?within_ms={}", within.as_millis())).await.map(drop)
+    }
+
+    /// Closes it.
+    pub async fn close(&self) -> anyhow::Result<()> {
+        self.post("/admin/pairing/close").await.map(drop)
+    }
+
+    /// The requests waiting.
+    pub async fn requests(&self) -> anyhow::Result<Vec<carrier_webext::pair_offer::PairWaiting>> {
+        read_json(self.addr, self.state_dir, "/admin/pairing/requests", std::time::Duration::from_secs(10)).await
+    }
+
+    /// Accepts (with a person's controls) or declines request `id`: the
+    /// executor id paired, if accepted.
+    pub async fn answer(&self, id: u64, accept: bool) -> anyhow::Result<Option<String>> {
+        let said = self.post(&format!("/admin/pairing/answer?id={id}&accept={accept}&operator=true")).await?;
+        Ok(accept.then(|| said.trim().to_owned()))
+    }
+}
+
 struct Admin {
     plane: Arc<ControlPlane>,
     bridge: Arc<Bridge>,
@@ -270,6 +358,10 @@ pub fn router(
         .route("/admin/ui-revoke", axum::routing::post(ui_revoke))
         .route("/admin/ownership", get(ownership))
         .route("/admin/page-inspect", get(page_inspect))
+        .route("/admin/pairing/open", axum::routing::post(pairing_open))
+        .route("/admin/pairing/close", axum::routing::post(pairing_close))
+        .route("/admin/pairing/requests", get(pairing_requests))
+        .route("/admin/pairing/answer", axum::routing::post(pairing_answer))
         .route_layer(middleware::from_fn_with_state(admin.clone(), require_admin))
         .with_state(admin)
 }

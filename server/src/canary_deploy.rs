@@ -28,66 +28,19 @@ pub fn serve_args(mut serve_args: Vec<String>) -> anyhow::Result<Vec<String>> {
     Ok(serve_args)
 }
 
-/// A canary daemon started and answering.
-pub struct Started {
-    /// Its process.
-    pub pid: u32,
-    /// Where its MCP and admin reads answer (loopback).
-    pub addr: std::net::SocketAddr,
-    /// Its first admin read (its deployment identity).
-    pub status: crate::admin::Status,
-}
+pub use crate::daemon_process::Started;
 
-/// Starts `orchestrator serve` with `serve` (its arguments after `serve`)
-/// as the canary daemon on `state`, in a process group of its own (it
-/// outlives the terminal), logging to `canary-daemon.log`; waits (30 s)
-/// until it answers at `addr`, then records it in `canary.json`
-/// (owner-only) with `record` and the arguments, so it can be restarted
-/// as it was started.
+/// Starts `orchestrator serve` with `serve` as the canary daemon on
+/// `state` (`crate::daemon_process::start`), logging to
+/// `canary-daemon.log` and recorded in `canary.json`, so it can be
+/// restarted as it was started.
 pub async fn start(
     state: &std::path::Path,
     addr: std::net::SocketAddr,
     serve: &[String],
-    mut record: serde_json::Value,
+    record: serde_json::Value,
 ) -> anyhow::Result<Started> {
-    use anyhow::Context;
-    let log_file = state.join("canary-daemon.log");
-    let log = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&log_file)?
-    };
-    let mut command = std::process::Command::new(std::env::current_exe()?);
-    command.arg("serve").args(serve).stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    let mut child = command.spawn().context("starting the canary daemon")?;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let status = loop {
-        // A daemon that already held the directory answers too: ours must be alive.
-        if let Some(exit) = child.try_wait()? {
-            anyhow::bail!("the canary daemon exited ({exit}); see {}", log_file.display());
-        }
-        if let Ok(status) = crate::admin::fetch(&addr.to_string(), state).await {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            anyhow::bail!("the canary daemon did not answer at {addr} within 30 s; see {}", log_file.display());
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    };
-    record["pid"] = child.id().into();
-    record["mcp_url"] = format!("http://{addr}/mcp").into();
-    record["deployment"] = serde_json::to_value(&status.deployment)?;
-    record["serve"] = serde_json::to_value(serve)?;
-    // Replaced afresh, owner-only: a link planted in its place is never written through.
-    crate::exposure::write_private(&state.join("canary.json"), &serde_json::to_string_pretty(&record)?)?;
-    Ok(Started { pid: child.id(), addr, status })
+    crate::daemon_process::start(state, addr, serve, ("canary-daemon.log", "canary.json"), record).await
 }
 
 /// Restarts the canary daemon `canary deploy` started on `state` as it was

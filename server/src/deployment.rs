@@ -11,6 +11,9 @@ pub const COMMIT: &str = env!("ORCHESTRATOR_COMMIT");
 /// The commit's tree, `+dirty` when tracked files differed at build time.
 pub const TREE: &str = env!("ORCHESTRATOR_TREE");
 
+/// The workspace's one version: every artifact of a release carries it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// `orchestrator --version`: the workspace's one version (every artifact
 /// of a release carries it) and the source it was built from.
 pub const VERSION_LINE: &str = concat!(

@@ -5,6 +5,8 @@
 //! - [`state_dir`]: the state directory: lock, daemon secret, database.
 //! - [`tools`]: the MCP tool handler (one struct, served over HTTP and stdio).
 //! - [`doctor`]: `orchestrator doctor`, the one-time ChatGPT setup checks.
+//! - [`setup`]: `orchestrator setup`, a first-time person's one command:
+//!   the daemon, the extension installed and paired, each link proven.
 //! - [`http`]: the axum app: `/mcp`, `/healthz`, Host/Origin/secret checks.
 //! - [`ownership`]: worktree ownership views, and Git projections kept in step.
 //! - [`peers`]: which MCP peers (transport sessions) this process can still recognize.
@@ -18,6 +20,7 @@ mod args;
 pub mod canary_deploy;
 pub mod canary_runner;
 pub mod canary_stop;
+pub mod daemon_process;
 pub mod deployment;
 pub mod doctor;
 pub mod exposure;
@@ -27,6 +30,7 @@ pub mod oauth;
 pub mod ownership;
 pub mod peers;
 pub mod service;
+pub mod setup;
 pub mod state_dir;
 pub mod stdio_proxy;
 pub mod tools;

@@ -117,6 +117,12 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// First-time set-up in one command: starts the daemon if none runs on
+    /// the state directory, installs the extension into a browser it finds
+    /// (or prints the one step a browser needs a person for), pairs it
+    /// without pasting (you compare a code), then proves each link live.
+    /// Exit 0: every link proven; 1: the first broken one and the next step.
+    Setup(SetupArgs),
     /// Pair an executor: issue a credential bound to one executor id and
     /// print it with the set-up steps. Each executor (each browser, each
     /// CDP agent) gets its own; `--list`, `--revoke`, `--rotate` manage them.
@@ -269,6 +275,42 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `orchestrator setup`'s arguments.
+#[derive(clap::Args)]
+struct SetupArgs {
+    /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Where the daemon listens, if setup starts it (the extension's
+    /// pairing page asks at 127.0.0.1:7777 by itself).
+    #[arg(long, default_value = "127.0.0.1:7777")]
+    listen: SocketAddr,
+    /// The browser to install into (default: Chromium, else Firefox, as found on PATH).
+    #[arg(long, value_parser = ["chromium", "firefox"])]
+    browser: Option<String>,
+    /// Chromium's user-data directory (default: $XDG_CONFIG_HOME/chromium).
+    #[arg(long)]
+    chromium_user_data_dir: Option<PathBuf>,
+    /// The release bundle's directory (default: beside this binary).
+    #[arg(long)]
+    bundle: Option<PathBuf>,
+    /// The app's name in ChatGPT (asked on a terminal when not given).
+    #[arg(long)]
+    app_label: Option<String>,
+    /// A tunnel's public hostname: the daemon answers for it behind an MCP
+    /// secret (as `orchestrator expose`), and setup proves it does.
+    #[arg(long)]
+    expose_host: Option<String>,
+    /// Ask nothing: take the flags as given, and accept the first pairing
+    /// request from the extension installed (on a computer other people
+    /// use, answer the prompt instead: it shows the code to compare).
+    #[arg(long)]
+    yes: bool,
+    /// How long to wait for the browser to ask to pair, in seconds (10-600).
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(10..=600))]
+    wait_s: u64,
 }
 
 /// `orchestrator pair`'s arguments.
@@ -790,6 +832,33 @@ fn pair(args: PairArgs) -> anyhow::Result<()> {
         println!("\n{PAIRING_STEPS}");
     }
     Ok(())
+}
+
+/// `orchestrator setup`: asks on a terminal, or nothing with `--yes`.
+async fn setup(args: SetupArgs) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    let terminal = std::io::stdin().is_terminal();
+    if !args.yes && !terminal {
+        bail!("setup asks you to compare a pairing code: run it on a terminal, or pass --yes");
+    }
+    let options = server::setup::Options {
+        state_dir: state_path(args.state_dir)?,
+        listen: args.listen,
+        browser: args.browser.map(|b| match b.as_str() {
+            "firefox" => server::setup::Browser::Firefox,
+            _ => server::setup::Browser::Chromium,
+        }),
+        chromium_user_data_dir: args.chromium_user_data_dir,
+        bundle: args.bundle,
+        app_label: args.app_label,
+        expose_host: args.expose_host,
+        wait: std::time::Duration::from_secs(args.wait_s),
+    };
+    let code = match args.yes {
+        true => server::setup::run(options, &mut server::setup::Nobody).await,
+        false => server::setup::run(options, &mut server::setup::Terminal).await,
+    };
+    std::process::exit(code)
 }
 
 /// `service install|uninstall`.
@@ -1353,6 +1422,7 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!("stopped");
         }
         Cmd::Pair(args) => pair(args)?,
+        Cmd::Setup(args) => setup(args).await?,
         Cmd::Prune { state_dir, older_than, dry_run, json } => {
             prune(&state_path(state_dir)?, older_than, dry_run, json)?
         }

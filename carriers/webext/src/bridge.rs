@@ -134,6 +134,8 @@ pub struct Bridge {
     unattributable: std::sync::Mutex<std::collections::VecDeque<Unattributable>>,
     /// Page inspections waiting on their answer.
     pub(crate) inspections: crate::inspect::Pending,
+    /// Pairing requests waiting on a person at `orchestrator setup`.
+    pub(crate) pairing: crate::pair_offer::Desk,
 }
 
 /// A worker's call refused because attribution cannot work on its path
@@ -219,6 +221,7 @@ impl Bridge {
             refusals: std::sync::Mutex::new(std::collections::VecDeque::new()),
             unattributable: std::sync::Mutex::new(std::collections::VecDeque::new()),
             inspections: Default::default(),
+            pairing: Default::default(),
         });
         tokio::spawn(dispatch_loop(bridge.clone()));
         let stop = bridge.shutdown.clone().cancelled_owned();
@@ -478,7 +481,7 @@ impl Bridge {
 
     /// An extension origin with a well-formed id (Chromium: 32 of `a`–`p`;
     /// Firefox: a UUID), and one of `--extension-id` when any is set.
-    fn origin_allowed(&self, origin: &str) -> bool {
+    pub(crate) fn origin_allowed(&self, origin: &str) -> bool {
         let id = origin.strip_prefix("moz-extension://").or_else(|| origin.strip_prefix("chrome-extension://"));
         let Some(id) = id.filter(|id| well_formed_extension_id(id)) else { return false };
         self.config.extension_ids.is_empty() || self.config.extension_ids.iter().any(|allowed| allowed == id)
@@ -611,9 +614,12 @@ async fn dispatch_turn(bridge: &Arc<Bridge>, replayed: &mut HashMap<String, u64>
     }
 }
 
-/// The `/executor` route.
+/// The `/executor` route, and `/executor/pair` beside it.
 pub fn router(bridge: Arc<Bridge>) -> Router {
-    Router::new().route("/executor", get(upgrade)).with_state(bridge)
+    Router::new()
+        .route("/executor", get(upgrade))
+        .route(protocol::executor::pair_offer::PATH, get(crate::pair_offer::upgrade))
+        .with_state(bridge)
 }
 
 async fn upgrade(ws: WebSocketUpgrade, headers: HeaderMap, State(bridge): State<Arc<Bridge>>) -> Response {

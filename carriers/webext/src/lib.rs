@@ -11,6 +11,8 @@
 //!   `/executor` route.
 //! - [`inspect`]: read-only page inspections asked of every executor that
 //!   can make them.
+//! - [`pair_offer`]: `/executor/pair`, a browser paired without pasting
+//!   once a person accepts it at `orchestrator setup`.
 //!
 //! Architecture invariant: no queue rule lives here. What to send and to
 //! whom is `control::queue`; this crate only moves frames and reports.
@@ -19,6 +21,7 @@ pub mod bridge;
 pub mod close;
 pub mod credentials;
 pub mod inspect;
+pub mod pair_offer;
 pub mod session;
 
 pub use bridge::{Bridge, BridgeConfig, router};

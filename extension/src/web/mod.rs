@@ -6,6 +6,7 @@ mod background;
 mod content;
 mod overlay;
 mod pages;
+mod pair_offer;
 
 use js_sys::{Array, Function, JSON, Promise, Reflect};
 use serde::Serialize;

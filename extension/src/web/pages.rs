@@ -84,14 +84,39 @@ async fn settings_form() {
     }
 }
 
-/// The options page.
+/// Shows how pairing with `orchestrator setup` goes: its code, in words.
+fn say_offer(code: &str, status: &str) {
+    if !code.is_empty() {
+        set_text("setup-code", code);
+    }
+    set_text("setup-status", status);
+}
+
+/// The endpoint field's value, else the daemon's default.
+fn endpoint_or_default() -> String {
+    let typed = input("endpoint").map(|i| i.value().trim().to_owned()).unwrap_or_default();
+    if typed.is_empty() { super::pair_offer::DEFAULT_ENDPOINT.to_owned() } else { typed }
+}
+
+/// The options page. Not paired yet, it offers itself to `orchestrator
+/// setup` at once (a fresh install opens it); the button offers again.
 #[wasm_bindgen]
 pub async fn options_main() {
-    if let Some(value) = storage_get("local", "pairing").await
-        && let Ok(pairing) = from_js::<Pairing>(&value)
+    let paired = storage_get("local", "pairing").await.and_then(|value| from_js::<Pairing>(&value).ok());
+    if let Some(pairing) = &paired
         && let Some(endpoint) = input("endpoint")
     {
         endpoint.set_value(&pairing.endpoint);
+    }
+    let offer = Closure::<dyn FnMut()>::new(|| {
+        wasm_bindgen_futures::spawn_local(super::pair_offer::offer(endpoint_or_default(), say_offer));
+    })
+    .into_js_value();
+    if let Some(button) = document().get_element_by_id("setup-pair") {
+        let _ = button.add_event_listener_with_callback("click", offer.unchecked_ref());
+    }
+    if paired.is_none() {
+        wasm_bindgen_futures::spawn_local(super::pair_offer::offer(endpoint_or_default(), say_offer));
     }
     let save = Closure::<dyn FnMut(web_sys::Event)>::new(|event: web_sys::Event| {
         event.prevent_default();
