@@ -232,6 +232,20 @@ impl Chromium {
         Ok(())
     }
 
+    /// Types `endpoint` into the options page and presses "Pair with
+    /// orchestrator setup", as a person whose daemon is not on the default
+    /// port would; the page stays open while setup answers.
+    pub async fn pair_with_setup(&self, endpoint: &str) -> anyhow::Result<Page> {
+        let options = self.open(&self.extension_url("options.html")).await?;
+        until(&options, "document.body.hasAttribute('data-ready')").await?;
+        let press = format!(
+            "document.querySelector('#endpoint').value = {}; document.querySelector('#setup-pair').click(); true",
+            serde_json::to_string(endpoint)?
+        );
+        options.evaluate(press).await?;
+        Ok(options)
+    }
+
     /// Types `endpoint` and `token` into the options page and submits
     /// them, as a person pairs; the page, whatever comes of it.
     pub async fn submit_pairing(&self, endpoint: &str, token: &str) -> anyhow::Result<Page> {

@@ -19,6 +19,7 @@ pub mod lifecycle;
 pub mod person;
 pub mod restart;
 pub mod scenario;
+pub mod setup;
 pub mod surfaces;
 
 pub use browser::Chromium;

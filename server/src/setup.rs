@@ -187,7 +187,7 @@ pub async fn run(options: Options, person: &mut dyn Person) -> i32 {
             Some(secret) => through_host(&addr, host, secret).await,
             None => Err("no MCP secret in the state directory".to_owned()),
         };
-        match judge::exposed(host, answered) {
+        match judge::exposed(host, &addr, answered) {
             Ok(seen) => report.ok("exposed", &seen),
             Err(broken) => return report.broken("exposed", &broken),
         }
@@ -272,7 +272,7 @@ async fn daemon(options: &Options) -> Result<Daemon, Broken> {
         started.status.version,
         started.pid,
         state.join("daemon.log").display(),
-        serve.join(" ")
+        judge::shell_words(&serve)
     );
     Ok(Daemon { addr: started.addr, status: started.status, seen })
 }

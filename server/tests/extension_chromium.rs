@@ -356,6 +356,55 @@ async fn installed_crx_body() {
     eprintln!("measured: Chromium with the CRX installed, restarted, {restarted:?}");
 }
 
+/// Issue 46: `orchestrator setup --yes` on a fresh state directory with
+/// Chromium present: it starts the daemon, names the bundle's package for
+/// Chromium's off-store install, the person starts Chromium, the
+/// extension's pairing page (opened by itself) asks and setup accepts its
+/// code, and every link is proven: connected at the daemon's version,
+/// fakechat's new chat read read-only, MCP answering locally and for the
+/// exposed host. No credential is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_yes_installs_pairs_and_proves_every_link() {
+    e2e(setup_body).await;
+}
+
+async fn setup_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake =
+        fakechat::start("127.0.0.1:0".parse().unwrap(), None, fakechat::server::Csp::RealLike, None).await.unwrap();
+    let extra = ["--app-label", "Orchestrator e2e", "--expose-host", "orch.example.test"];
+    let _stop = e2e::setup::StopDaemon(dir.path().join("state"));
+    let run = e2e::setup::setup_yes(orchestrator(), dir.path(), fake.addr.port(), &extra).await;
+    let run = run.unwrap_or_else(|e| panic!("{e:#}"));
+    let printed = run.lines.join("\n");
+    assert_eq!(run.code, Some(0), "{printed}");
+    for link in ["daemon", "extension", "paired", "connected", "chatgpt.com", "mcp", "exposed"] {
+        assert!(
+            run.lines.iter().any(|l| l.starts_with(&format!("  ok    {link:<12} "))),
+            "no proven {link} line:\n{printed}"
+        );
+    }
+    assert!(!printed.contains("FAIL"), "{printed}");
+    assert!(
+        printed.contains("https://chatgpt.com/ read in a background tab of its own, read-only: ready"),
+        "{printed}"
+    );
+    assert!(!printed.contains("exc1."), "a credential was printed:\n{printed}");
+    let secret = std::fs::read_to_string(dir.path().join("state/mcp-secret")).unwrap();
+    assert!(!printed.contains(secret.trim()), "the MCP secret was printed:\n{printed}");
+    // The extension's own page says so too, and nothing was typed or clicked in the read page.
+    assert_eq!(run.chromium.status().await.unwrap(), "connected");
+    let oracle = fake.hub.oracle();
+    for tab in oracle["tabs"].as_array().cloned().unwrap_or_default() {
+        let interactions = &tab["interactions"];
+        assert!(["clicks", "keys"].iter().all(|k| interactions[k].as_u64().unwrap_or(0) == 0), "{tab}");
+    }
+    eprintln!(
+        "measured: setup --yes, fresh state directory to every link proven (Chromium started by the test at setup's word), {:.1} s",
+        run.took.as_secs_f64()
+    );
+}
+
 /// Issue 46: a daemon of another protocol version refuses the extension
 /// (close 4002, its reason naming both builds and which to update; an
 /// impostor on loopback stands in for an older daemon): the popup a person

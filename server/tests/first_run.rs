@@ -429,3 +429,84 @@ fn the_agent_keeps_its_state_owner_only_and_its_credential_to_itself() {
     let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700, "{mode:o}");
 }
+
+/// Issue 46: `orchestrator setup` stops at its first broken link with what
+/// is wrong and the one next step, each through the binary (no browser):
+/// no terminal and no `--yes`, no package, a running daemon set up
+/// otherwise, a package that does not match the bundle's sums, and no
+/// browser asking within the wait. (Every link proven: the Chromium e2e.)
+#[test]
+fn setup_stops_at_the_first_broken_link_with_its_next_step() {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let _stop = e2e::setup::StopDaemon(state.clone());
+    let listen = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let profile = dir.path().join("profile");
+    let setup = |extra: &[&str]| {
+        let out = orchestrator()
+            .args(["setup", "--yes", "--browser", "chromium", "--wait-s", "10", "--listen", &listen])
+            .arg("--state-dir")
+            .arg(&state)
+            .arg("--chromium-user-data-dir")
+            .arg(&profile)
+            .args(extra)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let broken = |out: &str, link: &str, what: &str, next: &str| {
+        let at = out.find(&format!("  FAIL  {link:<12} {what}")).unwrap_or_else(|| panic!("no broken {link}: {out}"));
+        let step = out[at..].lines().nth(1).unwrap_or_default();
+        assert!(step.starts_with("        next: ") && step.contains(next), "{link}'s next step: {out}");
+    };
+
+    let asked = orchestrator().arg("setup").arg("--state-dir").arg(&state).stdin(Stdio::null()).output().unwrap();
+    assert!(!asked.status.success());
+    assert!(String::from_utf8_lossy(&asked.stderr).contains("run it on a terminal, or pass --yes"));
+
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let (code, out) = setup(&["--bundle", empty.to_str().unwrap(), "--app-label", "Orch"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("  ok    daemon       started at"), "{out}");
+    broken(&out, "extension", "cannot read", "pass --bundle <the release bundle's directory>");
+
+    let (code, out) = setup(&["--bundle", empty.to_str().unwrap(), "--app-label", "Other"]);
+    assert_eq!(code, Some(1), "{out}");
+    broken(&out, "daemon", "the running daemon's app label is \"Orch\", not \"Other\"", "stop the daemon");
+    let (_, out) = setup(&["--expose-host", "orch.example.test"]);
+    broken(&out, "daemon", "the running daemon does not answer for orch.example.test", "stop the daemon");
+
+    let crx = e2e::packed_crx().unwrap();
+    let name = crx.file_name().unwrap().to_str().unwrap().to_owned();
+    let bundle = dir.path().join("bundle");
+    std::fs::create_dir(&bundle).unwrap();
+    std::fs::copy(&crx, bundle.join(&name)).unwrap();
+    std::fs::write(bundle.join("SHA256SUMS"), format!("{}  {name}\n", "0".repeat(64))).unwrap();
+    let (_, out) = setup(&["--bundle", bundle.to_str().unwrap()]);
+    broken(
+        &out,
+        "extension",
+        &format!("{name} does not match the bundle's SHA256SUMS"),
+        "download the release bundle again",
+    );
+
+    let sum: String = Sha256::digest(std::fs::read(&crx).unwrap()).iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(bundle.join("SHA256SUMS"), format!("{sum}  {name}\n")).unwrap();
+    let (code, out) = setup(&["--bundle", bundle.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("matches SHA256SUMS"), "{out}");
+    broken(
+        &out,
+        "paired",
+        "no Chromium asked to pair within 10 s",
+        &format!("set the endpoint to ws://{listen}/executor"),
+    );
+    // What it left for Chromium: the package kept in the state directory, named in the profile.
+    let named = std::fs::read_dir(profile.join("External Extensions")).unwrap().next().unwrap().unwrap().path();
+    let named: serde_json::Value = serde_json::from_slice(&std::fs::read(named).unwrap()).unwrap();
+    assert_eq!(named["external_crx"], state.join("extension").join(&name).to_str().unwrap());
+    assert_eq!(named["external_version"], env!("CARGO_PKG_VERSION"));
+}

@@ -377,6 +377,15 @@ fn the_executor_endpoint_is_never_reachable_through_the_exposed_host() {
     assert_eq!(upgrade("tunnel.example"), 403, "the tunnel's host never reaches /executor");
     assert_eq!(upgrade("tunnel.example:443"), 403);
     assert_eq!(upgrade("127.0.0.1"), 101, "loopback executors still connect");
+    // Pairing without pasting: loopback and an extension's page only.
+    let extension = ("Origin", "chrome-extension://abcdefghijklmnopabcdefghijklmnop");
+    let pair = |host: &str, headers: &[(&str, &str)]| {
+        support::upgrade_status(&daemon.addr, "/executor/pair", Some(host), headers)
+    };
+    assert_eq!(pair("tunnel.example", &[extension]), 403, "the tunnel's host never reaches /executor/pair");
+    assert_eq!(pair("127.0.0.1", &[]), 403, "no Origin: not a pairing page");
+    assert_eq!(pair("127.0.0.1", &[("Origin", "https://chatgpt.com")]), 403, "a web page never asks");
+    assert_eq!(pair("127.0.0.1", &[extension]), 101);
     assert_eq!(http(&daemon.addr, "GET", "/healthz", &[("Host", "evil.example")], "").0, 403);
     assert_eq!(http(&daemon.addr, "GET", "/healthz", &[("Host", "tunnel.example")], "").0, 200);
 }

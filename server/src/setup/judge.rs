@@ -105,10 +105,22 @@ pub fn connected(status: &Status, executor_id: &str) -> Link {
     }
 }
 
+/// `args` as a POSIX shell reads them back: each with anything beyond
+/// `[A-Za-z0-9_./:=@-]` single-quoted.
+pub fn shell_words(args: &[String]) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_./:=@-".contains(c);
+    let quote = |a: &String| match !a.is_empty() && a.chars().all(safe) {
+        true => a.clone(),
+        false => format!("'{}'", a.replace('\'', "'\\''")),
+    };
+    args.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
 /// The product token of a user agent (`Chrome/156…`, `Firefox/153.0`), or
 /// the agent itself when it has neither.
 pub fn short_browser(agent: &str) -> &str {
-    agent.split_whitespace().rev().find(|t| t.starts_with("Firefox/") || t.starts_with("Chrome/")).unwrap_or(agent)
+    let product = |t: &&str| ["Firefox/", "Chrome/", "HeadlessChrome/"].iter().any(|p| t.starts_with(p));
+    agent.split_whitespace().rev().find(product).unwrap_or(agent)
 }
 
 /// How the paired extension read chatgpt.com's new chat, read-only: it
@@ -132,7 +144,7 @@ pub fn page(readings: &[Reading], executor_id: &str, browser: Browser) -> Link {
     };
     if inspection.usable() {
         return Ok(format!(
-            "https://chatgpt.com/ read in a background tab of its own: {} ({}), nothing typed or clicked",
+            "https://chatgpt.com/ read in a background tab of its own, read-only: {} ({})",
             inspection.state, inspection.adapter
         ));
     }
@@ -164,11 +176,11 @@ pub fn mcp(url: &str, listed: Result<usize, String>) -> Link {
 
 /// The daemon's answer for the exposed host (asked on loopback with that
 /// host's name and the secret's path: what a tunnel forwards).
-pub fn exposed(host: &str, answered: Result<String, String>) -> Link {
+pub fn exposed(host: &str, listen: &str, answered: Result<String, String>) -> Link {
     match answered {
         Ok(server) => Ok(format!(
             "{} answers for {host} ({server}); the tunnel itself is not reached from here: start it \
-             (`cloudflared tunnel --url http://127.0.0.1:<port>`) and add the URL in ChatGPT",
+             (`cloudflared tunnel --url http://{listen}`) and add the URL in ChatGPT",
             crate::exposure::shown_url(host)
         )),
         Err(e) => broken(
@@ -230,6 +242,12 @@ mod tests {
     }
 
     #[test]
+    fn a_printed_command_reads_back_as_its_arguments() {
+        let args = ["--app-label", "My app's", "--listen", "127.0.0.1:7777", ""].map(String::from);
+        assert_eq!(shell_words(&args), r#"--app-label 'My app'\''s' --listen 127.0.0.1:7777 ''"#);
+    }
+
+    #[test]
     fn yes_accepts_only_the_installed_extension() {
         let id = "abcdefghijklmnopabcdefghijklmnop";
         let requests = [
@@ -257,6 +275,15 @@ mod tests {
     fn connected_needs_the_same_release_and_names_a_refusal() {
         let ok = connected(&status(vec![executor(Some("0.1.0"))]), "exec-1").unwrap();
         assert_eq!(ok, "exec-1 connected, extension 0.1.0 = daemon 0.1.0 (Chrome/156.0.0.0)");
+        assert_eq!(
+            short_browser("Mozilla/5.0 (X11; Linux x86_64; rv:153.0) Gecko/20100101 Firefox/153.0"),
+            "Firefox/153.0"
+        );
+        assert_eq!(
+            short_browser("Mozilla/5.0 (X11) HeadlessChrome/156.0.0.0 Safari/537.36"),
+            "HeadlessChrome/156.0.0.0"
+        );
+        assert_eq!(short_browser("Lynx"), "Lynx");
         let older = connected(&status(vec![executor(Some("0.0.9"))]), "exec-1").unwrap_err();
         assert!(older.what.starts_with("the extension is 0.0.9 and the daemon 0.1.0"), "{}", older.what);
         assert!(older.next.contains("same release bundle"), "{}", older.next);
@@ -325,10 +352,11 @@ mod tests {
         let down = mcp("http://127.0.0.1:7777/mcp", Err("connection refused".into())).unwrap_err();
         assert_eq!(down.what, "http://127.0.0.1:7777/mcp does not answer MCP: connection refused");
         assert!(mcp("u", Ok(0)).is_err());
-        let ok = exposed("orch.example.com", Ok("orchestrator".into())).unwrap();
+        let ok = exposed("orch.example.com", "127.0.0.1:7777", Ok("orchestrator".into())).unwrap();
+        assert!(ok.contains("cloudflared tunnel --url http://127.0.0.1:7777"), "{ok}");
         assert!(ok.starts_with("https://orch.example.com/s/<secret>/mcp answers for orch.example.com"), "{ok}");
         assert!(ok.contains("the tunnel itself is not reached from here"), "{ok}");
-        let refused = exposed("orch.example.com", Err("HTTP 403".into())).unwrap_err();
+        let refused = exposed("orch.example.com", "127.0.0.1:7777", Err("HTTP 403".into())).unwrap_err();
         assert!(refused.next.contains("--allowed-host orch.example.com"), "{}", refused.next);
     }
 }
