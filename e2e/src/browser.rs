@@ -415,6 +415,43 @@ impl Chromium {
     }
 }
 
+impl Chromium {
+    /// Updates the extension to `version`, as the browser installs a
+    /// higher version over a running one: this build under that manifest
+    /// version (same key, so the same id), loaded from a copy under
+    /// `scratch` over the running one (DevTools `Extensions.loadUnpacked`).
+    /// Waits until the new instance runs that version and is connected.
+    pub async fn update_extension(&mut self, version: &str, scratch: &Path) -> anyhow::Result<()> {
+        let copy = scratch.join(format!("extension-{version}"));
+        copy_dir(Path::new(&self.path), &copy)?;
+        let manifest_path = copy.join("manifest.json");
+        let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path)?)?;
+        manifest["version"] = version.into();
+        std::fs::write(&manifest_path, serde_json::to_vec_pretty(&manifest)?)?;
+        self.path = copy.display().to_string();
+        self.reload_extension().await?;
+        let page = self.open(&self.extension_url("options.html")).await?;
+        let running = eval::<String>(&page, "chrome.runtime.getManifest().version").await?;
+        page.close().await?;
+        anyhow::ensure!(running == version, "the browser runs {running}, not the update {version}");
+        Ok(())
+    }
+}
+
+/// Copies the directory tree `from` to `to`.
+fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        match entry.file_type()?.is_dir() {
+            true => copy_dir(&entry.path(), &target)?,
+            false => drop(std::fs::copy(entry.path(), target)?),
+        }
+    }
+    Ok(())
+}
+
 impl Drop for Chromium {
     fn drop(&mut self) {
         self.handler.abort();

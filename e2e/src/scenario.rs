@@ -5,6 +5,7 @@
 mod attachment;
 mod everyday;
 mod soak;
+mod update;
 
 pub use attachment::attachment_wait;
 pub use everyday::{
@@ -12,6 +13,7 @@ pub use everyday::{
     tab_placed,
 };
 pub use soak::{Day, Disruption, STALL, Soak, hostile_day};
+pub use update::{Updated, extension_updated};
 
 use std::time::{Duration, Instant};
 

@@ -208,7 +208,8 @@ fn completed(worker: &str) -> impl Fn(&Value) -> bool + '_ {
 
 /// A person's everyday browser and daemon, in one browser: the extension
 /// reloaded, the daemon restarted between commands and killed mid-send;
-/// then (issue 44, `e2e::scenario::everyday`) the service worker stopped
+/// (issue 46) the extension updated to a higher version at a command's
+/// dispatch and at its ack; then (issue 44, `e2e::scenario::everyday`) the service worker stopped
 /// idle and mid-command, the daemon away for seconds and past the backoff's
 /// cap, the browser restarted with and without its tabs restored, a
 /// managed tab closed by a person, one navigated to their own chat, and one
@@ -279,6 +280,12 @@ async fn reloads_restarts_and_dropped_sockets_lose_no_binding_and_duplicate_noth
 
     // 4. The browser stops the extension's service worker, idle and mid-command.
     let budget = Duration::from_secs(90);
+    // (Issue 46) The extension updated by the browser at a command's dispatch and at its ack.
+    let scratch = world.dir.path().join("updates");
+    let updated = e2e::scenario::extension_updated(&url, &world.fake.hub, &mut world.chromium, &scratch, budget)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("measured: extension updated mid-command, completed after {updated:?}");
     let mut browser = e2e::lifecycle::ChromiumLifecycle(&world.chromium);
     let stopped = e2e::scenario::background_stopped(&url, &world.fake.hub, &mut browser, budget)
         .await

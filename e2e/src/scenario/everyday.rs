@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::{all_idle, completed, exactly, oracle_of, settled_worker};
 use crate::lifecycle::Lifecycle;
 
-fn followup(worker: &str, summary: &str) -> Value {
+pub(super) fn followup(worker: &str, summary: &str) -> Value {
     json!({"worker_id": worker, "instructions": format!("Go on.\nscenario: complete \"{summary}\"")})
 }
 
