@@ -179,6 +179,7 @@ pub fn agent_config(daemon: &Daemon, user_data_dir: &Path, state_file: &Path) ->
     let bundle = carrier_cdp::page::Bundle::load(&crate::chromium_dist()?.join("pkg"))?;
     Ok(Config {
         daemon: daemon.executor_url(),
+        daemon_pin: None,
         executor_id: carrier_cdp::pairing::executor_id_of(&token).context("a credential names its executor")?,
         token,
         browser: Endpoint::UserDataDir(user_data_dir.to_owned()),

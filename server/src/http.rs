@@ -98,7 +98,11 @@ pub fn app(
     let health = Router::new()
         .route("/healthz", get(healthz))
         .route_layer(middleware::from_fn_with_state(Arc::new(hosts.clone()), require_host));
-    let mut router = health.merge(carrier_webext::router(bridge.clone()));
+    // The plain executor endpoint is for this machine: its peer must be
+    // loopback too, whatever Host it names (a listener beyond loopback
+    // serves MCP; executors from elsewhere use `--executor-listen`'s TLS).
+    let executors = carrier_webext::router(bridge.clone()).route_layer(middleware::from_fn(require_loopback_peer));
+    let mut router = health.merge(executors);
     if let Some(token) = &config.admin_token {
         let (hosts, secret) = (config.allowed_hosts.clone(), config.mcp_secret.is_some());
         let origins = config.allowed_origins.clone();
@@ -136,6 +140,17 @@ async fn session_ended(request: Request, next: Next) -> Response {
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
     response
+}
+
+async fn require_loopback_peer(request: Request, next: Next) -> Response {
+    match from_loopback(&request) {
+        true => next.run(request).await,
+        false => (
+            StatusCode::FORBIDDEN,
+            "FORBIDDEN: executors connect here from this machine only (others: the TLS endpoint)",
+        )
+            .into_response(),
+    }
 }
 
 async fn require_host(State(hosts): State<Arc<Vec<String>>>, request: Request, next: Next) -> Response {
@@ -286,6 +301,28 @@ pub async fn serve(
     timeouts: Timeouts,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    serve_with(listener, router, timeouts, shutdown, None).await
+}
+
+/// [`serve`] over TLS (`acceptor`): the remote executor endpoint. A
+/// handshake not done within the header timeout is dropped.
+pub async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    timeouts: Timeouts,
+    shutdown: CancellationToken,
+    acceptor: executor_tls::TlsAcceptor,
+) -> std::io::Result<()> {
+    serve_with(listener, router, timeouts, shutdown, Some(acceptor)).await
+}
+
+async fn serve_with(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    timeouts: Timeouts,
+    shutdown: CancellationToken,
+    tls: Option<executor_tls::TlsAcceptor>,
+) -> std::io::Result<()> {
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
     use hyper_util::server::conn::auto::Builder;
     use hyper_util::service::TowerToHyperService;
@@ -316,10 +353,22 @@ pub async fn serve(
             r.extensions_mut().insert(Peer(peer));
             r
         });
-        let connection = builder.serve_connection_with_upgrades(TokioIo::new(tcp), TowerToHyperService::new(service));
-        let connection = graceful.watch(connection.into_owned());
+        let Some(acceptor) = &tls else {
+            let connection =
+                builder.serve_connection_with_upgrades(TokioIo::new(tcp), TowerToHyperService::new(service));
+            let connection = graceful.watch(connection.into_owned());
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            continue;
+        };
+        let (acceptor, builder, watcher) = (acceptor.clone(), builder.clone(), graceful.watcher());
+        let within = timeouts.header_read;
         tokio::spawn(async move {
-            let _ = connection.await;
+            let Ok(Ok(stream)) = tokio::time::timeout(within, acceptor.accept(tcp)).await else { return };
+            let connection =
+                builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
+            let _ = watcher.watch(connection.into_owned()).await;
         });
     }
     tokio::select! {

@@ -90,6 +90,18 @@ enum Cmd {
         /// repositories' Git directories (refs, config, locks) may be anywhere.
         #[arg(long = "worktree-root")]
         worktree_roots: Vec<PathBuf>,
+        /// Also serve the executor endpoint over TLS on this address, for
+        /// host agents on other machines (`pair --remote` pins its
+        /// certificate in their credentials). Nothing else is served there.
+        #[arg(long)]
+        executor_listen: Option<SocketAddr>,
+        /// The certificate (PEM) --executor-listen presents (default: one
+        /// made in the state directory at its first start).
+        #[arg(long, requires_all = ["executor_key", "executor_listen"])]
+        executor_cert: Option<PathBuf>,
+        /// That certificate's private key (PEM, owner-only).
+        #[arg(long, requires = "executor_cert")]
+        executor_key: Option<PathBuf>,
         #[command(flatten)]
         executor: ExecutorArgs,
         #[command(flatten)]
@@ -343,6 +355,15 @@ struct PairArgs {
     /// The daemon's address, for the printed endpoint.
     #[arg(long, default_value = "127.0.0.1:7777")]
     listen: SocketAddr,
+    /// Pair a host agent on another machine: its endpoint is
+    /// wss://HOST:PORT/executor (`serve --executor-listen`), and what is
+    /// printed and written (as JSON) pins that endpoint's certificate (made
+    /// in the state directory now, if `serve` has not made it yet).
+    #[arg(long, value_name = "HOST:PORT", requires = "credential_file", conflicts_with_all = ["list", "revoke", "operator"])]
+    remote: Option<String>,
+    /// The certificate `serve --executor-cert` presents, for --remote.
+    #[arg(long, requires = "remote")]
+    executor_cert: Option<PathBuf>,
     /// Grant this executor a person's controls over the whole pool (the
     /// extension's popup and overlay: see every run, pause, stop, answer).
     /// Only for an executor a person uses; a host agent needs none.
@@ -614,6 +635,7 @@ impl LocalCdpArgs {
         let executor_id = "cdp-local".to_owned();
         Ok(Some(carrier_cdp::Config {
             daemon: executor_endpoint,
+            daemon_pin: None,
             token: credentials.issue(&executor_id)?,
             executor_id,
             browser,
@@ -760,7 +782,19 @@ impl ExecutorArgs {
 
 /// `orchestrator pair` and its management flags.
 fn pair(args: PairArgs) -> anyhow::Result<()> {
-    let PairArgs { state_dir, executor_id, list, revoke, rotate, json, credential_file, listen, operator } = args;
+    let PairArgs {
+        state_dir,
+        executor_id,
+        list,
+        revoke,
+        rotate,
+        json,
+        credential_file,
+        listen,
+        operator,
+        remote,
+        executor_cert,
+    } = args;
     let path = state_path(state_dir)?;
     std::fs::create_dir_all(&path)?;
     {
@@ -814,6 +848,40 @@ fn pair(args: PairArgs) -> anyhow::Result<()> {
         getrandom::fill(&mut bytes).expect("the OS random source is available");
         format!("exec-{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
     });
+    if let Some(remote) = remote {
+        // Checked before anything is issued: the agent dials exactly this.
+        let endpoint = format!("wss://{remote}/executor");
+        carrier_cdp::pairing::check_daemon_url(&endpoint, Some(executor_tls::Pin::of(b"")))
+            .map_err(|_| anyhow::anyhow!("--remote is HOST:PORT, the address `serve --executor-listen` listens on"))?;
+        let pin = match &executor_cert {
+            Some(cert) => {
+                let pem = std::fs::read(cert).with_context(|| format!("reading {}", cert.display()))?;
+                executor_tls::pin_of_pem(&pem).with_context(|| format!("{} holds no certificate", cert.display()))?
+            }
+            None => executor_tls::Identity::load_or_create(&path)?.pin(),
+        };
+        let credential = credentials.issue_with(&id, false)?;
+        let document = serde_json::json!({"endpoint": endpoint, "executorId": id, "credential": credential,
+            "fingerprint": pin.to_string()});
+        if let Some(file) = &credential_file {
+            server::exposure::write_private(file, &format!("{document}\n"))
+                .with_context(|| format!("writing {}", file.display()))?;
+        }
+        match (json, &credential_file) {
+            (true, _) => println!("{document}"),
+            (false, file) => {
+                let file = file.as_ref().expect("--remote requires --credential-file").display();
+                println!("endpoint:    {endpoint}\nexecutor:    {id}\nfingerprint: {pin}");
+                println!("credential:  written to {file} with the endpoint and fingerprint (owner-only)");
+                println!(
+                    "\nOn the agent's machine, with that file (owner-only):\n  orchestrator carrier-agent --cdp \
+                     --daemon {endpoint} --credential-file {file} --channel chrome\nThe agent trusts only the \
+                     certificate with this fingerprint; `orchestrator pair --revoke {id}` withdraws it."
+                );
+            }
+        }
+        return Ok(());
+    }
     let credential = credentials.issue_with(&id, operator)?;
     if let Some(file) = &credential_file {
         server::exposure::write_private(file, &format!("{credential}\n"))
@@ -1308,6 +1376,9 @@ async fn main() -> anyhow::Result<()> {
             body_read_timeout_ms,
             attribution_wait_ms,
             worktree_roots,
+            executor_listen,
+            executor_cert,
+            executor_key,
             executor,
             runtime,
             host,
@@ -1406,15 +1477,44 @@ async fn main() -> anyhow::Result<()> {
             let local_agent = local_cdp.config(&credentials, executor_endpoint, dir.path())?;
             let bridge = Bridge::start(plane.clone(), bridge_config, credentials, shutdown.child_token());
             let pool = Arc::new(Pool::new(plane.clone(), pool_config));
+            let remote_router = carrier_webext::remote_router(bridge.clone());
             let router = app(plane, pool, bridge, &config, shutdown.child_token());
             let timeouts = server::http::Timeouts {
                 header_read: std::time::Duration::from_millis(header_read_timeout_ms),
                 body_read: std::time::Duration::from_millis(body_read_timeout_ms),
             };
+            let remote = match executor_listen {
+                None => None,
+                Some(addr) => {
+                    let identity = match (&executor_cert, &executor_key) {
+                        (Some(cert), Some(key)) => executor_tls::Identity::load(cert, key)?,
+                        _ => executor_tls::Identity::load_or_create(dir.path())?,
+                    };
+                    let remote =
+                        tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+                    println!(
+                        "remote executor endpoint: wss://{}/executor (TLS, certificate {}; pair host agents with \
+                         `orchestrator pair --executor-id ID --remote HOST:PORT --credential-file FILE`)",
+                        remote.local_addr()?,
+                        identity.pin()
+                    );
+                    let serving = server::http::serve_tls(
+                        remote,
+                        remote_router,
+                        timeouts,
+                        shutdown.clone(),
+                        identity.acceptor()?,
+                    );
+                    Some(tokio::spawn(serving))
+                }
+            };
             // The local CDP agent dials this daemon's executor endpoint like any
             // other executor (it only starts once the listener is accepting).
             let local_agent = local_agent.map(carrier_cdp::Agent::start).transpose()?;
             server::http::serve(listener, router, timeouts, shutdown.clone()).await?;
+            if let Some(remote) = remote {
+                remote.await??;
+            }
             if let Some(agent) = local_agent {
                 agent.stop().await;
             }
@@ -1580,9 +1680,9 @@ no daemon answered at {addr}: start it with `orchestrator serve`, or point at it
             state_file,
             connect_timeout_ms,
         } => {
-            carrier_cdp::pairing::check_daemon_url(&daemon)?;
-            let carrier_cdp::pairing::Credential { token, executor_id } =
+            let carrier_cdp::pairing::Credential { token, executor_id, pin } =
                 carrier_cdp::pairing::read_credential(&credential_file)?;
+            carrier_cdp::pairing::check_daemon_url(&daemon, pin)?;
             let dedicated = match (launch_browser, launch_profile) {
                 (Some(browser), Some(profile)) => {
                     let dedicated = carrier_cdp::Dedicated { browser, profile, args: launch_arg };
@@ -1609,6 +1709,7 @@ no daemon answered at {addr}: start it with `orchestrator serve`, or point at it
             }
             let config = carrier_cdp::Config {
                 daemon,
+                daemon_pin: pin,
                 token,
                 executor_id,
                 browser,

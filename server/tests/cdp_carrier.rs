@@ -1026,6 +1026,7 @@ async fn after_a_restart_mid_create_a_tab_showing_its_marker_is_not_adopted() {
     let bundle = carrier_cdp::page::Bundle::load(&e2e::chromium_dist().unwrap().join("pkg")).unwrap();
     let agent = carrier_cdp::Agent::start(carrier_cdp::Config {
         daemon,
+        daemon_pin: None,
         token: format!("exc1.item9.{}", "0".repeat(64)),
         executor_id: "item9".into(),
         browser: carrier_cdp::Endpoint::UserDataDir(chromium.user_data_dir.clone()),

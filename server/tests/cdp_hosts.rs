@@ -1,9 +1,11 @@
 //! Two hosts in one pool: a second CDP host agent and its own browser run in
 //! a network namespace this test creates (a host of its own: its own
 //! loopback, reaching the daemon's machine only over a veth link), as an
-//! operator would run `orchestrator carrier-agent` on another machine with a
-//! tunnel to the daemon. ensure(4) places workers on both hosts; killing one
-//! host's browser affects only that host's workers.
+//! operator would run `orchestrator carrier-agent` on another machine. No
+//! tunnel (issue 47): the agent dials the daemon's TLS executor endpoint
+//! (`serve --executor-listen`) with the certificate `pair --remote` pinned,
+//! and plain TCP from there gets no WebSocket. ensure(4) places workers on
+//! both hosts; killing one host's browser affects only that host's workers.
 
 mod support;
 
@@ -79,27 +81,19 @@ async fn forward(listen: SocketAddr, to: SocketAddr) -> SocketAddr {
     addr
 }
 
-/// The same, as a process inside the namespace (its loopback end of the tunnel).
-const FORWARDER: &str = r#"
-import socket, sys, threading
-listen, to = sys.argv[1].rsplit(":", 1), sys.argv[2].rsplit(":", 1)
-server = socket.socket(); server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-server.bind((listen[0], int(listen[1]))); server.listen(64)
-def pipe(a, b):
-    try:
-        while (data := a.recv(65536)):
-            b.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s in (a, b):
-            try: s.shutdown(socket.SHUT_RDWR)
-            except OSError: pass
-while True:
-    client, _ = server.accept()
-    upstream = socket.create_connection((to[0], int(to[1])))
-    threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
-    threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+/// Inside the namespace: a plain (not TLS) WebSocket upgrade to the
+/// daemon's remote endpoint; prints `refused` unless it is switched.
+const PLAIN_UPGRADE: &str = r#"
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=5)
+s.sendall(b"GET /executor HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+          b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+try:
+    reply = s.recv(4096)
+except OSError:
+    reply = b""
+print("switched" if b" 101 " in reply else "refused")
 "#;
 
 struct Killed(Child);
@@ -117,23 +111,18 @@ fn column(status: &Value, key: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hosts_share_the_pool_and_one_losing_its_browser_affects_only_its_workers() {
-    let args = ["--pool-pacing-ms", "40", "--max-launches", "4", "--max-active-workers", "8"];
-    let world = e2e::cdp::CdpWorld::start(orchestrator(), &args).await.unwrap();
     let host = Host::create();
-
-    // The tunnel: inside the namespace, its own loopback reaches the daemon's
-    // executor endpoint (so the WebSocket's Host stays a loopback one) and
-    // the browser reaches chatgpt.com at our end of the link.
-    let daemon: SocketAddr = world.daemon.addr.parse().unwrap();
-    let our_end = forward(format!("{}:0", host.host_ip).parse().unwrap(), daemon).await;
+    // The daemon's TLS executor endpoint, on our end of the link.
+    let remote = std::net::TcpListener::bind(format!("{}:0", host.host_ip)).unwrap().local_addr().unwrap().to_string();
+    let args =
+        ["--pool-pacing-ms", "40", "--max-launches", "4", "--max-active-workers", "8", "--executor-listen", &remote];
+    let world = e2e::cdp::CdpWorld::start(orchestrator(), &args).await.unwrap();
+    // The browser inside reaches chatgpt.com (fakechat) at our end of the link.
     let site = forward(format!("{}:0", host.host_ip).parse().unwrap(), world.fake.addr).await;
-    let _tunnel = Killed(
-        host.command(std::path::Path::new("python3"))
-            .args(["-c", FORWARDER, "127.0.0.1:7777", &our_end.to_string()])
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+
+    // From the other host, plain TCP to the endpoint gets no WebSocket.
+    let plain = host.command(std::path::Path::new("python3")).args(["-c", PLAIN_UPGRADE, &remote]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&plain.stdout).trim(), "refused", "{plain:?}");
 
     // Host B's browser, in the namespace, with remote debugging on a fresh profile.
     let b = world.dir.path().join("host-b");
@@ -141,12 +130,21 @@ async fn two_hosts_share_the_pool_and_one_losing_its_browser_affects_only_its_wo
     let chromium = host.command(&e2e::browser::chromium().unwrap());
     let mut browser_b = Killed(e2e::cdp::spawn_with(chromium, &site.to_string(), &b, &profile).unwrap());
 
-    // Host B's agent, as `orchestrator carrier-agent` runs on another machine.
+    // Host B's agent, as `orchestrator carrier-agent` runs on another
+    // machine, with the credential `pair --remote` wrote on the daemon's.
     let credential = b.join("agent.credential");
-    world.daemon.credential_file(&credential).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let paired = Command::new(orchestrator())
+        .args(["pair", "--executor-id", "host-b", "--remote", &remote, "--state-dir"])
+        .arg(world.dir.path().join("state"))
+        .arg("--credential-file")
+        .arg(&credential)
+        .output()
+        .unwrap();
+    assert!(paired.status.success(), "{}", String::from_utf8_lossy(&paired.stderr));
     let _agent_b = Killed(
         host.command(orchestrator())
-            .args(["carrier-agent", "--cdp", "--daemon", "ws://127.0.0.1:7777/executor"])
+            .args(["carrier-agent", "--cdp", "--daemon", &format!("wss://{remote}/executor")])
             .arg("--credential-file")
             .arg(&credential)
             .arg("--user-data-dir")

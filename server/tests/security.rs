@@ -530,3 +530,82 @@ async fn a_refused_root_only_call_records_no_attribution() {
     assert!(recorded[0].to_string().contains("runtime_bootstrap"), "{recorded:?}");
     fake.stop().await;
 }
+
+/// Issue 47: the remote executor endpoint (`serve --executor-listen`)
+/// speaks TLS only, with the certificate `pair --remote` pins in the
+/// credential: the pinned agent is welcomed; a client expecting another
+/// certificate (a man in the middle's, from its side) never completes the
+/// handshake; plain TCP gets no WebSocket; a page (an `Origin`) and
+/// `/executor/pair` are refused there; a revoked credential's TLS session
+/// is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_remote_executor_endpoint_is_tls_with_a_pinned_certificate_only() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let dir = tempfile::tempdir().unwrap();
+    let remote = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let daemon = Daemon::start_with(dir.path(), &["--executor-listen", &remote.to_string()], &[]);
+    let file = dir.path().join("host-b.json");
+    let paired = std::process::Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .args(["pair", "--executor-id", "host-b", "--remote", &remote.to_string(), "--json", "--state-dir"])
+        .arg(dir.path())
+        .arg("--credential-file")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(paired.status.success(), "{}", String::from_utf8_lossy(&paired.stderr));
+    let document: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let url = format!("wss://{remote}/executor");
+    assert_eq!(document["endpoint"], url.as_str());
+    let pin = executor_tls::Pin::parse(document["fingerprint"].as_str().unwrap()).unwrap();
+    let credential = document["credential"].as_str().unwrap().to_owned();
+
+    // Dials the remote endpoint over TLS trusting `pin`, asking for `path` with `origin`.
+    let dial = |pin: executor_tls::Pin, path: &'static str, origin: Option<&'static str>| async move {
+        let tcp = tokio::net::TcpStream::connect(remote).await.map_err(|e| e.to_string())?;
+        let tls =
+            executor_tls::connector(pin).connect(executor_tls::server_name(), tcp).await.map_err(|e| e.to_string())?;
+        let mut request = format!("wss://{remote}{path}").into_client_request().unwrap();
+        if let Some(origin) = origin {
+            request.headers_mut().insert("Origin", origin.parse().unwrap());
+        }
+        tokio_tungstenite::client_async(request, tls).await.map(|(ws, _)| ws).map_err(|e| e.to_string())
+    };
+
+    let mut session = dial(pin, "/executor", None).await.unwrap();
+    let hello = serde_json::json!({"type": "hello", "protocolVersion": protocol::executor::PROTOCOL_VERSION,
+        "token": credential, "executorId": "host-b", "executorInstanceId": "host-b-1", "executorKind": "cdp"});
+    session.send(Message::Text(hello.to_string().into())).await.unwrap();
+    let Some(Ok(Message::Text(welcome))) = session.next().await else { panic!("no welcome over TLS") };
+    assert!(welcome.contains("\"welcome\""), "{welcome}");
+
+    let impostor = dial(executor_tls::Pin::of(b"a man in the middle's certificate"), "/executor", None).await;
+    assert!(impostor.unwrap_err().contains("invalid peer certificate"), "another certificate is refused");
+    let page = dial(pin, "/executor", Some("chrome-extension://abcdefghijklmnopabcdefghijklmnop")).await;
+    assert!(page.unwrap_err().contains("403"), "a page never reaches the remote endpoint");
+    let pairing = dial(pin, "/executor/pair", Some("chrome-extension://abcdefghijklmnopabcdefghijklmnop")).await;
+    assert!(pairing.unwrap_err().contains("404"), "pairing without pasting is for this machine only");
+    let plain = tokio_tungstenite::connect_async(format!("ws://{remote}/executor")).await;
+    assert!(plain.is_err(), "plain TCP never gets a WebSocket there");
+
+    let revoked = std::process::Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .args(["pair", "--revoke", "host-b", "--state-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(revoked.status.success());
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match session.next().await {
+                Some(Ok(Message::Close(close))) => break close.map(|c| c.reason.to_string()),
+                None | Some(Err(_)) => break None,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await
+    .expect("a revoked credential's TLS session is closed within seconds");
+    assert!(closed.is_some_and(|reason| reason.contains("revoked") || reason.contains("REVOKED")), "closed as revoked");
+    drop(daemon);
+}

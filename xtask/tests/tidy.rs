@@ -128,9 +128,11 @@ fn product_dependencies(krate: &str) -> Vec<String> {
 /// each with the only dependencies it may link. The test rig (fakechat, e2e,
 /// the fake executor, chromiumoxide, TLS for the fake site) is never among
 /// them: a product crate that needs something new names it here, on purpose.
-const PRODUCT: [(&str, &[&str]); 15] = [
+const PRODUCT: [(&str, &[&str]); 16] = [
     ("protocol", &["serde", "serde_json", "schemars"]),
     ("registry", &["protocol", "serde", "thiserror"]),
+    // The remote executor endpoint's TLS (issue 47): the one product crate with TLS.
+    ("carriers/tls", &["rcgen", "rustls", "tokio-rustls", "sha2", "thiserror"]),
     ("admission", &["protocol", "registry", "thiserror"]),
     // serde: why a path cannot carry attribution is reported (admin status, the canary).
     ("attribution", &["protocol", "thiserror", "serde"]),
@@ -200,6 +202,7 @@ const PRODUCT: [(&str, &[&str]); 15] = [
         &[
             "protocol",
             "executor-core",
+            "executor-tls",
             "extension",
             "chromiumoxide",
             "nix",
@@ -224,6 +227,7 @@ const PRODUCT: [(&str, &[&str]); 15] = [
             "control",
             "carrier-webext",
             "carrier-cdp",
+            "executor-tls",
             "pool",
             "admission",
             "chatgpt-dom",
@@ -289,6 +293,10 @@ fn product_crates_link_only_their_allowlisted_dependencies() {
         for banned in ["fakechat", "e2e", "fake-executor", "chromiumoxide", "rcgen", "rustls", "tokio-rustls"] {
             // DevTools is the CDP carrier's product path, and no other crate's.
             if krate == "carriers/cdp" && banned == "chromiumoxide" {
+                continue;
+            }
+            // The remote executor endpoint's TLS lives in its own crate only.
+            if krate == "carriers/tls" && ["rcgen", "rustls", "tokio-rustls"].contains(&banned) {
                 continue;
             }
             assert!(!product_dependencies(krate).iter().any(|d| d == banned), "{krate} links the test rig's {banned}");

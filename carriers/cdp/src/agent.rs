@@ -57,8 +57,11 @@ pub const DEFAULT_CAPACITY: u32 = 8;
 /// How the agent reaches the daemon and the browser.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The daemon's executor endpoint, `ws://127.0.0.1:7777/executor`.
+    /// The daemon's executor endpoint: `ws://127.0.0.1:7777/executor` on
+    /// its machine, `wss://HOST:PORT/executor` from another.
     pub daemon: String,
+    /// The certificate a `wss://` endpoint must present (`pair --remote`).
+    pub daemon_pin: Option<executor_tls::Pin>,
     /// The credential `orchestrator pair --executor-id <id>` issued.
     pub token: String,
     /// The executor id the credential was issued for.
@@ -687,6 +690,34 @@ async fn run(shared: Arc<Shared>) {
 
 /// One session with the daemon: hello, welcome, resync, then commands and
 /// heartbeats until either side closes.
+/// What the daemon's socket runs over: TCP on its machine, TLS from another.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// Opens the daemon's executor endpoint: plain TCP to a loopback `ws://`
+/// one, TLS trusting only the pinned certificate to a `wss://` one (a
+/// certificate with another pin ends the handshake before `hello`).
+async fn dial(config: &Config) -> Result<tokio_tungstenite::WebSocketStream<Box<dyn Io>>, String> {
+    let url = config.daemon.as_str();
+    let (rest, tls) = match (url.strip_prefix("wss://"), url.strip_prefix("ws://")) {
+        (Some(rest), _) => (rest, true),
+        (None, Some(rest)) => (rest, false),
+        _ => return Err(format!("{url} is not a ws:// or wss:// URL")),
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let tcp = tokio::net::TcpStream::connect(authority).await.map_err(|e| e.to_string())?;
+    let _ = tcp.set_nodelay(true);
+    let io: Box<dyn Io> = match (tls, config.daemon_pin) {
+        (false, _) => Box::new(tcp),
+        (true, Some(pin)) => Box::new(
+            executor_tls::connector(pin).connect(executor_tls::server_name(), tcp).await.map_err(|e| e.to_string())?,
+        ),
+        (true, None) => return Err("a wss:// endpoint is dialled only with its pinned certificate".into()),
+    };
+    let (socket, _) = tokio_tungstenite::client_async(url, io).await.map_err(|e| e.to_string())?;
+    Ok(socket)
+}
+
 async fn session(shared: &Arc<Shared>, instance: &str) {
     if shared.version.lock().unwrap().is_none() {
         // `hello` names the browser: reach it first (bounded; one that
@@ -703,7 +734,14 @@ async fn session(shared: &Arc<Shared>, instance: &str) {
             Err(_) => tracing::warn!("the browser did not answer within {within:?}; trying again at the next command"),
         }
     }
-    let Ok((socket, _)) = tokio_tungstenite::connect_async(shared.config.daemon.as_str()).await else { return };
+    let socket = match tokio::time::timeout(shared.config.connect_timeout, dial(&shared.config)).await {
+        Ok(Ok(socket)) => socket,
+        Ok(Err(why)) => {
+            tracing::debug!("the daemon's endpoint did not take the connection: {why}");
+            return;
+        }
+        Err(_) => return,
+    };
     let (mut sink, mut stream) = socket.split();
     let browser = shared.version.lock().unwrap().clone();
     let hello = executor_core::hello(&Identity {
@@ -1215,6 +1253,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = Config {
             daemon: "ws://127.0.0.1:9/executor".into(),
+            daemon_pin: None,
             token: String::new(),
             executor_id: "cdp-test".into(),
             browser: Endpoint::UserDataDir(dir.path().join("profile")),

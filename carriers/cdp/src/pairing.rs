@@ -25,13 +25,24 @@ pub enum Error {
          FILE` writes, or `pair`'s printed output)"
     )]
     NoCredential { file: String },
-    /// `--daemon` is not a loopback `ws://…/executor` URL.
+    /// `--daemon` is neither a loopback `ws://…/executor` URL nor a
+    /// `wss://HOST:PORT/executor` one.
     #[error(
         "--daemon {url:?} is not the daemon's executor endpoint: it must be ws://127.0.0.1:PORT/executor (or \
-         localhost, [::1]); the daemon accepts executors on loopback only, so reach a remote daemon through a \
-         tunnel you control (ssh -L 7777:127.0.0.1:7777 daemon-host)"
+         localhost, [::1]) on the daemon's machine, or wss://HOST:PORT/executor from another one (the daemon's \
+         `serve --executor-listen`)"
     )]
     DaemonUrl { url: String },
+    /// A remote `--daemon` with a credential that pins no certificate.
+    #[error(
+        "--daemon {url:?} is a remote endpoint, and the credential file pins no certificate for it: write the \
+         credential with `orchestrator pair --executor-id ID --remote HOST:PORT --credential-file FILE` on the \
+         daemon's machine and copy that file here"
+    )]
+    Unpinned { url: String },
+    /// The credential file's pin is not of the form `pair --remote` writes.
+    #[error("{file}: its \"fingerprint\" is not sha256:<64 hex> as `orchestrator pair --remote` writes it")]
+    BadPin { file: String },
 }
 
 /// A credential and the executor id it was issued for.
@@ -41,6 +52,8 @@ pub struct Credential {
     pub token: String,
     /// The id `orchestrator pair --executor-id` named.
     pub executor_id: String,
+    /// The remote endpoint's certificate, as `pair --remote` pinned it.
+    pub pin: Option<executor_tls::Pin>,
 }
 
 /// Reads `file`, which must be owner-only, and finds the credential in it:
@@ -64,7 +77,14 @@ pub fn read_credential(file: &Path) -> Result<Credential, Error> {
         return Err(Error::NoCredential { file: name });
     }
     let text = std::fs::read_to_string(file).map_err(unreadable)?;
-    credential_in(&text).ok_or(Error::NoCredential { file: name })
+    let pinned =
+        serde_json::from_str::<serde_json::Value>(text.trim()).ok().and_then(|j| j.get("fingerprint").cloned());
+    let pin = match pinned {
+        None => None,
+        Some(pin) => Some(pin.as_str().and_then(executor_tls::Pin::parse).ok_or(Error::BadPin { file: name.clone() })?),
+    };
+    let credential = credential_in(&text).ok_or(Error::NoCredential { file: name })?;
+    Ok(Credential { pin, ..credential })
 }
 
 /// The credential in what `pair` printed, in any of its three forms.
@@ -80,7 +100,7 @@ pub fn credential_in(text: &str) -> Option<Credential> {
     };
     let executor_id = executor_id_of(&token)?;
     let well_formed = token.bytes().all(|b| b.is_ascii_graphic());
-    well_formed.then_some(Credential { token, executor_id })
+    well_formed.then_some(Credential { token, executor_id, pin: None })
 }
 
 /// The executor id a credential names (`exc1.<id>.<secret>`).
@@ -89,12 +109,21 @@ pub fn executor_id_of(token: &str) -> Option<String> {
     (!id.is_empty() && !secret.is_empty()).then(|| id.to_owned())
 }
 
-/// Accepts only the daemon's executor endpoint on a loopback address:
+/// Accepts only the daemon's executor endpoint: on a loopback address,
 /// `ws://HOST[:PORT]/executor` with HOST `127.x.x.x`, `localhost` or
-/// `[::1]`, no user-info, query or fragment. The daemon answers executors on
-/// loopback `Host`s only, so no other URL can be it.
-pub fn check_daemon_url(url: &str) -> Result<(), Error> {
+/// `[::1]`; from another machine, `wss://HOST:PORT/executor` (`serve
+/// --executor-listen`) and only with `pin`, the certificate the credential
+/// pins. No user-info, query or fragment.
+pub fn check_daemon_url(url: &str, pin: Option<executor_tls::Pin>) -> Result<(), Error> {
     let refused = || Error::DaemonUrl { url: url.chars().take(200).collect() };
+    if let Some(rest) = url.strip_prefix("wss://") {
+        let (authority, path) = rest.split_once('/').ok_or_else(refused)?;
+        let port = authority.rsplit_once(':').map(|(_, port)| port).filter(|p| is_port(p));
+        if path != "executor" || authority.contains('@') || port.is_none() {
+            return Err(refused());
+        }
+        return pin.map(drop).ok_or_else(|| Error::Unpinned { url: url.chars().take(200).collect() });
+    }
     let rest = url.strip_prefix("ws://").ok_or_else(refused)?;
     let (authority, path) = rest.split_once('/').ok_or_else(refused)?;
     if path != "executor" || authority.contains('@') {
@@ -131,7 +160,7 @@ mod tests {
 
     #[test]
     fn every_form_pair_prints_yields_the_credential() {
-        let want = Some(Credential { token: TOKEN.into(), executor_id: "cdp-laptop".into() });
+        let want = Some(Credential { token: TOKEN.into(), executor_id: "cdp-laptop".into(), pin: None });
         assert_eq!(credential_in(&format!("{TOKEN}\n")), want, "--credential-file");
         let json = format!(
             r#"{{"endpoint":"ws://127.0.0.1:7777/executor","executorId":"cdp-laptop","credential":"{TOKEN}"}}"#
@@ -171,10 +200,12 @@ mod tests {
             "ws://127.0.0.2/executor",
             "ws://LOCALHOST:1/executor",
         ] {
-            assert_eq!(check_daemon_url(ok), Ok(()), "{ok}");
+            assert_eq!(check_daemon_url(ok, None), Ok(()), "{ok}");
         }
         for bad in [
-            "wss://127.0.0.1:7777/executor",
+            "wss://127.0.0.1/executor",
+            "wss://10.0.0.1:7443/",
+            "wss://user@10.0.0.1:7443/executor",
             "http://127.0.0.1:7777/executor",
             "ws://evil.example:7777/executor",
             "ws://127.0.0.1.evil.example/executor",
@@ -190,8 +221,32 @@ mod tests {
             "127.0.0.1:7777/executor",
             "",
         ] {
-            assert!(check_daemon_url(bad).is_err(), "{bad}");
+            assert!(check_daemon_url(bad, None).is_err(), "{bad}");
+            assert!(matches!(check_daemon_url(bad, Some(executor_tls::Pin::of(b"x"))), Err(Error::DaemonUrl { .. })));
         }
+        // Another machine's endpoint: only over TLS, and only pinned.
+        let remote = "wss://10.0.0.1:7443/executor";
+        assert!(matches!(check_daemon_url(remote, None), Err(Error::Unpinned { .. })));
+        assert_eq!(check_daemon_url(remote, Some(executor_tls::Pin::of(b"cert"))), Ok(()));
+        assert!(check_daemon_url("ws://10.0.0.1:7443/executor", Some(executor_tls::Pin::of(b"cert"))).is_err());
+    }
+
+    #[test]
+    fn a_remote_credential_carries_its_pin_and_a_bad_one_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("remote.json");
+        let pin = executor_tls::Pin::of(b"cert");
+        let doc = |fingerprint: &str| {
+            format!(
+                r#"{{"endpoint":"wss://10.0.0.1:7443/executor","credential":"{TOKEN}","fingerprint":"{fingerprint}"}}"#
+            )
+        };
+        std::fs::write(&file, doc(&pin.to_string())).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_credential(&file).unwrap().pin, Some(pin));
+        std::fs::write(&file, doc("sha256:nothex")).unwrap();
+        assert!(matches!(read_credential(&file), Err(Error::BadPin { .. })));
     }
 
     #[test]

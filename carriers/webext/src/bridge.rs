@@ -622,6 +622,24 @@ pub fn router(bridge: Arc<Bridge>) -> Router {
         .with_state(bridge)
 }
 
+/// `/executor` as the remote endpoint serves it (`serve --executor-listen`,
+/// TLS only, for host agents on other machines): the Host is whatever
+/// address the agent dialled, so it is not checked; a request carrying an
+/// `Origin` (a page) is refused; `/executor/pair` is never served here.
+pub fn remote_router(bridge: Arc<Bridge>) -> Router {
+    Router::new().route("/executor", get(upgrade_remote)).with_state(bridge)
+}
+
+async fn upgrade_remote(ws: WebSocketUpgrade, headers: HeaderMap, State(bridge): State<Arc<Bridge>>) -> Response {
+    if headers.contains_key(header::ORIGIN) {
+        return (StatusCode::FORBIDDEN, "FORBIDDEN: the remote executor endpoint takes host agents, never pages")
+            .into_response();
+    }
+    ws.max_message_size(4 * FRAME_MAX)
+        .max_frame_size(4 * FRAME_MAX)
+        .on_upgrade(move |socket| run_session(socket, bridge))
+}
+
 async fn upgrade(ws: WebSocketUpgrade, headers: HeaderMap, State(bridge): State<Arc<Bridge>>) -> Response {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
     if !loopback_host(host) {

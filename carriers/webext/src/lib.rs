@@ -24,5 +24,5 @@ pub mod inspect;
 pub mod pair_offer;
 pub mod session;
 
-pub use bridge::{Bridge, BridgeConfig, router};
+pub use bridge::{Bridge, BridgeConfig, remote_router, router};
 pub use credentials::Credentials;
