@@ -96,6 +96,17 @@ except OSError:
 print("switched" if b" 101 " in reply else "refused")
 "#;
 
+/// The three commands of docs/cdp-carrier.md's "A second host, no tunnel":
+/// serve, pair, the agent. None of them is a tunnel.
+fn second_host_commands() -> [String; 3] {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/cdp-carrier.md")).unwrap();
+    let start = doc.find("## A second host, no tunnel").expect("the section");
+    let end = doc[start + 3..].find("\n## ").map_or(doc.len(), |i| start + 3 + i);
+    let commands = e2e::docs::sh_commands(&doc[start..end]);
+    assert!(commands.iter().all(|c| !c.contains("ssh")), "{commands:?}");
+    commands.try_into().unwrap_or_else(|c: Vec<String>| panic!("three commands, not {c:?}"))
+}
+
 struct Killed(Child);
 
 impl Drop for Killed {
@@ -131,22 +142,29 @@ async fn two_hosts_share_the_pool_and_one_losing_its_browser_affects_only_its_wo
     let mut browser_b = Killed(e2e::cdp::spawn_with(chromium, &site.to_string(), &b, &profile).unwrap());
 
     // Host B's agent, as `orchestrator carrier-agent` runs on another
-    // machine, with the credential `pair --remote` wrote on the daemon's.
-    let credential = b.join("agent.credential");
+    // machine, with the credential `pair --remote` wrote on the daemon's:
+    // the commands docs/cdp-carrier.md gives, with this test's address,
+    // state directory, file and browser put in.
+    let [serve, pair, agent] = second_host_commands();
+    assert!(serve.contains("--executor-listen 10.0.0.1:7443"), "{serve}");
+    let credential = b.join("host-b.json");
     std::fs::create_dir_all(&b).unwrap();
+    let doc_words = |line: &str| {
+        let line = line.replace("10.0.0.1:7443", &remote).replace("host-b.json", credential.to_str().unwrap());
+        e2e::docs::shell_words(&line).unwrap().into_iter().skip(1).collect::<Vec<_>>()
+    };
     let paired = Command::new(orchestrator())
-        .args(["pair", "--executor-id", "host-b", "--remote", &remote, "--state-dir"])
+        .args(doc_words(&pair))
+        .arg("--state-dir")
         .arg(world.dir.path().join("state"))
-        .arg("--credential-file")
-        .arg(&credential)
         .output()
         .unwrap();
     assert!(paired.status.success(), "{}", String::from_utf8_lossy(&paired.stderr));
+    let agent_words: Vec<String> = doc_words(&agent);
+    let at = agent_words.iter().position(|w| w == "--channel").expect("the doc's agent names a channel");
     let _agent_b = Killed(
         host.command(orchestrator())
-            .args(["carrier-agent", "--cdp", "--daemon", &format!("wss://{remote}/executor")])
-            .arg("--credential-file")
-            .arg(&credential)
+            .args(&agent_words[..at])
             .arg("--user-data-dir")
             .arg(&profile)
             .arg("--bundle")
