@@ -167,6 +167,9 @@ pub struct SlotStatus {
     /// The executor holding it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub executor_id: Option<String>,
+    /// The machine that executor runs on, as its `hello` named it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// Reopenings so far.
     pub continuation_epoch: u32,
     /// Idle: available for a targeted task or a scale-down.
@@ -314,6 +317,10 @@ impl Pool {
                 can_act: r.logical_worker_id.is_some() && admission::recognizable(r, alive).is_ok(),
                 conversation_id: r.conversation.as_ref().map(|(c, _)| c.to_string()),
                 executor_id: r.executor_id.clone(),
+                host: r
+                    .executor_id
+                    .as_ref()
+                    .and_then(|id| self.plane.with_state(|s| s.executor_hosts.get(id).and_then(|h| h.name.clone()))),
                 continuation_epoch: r.continuation_epoch,
                 idle: self.idle(&r.reserved_worker),
             })

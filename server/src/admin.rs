@@ -166,6 +166,12 @@ pub struct WorkerSummary {
     pub state: protocol::WorkerState,
     /// What it waits for, if anything outside it.
     pub waiting_for: Option<protocol::WaitingFor>,
+    /// The executor holding its conversation, if any.
+    #[serde(default)]
+    pub executor_id: Option<String>,
+    /// That executor's machine, as its last `hello` named it.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// The `host:port` of an `http://host:port/mcp` URL: where its admin read answers.
@@ -457,6 +463,11 @@ async fn status(State(admin): State<Arc<Admin>>) -> axum::Json<Status> {
                     path: w.path.clone(),
                     state: w.state,
                     waiting_for: plane.waiting_for(w, &live).map(|waiting| waiting.on),
+                    executor_id: w.executor_id.clone(),
+                    host: w
+                        .executor_id
+                        .as_ref()
+                        .and_then(|id| plane.with_state(|s| s.executor_hosts.get(id).and_then(|h| h.name.clone()))),
                 })
                 .collect(),
         })

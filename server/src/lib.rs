@@ -24,6 +24,7 @@ pub mod daemon_process;
 pub mod deployment;
 pub mod doctor;
 pub mod exposure;
+pub mod hosts;
 pub mod http;
 pub mod inspect_page;
 pub mod oauth;

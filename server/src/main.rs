@@ -188,6 +188,21 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The pool by machine: each host (named by its executors' `hello`),
+    /// whether it is connected, its executors and room, and the workers
+    /// whose conversations it holds. Asks the running daemon's admin read.
+    Hosts {
+        /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// The daemon's address (default: where the daemon running on the
+        /// state directory listens, else 127.0.0.1:7777).
+        #[arg(long)]
+        addr: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Who holds, held, submitted or landed a worktree, branch or commit:
     /// the worker, its execution session and its ChatGPT conversation, from
     /// the running daemon's ownership records (SPEC §5d). Exit 0: found;
@@ -900,6 +915,35 @@ fn pair(args: PairArgs) -> anyhow::Result<()> {
         println!("\n{PAIRING_STEPS}");
     }
     Ok(())
+}
+
+/// The running daemon's status, or (exit 2) what to do when none answers:
+/// scripts get a document too, a person the next step.
+async fn status_or_exit(
+    state_dir: Option<PathBuf>,
+    addr: Option<String>,
+    json: bool,
+) -> anyhow::Result<server::admin::Status> {
+    let state = state_path(state_dir)?;
+    let addr = addr.unwrap_or_else(|| server::admin::authority_of(&mcp_url_of(&state)));
+    match server::admin::fetch(&addr, &state).await {
+        Ok(status) => Ok(status),
+        Err(e) => {
+            let hint = format!(
+                "no daemon answered at {addr} (state directory {}): start it with `orchestrator serve`, or point at \
+                 it with --addr HOST:PORT / --state-dir DIR",
+                state.display()
+            );
+            match json {
+                true => println!(
+                    "{}",
+                    serde_json::json!({"running": false, "addr": addr, "error": e.to_string(), "next": hint})
+                ),
+                false => eprintln!("{e}\n{hint}"),
+            }
+            std::process::exit(2);
+        }
+    }
 }
 
 /// `orchestrator setup`: asks on a terminal, or nothing with `--yes`.
@@ -1636,31 +1680,18 @@ no daemon answered at {addr}: start it with `orchestrator serve`, or point at it
             }
         }
         Cmd::Status { state_dir, addr, json } => {
-            let state = state_path(state_dir)?;
-            let addr = addr.unwrap_or_else(|| server::admin::authority_of(&mcp_url_of(&state)));
-            let status = match server::admin::fetch(&addr, &state).await {
-                Ok(status) => status,
-                Err(e) => {
-                    // Scripts get a document too; a person gets the next step.
-                    let hint = format!(
-                        "no daemon answered at {addr} (state directory {}): start it with `orchestrator serve`, or \
-                         point at it with --addr HOST:PORT / --state-dir DIR",
-                        state.display()
-                    );
-                    match json {
-                        true => println!(
-                            "{}",
-                            serde_json::json!({"running": false, "addr": addr, "error": e.to_string(), "next": hint})
-                        ),
-                        false => eprintln!("{e}\n{hint}"),
-                    }
-                    std::process::exit(2);
-                }
-            };
+            let status = status_or_exit(state_dir, addr, json).await?;
             if json {
                 println!("{}", serde_json::to_string(&status)?);
             } else {
                 print!("{}", server::admin::render(&status));
+            }
+        }
+        Cmd::Hosts { state_dir, addr, json } => {
+            let hosts = server::hosts::of(&status_or_exit(state_dir, addr, json).await?);
+            match json {
+                true => println!("{}", serde_json::to_string(&hosts)?),
+                false => print!("{}", server::hosts::render(&hosts)),
             }
         }
         Cmd::InspectPage { file, json } => print!("{}", server::inspect_page::run(&file, json)?),

@@ -57,6 +57,17 @@ impl Host {
         cmd.args(["netns", "exec", &self.name]).arg(program);
         cmd
     }
+
+    /// `program` run inside the namespace on a machine named `hostname`
+    /// (a UTS namespace of its own: another machine has another name).
+    fn command_named(&self, hostname: &str, program: &std::path::Path) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.name, "unshare", "--uts", "sh", "-c"])
+            .arg(format!("hostname {hostname} && exec \"$@\""))
+            .arg("sh")
+            .arg(program);
+        cmd
+    }
 }
 
 impl Drop for Host {
@@ -163,7 +174,7 @@ async fn two_hosts_share_the_pool_and_one_losing_its_browser_affects_only_its_wo
     let agent_words: Vec<String> = doc_words(&agent);
     let at = agent_words.iter().position(|w| w == "--channel").expect("the doc's agent names a channel");
     let _agent_b = Killed(
-        host.command(orchestrator())
+        host.command_named("host-b", orchestrator())
             .args(&agent_words[..at])
             .arg("--user-data-dir")
             .arg(&profile)
@@ -218,6 +229,25 @@ async fn two_hosts_share_the_pool_and_one_losing_its_browser_affects_only_its_wo
     assert!(hosts.iter().all(|h| executors.iter().filter(|e| *e == h).count() == 2), "two each: {executors:?}");
     let on_a: Vec<String> = world.agent.targets();
     assert_eq!(on_a.len(), 2);
+    // Each slot names its host (runtime_status), and `orchestrator hosts`
+    // lists both machines with two workers each.
+    let slot_hosts = column(&ready, "host");
+    assert_eq!(slot_hosts.iter().filter(|h| *h == "host-b").count(), 2, "{slot_hosts:?}");
+    assert_eq!(slot_hosts.iter().filter(|h| !h.is_empty() && *h != "host-b").count(), 2, "{slot_hosts:?}");
+    let listed = Command::new(orchestrator())
+        .args(["hosts", "--json", "--state-dir"])
+        .arg(world.dir.path().join("state"))
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let hosts = listed.as_array().unwrap();
+    assert_eq!(hosts.len(), 2, "{listed:#}");
+    for h in hosts {
+        assert_eq!(h["connected"], true, "{h:#}");
+        assert_eq!(h["workers"].as_array().unwrap().len(), 2, "{h:#}");
+        assert_eq!((h["load"].as_u64(), h["capacity"].as_u64()), (Some(2), Some(8)), "{h:#}");
+    }
+    assert!(hosts.iter().any(|h| h["host"] == "host-b"), "{listed:#}");
     // The pool sees each host: its name, browser, load and capacity (v2 `hello`).
     let executors = status()["executors"].clone();
     assert_eq!(executors.as_array().map_or(0, Vec::len), 2, "{executors:#}");

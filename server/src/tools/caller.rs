@@ -200,7 +200,7 @@ pub struct BlockOut {
 
 #[tool_router(router = caller_tools, vis = "pub(super)")]
 impl Tools {
-    /// Block a worker's chat: its every tool call is refused with CHAT_BLOCKED, telling it to stop and answer. Not a stop. Root only.
+    /// Block a worker's chat: each tool call it makes is refused CHAT_BLOCKED (stop and answer). Not a stop. Root only.
     #[tool(annotations(
         title = "Block chat",
         read_only_hint = false,

@@ -287,7 +287,7 @@ impl Tools {
         .await
     }
 
-    /// Give a worker one turn now in its conversation (clears a pause; never a second while one is pending). Root only.
+    /// Give a worker one turn now (clears a pause; never a second while one is pending). Root only.
     #[tool(annotations(
         title = "Continue now",
         read_only_hint = false,

@@ -8,14 +8,13 @@ use super::*;
 pub struct RunCreateArgs {
     /// Short human title of the run's goal.
     pub title: String,
-    /// Launch root in a conversation of its own with this objective, which Auto Resume can resume; omit to be root yourself.
+    /// Launch root in a conversation of its own with this objective (Auto Resume resumes it); omit to be root yourself.
     #[serde(default)]
     pub root_objective: Option<String>,
     /// capability_only: workers' calls are not proven to come from their own conversation (for a client no browser sees).
     #[serde(default)]
     pub attribution: protocol::Attribution,
-    /// Replaying the same key with the same title returns the same run,
-    /// without the capability (only the creating call gets it).
+    /// Replayed with the same title: the same run, never the capability again.
     #[serde(default)]
     pub idempotency_key: Option<String>,
 }

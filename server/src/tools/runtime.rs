@@ -106,7 +106,7 @@ impl Tools {
         .await
     }
 
-    /// Ensure the pool holds desired_workers parked workers: reopens lost slots' exact conversations, creates only missing ones (idempotent).
+    /// Ensure the pool holds desired_workers parked workers: lost slots reopened exactly, only missing ones created (idempotent).
     #[tool(annotations(
         title = "Ensure runtime",
         read_only_hint = false,
@@ -127,7 +127,7 @@ impl Tools {
         .await
     }
 
-    /// Scale the pool to desired_workers: add missing workers, or retire safe idle ones (never busy, targeted or uncertain ones).
+    /// Scale the pool to desired_workers: add missing workers or retire idle ones (never busy, targeted or uncertain).
     #[tool(annotations(
         title = "Scale runtime",
         read_only_hint = false,
@@ -148,7 +148,7 @@ impl Tools {
         .await
     }
 
-    /// Reopen every lost worker conversation exactly (same logical workers), and create again those refused for a setup state once it is fixed.
+    /// Reopen every lost worker conversation exactly; create again those refused for a setup state once it is fixed.
     #[tool(annotations(
         title = "Recover runtime",
         read_only_hint = false,
