@@ -232,11 +232,26 @@ impl Chromium {
         Ok(())
     }
 
-    /// Types `endpoint` into the options page and presses "Pair with
-    /// orchestrator setup", as a person whose daemon is not on the default
-    /// port would; the page stays open while setup answers.
+    /// Types `endpoint` into the pairing page the extension opened by
+    /// itself on its install and presses "Pair with orchestrator setup", as
+    /// a person whose daemon is not on the default port would; the page
+    /// stays open while setup answers.
     pub async fn pair_with_setup(&self, endpoint: &str) -> anyhow::Result<Page> {
-        let options = self.open(&self.extension_url("options.html")).await?;
+        let url = self.extension_url("options.html");
+        let mut found = None;
+        for _ in 0..400 {
+            let pages = self.browser.pages().await?;
+            for page in pages {
+                if page.url().await?.is_some_and(|u| u.starts_with(&url)) {
+                    found = Some(page);
+                }
+            }
+            if found.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let options = found.context("the extension never opened its pairing page")?;
         until(&options, "document.body.hasAttribute('data-ready')").await?;
         let press = format!(
             "document.querySelector('#endpoint').value = {}; document.querySelector('#setup-pair').click(); true",

@@ -28,20 +28,29 @@ pub struct SetupRun {
 /// The daemon's default address: the pairing page asks there by itself.
 const DEFAULT_LISTEN: &str = "127.0.0.1:7777";
 
-/// Runs `orchestrator setup --yes` on a fresh state directory under `dir`
+/// Runs `orchestrator setup --yes` with the extension packages in `bundle`
+/// on a fresh state directory under `dir`
 /// with fakechat at `site_port` as chatgpt.com; starts Chromium on the
 /// profile setup named the package in once it says so (with the pairing
 /// page it opens left open, as a person would), and waits (3 min) for
-/// setup to end. Where the default port is taken, setup listens on another
-/// and the endpoint is typed into the pairing page, as a person would.
-pub async fn setup_yes(orchestrator: &Path, dir: &Path, site_port: u16, extra: &[&str]) -> anyhow::Result<SetupRun> {
-    let listen = match std::net::TcpListener::bind(DEFAULT_LISTEN) {
-        Ok(_) => DEFAULT_LISTEN.to_owned(),
-        Err(_) => std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.to_string(),
+/// setup to end. With `default_port` setup listens where the pairing page
+/// asks by itself (unless another program holds that port); otherwise on
+/// another port, whose endpoint is typed into the pairing page and its
+/// button pressed, as a person would.
+pub async fn setup_yes(
+    orchestrator: &Path,
+    bundle: &Path,
+    dir: &Path,
+    site_port: u16,
+    default_port: bool,
+    extra: &[&str],
+) -> anyhow::Result<SetupRun> {
+    let listen = match default_port.then(|| std::net::TcpListener::bind(DEFAULT_LISTEN)) {
+        Some(Ok(_)) => DEFAULT_LISTEN.to_owned(),
+        _ => std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.to_string(),
     };
     let state = dir.join("state");
     let profile = dir.join("chromium");
-    let bundle = crate::packed_crx()?.parent().context("the package's directory")?.to_owned();
     let started = Instant::now();
     let mut child = Command::new(orchestrator)
         .args(["setup", "--yes", "--browser", "chromium", "--wait-s", "120", "--listen", &listen])
@@ -50,7 +59,7 @@ pub async fn setup_yes(orchestrator: &Path, dir: &Path, site_port: u16, extra: &
         .arg("--chromium-user-data-dir")
         .arg(profile.join("profile"))
         .arg("--bundle")
-        .arg(&bundle)
+        .arg(bundle)
         .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -302,7 +302,9 @@ impl PairingDesk<'_> {
             anyhow::bail!("the admin read is loopback only; {} is not", self.addr);
         }
         let token = read_token(self.state_dir)?;
-        Ok(mcp_client::post_with_bearer(self.addr, path, &token).await?)
+        let within = std::time::Duration::from_secs(10);
+        let posted = tokio::time::timeout(within, mcp_client::post_with_bearer(self.addr, path, &token)).await;
+        Ok(posted.map_err(|_| anyhow::anyhow!("no answer from {} within 10 s", self.addr))??)
     }
 
     /// Opens the window for `within`.

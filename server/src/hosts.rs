@@ -11,7 +11,8 @@ use crate::admin::Status;
 /// One machine.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Host {
-    /// Its name, as its executors' `hello` said (`(unnamed)` when none did).
+    /// Its name, as its executors' `hello` said (`(unnamed: <executor>)`
+    /// when one did not: one executor's machine, never merged with another's).
     pub host: String,
     /// Whether any of its executors is connected now.
     pub connected: bool,
@@ -42,13 +43,17 @@ pub struct HostWorker {
     pub executor_id: Option<String>,
 }
 
-const UNNAMED: &str = "(unnamed)";
+/// The host name of `executor` when its `hello` named none.
+fn unnamed(executor: &str) -> String {
+    format!("(unnamed: {executor})")
+}
 
 /// The hosts in `status`, by name.
 pub fn of(status: &Status) -> Vec<Host> {
     let mut hosts: Vec<Host> = Vec::new();
     for executor in &status.executors {
-        let host = entry(&mut hosts, executor.host.as_deref().unwrap_or(UNNAMED));
+        let name = executor.host.clone().unwrap_or_else(|| unnamed(&executor.executor_id));
+        let host = entry(&mut hosts, &name);
         host.connected = true;
         host.os = host.os.take().or_else(|| executor.os.clone());
         host.load += executor.load;
@@ -57,7 +62,9 @@ pub fn of(status: &Status) -> Vec<Host> {
     }
     for run in &status.runs {
         for worker in run.workers.iter().filter(|w| !w.state.is_terminal() && w.executor_id.is_some()) {
-            entry(&mut hosts, worker.host.as_deref().unwrap_or(UNNAMED)).workers.push(HostWorker {
+            let name =
+                worker.host.clone().unwrap_or_else(|| unnamed(worker.executor_id.as_deref().unwrap_or_default()));
+            entry(&mut hosts, &name).workers.push(HostWorker {
                 worker_id: worker.worker_id.clone(),
                 run_id: run.run_id.clone(),
                 path: worker.path.clone(),

@@ -382,6 +382,27 @@ async fn serve_with(
 mod tests {
     use super::*;
 
+    /// The plain executor endpoint (issue 47): a peer that is not loopback
+    /// is refused whatever Host it names; a loopback one passes on.
+    #[tokio::test]
+    async fn the_plain_executor_endpoint_refuses_a_peer_beyond_loopback() {
+        use tower::ServiceExt;
+        let router = Router::new()
+            .route("/executor", get(|| async { "reached" }))
+            .route_layer(middleware::from_fn(require_loopback_peer));
+        let from = |peer: &str| {
+            let mut request = axum::http::Request::get("/executor")
+                .header(header::HOST, "127.0.0.1:7777")
+                .body(axum::body::Body::empty())
+                .unwrap();
+            request.extensions_mut().insert(Peer(peer.parse().unwrap()));
+            router.clone().oneshot(request)
+        };
+        assert_eq!(from("10.0.0.2:40000").await.unwrap().status(), StatusCode::FORBIDDEN);
+        assert_eq!(from("[2001:db8::1]:40000").await.unwrap().status(), StatusCode::FORBIDDEN);
+        assert_eq!(from("127.0.0.1:40000").await.unwrap().status(), StatusCode::OK);
+    }
+
     /// Whether a request with `origin` passes `allowed`, as rmcp decides on `/mcp`.
     fn check(origin: Option<&str>, allowed: &[&str], expected: bool) {
         let mut headers = axum::http::HeaderMap::new();

@@ -866,8 +866,12 @@ fn pair(args: PairArgs) -> anyhow::Result<()> {
     if let Some(remote) = remote {
         // Checked before anything is issued: the agent dials exactly this.
         let endpoint = format!("wss://{remote}/executor");
-        carrier_cdp::pairing::check_daemon_url(&endpoint, Some(executor_tls::Pin::of(b"")))
-            .map_err(|_| anyhow::anyhow!("--remote is HOST:PORT, the address `serve --executor-listen` listens on"))?;
+        carrier_cdp::pairing::check_remote_url(&endpoint).map_err(|_| {
+            anyhow::anyhow!(
+                "--remote is HOST:PORT, an address the agent's machine dials to reach `serve --executor-listen` \
+                 (not a wildcard such as 0.0.0.0)"
+            )
+        })?;
         let pin = match &executor_cert {
             Some(cert) => {
                 let pem = std::fs::read(cert).with_context(|| format!("reading {}", cert.display()))?;

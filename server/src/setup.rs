@@ -15,6 +15,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use protocol::executor::ExecutorKind;
+
 pub use judge::{Broken, Browser, Link};
 
 /// What `setup` was asked.
@@ -125,9 +127,7 @@ pub async fn run(options: Options, person: &mut dyn Person) -> i32 {
         }
     };
     // Setup run again: an extension of this release already connected is kept.
-    let already = daemon.status.executors.iter().find(|e| {
-        e.kind == Some(protocol::executor::ExecutorKind::Webext) && e.release.as_deref() == Some(&daemon.status.version)
-    });
+    let already = daemon.status.executors.iter().find(|e| e.kind == Some(ExecutorKind::Webext));
     let executor_id = match already {
         Some(live) => {
             report.ok("extension", &format!("{} already paired and connected", live.executor_id));
@@ -409,6 +409,9 @@ fn chromium_user_data_dir() -> Option<PathBuf> {
     Some(PathBuf::from(std::env::var_os("HOME")?).join(".config/chromium"))
 }
 
+/// How long the daemon takes pairing requests without hearing from setup.
+const PAIRING_LEASE: Duration = Duration::from_secs(15);
+
 /// Takes pairing requests for the wait, and accepts the one the person
 /// says shows the same code (or, with `--yes`, the first from the
 /// extension installed); the executor id paired.
@@ -425,13 +428,32 @@ async fn pair(
         what: format!("the daemon's pairing desk does not answer: {e}"),
         next: "see daemon.log in the state directory, then run setup again".into(),
     };
-    desk.open(options.wait).await.map_err(unreachable)?;
+    let listen: SocketAddr = addr.parse().unwrap_or(options.listen);
     println!("        waiting up to {} s for {} to ask to pair…", options.wait.as_secs(), browser.name());
     let deadline = Instant::now() + options.wait;
     let mut asked = std::collections::HashSet::new();
+    let mut renewed: Option<Instant> = None;
     let outcome = loop {
         if Instant::now() > deadline {
-            break Err(judge::no_request(browser, options.wait.as_secs(), options.listen));
+            break Err(judge::no_request(browser, options.wait.as_secs(), listen));
+        }
+        // The window is a lease this setup renews: one killed mid-wait
+        // leaves it open for seconds, not for the whole wait.
+        if renewed.is_none_or(|at| at.elapsed() >= PAIRING_LEASE / 3) {
+            if let Err(e) = desk.open(PAIRING_LEASE).await {
+                break Err(unreachable(e));
+            }
+            renewed = Some(Instant::now());
+            // An extension paired before (its daemon restarted, it came back)
+            // never asks: it connects, and that is the link.
+            match crate::admin::fetch(addr, state).await {
+                Ok(status) => {
+                    if let Some(live) = status.executors.iter().find(|e| e.kind == Some(ExecutorKind::Webext)) {
+                        break Ok((live.executor_id.clone(), format!("{} connected, paired before", live.executor_id)));
+                    }
+                }
+                Err(e) => break Err(unreachable(e)),
+            }
         }
         let requests = match desk.requests().await {
             Ok(requests) => requests,

@@ -381,7 +381,8 @@ async fn setup_body() {
         fakechat::start("127.0.0.1:0".parse().unwrap(), None, fakechat::server::Csp::RealLike, None).await.unwrap();
     let extra = ["--app-label", "Orchestrator e2e", "--expose-host", "orch.example.test"];
     let _stop = e2e::setup::StopDaemon(dir.path().join("state"));
-    let run = e2e::setup::setup_yes(orchestrator(), dir.path(), fake.addr.port(), &extra).await;
+    let bundle = e2e::packed_crx().unwrap().parent().unwrap().to_owned();
+    let run = e2e::setup::setup_yes(orchestrator(), &bundle, dir.path(), fake.addr.port(), true, &extra).await;
     let run = run.unwrap_or_else(|e| panic!("{e:#}"));
     let printed = run.lines.join("\n");
     assert_eq!(run.code, Some(0), "{printed}");
@@ -410,6 +411,28 @@ async fn setup_body() {
         "measured: setup --yes, fresh state directory to every link proven (Chromium started by the test at setup's word), {:.1} s",
         run.took.as_secs_f64()
     );
+}
+
+/// Issue 46: setup's daemon on another port than the one the pairing page
+/// asks by itself: the page, already asking at the default, is pointed at
+/// the endpoint setup printed and its button pressed; that offer replaces
+/// the first, and setup proves every link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_on_another_port_pairs_once_the_endpoint_is_typed() {
+    e2e(setup_elsewhere_body).await;
+}
+
+async fn setup_elsewhere_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake =
+        fakechat::start("127.0.0.1:0".parse().unwrap(), None, fakechat::server::Csp::RealLike, None).await.unwrap();
+    let _stop = e2e::setup::StopDaemon(dir.path().join("state"));
+    let bundle = e2e::packed_crx().unwrap().parent().unwrap().to_owned();
+    let run = e2e::setup::setup_yes(orchestrator(), &bundle, dir.path(), fake.addr.port(), false, &[]).await;
+    let run = run.unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(run.code, Some(0), "{}", run.lines.join("\n"));
+    assert!(!run.lines.iter().any(|l| l.contains("127.0.0.1:7777")), "{}", run.lines.join("\n"));
+    assert_eq!(run.chromium.status().await.unwrap(), "connected");
 }
 
 /// Issue 46: a daemon of another protocol version refuses the extension

@@ -476,7 +476,8 @@ fn setup_stops_at_the_first_broken_link_with_its_next_step() {
     let (code, out) = setup(&["--bundle", empty.to_str().unwrap(), "--app-label", "Other"]);
     assert_eq!(code, Some(1), "{out}");
     broken(&out, "daemon", "the running daemon's app label is \"Orch\", not \"Other\"", "stop the daemon");
-    let (_, out) = setup(&["--expose-host", "orch.example.test"]);
+    let (code, out) = setup(&["--expose-host", "orch.example.test"]);
+    assert_eq!(code, Some(1), "{out}");
     broken(&out, "daemon", "the running daemon does not answer for orch.example.test", "stop the daemon");
 
     let crx = e2e::packed_crx().unwrap();

@@ -588,6 +588,31 @@ async fn the_remote_executor_endpoint_is_tls_with_a_pinned_certificate_only() {
     assert!(pairing.unwrap_err().contains("404"), "pairing without pasting is for this machine only");
     let plain = tokio_tungstenite::connect_async(format!("ws://{remote}/executor")).await;
     assert!(plain.is_err(), "plain TCP never gets a WebSocket there");
+    for other in ["/mcp", "/admin/status", "/healthz", "/ui"] {
+        let served = dial(pin, other, None).await;
+        assert!(served.unwrap_err().contains("404"), "{other} is not served on the remote endpoint");
+    }
+    // A person's credential (a browser's, with the operator grant) is for this machine only.
+    let operator = std::process::Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .args(["pair", "--executor-id", "a-browser", "--operator", "--json", "--state-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let operator: serde_json::Value = serde_json::from_slice(&operator.stdout).unwrap();
+    let mut browser = dial(pin, "/executor", None).await.unwrap();
+    let hello = serde_json::json!({"type": "hello", "protocolVersion": protocol::executor::PROTOCOL_VERSION,
+        "token": operator["credential"], "executorId": "a-browser", "executorInstanceId": "b-1",
+        "executorKind": "webext", "capabilities": ["operator"]});
+    browser.send(Message::Text(hello.to_string().into())).await.unwrap();
+    let refused = loop {
+        match browser.next().await {
+            Some(Ok(Message::Close(close))) => break close.map(|c| c.reason.to_string()).unwrap_or_default(),
+            Some(Ok(Message::Text(text))) => panic!("an operator credential was welcomed remotely: {text}"),
+            Some(Ok(_)) => {}
+            other => panic!("no close: {other:?}"),
+        }
+    };
+    assert!(refused.contains("for this machine only"), "{refused}");
 
     let revoked = std::process::Command::new(env!("CARGO_BIN_EXE_orchestrator"))
         .args(["pair", "--revoke", "host-b", "--state-dir"])

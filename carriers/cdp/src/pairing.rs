@@ -116,12 +116,8 @@ pub fn executor_id_of(token: &str) -> Option<String> {
 /// pins. No user-info, query or fragment.
 pub fn check_daemon_url(url: &str, pin: Option<executor_tls::Pin>) -> Result<(), Error> {
     let refused = || Error::DaemonUrl { url: url.chars().take(200).collect() };
-    if let Some(rest) = url.strip_prefix("wss://") {
-        let (authority, path) = rest.split_once('/').ok_or_else(refused)?;
-        let port = authority.rsplit_once(':').map(|(_, port)| port).filter(|p| is_port(p));
-        if path != "executor" || authority.contains('@') || port.is_none() {
-            return Err(refused());
-        }
+    if url.starts_with("wss://") {
+        check_remote_url(url)?;
         return pin.map(drop).ok_or_else(|| Error::Unpinned { url: url.chars().take(200).collect() });
     }
     let rest = url.strip_prefix("ws://").ok_or_else(refused)?;
@@ -146,6 +142,20 @@ pub fn check_daemon_url(url: &str, pin: Option<executor_tls::Pin>) -> Result<(),
     let loopback =
         host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
     loopback.then_some(()).ok_or_else(refused)
+}
+
+/// Whether `url` is `wss://HOST:PORT/executor` with a host one can dial
+/// (not a wildcard address such as `0.0.0.0`), no user-info, query or
+/// fragment: the remote endpoint `serve --executor-listen` serves.
+pub fn check_remote_url(url: &str) -> Result<(), Error> {
+    let refused = || Error::DaemonUrl { url: url.chars().take(200).collect() };
+    let rest = url.strip_prefix("wss://").ok_or_else(refused)?;
+    let (authority, path) = rest.split_once('/').ok_or_else(refused)?;
+    let (host, port) = authority.rsplit_once(':').ok_or_else(refused)?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let wildcard = host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
+    let named = !host.is_empty() && host.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:".contains(&b));
+    (path == "executor" && is_port(port) && named && !wildcard).then_some(()).ok_or_else(refused)
 }
 
 fn is_port(text: &str) -> bool {
@@ -204,6 +214,9 @@ mod tests {
         }
         for bad in [
             "wss://127.0.0.1/executor",
+            "wss://0.0.0.0:7443/executor",
+            "wss://[::]:7443/executor",
+            "wss://:7443/executor",
             "wss://10.0.0.1:7443/",
             "wss://user@10.0.0.1:7443/executor",
             "http://127.0.0.1:7777/executor",

@@ -52,14 +52,21 @@ pub struct Identity {
 
 impl Identity {
     /// The certificate kept in `dir` ([`CERT_FILE`], [`KEY_FILE`]), made
-    /// there first if there is none: self-signed, ECDSA P-256.
+    /// there first if there is none: self-signed, ECDSA P-256. A key
+    /// without its certificate (a start cut short between the two writes)
+    /// is made again: nothing was ever pinned to it.
     pub fn load_or_create(dir: &Path) -> Result<Identity, Error> {
         let (cert, key) = (dir.join(CERT_FILE), dir.join(KEY_FILE));
-        if !cert.exists() && !key.exists() {
+        if !cert.exists() {
+            match std::fs::remove_file(&key) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(file(&key, e)),
+                _ => {}
+            }
             let key_pair = rcgen::KeyPair::generate().map_err(|e| Error::Make(e.to_string()))?;
             let params = rcgen::CertificateParams::new(vec!["orchestrator-executor-endpoint".to_owned()])
                 .map_err(|e| Error::Make(e.to_string()))?;
             let made = params.self_signed(&key_pair).map_err(|e| Error::Make(e.to_string()))?;
+            // The key first: a certificate is never there without its key.
             write_new(&key, &key_pair.serialize_pem(), 0o600)?;
             write_new(&cert, &made.pem(), 0o644)?;
         }
@@ -243,6 +250,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let first = Identity::load_or_create(dir.path()).unwrap().pin();
         assert_eq!(Identity::load_or_create(dir.path()).unwrap().pin(), first, "kept, not made again");
+        // A start cut short after the key: made again, not refused for ever.
+        std::fs::remove_file(dir.path().join(CERT_FILE)).unwrap();
+        let again = Identity::load_or_create(dir.path()).unwrap().pin();
+        assert_ne!(again, first);
+        assert_eq!(Identity::load_or_create(dir.path()).unwrap().pin(), again);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

@@ -625,7 +625,8 @@ pub fn router(bridge: Arc<Bridge>) -> Router {
 /// `/executor` as the remote endpoint serves it (`serve --executor-listen`,
 /// TLS only, for host agents on other machines): the Host is whatever
 /// address the agent dialled, so it is not checked; a request carrying an
-/// `Origin` (a page) is refused; `/executor/pair` is never served here.
+/// `Origin` (a page) is refused, and so is a credential granting a
+/// person's controls; `/executor/pair` is never served here.
 pub fn remote_router(bridge: Arc<Bridge>) -> Router {
     Router::new().route("/executor", get(upgrade_remote)).with_state(bridge)
 }
@@ -637,7 +638,7 @@ async fn upgrade_remote(ws: WebSocketUpgrade, headers: HeaderMap, State(bridge):
     }
     ws.max_message_size(4 * FRAME_MAX)
         .max_frame_size(4 * FRAME_MAX)
-        .on_upgrade(move |socket| run_session(socket, bridge))
+        .on_upgrade(move |socket| crate::session::run_remote_session(socket, bridge))
 }
 
 async fn upgrade(ws: WebSocketUpgrade, headers: HeaderMap, State(bridge): State<Arc<Bridge>>) -> Response {

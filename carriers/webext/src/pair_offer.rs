@@ -210,6 +210,8 @@ where
             Ok((mut decided, _forget)) => loop {
                 let until = bridge.pairing_open_until();
                 tokio::select! {
+                    // A decision made is answered, even if the page spoke or closed meanwhile.
+                    biased;
                     decision = &mut decided => break match decision {
                         Ok(Decision::Paired { executor_id, credential }) => PairAnswer::Paired { executor_id, credential },
                         Ok(Decision::Declined) => refused(PairRefusal::Declined, refusal_detail(PairRefusal::Declined)),
@@ -227,7 +229,11 @@ where
         },
     };
     let text = serde_json::to_string(&answer).expect("answers serialize");
-    let _ = socket.send(Message::Text(text.into())).await;
+    let sent = socket.send(Message::Text(text.into())).await.is_ok();
+    if let (false, PairAnswer::Paired { executor_id, .. }) = (sent, &answer) {
+        // Nobody received it: nobody may hold it.
+        let _ = bridge.credentials.revoke(executor_id);
+    }
     let _ = socket.send(Message::Close(None)).await;
 }
 

@@ -120,7 +120,7 @@ struct Peer {
 }
 
 /// Waits for and checks the `hello`.
-async fn handshake<S>(stream: &mut S, bridge: &Bridge) -> Result<(Peer, ExecutorFrame), End>
+async fn handshake<S>(stream: &mut S, bridge: &Bridge, remote: bool) -> Result<(Peer, ExecutorFrame), End>
 where
     S: Stream<Item = Result<Message, axum::Error>> + Unpin,
 {
@@ -152,6 +152,11 @@ where
     };
     if owner != *executor_id {
         return Err(End::Closed(CloseReason::Unauthorized("the credential was issued to another executor id")));
+    }
+    if remote && bridge.credentials.grants_operator(token) {
+        return Err(End::Closed(CloseReason::Unauthorized(
+            "a person's credential (pair --operator) is for this machine only: pair a host agent with --remote",
+        )));
     }
     if hello.check_version().is_err() {
         let release = host.release.clone();
@@ -202,8 +207,25 @@ pub async fn run_session<S>(socket: S, bridge: Arc<Bridge>)
 where
     S: Stream<Item = Result<Message, axum::Error>> + Sink<Message, Error = axum::Error> + Unpin + Send + 'static,
 {
+    serve(socket, bridge, false).await;
+}
+
+/// [`run_session`] for a connection to the remote endpoint (`serve
+/// --executor-listen`): a credential granting a person's controls (`pair
+/// --operator`, a browser's) is refused there.
+pub async fn run_remote_session<S>(socket: S, bridge: Arc<Bridge>)
+where
+    S: Stream<Item = Result<Message, axum::Error>> + Sink<Message, Error = axum::Error> + Unpin + Send + 'static,
+{
+    serve(socket, bridge, true).await;
+}
+
+async fn serve<S>(socket: S, bridge: Arc<Bridge>, remote: bool)
+where
+    S: Stream<Item = Result<Message, axum::Error>> + Sink<Message, Error = axum::Error> + Unpin + Send + 'static,
+{
     let (mut sink, mut stream) = socket.split();
-    let (peer, hello) = match handshake(&mut stream, &bridge).await {
+    let (peer, hello) = match handshake(&mut stream, &bridge, remote).await {
         Ok(ok) => ok,
         Err(end) => {
             close(&mut sink, &end).await;

@@ -148,9 +148,11 @@ async fn requests_are_bounded_expire_with_the_window_and_a_gone_page_is_forgotte
     let busy = rig.page("BBBB-BBBB").answer().await;
     assert!(matches!(busy, PairAnswer::Refused { reason: PairRefusal::Busy, .. }), "{busy:?}");
     // A page that goes away is no longer offered, and accepting it issues nothing.
+    let first = rig.waiting().await[0].id;
     pages[0].leave();
     let gone = rig.waiting().await;
     assert_eq!(gone.len(), PENDING_MOST - 1);
+    assert!(rig.bridge.answer_pairing(first, true, true).is_err(), "nobody to give it to");
     // The window ends: every page still waiting is told so.
     tokio::time::sleep(Duration::from_secs(61)).await;
     for page in &mut pages[1..] {

@@ -21,26 +21,33 @@ pub(super) const DEFAULT_ENDPOINT: &str = "ws://127.0.0.1:7777/executor";
 const AGAIN_MS: i32 = 3_000;
 
 thread_local! {
-    /// One offer at a time per page.
-    static OFFERING: Cell<bool> = const { Cell::new(false) };
+    /// The page's latest offer: a new one (the button, another endpoint)
+    /// ends the one before at its next pass.
+    static LATEST: Cell<u32> = const { Cell::new(0) };
 }
 
 /// Offers this browser to the `setup` on this computer, at `endpoint`'s
-/// daemon, until it is accepted or declined; `say` shows how it goes.
+/// daemon, until it is accepted or declined or a newer offer replaces it;
+/// `say` shows how it goes.
 pub(super) async fn offer(endpoint: String, say: impl Fn(&str, &str)) {
-    if OFFERING.with(|o| o.replace(true)) {
-        return;
-    }
+    let this = LATEST.with(|l| l.get().wrapping_add(1));
+    LATEST.with(|l| l.set(this));
+    let current = || LATEST.with(|l| l.get()) == this;
     let Some(pair_url) = pair_url(&endpoint) else {
         say("", "the endpoint must be ws://127.0.0.1:<port>/executor");
-        OFFERING.with(|o| o.set(false));
         return;
     };
     let code = code_from(random_bytes());
     let request = PairRequest { code: code.clone(), browser: agent(), release: env!("CARGO_PKG_VERSION").into() };
-    loop {
-        say(&code, "waiting for `orchestrator setup` on this computer to accept this code…");
-        match ask(&pair_url, &request).await {
+    while current() {
+        say(&code, &format!("waiting for `orchestrator setup` at {endpoint} to accept this code…"));
+        // A credential that came is kept even when a newer offer replaced
+        // this one (a setup accepted it); anything else ends a replaced offer.
+        let answer = ask(&pair_url, &request).await;
+        if !current() && !matches!(answer, Some(PairAnswer::Paired { .. })) {
+            return;
+        }
+        match answer {
             Some(PairAnswer::Paired { executor_id, credential }) => {
                 match super::pages::check_pairing(&endpoint, &credential) {
                     Ok(pairing) => match storage_set("local", "pairing", to_js(&pairing)).await {
@@ -60,7 +67,6 @@ pub(super) async fn offer(endpoint: String, say: impl Fn(&str, &str)) {
         }
         sleep(AGAIN_MS).await;
     }
-    OFFERING.with(|o| o.set(false));
 }
 
 /// `/executor/pair` beside a loopback `ws://` endpoint, or `None` for any
