@@ -350,7 +350,7 @@ fn install(options: &Options, browser: Browser) -> Result<Installed, Broken> {
     let sum = check_sum(&dir, &file, &bytes)?;
     match browser {
         Browser::Firefox => Ok(Installed {
-            seen: format!("{} ({sum})", path.display()),
+            seen: format!("{} found ({sum}); Firefox installs it at your click, below", path.display()),
             step: format!(
                 "in Firefox (ESR, Developer Edition or Nightly): about:config → xpinstall.signatures.required = false; \
                  about:addons → gear → Install Add-on From File → {}; its pairing page then opens and asks",

@@ -318,3 +318,52 @@ async fn firefox_restarted_with_and_without_its_tabs_keeps_the_add_on_and_double
             .unwrap_or_else(|e| panic!("{e:#}\n{:#}", fake.hub.oracle()));
     eprintln!("measured: Firefox restarted, {restarted:?}");
 }
+
+/// Issue 46: `orchestrator setup --yes --browser firefox` on a fresh state
+/// directory: setup prints the one step a person does for Firefox (the
+/// `.xpi` installed for good, unsigned add-ons allowed); the person does it;
+/// the add-on's pairing page, opened by itself, is pointed at setup's
+/// endpoint and its button pressed; setup accepts it and proves every link
+/// in Firefox ESR, the new chat read in a tab of the add-on's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_pairs_firefox_and_proves_every_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake =
+        fakechat::start("127.0.0.1:0".parse().unwrap(), None, fakechat::server::Csp::Strict, None).await.unwrap();
+    let _stop = e2e::setup::StopDaemon(dir.path().join("state"));
+    let xpi = e2e::packed_xpi().unwrap();
+    let orchestrator = Path::new(env!("CARGO_BIN_EXE_orchestrator"));
+    // Not the default port: other tests' unpaired pages ask there by themselves.
+    let listen = e2e::setup::listen_address(false).unwrap();
+    let mut setup =
+        e2e::setup::Running::start(orchestrator, xpi.parent().unwrap(), dir.path(), "firefox", &listen, &[]).unwrap();
+    let step = setup.line("  do ").unwrap();
+    let file = xpi.file_name().unwrap().to_str().unwrap();
+    assert!(step.contains("xpinstall.signatures.required = false") && step.contains(file), "{step}");
+
+    let install = e2e::firefox::Install::Permanent(&xpi);
+    let mut firefox =
+        e2e::firefox::Firefox::launch_installing(install, fake.addr.port(), &fake.ca_pem, &dir.path().join("ff"), &[])
+            .await
+            .unwrap();
+    let page = firefox.extension_page("/options.html").await.unwrap();
+    firefox.until(&page, "document.body.hasAttribute('data-ready')").await.unwrap();
+    let press = format!(
+        "document.querySelector('#endpoint').value = {}; document.querySelector('#setup-pair').click(); true",
+        serde_json::json!(format!("ws://{listen}/executor"))
+    );
+    firefox.eval(&page, &press).await.unwrap();
+    let (code, lines, took) = setup.finish().await.unwrap();
+    let printed = lines.join("\n");
+    assert_eq!(code, Some(0), "{printed}");
+    for link in ["daemon", "extension", "paired", "connected", "chatgpt.com", "mcp"] {
+        assert!(lines.iter().any(|l| l.starts_with(&format!("  ok    {link:<12} "))), "no proven {link}:\n{printed}");
+    }
+    assert!(printed.contains("Firefox accepted as") && printed.contains("(Firefox/"), "{printed}");
+    assert!(!printed.contains("exc1."), "a credential was printed:\n{printed}");
+    firefox.until(&page, "document.querySelector('#connection').textContent === 'connected'").await.unwrap();
+    eprintln!(
+        "measured: setup --yes with Firefox, fresh state directory to every link proven, {:.1} s",
+        took.as_secs_f64()
+    );
+}
