@@ -176,33 +176,11 @@ enum Cmd {
     },
     /// What the running daemon is doing: setup, executors, the newest runs
     /// and their workers (what each waits for). Asks its admin read.
-    Status {
-        /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
-        #[arg(long)]
-        state_dir: Option<PathBuf>,
-        /// The daemon's address (default: where the daemon running on the
-        /// state directory listens, else 127.0.0.1:7777).
-        #[arg(long)]
-        addr: Option<String>,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
+    Status(AskArgs),
     /// The pool by machine: each host (named by its executors' `hello`),
     /// whether it is connected, its executors and room, and the workers
     /// whose conversations it holds. Asks the running daemon's admin read.
-    Hosts {
-        /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
-        #[arg(long)]
-        state_dir: Option<PathBuf>,
-        /// The daemon's address (default: where the daemon running on the
-        /// state directory listens, else 127.0.0.1:7777).
-        #[arg(long)]
-        addr: Option<String>,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    Hosts(AskArgs),
     /// Who holds, held, submitted or landed a worktree, branch or commit:
     /// the worker, its execution session and its ChatGPT conversation, from
     /// the running daemon's ownership records (SPEC §5d). Exit 0: found;
@@ -302,6 +280,21 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Where a command asks the running daemon's admin read, and how it prints.
+#[derive(clap::Args)]
+struct AskArgs {
+    /// State directory (default: $XDG_STATE_HOME/chatgpt-orchestrator).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// The daemon's address (default: where the daemon running on the
+    /// state directory listens, else 127.0.0.1:7777).
+    #[arg(long)]
+    addr: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `orchestrator setup`'s arguments.
@@ -1683,7 +1676,7 @@ no daemon answered at {addr}: start it with `orchestrator serve`, or point at it
                 }
             }
         }
-        Cmd::Status { state_dir, addr, json } => {
+        Cmd::Status(AskArgs { state_dir, addr, json }) => {
             let status = status_or_exit(state_dir, addr, json).await?;
             if json {
                 println!("{}", serde_json::to_string(&status)?);
@@ -1691,7 +1684,7 @@ no daemon answered at {addr}: start it with `orchestrator serve`, or point at it
                 print!("{}", server::admin::render(&status));
             }
         }
-        Cmd::Hosts { state_dir, addr, json } => {
+        Cmd::Hosts(AskArgs { state_dir, addr, json }) => {
             let hosts = server::hosts::of(&status_or_exit(state_dir, addr, json).await?);
             match json {
                 true => println!("{}", serde_json::to_string(&hosts)?),

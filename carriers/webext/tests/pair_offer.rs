@@ -3,9 +3,7 @@
 //! answered once, the credential to the asking page only and valid there;
 //! declined, expired, gone and malformed requests issue nothing.
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::ws::Message;
@@ -13,39 +11,12 @@ use carrier_webext::pair_offer::serve_request;
 use carrier_webext::{Bridge, BridgeConfig, Credentials};
 use control::store::MemoryStore;
 use control::{ControlPlane, Keyring, ManualClock};
-use futures_util::{Sink, Stream};
 use protocol::executor::pair_offer::{PENDING_MOST, PairAnswer, PairRefusal};
 use tokio::sync::mpsc;
+
+mod common;
+use common::MemSocket;
 use tokio_util::sync::CancellationToken;
-
-/// The daemon's end of an in-memory WebSocket.
-struct MemSocket {
-    incoming: mpsc::UnboundedReceiver<Result<Message, axum::Error>>,
-    outgoing: mpsc::UnboundedSender<Message>,
-}
-
-impl Stream for MemSocket {
-    type Item = Result<Message, axum::Error>;
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.incoming.poll_recv(cx)
-    }
-}
-
-impl Sink<Message> for MemSocket {
-    type Error = axum::Error;
-    fn poll_ready(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), axum::Error>> {
-        Poll::Ready(Ok(()))
-    }
-    fn start_send(self: Pin<&mut Self>, item: Message) -> Result<(), axum::Error> {
-        self.outgoing.send(item).map_err(axum::Error::new)
-    }
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), axum::Error>> {
-        Poll::Ready(Ok(()))
-    }
-    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), axum::Error>> {
-        Poll::Ready(Ok(()))
-    }
-}
 
 /// A pairing page's end.
 struct Page {
