@@ -521,7 +521,13 @@ async fn a_managed_root_is_launched_by_an_executor_and_attaches_from_its_own_con
 async fn a_managed_root_rolls_over_mid_run_and_its_worker_completes() {
     let state = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(state.path());
-    let fake = FakeExecutor::start(FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1"));
+    // The rollover prompt (the first send) is still being answered when
+    // root writes its checkpoint, as on a real page: the simulated page's
+    // instant idle would let the daemon roll without waiting for it (a
+    // rule of its own) before this test's checkpoint call, under load.
+    let config = FakeConfig::new(ws_url(&daemon), credential(state.path(), "ext-1"), "ext-1")
+        .fault(Fault::LoseIdleReport(Op::Send));
+    let fake = FakeExecutor::start(config);
     let mcp = Mcp::connect(&daemon.addr);
     let created = mcp.ok(
         "run_create",
