@@ -23,6 +23,8 @@ pub struct SetupRun {
     pub took: Duration,
     /// The browser it installed into, still running.
     pub chromium: Chromium,
+    /// The pairing page the endpoint was typed into (not on the default port).
+    pub pairing_page: Option<chromiumoxide::Page>,
 }
 
 /// The daemon's default address: the pairing page asks there by itself.
@@ -149,11 +151,12 @@ pub async fn setup_yes(
     let id = named.split("id ").nth(1).map(|rest| rest.chars().take_while(char::is_ascii_lowercase).collect());
     let extension_id: String = id.context("setup named no extension id")?;
     let chromium = Chromium::relaunch_installed(&extension_id, site_port, &profile, false).await?;
-    if listen != DEFAULT_LISTEN {
-        chromium.pair_with_setup(&format!("ws://{listen}/executor")).await?;
-    }
+    let pairing_page = match listen == DEFAULT_LISTEN {
+        true => None,
+        false => Some(chromium.pair_with_setup(&format!("ws://{listen}/executor")).await?),
+    };
     let (code, lines, took) = setup.finish().await?;
-    Ok(SetupRun { code, lines, took, chromium })
+    Ok(SetupRun { code, lines, took, chromium, pairing_page })
 }
 
 /// Stops the daemon a setup started on its state directory when dropped
