@@ -48,6 +48,7 @@ use crate::connect::{Connector, Endpoint};
 use crate::launch::{Dedicated, Launched};
 use crate::page::{self, Bundle, Said};
 
+mod dial;
 mod inspect;
 
 /// The managed conversations one host takes unless its operator says
@@ -690,34 +691,6 @@ async fn run(shared: Arc<Shared>) {
 
 /// One session with the daemon: hello, welcome, resync, then commands and
 /// heartbeats until either side closes.
-/// What the daemon's socket runs over: TCP on its machine, TLS from another.
-trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
-impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
-
-/// Opens the daemon's executor endpoint: plain TCP to a loopback `ws://`
-/// one, TLS trusting only the pinned certificate to a `wss://` one (a
-/// certificate with another pin ends the handshake before `hello`).
-async fn dial(config: &Config) -> Result<tokio_tungstenite::WebSocketStream<Box<dyn Io>>, String> {
-    let url = config.daemon.as_str();
-    let (rest, tls) = match (url.strip_prefix("wss://"), url.strip_prefix("ws://")) {
-        (Some(rest), _) => (rest, true),
-        (None, Some(rest)) => (rest, false),
-        _ => return Err(format!("{url} is not a ws:// or wss:// URL")),
-    };
-    let authority = rest.split('/').next().unwrap_or_default();
-    let tcp = tokio::net::TcpStream::connect(authority).await.map_err(|e| e.to_string())?;
-    let _ = tcp.set_nodelay(true);
-    let io: Box<dyn Io> = match (tls, config.daemon_pin) {
-        (false, _) => Box::new(tcp),
-        (true, Some(pin)) => Box::new(
-            executor_tls::connector(pin).connect(executor_tls::server_name(), tcp).await.map_err(|e| e.to_string())?,
-        ),
-        (true, None) => return Err("a wss:// endpoint is dialled only with its pinned certificate".into()),
-    };
-    let (socket, _) = tokio_tungstenite::client_async(url, io).await.map_err(|e| e.to_string())?;
-    Ok(socket)
-}
-
 async fn session(shared: &Arc<Shared>, instance: &str) {
     if shared.version.lock().unwrap().is_none() {
         // `hello` names the browser: reach it first (bounded; one that
@@ -734,7 +707,7 @@ async fn session(shared: &Arc<Shared>, instance: &str) {
             Err(_) => tracing::warn!("the browser did not answer within {within:?}; trying again at the next command"),
         }
     }
-    let socket = match tokio::time::timeout(shared.config.connect_timeout, dial(&shared.config)).await {
+    let socket = match tokio::time::timeout(shared.config.connect_timeout, dial::dial(&shared.config)).await {
         Ok(Ok(socket)) => socket,
         Ok(Err(why)) => {
             tracing::debug!("the daemon's endpoint did not take the connection: {why}");
